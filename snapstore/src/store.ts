@@ -1,0 +1,65 @@
+import type { Readable } from 'node:stream';
+import type { Snapshot } from './snapshot.js';
+
+/** The storage providers we implement. Names are upstream's `--storage-provider` values. */
+export type ProviderName = 'Local' | 'S3' | 'ABS' | 'GCS';
+
+export interface ListOptions {
+  /**
+   * Also return snapshots that are marked excluded (S3/ABS tag or GCS metadata
+   * `x-etcd-snapshot-exclude=true`). Only garbage collection asks for them.
+   */
+  includeExcluded?: boolean;
+}
+
+export interface ByteRange {
+  /** First byte, inclusive. */
+  start: number;
+  /** Last byte, inclusive; open-ended when undefined. */
+  end?: number;
+}
+
+export interface SaveOptions {
+  /** Aborting the signal aborts the upload; nothing is committed. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Where snapshots live. One implementation per provider; all of them pass the same conformance suite.
+ *
+ * Keys: a snapshot lives at `path.posix.join(prefix, snap.snapDir, snap.snapName)` where `prefix` is
+ * the listed `snap.prefix` for fetch/delete, and the store's own prefix for save (see `objectKey`).
+ */
+export interface SnapStore {
+  readonly provider: ProviderName;
+  /** The effective prefix of this store, always ending in `v2` (upstream `<store-prefix>/v2`). */
+  readonly prefix: string;
+
+  /**
+   * Lists every snapshot under the parent of the `v2` prefix (so v1 objects are found too), sorted
+   * with `compareSnapshots`. Keys that do not parse are skipped with a warning, never an error.
+   * Excluded snapshots are left out unless `includeExcluded`.
+   */
+  list(options?: ListOptions): Promise<Snapshot[]>;
+
+  /**
+   * Streams the stored bytes of a snapshot exactly as saved (still compressed).
+   * Throws E_NOT_FOUND when the object does not exist.
+   */
+  fetch(snap: Snapshot, range?: ByteRange): Promise<Readable>;
+
+  /**
+   * Stores `data` as the snapshot's object. The object becomes visible only after `data` ended
+   * without error and the provider committed it; if `data` errors, the signal aborts, or the upload
+   * fails, nothing is visible and no temporary objects, blocks or files are left, and the error is
+   * rethrown (wrapped as E_SAVE_FAILED unless it is already a SnapStoreError). Saving an existing
+   * key replaces it.
+   */
+  save(snap: Snapshot, data: Readable, options?: SaveOptions): Promise<void>;
+
+  /** Deletes the snapshot's object. E_NOT_FOUND if missing, E_IMMUTABLE if protected by retention. */
+  delete(snap: Snapshot): Promise<void>;
+
+  /** Releases clients and sockets. The store is unusable afterwards. */
+  close(): Promise<void>;
+}
