@@ -1,0 +1,85 @@
+import type { Logger } from './logger.js';
+
+/**
+ * Fully resolved store configuration. The CLI builds it from flags, environment and credential files;
+ * the snapstore never reads process.env itself.
+ */
+export interface StoreConfigBase {
+  /** Bucket / container name. For Local, informational (the directory is `rootDir`). */
+  container: string;
+  /** Effective prefix, always ending in `v2` (upstream `path.Join(--store-prefix, "v2")`). */
+  prefix: string;
+  /** `--store-endpoint-override`; a parsed absolute URL string or undefined. */
+  endpointOverride?: string;
+  /** `--max-parallel-chunk-uploads` (> 0). */
+  maxParallelChunkUploads: number;
+  /** `--min-chunk-size` in bytes (>= 5 MiB). */
+  minChunkSize: number;
+  /** `--snapstore-temp-directory`: scratch space for providers that need it. */
+  tempDir: string;
+  logger?: Logger;
+}
+
+export interface LocalStoreConfig extends StoreConfigBase {
+  provider: 'Local';
+  /** Absolute directory that holds `<prefix>/...` (upstream: `$HOME/<container>`). */
+  rootDir: string;
+}
+
+/** S3 credentials and options, as read from `AWS_APPLICATION_CREDENTIALS[_JSON]` (upstream §3.6). */
+export interface S3Credentials {
+  region?: string;
+  accessKeyID?: string;
+  secretAccessKey?: string;
+  /** Deprecated endpoint from the credential file; `--store-endpoint-override` wins. */
+  endpoint?: string;
+  s3ForcePathStyle?: boolean;
+  insecureSkipVerify?: boolean;
+  /** PEM bundle trusted in addition to the system roots (TLS 1.3 minimum, as upstream). */
+  trustedCaCert?: string;
+  sseCustomerKey?: string;
+  sseCustomerAlgorithm?: string;
+  roleARN?: string;
+  /** Path of the web-identity token file (dir form: the `token` file; JSON form: `tokenPath`). */
+  tokenPath?: string;
+  requestChecksumCalculation?: 'when_supported' | 'when_required';
+  responseChecksumValidation?: 'when_supported' | 'when_required';
+}
+
+export interface S3StoreConfig extends StoreConfigBase {
+  provider: 'S3';
+  /** undefined = the AWS SDK default credential chain (no credential env var set). */
+  credentials?: S3Credentials;
+}
+
+/** Azure Blob credentials (`AZURE_APPLICATION_CREDENTIALS[_JSON]`). */
+export interface AbsCredentials {
+  storageAccount: string;
+  storageKey: string;
+  /** Deprecated; default `blob.core.windows.net`. */
+  domain?: string;
+}
+
+export interface AbsStoreConfig extends StoreConfigBase {
+  provider: 'ABS';
+  credentials: AbsCredentials;
+}
+
+/** GCS credentials (`GOOGLE_APPLICATION_CREDENTIALS`): the parsed service-account or external-account JSON. */
+export interface GcsCredentials {
+  /** Path of the credentials JSON file. */
+  keyFile?: string;
+  /** Parsed JSON of that file. */
+  json?: Record<string, unknown>;
+  projectId?: string;
+  /** Deprecated sibling file `storageAPIEndpoint`. */
+  storageAPIEndpoint?: string;
+}
+
+export interface GcsStoreConfig extends StoreConfigBase {
+  provider: 'GCS';
+  /** undefined with an `http://` endpoint override = an emulator without auth. */
+  credentials?: GcsCredentials;
+}
+
+export type StoreConfig = LocalStoreConfig | S3StoreConfig | AbsStoreConfig | GcsStoreConfig;

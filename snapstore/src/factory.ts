@@ -1,0 +1,19 @@
+import type { StoreConfig } from './config.js';
+import type { SnapStore } from './store.js';
+
+/**
+ * Opens the store a configuration describes. Providers load lazily so that a Local-only process
+ * never loads the cloud SDKs.
+ */
+export async function openSnapStore(config: StoreConfig): Promise<SnapStore> {
+  switch (config.provider) {
+    case 'Local':
+      return (await import('./providers/local.js')).openLocalStore(config);
+    case 'S3':
+      return (await import('./providers/s3.js')).openS3Store(config);
+    case 'ABS':
+      return (await import('./providers/abs.js')).openAbsStore(config);
+    case 'GCS':
+      return (await import('./providers/gcs.js')).openGcsStore(config);
+  }
+}
