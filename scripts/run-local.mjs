@@ -1,0 +1,96 @@
+#!/usr/bin/env node
+// `npm start`: a local etcd on free loopback ports plus `etcdbrctl server` against it with a Local
+// snapstore. State lives in ETCDBR_LOCAL_DIR (default: .local/ in the project) so a restart resumes.
+import { spawn } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { findEtcdBinaries } from '../dist/etcd/binaries.js';
+import { startLocalEtcd } from '../dist/etcd/local-etcd.js';
+import { freePort } from '../dist/etcd/ports.js';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const base = resolve(process.env.ETCDBR_LOCAL_DIR ?? join(root, '.local'));
+const etcdDataDir = join(base, 'etcd-data');
+const storeDir = join(base, 'backups');
+const tempDir = join(base, 'tmp');
+await mkdir(storeDir, { recursive: true, mode: 0o700 });
+await mkdir(tempDir, { recursive: true, mode: 0o700 });
+
+const binaries = await findEtcdBinaries({ etcdBin: process.env.ETCD_BIN, path: process.env.PATH ?? '' });
+const etcd = await startLocalEtcd({ binaries, dataDir: etcdDataDir, name: 'default' });
+const serverPort = Number(process.env.ETCDBR_SERVER_PORT ?? (await freePort()));
+
+// The etcd config the sidecar serves on /config (upstream reads it from ETCD_CONF).
+const etcdConf = join(base, 'etcd.conf.yaml');
+await writeFile(
+  etcdConf,
+  [
+    'name: default',
+    `data-dir: ${etcdDataDir}`,
+    `listen-client-urls: ${etcd.clientUrl}`,
+    `listen-peer-urls: ${etcd.peerUrl}`,
+    'advertise-client-urls:',
+    `  default: [${etcd.clientUrl}]`,
+    'initial-advertise-peer-urls:',
+    `  default: [${etcd.peerUrl}]`,
+    `initial-cluster: default=${etcd.peerUrl}`,
+    'initial-cluster-token: etcd-cluster',
+    'initial-cluster-state: new',
+    '',
+  ].join('\n'),
+  { mode: 0o600 },
+);
+
+const args = [
+  join(root, 'bin', 'etcdbrctl'),
+  'server',
+  `--endpoints=${etcd.clientUrl}`,
+  `--server-port=${serverPort}`,
+  '--storage-provider=Local',
+  `--store-container=${storeDir}`,
+  `--snapstore-temp-directory=${tempDir}`,
+  `--data-dir=${etcdDataDir}`,
+  `--restoration-temp-snapshots-dir=${join(base, 'restoration.tmp')}`,
+  '--schedule=*/5 * * * *',
+  '--delta-snapshot-period=20s',
+  '--garbage-collection-period=5m',
+  ...process.argv.slice(2),
+];
+
+console.log(`etcd ${binaries.version}     ${etcd.clientUrl}  (data: ${etcdDataDir})`);
+console.log(`etcdbrctl server   http://127.0.0.1:${serverPort}  (try /healthz, /snapshot/latest, /metrics)`);
+console.log(`Local snapstore    ${join(storeDir, 'v2')}`);
+console.log(`list backups with: node bin/etcdbrctl ls --storage-provider=Local --store-container=${storeDir}`);
+console.log('Ctrl-C stops both.\n');
+
+const server = spawn(process.execPath, args, {
+  stdio: 'inherit',
+  env: { ...process.env, ETCD_CONF: etcdConf, POD_NAME: process.env.POD_NAME ?? 'default' },
+});
+
+let stopping = false;
+async function shutdown(code) {
+  if (stopping) return;
+  stopping = true;
+  if (server.exitCode === null && server.signalCode === null) {
+    server.kill('SIGTERM');
+    await new Promise((r) => server.once('exit', r));
+  }
+  await etcd.stop();
+  process.exit(code);
+}
+process.on('SIGINT', () => void shutdown(130));
+process.on('SIGTERM', () => void shutdown(143));
+server.on('exit', (code, signal) => {
+  if (!stopping) {
+    console.error(`etcdbrctl server exited (${signal ?? `code ${code}`}); stopping etcd.`);
+    void shutdown(code ?? 1);
+  }
+});
+void etcd.exited.then((code) => {
+  if (!stopping) {
+    console.error(`etcd exited unexpectedly (code ${code}):\n${etcd.logTail().split('\n').slice(-15).join('\n')}`);
+    void shutdown(1);
+  }
+});

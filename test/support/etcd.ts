@@ -1,0 +1,36 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { findEtcdBinaries, type EtcdBinaries } from '../../src/etcd/binaries.js';
+import { startLocalEtcd, type LocalEtcd, type LocalEtcdOptions } from '../../src/etcd/local-etcd.js';
+
+let binariesPromise: Promise<EtcdBinaries> | undefined;
+
+/** The etcd binaries of this machine (ETCD_BIN or PATH); `npm test` installs them when missing. */
+export function etcdBinaries(): Promise<EtcdBinaries> {
+  binariesPromise ??= findEtcdBinaries({ etcdBin: process.env.ETCD_BIN, path: process.env.PATH ?? '' });
+  return binariesPromise;
+}
+
+export interface TestEtcd extends LocalEtcd {
+  /** Stops etcd and removes its temp dir. */
+  cleanup(): Promise<void>;
+}
+
+/** A fresh single-member etcd in its own temp dir on free loopback ports. */
+export async function startTestEtcd(opts: Partial<LocalEtcdOptions> = {}): Promise<TestEtcd> {
+  const dir = await mkdtemp(join(tmpdir(), 'etcdbr-test-etcd-'));
+  const binaries = await etcdBinaries();
+  try {
+    const etcd = await startLocalEtcd({ binaries, dataDir: join(dir, 'data'), ...opts });
+    return Object.assign(Object.create(null) as object, etcd, {
+      async cleanup() {
+        await etcd.stop();
+        await rm(dir, { recursive: true, force: true });
+      },
+    }) as TestEtcd;
+  } catch (err) {
+    await rm(dir, { recursive: true, force: true });
+    throw err;
+  }
+}
