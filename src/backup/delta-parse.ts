@@ -1,0 +1,198 @@
+import { createHash } from 'node:crypto';
+import { Transform, type TransformCallback } from 'node:stream';
+import type { DeltaEvent } from './delta-format.js';
+import { SHA256_SIZE } from './full-verify.js';
+
+export class DeltaPayloadError extends Error {
+  override readonly name = 'DeltaPayloadError';
+}
+
+const enum State {
+  BeforeArray,
+  BetweenElements,
+  AfterComma,
+  InElement,
+  AfterArray,
+}
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const COMMA = 0x2c;
+
+function isSpace(b: number): boolean {
+  return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+}
+
+// Lease IDs are int64 and exceed 2^53: quote them before JSON.parse sees them. Only the `lease`
+// field of a kv is a bare number that can be that large; base64 and times cannot contain `"lease":`.
+const LEASE_RE = /"lease":(-?\d+)/g;
+
+interface RawKv {
+  key?: string;
+  create_revision?: number;
+  mod_revision?: number;
+  version?: number;
+  value?: string;
+  lease?: string;
+}
+interface RawElement {
+  etcdEvent?: { type?: number; kv?: RawKv };
+  time?: string;
+}
+
+function toEvent(raw: RawElement, where: string): DeltaEvent {
+  const ev = raw.etcdEvent;
+  if (!ev || typeof ev !== 'object' || !ev.kv) throw new DeltaPayloadError(`${where}: element has no etcdEvent.kv`);
+  const type = ev.type ?? 0;
+  if (type !== 0 && type !== 1) throw new DeltaPayloadError(`${where}: unexpected event type ${type}`);
+  const kv = ev.kv;
+  return {
+    type: type === 1 ? 'DELETE' : 'PUT',
+    key: Buffer.from(kv.key ?? '', 'base64'),
+    value: Buffer.from(kv.value ?? '', 'base64'),
+    createRevision: kv.create_revision ?? 0,
+    modRevision: kv.mod_revision ?? 0,
+    version: kv.version ?? 0,
+    lease: kv.lease ?? '0',
+    time: raw.time ?? '',
+  };
+}
+
+/**
+ * Streams a decompressed delta payload (JSON array ‖ sha256) into DeltaEvent objects, one element at
+ * a time, so a 200 MB delta is never one string. The trailer is checked at the end: consumers that
+ * must not act on unverified events should buffer or spool until the stream finished.
+ */
+export class DeltaPayloadParser extends Transform {
+  private readonly hash = createHash('sha256');
+  private tail: Buffer = Buffer.alloc(0);
+  private state = State.BeforeArray;
+  private depth = 0;
+  private inString = false;
+  private escaped = false;
+  private element: Buffer[] = [];
+  private elementStart = 0;
+  private count = 0;
+  private offset = 0;
+
+  constructor(private readonly what = 'delta snapshot') {
+    super({ readableObjectMode: true });
+  }
+
+  /** Number of events emitted so far. */
+  get events(): number {
+    return this.count;
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    const joined = this.tail.length > 0 ? Buffer.concat([this.tail, chunk]) : chunk;
+    const usable = joined.length - SHA256_SIZE;
+    if (usable <= 0) {
+      this.tail = Buffer.from(joined);
+      cb();
+      return;
+    }
+    const body = joined.subarray(0, usable);
+    this.tail = Buffer.from(joined.subarray(usable));
+    this.hash.update(body);
+    try {
+      this.scan(body);
+      cb();
+    } catch (err) {
+      cb(err as Error);
+    }
+  }
+
+  private scan(buf: Buffer): void {
+    this.elementStart = this.state === State.InElement ? 0 : -1;
+    for (let i = 0; i < buf.length; i++) {
+      const b = buf[i]!;
+      switch (this.state) {
+        case State.InElement:
+          if (this.inString) {
+            if (this.escaped) this.escaped = false;
+            else if (b === BACKSLASH) this.escaped = true;
+            else if (b === QUOTE) this.inString = false;
+          } else if (b === QUOTE) {
+            this.inString = true;
+          } else if (b === OPEN_BRACE || b === OPEN_BRACKET) {
+            this.depth++;
+          } else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
+            this.depth--;
+            if (this.depth === 0) {
+              this.element.push(buf.subarray(this.elementStart, i + 1));
+              this.emitElement();
+              this.state = State.BetweenElements;
+            }
+          }
+          break;
+        case State.BeforeArray:
+          if (b === OPEN_BRACKET) this.state = State.AfterComma;
+          else if (!isSpace(b)) this.fail(`expected '[' at byte ${this.offset + i}`);
+          break;
+        case State.AfterComma:
+        case State.BetweenElements:
+          if (isSpace(b)) break;
+          if (b === OPEN_BRACE && this.state === State.AfterComma) {
+            this.state = State.InElement;
+            this.depth = 1;
+            this.elementStart = i;
+          } else if (b === COMMA && this.state === State.BetweenElements) {
+            this.state = State.AfterComma;
+          } else if (b === CLOSE_BRACKET && (this.state === State.BetweenElements || this.count === 0)) {
+            this.state = State.AfterArray;
+          } else {
+            this.fail(`unexpected byte 0x${b.toString(16)} at byte ${this.offset + i}`);
+          }
+          break;
+        case State.AfterArray:
+          if (!isSpace(b)) this.fail(`data after the closing ']' at byte ${this.offset + i}`);
+          break;
+      }
+    }
+    if (this.state === State.InElement) this.element.push(Buffer.from(buf.subarray(this.elementStart)));
+    this.offset += buf.length;
+  }
+
+  private emitElement(): void {
+    const text = (this.element.length === 1 ? this.element[0]! : Buffer.concat(this.element)).toString('utf8');
+    this.element = [];
+    let raw: RawElement;
+    try {
+      raw = JSON.parse(text.replace(LEASE_RE, '"lease":"$1"')) as RawElement;
+    } catch (err) {
+      this.fail(`event ${this.count} is not valid JSON: ${(err as Error).message}`);
+    }
+    this.push(toEvent(raw, `${this.what}: event ${this.count}`));
+    this.count++;
+  }
+
+  private fail(msg: string): never {
+    throw new DeltaPayloadError(`${this.what}: ${msg}`);
+  }
+
+  override _flush(cb: TransformCallback): void {
+    if (this.offset === 0 && this.tail.length <= SHA256_SIZE) {
+      cb(new DeltaPayloadError(`${this.what}: delta snapshot is missing hash`));
+      return;
+    }
+    if (this.state !== State.AfterArray) {
+      cb(new DeltaPayloadError(`${this.what}: truncated JSON array (ended after ${this.count} events)`));
+      return;
+    }
+    const digest = this.hash.digest();
+    if (!digest.equals(this.tail)) {
+      cb(
+        new DeltaPayloadError(
+          `${this.what}: expected sha256 ${this.tail.toString('hex')}, got ${digest.toString('hex')}`,
+        ),
+      );
+      return;
+    }
+    cb();
+  }
+}
