@@ -1,0 +1,190 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { readFileSync } from 'node:fs';
+
+/**
+ * The `etcdbr_*` metrics of etcd-backup-restore (upstream-reference.md §11) with upstream's names, types
+ * and labels, pre-initialised to zero for every label combination, plus our own snapshot size metric.
+ * One instance per process (or per test) — never a global registry, so tests can build their own.
+ */
+export const SNAPSHOT_KINDS = ['Full', 'Incr', 'Chunk'] as const;
+const SUCCEEDED = ['false', 'true'] as const;
+const RESTORE_KINDS = ['single_member', 'single_node'] as const;
+
+export type MetricKind = (typeof SNAPSHOT_KINDS)[number];
+
+export class Metrics {
+  readonly registry = new Registry();
+
+  readonly snapshotGcTotal = new Counter({
+    name: 'etcdbr_snapshot_gc_total',
+    help: 'Total number of garbage collected snapshots.',
+    labelNames: ['kind', 'succeeded'] as const,
+    registers: [this.registry],
+  });
+  readonly snapshotLatestRevision = new Gauge({
+    name: 'etcdbr_snapshot_latest_revision',
+    help: 'Revision number of latest snapshot taken.',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  readonly snapshotLatestTimestamp = new Gauge({
+    name: 'etcdbr_snapshot_latest_timestamp',
+    help: 'Timestamp of latest snapshot taken.',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  readonly snapshotRequired = new Gauge({
+    name: 'etcdbr_snapshot_required',
+    help: 'Indicates whether a new snapshot is required to be taken.',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+  readonly snapshotDurationSeconds = new Histogram({
+    name: 'etcdbr_snapshot_duration_seconds',
+    help: 'Total latency distribution of saving snapshot to object store.',
+    labelNames: ['kind', 'succeeded'] as const,
+    registers: [this.registry],
+  });
+  readonly validationDurationSeconds = new Histogram({
+    name: 'etcdbr_validation_duration_seconds',
+    help: 'Total latency distribution of validating data directory.',
+    labelNames: ['succeeded'] as const,
+    registers: [this.registry],
+  });
+  readonly restorationDurationSeconds = new Histogram({
+    name: 'etcdbr_restoration_duration_seconds',
+    help: 'Total latency distribution required to restore the etcd member.',
+    labelNames: ['restore', 'succeeded'] as const,
+    registers: [this.registry],
+  });
+  readonly defragmentationDurationSeconds = new Histogram({
+    name: 'etcdbr_defragmentation_duration_seconds',
+    help: 'Total latency distribution of defragmentation of each etcd cluster member.',
+    labelNames: ['succeeded', 'endpoint'] as const,
+    registers: [this.registry],
+  });
+  readonly snapstoreLatestDeltasTotal = new Gauge({
+    name: 'etcdbr_snapstore_latest_deltas_total',
+    help: 'Total number of delta snapshots taken since the latest full snapshot.',
+    registers: [this.registry],
+  });
+  readonly snapstoreLatestDeltasRevisionsTotal = new Gauge({
+    name: 'etcdbr_snapstore_latest_deltas_revisions_total',
+    help: 'Total number of revisions stored in delta snapshots taken since the latest full snapshot.',
+    registers: [this.registry],
+  });
+  readonly snapshotterFailure = new Counter({
+    name: 'etcdbr_snapshotter_failure',
+    help: 'Total number of snapshotter errors.',
+    labelNames: ['error'] as const,
+    registers: [this.registry],
+  });
+  readonly clusterSize = new Gauge({
+    name: 'etcdbr_cluster_size',
+    help: 'Size of the etcd cluster.',
+    registers: [this.registry],
+  });
+  readonly isLearner = new Gauge({
+    name: 'etcdbr_is_learner',
+    help: 'Whether this member is a learner.',
+    registers: [this.registry],
+  });
+  readonly isLearnerCountTotal = new Counter({
+    name: 'etcdbr_is_learner_count_total',
+    help: 'Total number times member added as learner.',
+    labelNames: ['succeeded'] as const,
+    registers: [this.registry],
+  });
+  readonly addLearnerDurationSeconds = new Histogram({
+    name: 'etcdbr_add_learner_duration_seconds',
+    help: 'Total latency distribution of adding an etcd member as a learner.',
+    labelNames: ['succeeded'] as const,
+    registers: [this.registry],
+  });
+  readonly memberRemoveDurationSeconds = new Histogram({
+    name: 'etcdbr_member_remove_duration_seconds',
+    help: 'Total latency distribution of removing an etcd member from the cluster.',
+    labelNames: ['succeeded'] as const,
+    registers: [this.registry],
+  });
+  readonly memberPromoteDurationSeconds = new Histogram({
+    name: 'etcdbr_member_promote_duration_seconds',
+    help: 'Total latency distribution of promoting a learner to a voting member.',
+    labelNames: ['succeeded'] as const,
+    registers: [this.registry],
+  });
+  readonly networkTransmittedBytes = new Counter({
+    name: 'etcdbr_network_transmitted_bytes',
+    help: 'The total number of bytes transmitted over the network.',
+    registers: [this.registry],
+    collect: () => this.collectNetwork(),
+  });
+  readonly networkReceivedBytes = new Counter({
+    name: 'etcdbr_network_received_bytes',
+    help: 'The total number of bytes received over the network.',
+    registers: [this.registry],
+  });
+  /** Ours (not upstream): bytes of the last stored snapshot object per kind. */
+  readonly snapshotSizeBytes = new Gauge({
+    name: 'etcdbr_snapshot_size_bytes',
+    help: 'Size in bytes of the latest stored snapshot object (after compression).',
+    labelNames: ['kind'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(opts: { defaultMetrics?: boolean } = {}) {
+    if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
+    this.preinitialise();
+  }
+
+  /** Upstream creates every label combination up front so dashboards see zeros, not gaps. */
+  private preinitialise(): void {
+    for (const kind of SNAPSHOT_KINDS) {
+      this.snapshotLatestRevision.labels(kind).set(0);
+      this.snapshotLatestTimestamp.labels(kind).set(0);
+      this.snapshotRequired.labels(kind).set(0);
+      this.snapshotSizeBytes.labels(kind).set(0);
+      for (const s of SUCCEEDED) {
+        this.snapshotGcTotal.labels(kind, s).inc(0);
+        this.snapshotDurationSeconds.zero({ kind, succeeded: s });
+      }
+    }
+    for (const s of SUCCEEDED) {
+      this.validationDurationSeconds.zero({ succeeded: s });
+      this.defragmentationDurationSeconds.zero({ succeeded: s, endpoint: '' });
+      this.isLearnerCountTotal.labels(s).inc(0);
+      this.addLearnerDurationSeconds.zero({ succeeded: s });
+      this.memberRemoveDurationSeconds.zero({ succeeded: s });
+      this.memberPromoteDurationSeconds.zero({ succeeded: s });
+      for (const r of RESTORE_KINDS) this.restorationDurationSeconds.zero({ restore: r, succeeded: s });
+    }
+    this.snapshotterFailure.labels('').inc(0);
+    this.snapstoreLatestDeltasTotal.set(0);
+    this.snapstoreLatestDeltasRevisionsTotal.set(0);
+    this.clusterSize.set(0);
+    this.isLearner.set(0);
+  }
+
+  private lastNet = { tx: 0, rx: 0 };
+
+  /** Linux: bytes in /proc/self/net/dev summed over interfaces, exposed as monotonic counters. */
+  private collectNetwork(): void {
+    let text: string;
+    try {
+      text = readFileSync('/proc/self/net/dev', 'utf8');
+    } catch {
+      return;
+    }
+    let rx = 0;
+    let tx = 0;
+    for (const line of text.split('\n').slice(2)) {
+      const parts = line.trim().split(/[:\s]+/);
+      if (parts.length < 10) continue;
+      rx += Number(parts[1]);
+      tx += Number(parts[9]);
+    }
+    if (tx > this.lastNet.tx) this.networkTransmittedBytes.inc(tx - this.lastNet.tx);
+    if (rx > this.lastNet.rx) this.networkReceivedBytes.inc(rx - this.lastNet.rx);
+    this.lastNet = { tx, rx };
+  }
+}
