@@ -4,3 +4,5 @@ export * from './store.js';
 export * from './config.js';
 export * from './snapshot.js';
 export * from './factory.js';
+export * from './retention.js';
+export * from './gc.js';

@@ -2,6 +2,9 @@
  * Snapshot records and their names, exactly as etcd-backup-restore writes and parses them
  * (upstream-reference.md §3.2–3.4).
  */
+import path from 'node:path';
+import { SnapStoreError } from './errors.js';
+import type { Logger } from './logger.js';
 
 export type SnapshotKind = 'Full' | 'Incr';
 
@@ -33,3 +36,520 @@ export interface Snapshot {
   /** For chunk objects: the chunk number parsed from the key. */
   chunkNumber?: number;
 }
+
+// ---------------------------------------------------------------------------------------------------
+// Names
+
+/** Appended after the compression suffix of a final full snapshot (upstream `FinalSuffix`). */
+export const FINAL_SUFFIX = '.final';
+
+/** The compression suffixes we can decode. Parsing keeps any other suffix; the codec rejects it later. */
+export const KNOWN_COMPRESSION_SUFFIXES: readonly CompressionSuffix[] = ['', '.gz', '.Z', '.zlib', '.zst'];
+
+export function isKnownCompressionSuffix(suffix: string): suffix is CompressionSuffix {
+  return (KNOWN_COMPRESSION_SUFFIXES as readonly string[]).includes(suffix);
+}
+
+/** The fields a snapshot name is made of. */
+export type SnapshotNameFields = Pick<
+  Snapshot,
+  'kind' | 'startRevision' | 'lastRevision' | 'createdOn' | 'compressionSuffix' | 'isFinal'
+>;
+
+/** Go's `%08d`: at least 8 digits, never truncated. */
+function pad8(n: number): string {
+  return String(n).padStart(8, '0');
+}
+
+/** Go's `%010d` for chunk numbers. */
+function pad10(n: number): string {
+  return String(n).padStart(10, '0');
+}
+
+/** Go's `Time.Unix()`: whole seconds, rounded down (also before 1970). */
+function unixSeconds(d: Date): number {
+  return Math.floor(d.getTime() / 1000);
+}
+
+/** `<Kind>-<start %08d>-<last %08d>-<unix seconds><compression suffix>[.final]` (upstream GenerateSnapshotName). */
+export function generateSnapshotName(s: SnapshotNameFields): string {
+  const final = s.isFinal ? FINAL_SUFFIX : '';
+  return `${s.kind}-${pad8(s.startRevision)}-${pad8(s.lastRevision)}-${unixSeconds(s.createdOn)}${s.compressionSuffix}${final}`;
+}
+
+export interface NewSnapshotOptions {
+  kind: SnapshotKind;
+  startRevision: number;
+  lastRevision: number;
+  createdOn: Date;
+  compressionSuffix?: CompressionSuffix;
+  isFinal?: boolean;
+}
+
+/**
+ * A snapshot record for a new object (v2 layout: no snapDir, no prefix). Throws E_BAD_NAME when the
+ * fields cannot form a name that parses back to the same values.
+ */
+export function newSnapshot(opts: NewSnapshotOptions): Snapshot {
+  const { kind, startRevision, lastRevision, createdOn } = opts;
+  const compressionSuffix = opts.compressionSuffix ?? '';
+  const isFinal = opts.isFinal ?? false;
+  const bad = (reason: string): SnapStoreError =>
+    new SnapStoreError('E_BAD_NAME', `cannot create a snapshot record: ${reason}`);
+  if (kind !== 'Full' && kind !== 'Incr') throw bad(`unknown snapshot kind ${JSON.stringify(kind)}`);
+  for (const [label, rev] of [
+    ['start revision', startRevision],
+    ['last revision', lastRevision],
+  ] as const) {
+    if (!Number.isSafeInteger(rev) || rev < 0) {
+      throw bad(`${label} ${String(rev)} is not a non-negative safe integer`);
+    }
+  }
+  if (startRevision > lastRevision) {
+    throw bad(`start revision ${startRevision} is greater than last revision ${lastRevision}`);
+  }
+  if (kind === 'Full' && startRevision !== 0) {
+    throw bad(`a full snapshot starts at revision 0, not ${startRevision}`);
+  }
+  // A negative unix time would put a '-' into the name, which no parser can split again.
+  if (!(createdOn instanceof Date) || Number.isNaN(createdOn.getTime()) || createdOn.getTime() < 0) {
+    throw bad(`creation time ${String(createdOn)} is not a valid time after 1970-01-01`);
+  }
+  if (!isKnownCompressionSuffix(compressionSuffix)) {
+    throw bad(`unknown compression suffix ${JSON.stringify(compressionSuffix)}`);
+  }
+  const snap: Snapshot = {
+    kind,
+    startRevision,
+    lastRevision,
+    createdOn: new Date(createdOn.getTime()),
+    snapDir: '',
+    snapName: '',
+    prefix: '',
+    compressionSuffix,
+    isChunk: false,
+    isFinal,
+  };
+  snap.snapName = generateSnapshotName(snap);
+  return snap;
+}
+
+/**
+ * Finds the layout element of a key: the last path element that is exactly `v1` or `v2` and is
+ * followed by more path. Upstream takes the last *substring* `v1/` (else `v2/`), which misreads keys
+ * whose prefix has an element ending in `v1`/`v2` (e.g. `etcd-v1/v2/...`) or a `v1` element above
+ * `v2`; for every key upstream itself writes the two agree.
+ */
+function findVersionElement(key: string): { index: number; version: 'v1' | 'v2' } | undefined {
+  for (let i = key.length - 3; i >= 0; i--) {
+    if ((i === 0 || key[i - 1] === '/') && (key.startsWith('v1/', i) || key.startsWith('v2/', i))) {
+      return { index: i, version: key.startsWith('v1/', i) ? 'v1' : 'v2' };
+    }
+  }
+  return undefined;
+}
+
+const DIGITS = /^[0-9]+$/;
+
+/** Unix seconds that a JS Date can hold (±8.64e15 ms). */
+const MAX_UNIX_SECONDS = 8_640_000_000_000;
+
+/**
+ * Parses an object key into a snapshot record (upstream ParseSnapshot, §3.2). Throws
+ * SnapStoreError('E_BAD_NAME') naming the key and the reason.
+ *
+ * Layouts: `<prefix>/v2/<name>`, `<prefix>/v2/<name>/<chunk %010d>`, `<prefix>/v1/<dir>/<name>`,
+ * `<prefix>/v1/<dir>/<name>/<chunk %010d>`. For chunks, `snapName` is the parent's name and the
+ * number is in `chunkNumber`.
+ *
+ * Stricter than upstream, on purpose: revisions, times and chunk numbers must be plain digits (Go's
+ * ParseInt also takes a sign), revisions must be safe integers, chunk numbers must be written as
+ * `%010d` (so the key can be rebuilt exactly), and empty path elements or a third path element under
+ * `v2/` are rejected. The compression suffix is kept as written even when we cannot decode it
+ * (as upstream); the codec refuses such a snapshot when it is fetched.
+ */
+export function parseSnapshotKey(key: string): Snapshot {
+  const fail = (reason: string): never => {
+    throw new SnapStoreError('E_BAD_NAME', `invalid snapshot key ${JSON.stringify(key)}: ${reason}`);
+  };
+  const found = findVersionElement(key);
+  if (found === undefined) return fail('it does not contain a v1/ or v2/ path element');
+  const prefix = key.slice(0, found.index + 3);
+  const tokens = key.slice(found.index + 3).split('/');
+  if (tokens.some((t) => t === '')) return fail('empty path element');
+
+  let snapDir = '';
+  let snapName: string;
+  let chunkToken: string | undefined;
+  if (found.version === 'v1') {
+    if (tokens.length < 2 || tokens.length > 3) {
+      return fail(`expected v1/<dir>/<name>[/<chunk>], got ${tokens.length} path element(s) after v1/`);
+    }
+    snapDir = tokens[0] as string;
+    snapName = tokens[1] as string;
+    chunkToken = tokens[2];
+  } else {
+    if (tokens.length > 2) {
+      return fail(`expected v2/<name>[/<chunk>], got ${tokens.length} path elements after v2/`);
+    }
+    snapName = tokens[0] as string;
+    chunkToken = tokens[1];
+  }
+
+  const parts = snapName.split('-');
+  if (parts.length !== 4) return fail(`snapshot name ${JSON.stringify(snapName)} does not have 4 '-'-separated parts`);
+  const [kindToken, startToken, lastToken, timeToken] = parts as [string, string, string, string];
+  if (kindToken !== 'Full' && kindToken !== 'Incr') return fail(`unknown snapshot kind ${JSON.stringify(kindToken)}`);
+  const parseRevision = (label: string, token: string): number => {
+    if (!DIGITS.test(token)) return fail(`invalid ${label} ${JSON.stringify(token)}`);
+    const n = Number(token);
+    if (!Number.isSafeInteger(n)) {
+      return fail(`${label} ${token} is above ${Number.MAX_SAFE_INTEGER}, the largest revision supported`);
+    }
+    return n;
+  };
+  const startRevision = parseRevision('start revision', startToken);
+  const lastRevision = parseRevision('last revision', lastToken);
+  if (startRevision > lastRevision) {
+    return fail(`last revision (${lastToken}) should be at least start revision (${startToken})`);
+  }
+
+  // Upstream's suffix rule: the 2nd dot-part is the compression suffix unless it is `final`; the
+  // snapshot is final when the last dot-part is `final`.
+  const dotParts = timeToken.split('.');
+  let compressionSuffix = '';
+  let isFinal = false;
+  if (dotParts.length >= 2) {
+    if (`.${dotParts[1]}` !== FINAL_SUFFIX) compressionSuffix = `.${dotParts[1]}`;
+    if (`.${dotParts[dotParts.length - 1]}` === FINAL_SUFFIX) isFinal = true;
+  }
+  const secondsToken = dotParts[0] as string;
+  if (!DIGITS.test(secondsToken)) return fail(`invalid creation time ${JSON.stringify(timeToken)}`);
+  const seconds = Number(secondsToken);
+  if (seconds > MAX_UNIX_SECONDS) return fail(`creation time ${secondsToken} is out of range`);
+
+  const snap: Snapshot = {
+    kind: kindToken,
+    startRevision,
+    lastRevision,
+    createdOn: new Date(seconds * 1000),
+    snapDir,
+    snapName,
+    prefix,
+    compressionSuffix,
+    isChunk: chunkToken !== undefined,
+    isFinal,
+  };
+  if (chunkToken !== undefined) {
+    const n = DIGITS.test(chunkToken) ? Number(chunkToken) : NaN;
+    if (!Number.isSafeInteger(n) || pad10(n) !== chunkToken) {
+      return fail(`chunk number ${JSON.stringify(chunkToken)} is not a %010d number`);
+    }
+    snap.chunkNumber = n;
+  }
+  return snap;
+}
+
+/** For listings: a key that does not parse is logged and skipped, never fatal (upstream behaviour). */
+export function tryParseSnapshotKey(key: string, logger: Logger): Snapshot | undefined {
+  try {
+    return parseSnapshotKey(key);
+  } catch (err) {
+    logger.warn({ key, reason: err instanceof Error ? err.message : String(err) }, 'Invalid snapshot found. Ignoring it');
+    return undefined;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Keys
+
+function chunkPart(snap: Snapshot): string {
+  return snap.isChunk ? `/${pad10(snap.chunkNumber ?? 0)}` : '';
+}
+
+/** True when a listed snapshot came from the legacy `v1/` layout. */
+function isV1Prefix(prefix: string): boolean {
+  return /(^|\/)v1\/?$/.test(prefix);
+}
+
+/**
+ * Upstream adaptPrefix: a v1 snapshot saved into a v2 store goes to the sibling `v1` (copying keeps
+ * the layout, so `snapDir` still makes sense). Upstream swaps the first substring `/v2`; we swap the
+ * last path element that is exactly `v2`, which is the same for every effective prefix
+ * (`path.Join(<store-prefix>, "v2")`) and also works for a bare `v2`.
+ */
+function adaptPrefix(storePrefix: string, snap: Snapshot): string {
+  if (!isV1Prefix(snap.prefix)) return storePrefix;
+  const elements = storePrefix.split('/');
+  const i = elements.lastIndexOf('v2');
+  if (i < 0) return storePrefix;
+  elements[i] = 'v1';
+  return elements.join('/');
+}
+
+/** The key a snapshot is saved under in a store whose effective prefix is `storePrefix`. */
+export function objectKey(storePrefix: string, snap: Snapshot): string {
+  return path.posix.join(adaptPrefix(storePrefix, snap), snap.snapDir, snap.snapName) + chunkPart(snap);
+}
+
+/** The key of a listed snapshot (fetch and delete use the prefix it was listed under). */
+export function listedObjectKey(snap: Snapshot): string {
+  return path.posix.join(snap.prefix, snap.snapDir, snap.snapName) + chunkPart(snap);
+}
+
+/**
+ * What providers list under: the parent of the last element of the effective prefix (its `v2`), so
+ * that `v1/` objects are found too. Ends with '/' (or is '' for a bare `v2`): upstream lists with the
+ * raw parent string, so `etcd-main` also matched `etcd-main2/...` (§15.6); we deliberately don't.
+ */
+export function listingPrefix(storePrefix: string): string {
+  const trimmed = storePrefix.replace(/\/+$/, '');
+  const i = trimmed.lastIndexOf('/');
+  return i < 0 ? '' : trimmed.slice(0, i + 1);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Ordering and selection
+
+/**
+ * Upstream SnapList.Less: ascending last revision; on a tie a complete object before a chunk; two
+ * complete objects by creation second; chunks (any order upstream) by chunk number.
+ */
+export function compareSnapshots(a: Snapshot, b: Snapshot): number {
+  if (a.lastRevision !== b.lastRevision) return a.lastRevision < b.lastRevision ? -1 : 1;
+  if (a.isChunk !== b.isChunk) return a.isChunk ? 1 : -1;
+  if (!a.isChunk) return unixSeconds(a.createdOn) - unixSeconds(b.createdOn);
+  return (a.chunkNumber ?? 0) - (b.chunkNumber ?? 0);
+}
+
+/** A sorted copy (stable: equal snapshots keep their order). The input is not modified. */
+export function sortSnapshots(list: readonly Snapshot[]): Snapshot[] {
+  return [...list].sort(compareSnapshots);
+}
+
+export interface LatestSet {
+  /** The newest full snapshot; undefined when the store has none. */
+  full: Snapshot | undefined;
+  /** The deltas after it, ascending (all deltas when there is no full). */
+  deltas: Snapshot[];
+}
+
+/**
+ * What a restore starts from (upstream GetLatestFullSnapshotAndDeltaSnapList): walking from the newest,
+ * chunks are skipped and deltas collected until the first full.
+ */
+export function latestSet(list: readonly Snapshot[]): LatestSet {
+  const sorted = sortSnapshots(list);
+  const deltas: Snapshot[] = [];
+  for (let i = sorted.length - 1; i >= 0; i--) {
+    const snap = sorted[i] as Snapshot;
+    if (snap.isChunk) continue;
+    if (snap.kind === 'Full') return { full: snap, deltas: sortSnapshots(deltas) };
+    deltas.push(snap);
+  }
+  return { full: undefined, deltas: sortSnapshots(deltas) };
+}
+
+/** The newest `n` full snapshots (chunks excluded), newest first; [] when n <= 0. */
+export function latestFulls(list: readonly Snapshot[], n: number): Snapshot[] {
+  const out: Snapshot[] = [];
+  const sorted = sortSnapshots(list);
+  for (let i = sorted.length - 1; i >= 0 && out.length < n; i--) {
+    const snap = sorted[i] as Snapshot;
+    if (!snap.isChunk && snap.kind === 'Full') out.push(snap);
+  }
+  return out;
+}
+
+/**
+ * Upstream GetFilteredBackups (used by copy): backups = a full and the deltas after it; sorted by the
+ * full's creation time, newest first; `filter` is applied to the full; the first `maxBackups` passing
+ * backups (-1 = all) are flattened as the full followed by its deltas, newest delta first. Deltas
+ * older than the oldest full belong to no backup and are left out.
+ */
+export function filteredBackups(
+  list: readonly Snapshot[],
+  maxBackups: number,
+  filter?: (full: Snapshot) => boolean,
+): Snapshot[] {
+  const sorted = sortSnapshots(list);
+  const backups: Array<{ full: Snapshot; deltas: Snapshot[] }> = [];
+  let deltas: Snapshot[] = [];
+  for (let i = sorted.length - 1; i >= 0; i--) {
+    const snap = sorted[i] as Snapshot;
+    if (snap.isChunk) continue;
+    if (snap.kind === 'Full') {
+      backups.push({ full: snap, deltas });
+      deltas = [];
+    } else {
+      deltas.push(snap);
+    }
+  }
+  backups.sort((a, b) => b.full.createdOn.getTime() - a.full.createdOn.getTime());
+  const out: Snapshot[] = [];
+  let count = 0;
+  for (const backup of backups) {
+    if (maxBackups >= 0 && count === maxBackups) break;
+    if (filter !== undefined && !filter(backup.full)) continue;
+    out.push(backup.full, ...backup.deltas);
+    count++;
+  }
+  return out;
+}
+
+/** A copy with `.final` appended to or stripped from the name (upstream SetFinal). */
+export function setFinal(snap: Snapshot, final: boolean): Snapshot {
+  const hasSuffix = snap.snapName.endsWith(FINAL_SUFFIX);
+  let snapName = snap.snapName;
+  if (final && !hasSuffix) snapName += FINAL_SUFFIX;
+  if (!final && hasSuffix) snapName = snapName.slice(0, -FINAL_SUFFIX.length);
+  return { ...snap, snapName, isFinal: final };
+}
+
+/** Upstream IsDeletable: no immutability expiry, or `now` is past it. */
+export function isDeletable(snap: Snapshot, now: Date): boolean {
+  return snap.immutabilityExpiryTime === undefined || now.getTime() > snap.immutabilityExpiryTime.getTime();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// JSON (upstream `brtypes.Snapshot` as served by `/snapshot/latest` and the snapshot endpoints)
+
+/** Go's zero `time.Time` as encoding/json writes it. */
+export const GO_ZERO_TIME = '0001-01-01T00:00:00Z';
+
+/** Upstream's JSON shape, keys in the order of the Go struct fields (HEAD). */
+export interface SnapshotJSON {
+  createdOn: string;
+  /** Sic: upstream's json tag has this typo. */
+  immutabilityExpriyTime: string;
+  versionID: string | null;
+  kind: SnapshotKind;
+  snapDir: string;
+  /** For chunks, upstream's name includes `/<chunk %010d>`. */
+  snapName: string;
+  prefix: string;
+  compressionSuffix: string;
+  startRevision: number;
+  lastRevision: number;
+  isChunk: boolean;
+  isFinal: boolean;
+}
+
+/** Go's RFC3339Nano for a UTC time: fraction with trailing zeros dropped, `Z`. */
+function formatGoTime(d: Date): string {
+  const pad = (n: number, w: number): string => String(n).padStart(w, '0');
+  const year = d.getUTCFullYear();
+  if (year < 0 || year > 9999) {
+    throw new SnapStoreError('E_BAD_NAME', `time ${d.toISOString()} is outside the years 0000-9999 JSON can carry`);
+  }
+  const ms = d.getUTCMilliseconds();
+  const fraction = ms === 0 ? '' : `.${pad(ms, 3)}`.replace(/0+$/, '');
+  return (
+    `${pad(year, 4)}-${pad(d.getUTCMonth() + 1, 2)}-${pad(d.getUTCDate(), 2)}` +
+    `T${pad(d.getUTCHours(), 2)}:${pad(d.getUTCMinutes(), 2)}:${pad(d.getUTCSeconds(), 2)}${fraction}Z`
+  );
+}
+
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
+
+/** RFC 3339 with up to 9 fractional digits (truncated to ms); years below 100 are taken literally. */
+function parseGoTime(s: string): Date | undefined {
+  const m = RFC3339.exec(s);
+  if (m === null) return undefined;
+  const num = (i: number): number => Number(m[i] ?? '0');
+  const d = new Date(0);
+  d.setUTCFullYear(num(1), num(2) - 1, num(3));
+  d.setUTCHours(num(4), num(5), num(6), Number((m[7] ?? '').padEnd(3, '0').slice(0, 3)));
+  if (m[9] !== undefined) {
+    const offsetMinutes = (num(10) * 60 + num(11)) * (m[9] === '-' ? -1 : 1);
+    d.setTime(d.getTime() - offsetMinutes * 60_000);
+  }
+  return Number.isNaN(d.getTime()) ? undefined : d;
+}
+
+export function snapshotToJSON(snap: Snapshot): SnapshotJSON {
+  return {
+    createdOn: formatGoTime(snap.createdOn),
+    immutabilityExpriyTime:
+      snap.immutabilityExpiryTime === undefined ? GO_ZERO_TIME : formatGoTime(snap.immutabilityExpiryTime),
+    versionID: snap.versionId ?? null,
+    kind: snap.kind,
+    snapDir: snap.snapDir,
+    snapName: snap.snapName + chunkPart(snap),
+    prefix: snap.prefix,
+    compressionSuffix: snap.compressionSuffix,
+    startRevision: snap.startRevision,
+    lastRevision: snap.lastRevision,
+    isChunk: snap.isChunk,
+    isFinal: snap.isFinal,
+  };
+}
+
+/**
+ * Reads upstream's JSON (for example a peer's `/snapshot/latest`). Missing optional fields take Go's
+ * zero values; a wrong type or an unparsable time throws E_BAD_NAME.
+ */
+export function snapshotFromJSON(obj: unknown): Snapshot {
+  const fail = (reason: string): never => {
+    throw new SnapStoreError('E_BAD_NAME', `invalid snapshot JSON: ${reason}`);
+  };
+  if (typeof obj !== 'object' || obj === null || Array.isArray(obj)) return fail('not an object');
+  const o = obj as Record<string, unknown>;
+  const str = (k: string, required: boolean): string => {
+    const v = o[k];
+    if (v === undefined && !required) return '';
+    return typeof v === 'string' ? v : fail(`${k} must be a string`);
+  };
+  const bool = (k: string): boolean => {
+    const v = o[k];
+    if (v === undefined) return false;
+    return typeof v === 'boolean' ? v : fail(`${k} must be a boolean`);
+  };
+  const rev = (k: string): number => {
+    const v = o[k];
+    if (v === undefined) return 0;
+    return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : fail(`${k} must be a non-negative integer`);
+  };
+  const time = (k: string, required: boolean): Date | undefined => {
+    const s = str(k, required);
+    if (s === '' && !required) return undefined;
+    return parseGoTime(s) ?? fail(`${k} ${JSON.stringify(s)} is not an RFC 3339 time`);
+  };
+  const kind = o['kind'];
+  if (kind !== 'Full' && kind !== 'Incr') return fail(`unknown kind ${JSON.stringify(kind)}`);
+  const createdOn = time('createdOn', true) as Date;
+  let snapName = str('snapName', true);
+  const isChunk = bool('isChunk');
+  const snap: Snapshot = {
+    kind,
+    startRevision: rev('startRevision'),
+    lastRevision: rev('lastRevision'),
+    createdOn,
+    snapDir: str('snapDir', false),
+    snapName,
+    prefix: str('prefix', false),
+    compressionSuffix: str('compressionSuffix', false),
+    isChunk,
+    isFinal: bool('isFinal'),
+  };
+  if (isChunk) {
+    const slash = snapName.lastIndexOf('/');
+    const token = snapName.slice(slash + 1);
+    const n = slash >= 0 && DIGITS.test(token) ? Number(token) : NaN;
+    if (!Number.isSafeInteger(n)) return fail(`chunk snapName ${JSON.stringify(snapName)} does not end in /<chunk number>`);
+    snapName = snapName.slice(0, slash);
+    snap.snapName = snapName;
+    snap.chunkNumber = n;
+  }
+  const expiry = time('immutabilityExpriyTime', false);
+  // Go's zero time means "no expiry"; anything in year 1 or earlier is that zero value in practice.
+  if (expiry !== undefined && expiry.getTime() > ZERO_TIME_MS) snap.immutabilityExpiryTime = expiry;
+  const versionID = o['versionID'];
+  if (versionID !== undefined && versionID !== null) {
+    if (typeof versionID !== 'string') return fail('versionID must be a string or null');
+    snap.versionId = versionID;
+  }
+  return snap;
+}
+
+const ZERO_TIME_MS = (parseGoTime(GO_ZERO_TIME) as Date).getTime();
