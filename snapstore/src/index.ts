@@ -6,3 +6,5 @@ export * from './snapshot.js';
 export * from './factory.js';
 export * from './retention.js';
 export * from './gc.js';
+export * from './codec.js';
+export * from './credentials.js';

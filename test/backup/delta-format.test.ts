@@ -99,7 +99,7 @@ describe('delta payload format', () => {
   it('rejects a tampered byte, a truncated payload and a missing hash', async () => {
     const { payload, name } = payloads[0]!;
     const tampered = Buffer.from(payload);
-    tampered[Math.floor(tampered.length / 2)] ^= 0x01;
+    tampered[Math.floor(tampered.length / 2)]! ^= 0x01;
     await expect(parseAll([tampered], name)).rejects.toThrow(new RegExp(`${name}.*(sha256|JSON|unexpected)`));
     await expect(parseAll([payload.subarray(0, payload.length - 1000)], name)).rejects.toThrow(name);
     await expect(parseAll([Buffer.from('[]')], name)).rejects.toThrow(/missing hash/);

@@ -47,7 +47,7 @@ describe('full snapshot verifier', () => {
 
   it('rejects a stream whose trailer does not match', async () => {
     const bad = Buffer.from(payload);
-    bad[10_000] ^= 0xff;
+    bad[10_000]! ^= 0xff;
     await expect(verify(chunked(bad, 4096))).rejects.toThrow(/Full-test: expected SHA256/);
   });
 });

@@ -1,0 +1,45 @@
+/**
+ * What a subcommand's `run(config, ctx)` receives besides its config. Everything process-wide (env,
+ * streams, signals, home directory) comes in here, so commands stay testable in-process.
+ */
+import type { StoreConfig } from '@etcdbrctl/snapstore';
+import type { StoreRole } from '../config/store.js';
+import type { Logger } from '../log.js';
+import type { VersionInfo } from '../version.js';
+
+export type Env = Readonly<Record<string, string | undefined>>;
+
+/** Minimal writable streams; process.stdout/stderr or test buffers. */
+export interface CliIO {
+  stdout: { write(chunk: string): unknown };
+  stderr: { write(chunk: string): unknown };
+}
+
+export interface CommandContext {
+  env: Env;
+  io: CliIO;
+  logger: Logger;
+  /** Aborted on SIGINT/SIGTERM; long-running commands stop when it fires. */
+  signal: AbortSignal;
+  /** Base of relative Local store containers (upstream: $HOME). */
+  homeDir: string;
+  version: VersionInfo;
+  /**
+   * The command's stores, resolved (container, prefix, credentials) before `run` was called; a role is
+   * missing when its provider is empty (or, for `secondary`, when backup sync is disabled).
+   */
+  stores: Partial<Record<StoreRole, StoreConfig>>;
+  /** Resolves a store again, re-reading credential files (for credential rotation). */
+  resolveStore(role: StoreRole): Promise<StoreConfig | undefined>;
+}
+
+/** Exit code of a subcommand that validated its configuration but has no implementation yet. */
+export const EXIT_NOT_IMPLEMENTED = 2;
+
+/** The shared stub: one line on stderr, exit 2. */
+export function notImplemented(name: string, ctx: CommandContext): number {
+  ctx.io.stderr.write(
+    `etcdbrctl ${name}: configuration is valid, but this subcommand is not implemented yet in version ${ctx.version.version}\n`,
+  );
+  return EXIT_NOT_IMPLEMENTED;
+}

@@ -1,0 +1,69 @@
+/**
+ * Flag sets and help texts, laid out like cobra's so `--help` looks familiar to upstream users.
+ */
+import { flagBindings } from '../config/build.js';
+import type { CommandSpec } from '../config/commands.js';
+import { COMMAND_NAMES, COMMAND_SPECS } from '../config/commands.js';
+import { FlagSet } from './flags.js';
+
+export const ROOT_DESCRIPTION = 'Command line utility for etcd backup restore';
+
+/** The flag set of a subcommand, built from its groups (the single source of the flags). */
+export function commandFlagSet(spec: CommandSpec): FlagSet {
+  const fs = new FlagSet(`help for ${spec.name}`);
+  for (const [name, b] of flagBindings(spec)) {
+    const flag = { name, type: b.field.type, usage: b.field.usage, defaultValue: b.defaultValue };
+    fs.add(b.field.shorthand === undefined ? flag : { ...flag, shorthand: b.field.shorthand });
+  }
+  return fs;
+}
+
+export function rootFlagSet(): FlagSet {
+  const fs = new FlagSet('help for etcdbrctl');
+  fs.add({ name: 'version', shorthand: 'v', type: 'bool', usage: 'print version info', defaultValue: false });
+  return fs;
+}
+
+export function rootHelp(): string {
+  const width = Math.max('help'.length, ...COMMAND_NAMES.map((n) => n.length)) + 3;
+  const rows = [
+    ...COMMAND_NAMES.map((n) => [n, COMMAND_SPECS[n].short] as const),
+    ['help', 'Help about any command'] as const,
+  ].sort(([a], [b]) => (a < b ? -1 : 1));
+  return [
+    ROOT_DESCRIPTION,
+    '',
+    'Usage:',
+    '  etcdbrctl [flags]',
+    '  etcdbrctl [command]',
+    '',
+    'Available Commands:',
+    ...rows.map(([n, s]) => `  ${n.padEnd(width)}${s}`),
+    '',
+    'Flags:',
+    rootFlagSet().usages().trimEnd(),
+    '',
+    'Use "etcdbrctl [command] --help" for more information about a command.',
+    '',
+  ].join('\n');
+}
+
+export function commandHelp(spec: CommandSpec): string {
+  const extra = spec.configFile
+    ? [
+        '',
+        'With --config-file, the file is applied first and flags given on the command line override it.',
+      ]
+    : [];
+  return [
+    spec.long,
+    ...extra,
+    '',
+    'Usage:',
+    `  etcdbrctl ${spec.name} [flags]`,
+    '',
+    'Flags:',
+    commandFlagSet(spec).usages().trimEnd(),
+    '',
+  ].join('\n');
+}

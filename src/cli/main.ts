@@ -1,0 +1,255 @@
+/**
+ * The CLI entry: parses the subcommand and its flags, builds and validates its config, resolves its
+ * stores, and hands over to `commands/<name>.ts`. `main` is in-process and returns the exit code;
+ * `runFromProcess` wires it to the real process (argv, env, signals, umask).
+ *
+ * Exit codes: 0 success or help; 1 bad usage, invalid configuration or a failed command (as cobra and
+ * upstream's Fatalf); 2 a valid configuration for a subcommand that is not implemented yet.
+ */
+import os from 'node:os';
+import { isSnapStoreError } from '@etcdbrctl/snapstore';
+import type { StoreConfig } from '@etcdbrctl/snapstore';
+import { buildCommandConfig } from '../config/build.js';
+import { COMMAND_SPECS, isCommandName } from '../config/commands.js';
+import { readConfigFile } from '../config/file.js';
+import { ConfigError } from '../config/schema.js';
+import { buildStoreConfig } from '../config/store.js';
+import type { StoreRole } from '../config/store.js';
+import type { CommandConfigs, CommandName, SnapstoreConfig } from '../config/types.js';
+import { parseGoBool } from '../config/values.js';
+import { createLogger } from '../log.js';
+import type { Logger } from '../log.js';
+import { formatVersionInfo, versionInfo } from '../version.js';
+import type { CliIO, CommandContext, Env } from './context.js';
+import { FlagError } from './flags.js';
+import { commandFlagSet, commandHelp, rootFlagSet, rootHelp } from './help.js';
+
+export type CommandRunner<N extends CommandName> = (config: CommandConfigs[N], ctx: CommandContext) => Promise<number>;
+
+/** Loaded on demand so that, say, `ls` never loads the server's dependencies. */
+const RUNNERS: { [N in CommandName]: () => Promise<CommandRunner<N>> } = {
+  server: async () => (await import('./commands/server.js')).run,
+  snapshot: async () => (await import('./commands/snapshot.js')).run,
+  restore: async () => (await import('./commands/restore.js')).run,
+  initialize: async () => (await import('./commands/initialize.js')).run,
+  compact: async () => (await import('./commands/compact.js')).run,
+  copy: async () => (await import('./commands/copy.js')).run,
+  ls: async () => (await import('./commands/ls.js')).run,
+};
+
+export interface MainOptions {
+  /** Aborts long-running commands (SIGINT/SIGTERM in the real process). */
+  signal?: AbortSignal;
+  /** Base of relative Local containers; default `$HOME`, else the OS home directory. */
+  homeDir?: string;
+  /** Replaces command implementations (tests). */
+  runners?: { [N in CommandName]?: CommandRunner<N> };
+}
+
+/** The stores a command uses, by role, and the flags each is built from. */
+export function storesOf<N extends CommandName>(name: N, config: CommandConfigs[N]): Array<[StoreRole, SnapstoreConfig]> {
+  switch (name) {
+    case 'server': {
+      const c = config as CommandConfigs['server'];
+      const out: Array<[StoreRole, SnapstoreConfig]> = [['primary', c.snapstoreConfig]];
+      // Upstream looks at the secondary store only when sync is enabled.
+      if (c.secondarySnapstoreConfig.backupSyncEnabled) out.push(['secondary', c.secondarySnapstoreConfig.storeConfig]);
+      return out;
+    }
+    case 'copy': {
+      const c = config as CommandConfigs['copy'];
+      return [
+        ['source', c.sourceSnapstoreConfig],
+        ['primary', c.snapstoreConfig],
+      ];
+    }
+    default:
+      return [['primary', (config as { snapstoreConfig: SnapstoreConfig }).snapstoreConfig]];
+  }
+}
+
+function usageError(io: CliIO, message: string, helpCommand: string): number {
+  io.stderr.write(`Error: ${message}\nRun '${helpCommand} --help' for usage.\n`);
+  return 1;
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+export async function main(argv: readonly string[], env: Env, io: CliIO, options: MainOptions = {}): Promise<number> {
+  const first = argv[0];
+  if (first === undefined) {
+    io.stdout.write(rootHelp());
+    return 0;
+  }
+  if (first === 'help') return help(argv.slice(1), io);
+  if (isCommandName(first)) return runCommand(first, argv.slice(1), env, io, options);
+
+  let parsed;
+  try {
+    parsed = rootFlagSet().parse(argv);
+  } catch (err) {
+    if (err instanceof FlagError) return usageError(io, err.message, 'etcdbrctl');
+    throw err;
+  }
+  const name = parsed.args[0];
+  if (name !== undefined) {
+    // As cobra: the first non-flag argument names the command; its own flags then parse the rest.
+    if (isCommandName(name)) {
+      const i = argv.indexOf(name);
+      return runCommand(name, [...argv.slice(0, i), ...argv.slice(i + 1)], env, io, options);
+    }
+    return usageError(io, `unknown command ${JSON.stringify(name)} for "etcdbrctl"`, 'etcdbrctl');
+  }
+  if (parsed.help) {
+    io.stdout.write(rootHelp());
+    return 0;
+  }
+  if (parsed.changed.get('version') === true) {
+    io.stdout.write(formatVersionInfo(versionInfo(env)).join('\n') + '\n');
+    return 0;
+  }
+  io.stdout.write(rootHelp());
+  return 0;
+}
+
+function help(args: readonly string[], io: CliIO): number {
+  const topic = args[0];
+  if (topic === undefined) {
+    io.stdout.write(rootHelp());
+    return 0;
+  }
+  if (isCommandName(topic)) {
+    io.stdout.write(commandHelp(COMMAND_SPECS[topic]));
+    return 0;
+  }
+  io.stderr.write(`Unknown help topic ${JSON.stringify(topic)}\n`);
+  io.stdout.write(rootHelp());
+  return 1;
+}
+
+async function runCommand<N extends CommandName>(
+  name: N,
+  args: readonly string[],
+  env: Env,
+  io: CliIO,
+  options: MainOptions,
+): Promise<number> {
+  const spec = COMMAND_SPECS[name];
+  const helpCommand = `etcdbrctl ${name}`;
+  let parsed;
+  try {
+    parsed = commandFlagSet(spec).parse(args);
+  } catch (err) {
+    if (err instanceof FlagError) return usageError(io, err.message, helpCommand);
+    throw err;
+  }
+  if (parsed.help) {
+    io.stdout.write(commandHelp(spec));
+    return 0;
+  }
+  const stray = parsed.args[0];
+  if (stray !== undefined) {
+    // pflag leaves `false` in `--flag false` as an argument and cobra ignores it, silently keeping the
+    // flag true; refusing it is safer.
+    let isBool = true;
+    try {
+      parseGoBool(stray);
+    } catch {
+      isBool = false;
+    }
+    const hint = isBool ? ` (a bool flag takes its value with '=', e.g. --compress-snapshots=${stray})` : '';
+    return usageError(io, `unexpected argument ${JSON.stringify(stray)} for "${helpCommand}"${hint}`, helpCommand);
+  }
+
+  let built;
+  try {
+    const configFile = parsed.changed.get('config-file');
+    const input: Parameters<typeof buildCommandConfig>[1] = { flags: parsed.changed };
+    if (spec.configFile && typeof configFile === 'string' && configFile !== '') {
+      input.configDocument = (await readConfigFile(configFile)) ?? null;
+      input.configFilePath = configFile;
+    }
+    built = buildCommandConfig(name, input);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      io.stderr.write(`Error: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+  const config = built.config;
+  const logger = createLogger({ logLevel: config.logLevel, destination: io.stderr });
+  for (const w of built.warnings) logger.warn(w);
+  for (const n of built.notes) logger.info(n);
+
+  const homeDir = options.homeDir ?? env['HOME'] ?? os.homedir();
+  const roles = new Map(storesOf(name, config));
+  const resolveStore = async (role: StoreRole): Promise<StoreConfig | undefined> => {
+    const flags = roles.get(role);
+    return flags === undefined ? undefined : buildStoreConfig(flags, { role, env, homeDir, logger });
+  };
+  const stores: CommandContext['stores'] = {};
+  try {
+    for (const role of roles.keys()) {
+      const s = await resolveStore(role);
+      if (s !== undefined) stores[role] = s;
+    }
+  } catch (err) {
+    if (isSnapStoreError(err)) {
+      io.stderr.write(`Error: ${err.message}\n`);
+      return 1;
+    }
+    throw err;
+  }
+
+  const ctx: CommandContext = {
+    env,
+    io,
+    logger,
+    signal: options.signal ?? new AbortController().signal,
+    homeDir,
+    version: versionInfo(env),
+    stores,
+    resolveStore,
+  };
+  const run = options.runners?.[name] ?? (await RUNNERS[name]());
+  try {
+    return await run(config, ctx);
+  } catch (err) {
+    return failed(io, logger, name, err);
+  }
+}
+
+function failed(io: CliIO, logger: Logger, name: string, err: unknown): number {
+  logger.error({ err }, `${name} failed`);
+  io.stderr.write(`Error: ${errorMessage(err)}\n`);
+  return 1;
+}
+
+/** The real process: argv, env, stdio, SIGINT/SIGTERM (a second signal exits at once), umask 0077. */
+export async function runFromProcess(): Promise<void> {
+  // As upstream: files and directories the process creates are private to its user.
+  process.umask(0o077);
+  const ac = new AbortController();
+  let signals = 0;
+  const onSignal = (sig: NodeJS.Signals): void => {
+    signals++;
+    if (signals > 1) process.exit(1);
+    ac.abort(new Error(`received ${sig}`));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  try {
+    process.exitCode = await main(process.argv.slice(2), process.env, { stdout: process.stdout, stderr: process.stderr }, {
+      signal: ac.signal,
+    });
+  } catch (err) {
+    process.stderr.write(`Error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+}

@@ -1,0 +1,23 @@
+import { existsSync } from 'node:fs';
+import { defineGroup } from '../schema.js';
+import type { HttpServerConfig } from '../types.js';
+
+/** HTTP server (`pkg/server/init.go`). */
+export const httpServerGroup = defineGroup<HttpServerConfig>({
+  title: 'HTTP server',
+  fields: {
+    port: { type: 'uint', flag: 'server-port', shorthand: 'p', usage: 'port on which the HTTP server listens' },
+    enableProfiling: { type: 'bool', flag: 'enable-profiling', usage: 'serve /debug/pprof profiling endpoints' },
+    serverCert: { type: 'string', flag: 'server-cert', fileKey: 'server-cert', usage: 'TLS certificate of the HTTP server' },
+    serverKey: { type: 'string', flag: 'server-key', fileKey: 'server-key', usage: 'TLS key of the HTTP server' },
+  },
+  defaults: () => ({ port: 8080, enableProfiling: false, serverCert: '', serverKey: '' }),
+  validate(c, issues, flag) {
+    if (c.port > 65535) issues.add(`${flag('port')} must be a TCP port (0-65535), got ${c.port}`);
+    // TLS is on only when both are set; then both files must exist (as upstream checks at start).
+    if (c.serverCert !== '' && c.serverKey !== '') {
+      if (!existsSync(c.serverCert)) issues.add(`${flag('serverCert')}: file ${c.serverCert} does not exist`);
+      if (!existsSync(c.serverKey)) issues.add(`${flag('serverKey')}: file ${c.serverKey} does not exist`);
+    }
+  },
+});

@@ -1,0 +1,82 @@
+import { cronScheduleError } from '../cron.js';
+import { defineGroup } from '../schema.js';
+import type {
+  CommonConfig,
+  InitializeCommandConfig,
+  LsCommandConfig,
+  ServerConfig,
+  SnapshotCommandConfig,
+} from '../types.js';
+
+/** Every subcommand: `--log-level` (upstream: server only; harmless elsewhere). Not a config-file key. */
+export const commonGroup = defineGroup<CommonConfig>({
+  title: 'logging',
+  fields: {
+    logLevel: {
+      type: 'uint32',
+      flag: 'log-level',
+      fileKey: false,
+      usage: 'verbosity as a logrus level: 0 panic, 1 fatal, 2 error, 3 warn, 4 info, 5 debug, 6 trace',
+    },
+  },
+  defaults: () => ({ logLevel: 4 }),
+});
+
+const DEFRAG_SCHEDULE_USAGE = 'cron schedule of etcd defragmentation';
+
+/** Top-level server options that are neither a group nor a section in the config file. */
+export const serverTopLevelGroup = defineGroup<Pick<ServerConfig, 'configFile' | 'defragmentationSchedule' | 'useEtcdWrapper'>>({
+  title: 'server',
+  fields: {
+    configFile: {
+      type: 'string',
+      flag: 'config-file',
+      fileKey: false,
+      usage: 'YAML configuration file; flags given on the command line override its values',
+    },
+    defragmentationSchedule: { type: 'string', flag: 'defragmentation-schedule', usage: DEFRAG_SCHEDULE_USAGE },
+    useEtcdWrapper: {
+      type: 'bool',
+      flag: 'use-etcd-wrapper',
+      usage: 'etcd runs in etcd-wrapper (restart it through the wrapper when peer URLs change)',
+    },
+  },
+  defaults: () => ({ configFile: '', defragmentationSchedule: '0 0 */3 * *', useEtcdWrapper: false }),
+  validate(c, issues, flag) {
+    const err = cronScheduleError(c.defragmentationSchedule);
+    if (err !== undefined) issues.add(`${flag('defragmentationSchedule')}: invalid schedule ${JSON.stringify(c.defragmentationSchedule)}: ${err}`);
+  },
+});
+
+export const defragScheduleGroup = defineGroup<Pick<SnapshotCommandConfig, 'defragmentationSchedule'>>({
+  title: 'defragmentation',
+  fields: { defragmentationSchedule: { type: 'string', flag: 'defragmentation-schedule', usage: DEFRAG_SCHEDULE_USAGE } },
+  defaults: () => ({ defragmentationSchedule: '0 0 */3 * *' }),
+  validate(c, issues, flag) {
+    const err = cronScheduleError(c.defragmentationSchedule);
+    if (err !== undefined) issues.add(`${flag('defragmentationSchedule')}: invalid schedule ${JSON.stringify(c.defragmentationSchedule)}: ${err}`);
+  },
+});
+
+export const validationModeGroup = defineGroup<Pick<InitializeCommandConfig, 'validationMode'>>({
+  title: 'validation',
+  fields: { validationMode: { type: 'string', flag: 'validation-mode', usage: 'data directory validation mode: full or sanity' } },
+  defaults: () => ({ validationMode: 'full' }),
+  validate(c, issues, flag) {
+    if (c.validationMode !== 'full' && c.validationMode !== 'sanity') {
+      issues.add(`${flag('validationMode')}: unknown mode ${JSON.stringify(c.validationMode)}; use full or sanity`);
+    }
+  },
+});
+
+export const lsOutputGroup = defineGroup<Pick<LsCommandConfig, 'output' | 'all'>>({
+  title: 'output',
+  fields: {
+    output: { type: 'string', flag: 'output', shorthand: 'o', usage: 'output format: text or json' },
+    all: { type: 'bool', flag: 'all', usage: 'also list snapshots marked excluded (x-etcd-snapshot-exclude)' },
+  },
+  defaults: () => ({ output: 'text', all: false }),
+  validate(c, issues, flag) {
+    if (c.output !== 'text' && c.output !== 'json') issues.add(`${flag('output')}: unknown format ${JSON.stringify(c.output)}; use text or json`);
+  },
+});

@@ -1,0 +1,89 @@
+import { defineGroup } from '../schema.js';
+import type { RestorationConfig } from '../types.js';
+import { cleanPath, urlListError, urlsMapError } from '../urls.js';
+
+/** Restoration (`pkg/types/restorer.go`). */
+export const restorationGroup = defineGroup<RestorationConfig>({
+  title: 'restoration',
+  fields: {
+    initialCluster: { type: 'string', flag: 'initial-cluster', usage: 'initial cluster configuration for restoration (name=peer-url,...)' },
+    initialClusterToken: { type: 'string', flag: 'initial-cluster-token', usage: 'initial cluster token for the etcd cluster during restoration' },
+    dataDir: { type: 'string', flag: 'data-dir', shorthand: 'd', usage: 'path to the etcd data directory' },
+    tempDir: {
+      type: 'string',
+      flag: 'restoration-temp-snapshots-dir',
+      usage: 'directory where delta snapshots are kept temporarily during restoration',
+    },
+    name: { type: 'string', flag: 'name', usage: 'human-readable name of this member' },
+    autoCompactionRetention: {
+      type: 'string',
+      flag: 'auto-compaction-retention',
+      usage: 'auto compaction retention of the embedded etcd during restoration (hours or a duration)',
+    },
+    autoCompactionMode: {
+      type: 'string',
+      flag: 'auto-compaction-mode',
+      usage: 'auto compaction mode of the embedded etcd during restoration: periodic or revision',
+    },
+    initialAdvertisePeerURLs: {
+      type: 'stringArray',
+      flag: 'initial-advertise-peer-urls',
+      usage: "this member's peer URLs advertised to the rest of the cluster",
+    },
+    maxTxnOps: { type: 'uint', flag: 'max-txn-ops', fileKey: 'MaxTxnOps', usage: 'maximum number of operations per transaction of the embedded etcd' },
+    maxRequestBytes: {
+      type: 'uint',
+      flag: 'max-request-bytes',
+      fileKey: 'MaxRequestBytes',
+      usage: 'maximum client request size in bytes the embedded etcd accepts',
+    },
+    maxCallSendMsgSize: {
+      type: 'int',
+      flag: 'max-call-send-message-size',
+      usage: 'maximum size in bytes of a request the restorer sends to the embedded etcd',
+    },
+    embeddedEtcdQuotaBytes: {
+      type: 'int64',
+      flag: 'embedded-etcd-quota-bytes',
+      usage: 'backend quota in bytes of the embedded etcd used for restoration',
+    },
+    maxFetchers: { type: 'uint', flag: 'max-fetchers', usage: 'maximum number of delta snapshots fetched in parallel' },
+    skipHashCheck: {
+      type: 'bool',
+      flag: 'skip-hash-check',
+      usage: 'ignore the snapshot integrity hash (required when the snapshot was copied from a data directory)',
+    },
+  },
+  defaults: () => ({
+    initialCluster: 'default=http://localhost:2380',
+    initialClusterToken: 'etcd-cluster',
+    dataDir: 'default.etcd',
+    tempDir: 'default.restoration.tmp',
+    name: 'default',
+    autoCompactionRetention: '30m',
+    autoCompactionMode: 'periodic',
+    initialAdvertisePeerURLs: ['http://localhost:2380'],
+    maxTxnOps: 10240,
+    maxRequestBytes: 10 * 1024 * 1024,
+    maxCallSendMsgSize: 10 * 1024 * 1024,
+    embeddedEtcdQuotaBytes: 8 * 1024 * 1024 * 1024,
+    maxFetchers: 6,
+    skipHashCheck: false,
+  }),
+  complete(c) {
+    c.dataDir = cleanPath(c.dataDir);
+    c.tempDir = cleanPath(c.tempDir);
+  },
+  validate(c, issues, flag) {
+    const clusterErr = urlsMapError(c.initialCluster);
+    if (clusterErr !== undefined) issues.add(`${flag('initialCluster')}: ${clusterErr}`);
+    const peerErr = urlListError(c.initialAdvertisePeerURLs);
+    if (peerErr !== undefined) issues.add(`${flag('initialAdvertisePeerURLs')}: ${peerErr}`);
+    if (c.maxFetchers <= 0) issues.add(`${flag('maxFetchers')} must be greater than 0`);
+    if (c.maxCallSendMsgSize <= 0) issues.add(`${flag('maxCallSendMsgSize')} must be greater than 0`);
+    if (c.embeddedEtcdQuotaBytes <= 0) issues.add(`${flag('embeddedEtcdQuotaBytes')} must be greater than 0`);
+    if (c.autoCompactionMode !== 'periodic' && c.autoCompactionMode !== 'revision') {
+      issues.add(`${flag('autoCompactionMode')}: unknown mode ${JSON.stringify(c.autoCompactionMode)}; use periodic or revision`);
+    }
+  },
+});

@@ -1,0 +1,109 @@
+/**
+ * From the snapstore flag group plus the environment to the snapstore package's resolved `StoreConfig`
+ * (container fallback, effective prefix, Local root, credentials). The environment and home directory
+ * are passed in; this module never reads process.env.
+ */
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import {
+  readAbsCredentials,
+  readGcsCredentials,
+  readS3Credentials,
+  SnapStoreError,
+} from '@etcdbrctl/snapstore';
+import type { CredentialEnv, CredentialEnvPrefix, Logger, StoreConfig, StoreConfigBase } from '@etcdbrctl/snapstore';
+import { providerError } from './groups/snapstore.js';
+import type { SnapstoreConfig } from './types.js';
+
+/** Which of a command's stores: the primary (`--store-*`), the copy source (`--source-*`), the secondary. */
+export type StoreRole = 'primary' | 'source' | 'secondary';
+
+export const STORE_ENV_PREFIX: Readonly<Record<StoreRole, CredentialEnvPrefix>> = {
+  primary: '',
+  source: 'SOURCE_',
+  secondary: 'SECONDARY_',
+};
+
+const FLAG_PREFIX: Readonly<Record<StoreRole, string>> = { primary: '', source: 'source-', secondary: 'secondary-' };
+
+/** Upstream's Local container when none is given. */
+export const DEFAULT_LOCAL_CONTAINER = 'default.bkp';
+
+export interface StoreBuildOptions {
+  role: StoreRole;
+  env: CredentialEnv;
+  /** Base of relative Local containers (upstream: $HOME). */
+  homeDir: string;
+  logger?: Logger;
+  /** Create `tempDir` (0700) when missing, as upstream does; default true. */
+  createTempDir?: boolean;
+}
+
+/** upstream `path.Join(--store-prefix, "v2")`. */
+export function effectivePrefix(storePrefix: string): string {
+  return path.posix.join(storePrefix, 'v2');
+}
+
+/**
+ * Builds the resolved store config, or undefined when no provider is given (the server then runs without
+ * backups). Throws SnapStoreError E_CONFIG for an unknown provider or a missing container, and
+ * E_CREDENTIALS for credential problems.
+ */
+export async function buildStoreConfig(flags: SnapstoreConfig, opts: StoreBuildOptions): Promise<StoreConfig | undefined> {
+  const provider = flags.provider;
+  if (provider === '') return undefined;
+  const flagPrefix = FLAG_PREFIX[opts.role];
+  const pErr = providerError(provider);
+  if (pErr !== undefined) throw new SnapStoreError('E_CONFIG', `--${flagPrefix}storage-provider: ${pErr}`);
+
+  const envPrefix = STORE_ENV_PREFIX[opts.role];
+  const containerVar = `${envPrefix}STORAGE_CONTAINER`;
+  let container = flags.container !== '' ? flags.container : (opts.env[containerVar] ?? '');
+
+  if (opts.createTempDir !== false && flags.tempDir !== '') {
+    try {
+      await mkdir(flags.tempDir, { recursive: true, mode: 0o700 });
+    } catch (err) {
+      throw new SnapStoreError('E_CONFIG', `--${flagPrefix}snapstore-temp-directory: cannot create ${flags.tempDir}: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+  }
+
+  const base: StoreConfigBase = {
+    container,
+    prefix: effectivePrefix(flags.prefix),
+    maxParallelChunkUploads: flags.maxParallelChunkUploads,
+    minChunkSize: flags.minChunkSize,
+    tempDir: flags.tempDir,
+  };
+  if (flags.endpointOverride !== '') base.endpointOverride = flags.endpointOverride;
+  if (opts.logger !== undefined) base.logger = opts.logger;
+
+  if (provider === 'Local') {
+    if (container === '') container = DEFAULT_LOCAL_CONTAINER;
+    // Deliberate difference: upstream always uses $HOME/<container>; an absolute container is used as is.
+    const rootDir = path.isAbsolute(container) ? container : path.join(opts.homeDir, container);
+    return { ...base, container, provider: 'Local', rootDir };
+  }
+  if (container === '') {
+    throw new SnapStoreError(
+      'E_CONFIG',
+      `storage container name not specified: set --${flagPrefix}store-container or the environment variable ${containerVar}`,
+    );
+  }
+  switch (provider) {
+    case 'S3': {
+      const credentials = await readS3Credentials(opts.env, envPrefix);
+      return credentials === undefined ? { ...base, provider: 'S3' } : { ...base, provider: 'S3', credentials };
+    }
+    case 'ABS':
+      return { ...base, provider: 'ABS', credentials: await readAbsCredentials(opts.env, envPrefix) };
+    case 'GCS': {
+      const credentials = await readGcsCredentials(opts.env, envPrefix);
+      return credentials === undefined ? { ...base, provider: 'GCS' } : { ...base, provider: 'GCS', credentials };
+    }
+    default:
+      throw new SnapStoreError('E_CONFIG', `--${flagPrefix}storage-provider: unknown storage provider ${JSON.stringify(provider)}`);
+  }
+}

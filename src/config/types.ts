@@ -1,0 +1,241 @@
+/**
+ * Typed configuration of every subcommand. Field names are upstream's json tags (the keys of the server
+ * config file, upstream-reference.md §1.3), so the same objects serve flags and `--config-file`.
+ *
+ * Units: every `DurationMs` is milliseconds (parsed from and printed in Go syntax such as `30s`);
+ * byte sizes are bytes.
+ */
+
+export type DurationMs = number;
+
+/** `--log-level`: logrus levels, 0 panic, 1 fatal, 2 error, 3 warn, 4 info, 5 debug, 6 trace. */
+export type LogrusLevel = number;
+
+export type GarbageCollectionPolicy = 'Exponential' | 'LimitBased';
+/** `zstd` is ours; the Go implementation cannot read `.zst` snapshots. */
+export type CompressionPolicy = 'gzip' | 'lzw' | 'zlib' | 'zstd';
+export type AutoCompactionMode = 'periodic' | 'revision';
+export type ValidationMode = 'full' | 'sanity';
+export type OutputFormat = 'text' | 'json';
+
+/** `pkg/types/etcdconnection.go`. */
+export interface EtcdConnectionConfig {
+  endpoints: string[];
+  serviceEndpoints: string[];
+  username: string;
+  password: string;
+  connectionTimeout: DurationMs;
+  snapshotTimeout: DurationMs;
+  defragTimeout: DurationMs;
+  insecureTransport: boolean;
+  /** Defaults to true from flags (upstream quirk §15.1), false from the config file (struct default). */
+  insecureSkipVerify: boolean;
+  certFile: string;
+  keyFile: string;
+  caFile: string;
+  /** Config file only (no flag upstream). */
+  maxCallSendMsgSize: number;
+}
+
+/** `pkg/server/init.go`. TLS is on only when both cert and key are set. */
+export interface HttpServerConfig {
+  port: number;
+  enableProfiling: boolean;
+  /** File key `server-cert`. */
+  serverCert: string;
+  /** File key `server-key`. */
+  serverKey: string;
+}
+
+/** `pkg/types/snapshotter.go`. */
+export interface SnapshotterConfig {
+  /** Standard 5-field cron expression (robfig ParseStandard). */
+  schedule: string;
+  /** Below 1 s disables delta snapshots. */
+  deltaSnapshotPeriod: DurationMs;
+  /** Bytes; 0 is reset to 10 MiB during completion. */
+  deltaSnapshotMemoryLimit: number;
+  /** At most 1 s means garbage collection does not run. */
+  garbageCollectionPeriod: DurationMs;
+  garbageCollectionPolicy: GarbageCollectionPolicy;
+  maxBackups: number;
+  deltaSnapshotRetentionPeriod: DurationMs;
+}
+
+/**
+ * The snapstore flag group (`pkg/types/snapstore.go`), registered with prefixes "", `source-` and
+ * `secondary-`. This is what the user asked for; `src/config/store.ts` turns it, with the environment,
+ * into the snapstore package's resolved `StoreConfig`.
+ */
+export interface SnapstoreConfig {
+  /** `Local`, `S3`, `ABS`, `GCS`, or '' for no store. */
+  provider: string;
+  /** '' falls back to `<P>STORAGE_CONTAINER` from the environment. */
+  container: string;
+  endpointOverride: string;
+  /** The user's `--store-prefix`; the effective prefix is `<prefix>/v2`. */
+  prefix: string;
+  tempDir: string;
+  maxParallelChunkUploads: number;
+  minChunkSize: number;
+}
+
+export interface SecondarySnapstoreConfig {
+  /** File key `StoreConfig` (capitalised upstream: no json tag). */
+  storeConfig: SnapstoreConfig;
+  backupSyncEnabled: boolean;
+  syncPeriod: DurationMs;
+}
+
+export interface CompressionConfig {
+  enabled: boolean;
+  policy: CompressionPolicy;
+}
+
+/** `pkg/types/restorer.go`. */
+export interface RestorationConfig {
+  initialCluster: string;
+  initialClusterToken: string;
+  /** `path.Clean`ed. */
+  dataDir: string;
+  /** `--restoration-temp-snapshots-dir`, `path.Clean`ed. */
+  tempDir: string;
+  name: string;
+  autoCompactionRetention: string;
+  autoCompactionMode: AutoCompactionMode;
+  initialAdvertisePeerURLs: string[];
+  /** File key `MaxTxnOps`. */
+  maxTxnOps: number;
+  /** File key `MaxRequestBytes`. */
+  maxRequestBytes: number;
+  maxCallSendMsgSize: number;
+  embeddedEtcdQuotaBytes: number;
+  maxFetchers: number;
+  skipHashCheck: boolean;
+}
+
+/** `pkg/types/health.go`. */
+export interface HealthConfig {
+  fullSnapshotLeaseName: string;
+  deltaSnapshotLeaseName: string;
+  heartbeatDuration: DurationMs;
+  snapshotLeaseRenewalEnabled: boolean;
+  memberLeaseRenewalEnabled: boolean;
+}
+
+/** `pkg/types/leaderelection.go`. */
+export interface LeaderElectionConfig {
+  reelectionPeriod: DurationMs;
+  etcdConnectionTimeout: DurationMs;
+}
+
+/** `pkg/types/exponentialbackoff.go`: the snapshotter's restart backoff. */
+export interface ExponentialBackoffConfig {
+  multiplier: number;
+  attemptLimit: number;
+  thresholdTime: DurationMs;
+}
+
+/** `pkg/types/compactor.go` (only `compact`). */
+export interface CompactorConfig {
+  defragment: boolean;
+  snapshotTimeout: DurationMs;
+  defragTimeout: DurationMs;
+  fullSnapshotLeaseName: string;
+  deltaSnapshotLeaseName: string;
+  snapshotLeaseRenewalEnabled: boolean;
+  metricsScrapeWaitDuration: DurationMs;
+}
+
+/** `cmd/options.go` copierOptions (only `copy`). */
+export interface CopierConfig {
+  /** -1 = all. */
+  maxBackupsToCopy: number;
+  /** Days; -1 = no filter. */
+  maxBackupAge: number;
+  maxParallelCopyOperations: number;
+  waitForFinalSnapshot: boolean;
+  /** 0 = no timeout. */
+  waitForFinalSnapshotTimeout: DurationMs;
+}
+
+/** Fields every subcommand has. */
+export interface CommonConfig {
+  logLevel: LogrusLevel;
+}
+
+/** `etcdbrctl server`; the layout of the server config file. */
+export interface ServerConfig extends CommonConfig {
+  /** `--config-file`; '' when none. */
+  configFile: string;
+  etcdConnectionConfig: EtcdConnectionConfig;
+  serverConfig: HttpServerConfig;
+  snapshotterConfig: SnapshotterConfig;
+  snapstoreConfig: SnapstoreConfig;
+  secondarySnapstoreConfig: SecondarySnapstoreConfig;
+  compressionConfig: CompressionConfig;
+  restorationConfig: RestorationConfig;
+  healthConfig: HealthConfig;
+  leaderElectionConfig: LeaderElectionConfig;
+  exponentialBackoffConfig: ExponentialBackoffConfig;
+  defragmentationSchedule: string;
+  useEtcdWrapper: boolean;
+}
+
+export interface SnapshotCommandConfig extends CommonConfig {
+  etcdConnectionConfig: EtcdConnectionConfig;
+  snapstoreConfig: SnapstoreConfig;
+  snapshotterConfig: SnapshotterConfig;
+  compressionConfig: CompressionConfig;
+  exponentialBackoffConfig: ExponentialBackoffConfig;
+  defragmentationSchedule: string;
+}
+
+export interface RestoreCommandConfig extends CommonConfig {
+  restorationConfig: RestorationConfig;
+  snapstoreConfig: SnapstoreConfig;
+}
+
+export interface InitializeCommandConfig extends CommonConfig {
+  validationMode: ValidationMode;
+  restorationConfig: RestorationConfig;
+  snapstoreConfig: SnapstoreConfig;
+  etcdConnectionConfig: EtcdConnectionConfig;
+}
+
+export interface CompactCommandConfig extends CommonConfig {
+  restorationConfig: RestorationConfig;
+  snapstoreConfig: SnapstoreConfig;
+  compactorConfig: CompactorConfig;
+}
+
+export interface CopyCommandConfig extends CommonConfig {
+  copierConfig: CopierConfig;
+  /**
+   * The copy source after upstream's `MergeWith(destination)`: provider, prefix and temp dir default to
+   * the destination's when empty.
+   */
+  sourceSnapstoreConfig: SnapstoreConfig;
+  /** The destination. */
+  snapstoreConfig: SnapstoreConfig;
+}
+
+/** `etcdbrctl ls` (ours). */
+export interface LsCommandConfig extends CommonConfig {
+  snapstoreConfig: SnapstoreConfig;
+  output: OutputFormat;
+  /** Include snapshots marked excluded (`x-etcd-snapshot-exclude`). */
+  all: boolean;
+}
+
+export interface CommandConfigs {
+  server: ServerConfig;
+  snapshot: SnapshotCommandConfig;
+  restore: RestoreCommandConfig;
+  initialize: InitializeCommandConfig;
+  compact: CompactCommandConfig;
+  copy: CopyCommandConfig;
+  ls: LsCommandConfig;
+}
+
+export type CommandName = keyof CommandConfigs;

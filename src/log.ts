@@ -1,0 +1,51 @@
+/**
+ * The process logger: pino, JSON lines on stderr (stdout stays free for command output such as
+ * `etcdbrctl ls -o json`; upstream's logrus also writes to stderr). One logger is created by the CLI and
+ * passed to components; nothing logs through a global.
+ */
+import { pino } from 'pino';
+import type { DestinationStream, Level, Logger as PinoLogger } from 'pino';
+
+export type Logger = PinoLogger;
+
+/** Upstream `--log-level` (logrus): 0 panic, 1 fatal, 2 error, 3 warn, 4 info, 5 debug, 6 trace. */
+export const DEFAULT_LOGRUS_LEVEL = 4;
+
+/** Maps a logrus level to pino's; pino has no panic, so 0 and 1 are both fatal, and 6 or more is trace. */
+export function pinoLevelForLogrus(level: number): Level {
+  if (level <= 1) return 'fatal';
+  switch (level) {
+    case 2:
+      return 'error';
+    case 3:
+      return 'warn';
+    case 4:
+      return 'info';
+    case 5:
+      return 'debug';
+    default:
+      return 'trace';
+  }
+}
+
+export interface LoggerOptions {
+  /** Logrus level as given by `--log-level`. */
+  logLevel?: number;
+  /** Where JSON lines go; the CLI passes stderr. */
+  destination: DestinationStream;
+  /** Extra fields on every line (for example the subcommand). */
+  base?: Record<string, unknown>;
+}
+
+export function createLogger(opts: LoggerOptions): Logger {
+  return pino(
+    {
+      level: pinoLevelForLogrus(opts.logLevel ?? DEFAULT_LOGRUS_LEVEL),
+      base: opts.base ?? {},
+      timestamp: pino.stdTimeFunctions.isoTime,
+      // Level names rather than pino's numbers: what log collectors and people expect to read.
+      formatters: { level: (label) => ({ level: label }) },
+    },
+    opts.destination,
+  );
+}

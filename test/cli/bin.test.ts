@@ -1,0 +1,37 @@
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { beforeAll, describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('../..', import.meta.url));
+const bin = fileURLToPath(new URL('../../bin/etcdbrctl', import.meta.url));
+
+function etcdbrctl(...args: string[]) {
+  return spawnSync(bin, args, { cwd: root, encoding: 'utf8', timeout: 30_000 });
+}
+
+describe('bin/etcdbrctl (built)', () => {
+  beforeAll(() => {
+    const build = spawnSync('npx', ['tsc', '-b', 'tsconfig.build.json'], { cwd: root, encoding: 'utf8', timeout: 300_000 });
+    if (build.status !== 0) throw new Error(`npm run build failed:\n${build.stdout}${build.stderr}`);
+  });
+
+  it('--version prints the version block and exits 0', () => {
+    const r = etcdbrctl('--version');
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^etcdbrctl Version: \d+\.\d+\.\d+\nGit SHA: \S+\nNode Version: v\d+\.\d+\.\d+\nOS\/Arch: \w+\/\w+\n$/);
+  });
+
+  it('snapshot --bogus fails with exit code 1 and the unknown flag', () => {
+    const r = etcdbrctl('snapshot', '--bogus');
+    expect(r.status).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toBe("Error: unknown flag: --bogus\nRun 'etcdbrctl snapshot --help' for usage.\n");
+  });
+
+  it('a valid but unimplemented subcommand exits 2', () => {
+    const r = etcdbrctl('restore');
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(/etcdbrctl restore: .*not implemented yet/);
+  });
+});

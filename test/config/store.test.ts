@@ -1,0 +1,157 @@
+import { mkdirSync, mkdtempSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { isSnapStoreError } from '@etcdbrctl/snapstore';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { commandFlagSet } from '../../src/cli/help.js';
+import { buildCommandConfig } from '../../src/config/build.js';
+import { COMMAND_SPECS } from '../../src/config/commands.js';
+import { buildStoreConfig, effectivePrefix } from '../../src/config/store.js';
+import type { SnapstoreConfig } from '../../src/config/types.js';
+
+let tmp: string;
+beforeEach(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'etcdbr-store-'));
+});
+
+function flags(overrides: Partial<SnapstoreConfig> = {}): SnapstoreConfig {
+  return {
+    provider: 'Local',
+    container: '',
+    endpointOverride: '',
+    prefix: '',
+    tempDir: tmp,
+    maxParallelChunkUploads: 5,
+    minChunkSize: 5 * 1024 * 1024,
+    ...overrides,
+  };
+}
+
+async function configError(p: Promise<unknown>, code: 'E_CONFIG' | 'E_CREDENTIALS'): Promise<string> {
+  try {
+    await p;
+  } catch (err) {
+    expect(isSnapStoreError(err, code), String(err)).toBe(true);
+    return (err as Error).message;
+  }
+  throw new Error('expected an error');
+}
+
+describe('effective prefix', () => {
+  it.each([
+    ['', 'v2'],
+    ['etcd-main', 'etcd-main/v2'],
+    ['a/b/', 'a/b/v2'],
+    ['shoot--p--c/etcd-main', 'shoot--p--c/etcd-main/v2'],
+  ])('%j -> %j', (prefix, expected) => {
+    expect(effectivePrefix(prefix)).toBe(expected);
+  });
+});
+
+describe('buildStoreConfig', () => {
+  it('returns undefined without a provider (no store)', async () => {
+    expect(await buildStoreConfig(flags({ provider: '' }), { role: 'primary', env: {}, homeDir: '/home/u' })).toBeUndefined();
+  });
+
+  it('places a relative Local container under the home directory, default default.bkp', async () => {
+    expect(await buildStoreConfig(flags(), { role: 'primary', env: {}, homeDir: '/home/u' })).toEqual({
+      provider: 'Local',
+      container: 'default.bkp',
+      rootDir: '/home/u/default.bkp',
+      prefix: 'v2',
+      maxParallelChunkUploads: 5,
+      minChunkSize: 5 * 1024 * 1024,
+      tempDir: tmp,
+    });
+    const rel = await buildStoreConfig(flags({ container: 'backups/x', prefix: 'etcd-main' }), { role: 'primary', env: {}, homeDir: '/home/u' });
+    expect(rel).toMatchObject({ rootDir: '/home/u/backups/x', prefix: 'etcd-main/v2' });
+  });
+
+  it('uses an absolute Local container as it is (our difference)', async () => {
+    const c = await buildStoreConfig(flags({ container: '/var/backups' }), { role: 'primary', env: {}, homeDir: '/home/u' });
+    expect(c).toMatchObject({ provider: 'Local', rootDir: '/var/backups', container: '/var/backups' });
+  });
+
+  it.each([
+    ['primary', 'STORAGE_CONTAINER'],
+    ['source', 'SOURCE_STORAGE_CONTAINER'],
+    ['secondary', 'SECONDARY_STORAGE_CONTAINER'],
+  ] as const)('falls back to the container variable for the %s store', async (role, variable) => {
+    const env = { STORAGE_CONTAINER: 'wrong', [variable]: 'from-env' };
+    const c = await buildStoreConfig(flags({ provider: 'S3' }), { role, env, homeDir: '/h' });
+    expect(c?.container).toBe('from-env');
+    const explicit = await buildStoreConfig(flags({ provider: 'S3', container: 'flag' }), { role, env, homeDir: '/h' });
+    expect(explicit?.container).toBe('flag');
+  });
+
+  it('requires a container for cloud providers, naming the flag and the variable', async () => {
+    expect(await configError(buildStoreConfig(flags({ provider: 'GCS' }), { role: 'source', env: {}, homeDir: '/h' }), 'E_CONFIG')).toBe(
+      'storage container name not specified: set --source-store-container or the environment variable SOURCE_STORAGE_CONTAINER',
+    );
+  });
+
+  it('rejects unknown and upstream-only providers', async () => {
+    expect(await configError(buildStoreConfig(flags({ provider: 'OSS' }), { role: 'primary', env: {}, homeDir: '/h' }), 'E_CONFIG')).toMatch(
+      /--storage-provider: storage provider "OSS" is supported by etcd-backup-restore but not by this implementation; supported providers: Local, S3, ABS, GCS/,
+    );
+    expect(await configError(buildStoreConfig(flags({ provider: 'Azure' }), { role: 'secondary', env: {}, homeDir: '/h' }), 'E_CONFIG')).toMatch(
+      /--secondary-storage-provider: unknown storage provider "Azure"/,
+    );
+  });
+
+  it('reads S3 credentials with the role’s prefix, and keeps the endpoint override', async () => {
+    const p = join(tmp, 'aws.json');
+    writeFileSync(p, JSON.stringify({ accessKeyID: 'A', secretAccessKey: 'S', region: 'r' }));
+    const c = await buildStoreConfig(flags({ provider: 'S3', container: 'b', endpointOverride: 'http://localhost:4566' }), {
+      role: 'source',
+      env: { SOURCE_AWS_APPLICATION_CREDENTIALS_JSON: p },
+      homeDir: '/h',
+    });
+    expect(c).toMatchObject({
+      provider: 'S3',
+      container: 'b',
+      endpointOverride: 'http://localhost:4566',
+      credentials: { accessKeyID: 'A', secretAccessKey: 'S', region: 'r' },
+    });
+    const noCreds = await buildStoreConfig(flags({ provider: 'S3', container: 'b' }), { role: 'primary', env: {}, homeDir: '/h' });
+    expect(noCreds).not.toHaveProperty('credentials');
+  });
+
+  it('fails for ABS without credentials and reads them when given', async () => {
+    expect(await configError(buildStoreConfig(flags({ provider: 'ABS', container: 'c' }), { role: 'primary', env: {}, homeDir: '/h' }), 'E_CREDENTIALS')).toMatch(
+      /unable to get credentials/,
+    );
+    const d = join(tmp, 'az');
+    mkdirSync(d);
+    writeFileSync(join(d, 'storageAccount'), 'devstoreaccount1');
+    writeFileSync(join(d, 'storageKey'), 'a2V5');
+    const c = await buildStoreConfig(flags({ provider: 'ABS', container: 'c' }), { role: 'primary', env: { AZURE_APPLICATION_CREDENTIALS: d }, homeDir: '/h' });
+    expect(c).toMatchObject({ provider: 'ABS', credentials: { storageAccount: 'devstoreaccount1', storageKey: 'a2V5' } });
+  });
+
+  it('leaves GCS credentials undefined without the variable (application default credentials)', async () => {
+    const c = await buildStoreConfig(flags({ provider: 'GCS', container: 'g', endpointOverride: 'http://127.0.0.1:4443' }), {
+      role: 'primary',
+      env: {},
+      homeDir: '/h',
+    });
+    expect(c).toMatchObject({ provider: 'GCS', container: 'g', endpointOverride: 'http://127.0.0.1:4443' });
+    expect(c).not.toHaveProperty('credentials');
+  });
+
+  it('creates the temp directory (0700) when missing', async () => {
+    const t = join(tmp, 'scratch', 'deeper');
+    await buildStoreConfig(flags({ tempDir: t }), { role: 'primary', env: {}, homeDir: '/h' });
+    expect(statSync(t).isDirectory()).toBe(true);
+    expect(statSync(t).mode & 0o777).toBe(0o700);
+  });
+
+  it('builds the copy source from the merged flags: provider and prefix default to the destination’s', async () => {
+    const parsed = commandFlagSet(COMMAND_SPECS.copy).parse(['--storage-provider=Local', '--store-container=/dst', '--store-prefix=p', '--source-store-container=/src']);
+    const { config } = buildCommandConfig('copy', { flags: parsed.changed });
+    const source = await buildStoreConfig(config.sourceSnapstoreConfig, { role: 'source', env: {}, homeDir: '/h', createTempDir: false });
+    const dest = await buildStoreConfig(config.snapstoreConfig, { role: 'primary', env: {}, homeDir: '/h', createTempDir: false });
+    expect(source).toMatchObject({ provider: 'Local', rootDir: '/src', prefix: 'p/v2' });
+    expect(dest).toMatchObject({ provider: 'Local', rootDir: '/dst', prefix: 'p/v2' });
+  });
+});
