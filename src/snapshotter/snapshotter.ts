@@ -1,0 +1,433 @@
+import type { Etcd3 } from 'etcd3';
+import {
+  latestSet,
+  type CompressionPolicy,
+  type Logger,
+  type SnapStore,
+  type Snapshot,
+} from '@etcdbrctl/snapstore';
+import type { Clock } from '../clock.js';
+import type { DeltaEvent } from '../backup/delta-format.js';
+import { watchAllKeys, type AllKeysWatch } from '../etcd/watch.js';
+import type { Metrics } from '../metrics.js';
+import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
+import { saveDeltaSnapshot } from './delta-snapshot.js';
+import { currentRevision, takeFullSnapshot } from './full-snapshot.js';
+import { isZeroTime, type CronSchedule } from './schedule.js';
+
+export interface SnapshotterConfig {
+  schedule: CronSchedule;
+  /** < 1000 ms disables delta snapshots (upstream). */
+  deltaSnapshotPeriodMs: number;
+  deltaSnapshotMemoryLimit: number;
+  snapshotTimeoutMs: number;
+  connectionTimeoutMs: number;
+  compression: CompressionPolicy | undefined;
+  /** How long SIGTERM may wait for the last delta (ours; upstream drops buffered events). */
+  finalDeltaTimeoutMs: number;
+}
+
+export interface SnapshotterDeps {
+  client: Etcd3;
+  /** The store, re-created by the caller when credentials rotate. */
+  store: () => Promise<SnapStore>;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  /** Called after every stored snapshot (leases, status). Errors are logged, never fatal. */
+  onSnapshot?: (snap: Snapshot) => Promise<void> | void;
+}
+
+/** The chain state that survives loop restarts: what the store holds, newest first. */
+export interface ChainState {
+  /** Last stored snapshot (delta or full); a dummy full at revision 0 when the store is empty. */
+  prevSnapshot: Snapshot | undefined;
+  prevFull: Snapshot | undefined;
+  prevDeltas: Snapshot[];
+  prevFullSucceeded: boolean;
+}
+
+export class SnapshotterStoppedError extends Error {
+  override readonly name = 'SnapshotterStoppedError';
+}
+
+/**
+ * Full snapshots on a cron schedule and on demand, delta snapshots from a watch of every key: every
+ * `--delta-snapshot-period` and whenever the buffered events reach `--delta-snapshot-memory-limit`.
+ * All store writes run one at a time through `serial`, in the order they were asked for, so the chain
+ * stays gapless: each delta starts at the previous snapshot's last revision + 1.
+ */
+export class Snapshotter {
+  readonly chain: ChainState;
+  private readonly buffer = new DeltaBuffer();
+  private watch: AllKeysWatch | undefined;
+  private queue: Promise<unknown> = Promise.resolve();
+  private fatal: ((err: Error) => void) | undefined;
+  private fullTimer: ReturnType<Clock['setTimeout']> | undefined;
+  private deltaTimer: ReturnType<Clock['setTimeout']> | undefined;
+  private running = false;
+
+  private constructor(
+    private readonly config: SnapshotterConfig,
+    private readonly deps: SnapshotterDeps,
+    chain: ChainState,
+  ) {
+    this.chain = chain;
+  }
+
+  /** Reads the latest chain from the store (upstream NewSnapshotter). */
+  static async create(config: SnapshotterConfig, deps: SnapshotterDeps): Promise<Snapshotter> {
+    const store = await deps.store();
+    const { full, deltas } = latestSet(await store.list());
+    const last = deltas.at(-1) ?? full;
+    const s = new Snapshotter(config, deps, {
+      prevSnapshot: last,
+      prevFull: full,
+      prevDeltas: deltas,
+      prevFullSucceeded: true,
+    });
+    s.updateLatestMetrics();
+    return s;
+  }
+
+  get deltasEnabled(): boolean {
+    return this.config.deltaSnapshotPeriodMs >= 1000;
+  }
+
+  get active(): boolean {
+    return this.running;
+  }
+
+  private get prevLastRevision(): number {
+    return this.chain.prevSnapshot?.lastRevision ?? 0;
+  }
+
+  /** Runs `op` after every write queued before it; the result is the op's. */
+  private serial<T>(op: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(op, op);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /**
+   * Takes a full snapshot now. With `isFinal` and a final full already at the current revision, returns
+   * that one instead of writing another (upstream's skip rule).
+   */
+  triggerFullSnapshot(isFinal: boolean): Promise<Snapshot> {
+    if (!this.running) return Promise.reject(new Error('snapshotter is not active'));
+    return this.serial(async () => {
+      try {
+        const snap = await this.fullSnapshot(isFinal);
+        this.armFullTimer();
+        return snap;
+      } catch (err) {
+        this.fail(err);
+        throw err;
+      }
+    });
+  }
+
+  /** Writes the buffered events as a delta now; undefined when there were none. */
+  triggerDeltaSnapshot(): Promise<Snapshot | undefined> {
+    if (!this.running) return Promise.reject(new Error('snapshotter is not active'));
+    if (!this.deltasEnabled) {
+      return Promise.reject(
+        new Error(
+          `found delta snapshot interval ${this.config.deltaSnapshotPeriodMs / 1000}s less than 1 second. Delta snapshotting is disabled.`,
+        ),
+      );
+    }
+    return this.serial(async () => {
+      try {
+        const snap = await this.saveBufferedDelta();
+        this.armDeltaTimer();
+        return snap;
+      } catch (err) {
+        this.fail(err);
+        throw err;
+      }
+    });
+  }
+
+  /**
+   * Runs until `signal` aborts (resolves) or a snapshot fails (rejects; the caller restarts it with
+   * backoff, as upstream). `startWithFullSnapshot`: take a full snapshot first; otherwise catch up
+   * from the previous snapshot with deltas.
+   */
+  async run(signal: AbortSignal, startWithFullSnapshot: boolean): Promise<void> {
+    if (this.running) throw new Error('snapshotter is already running');
+    this.running = true;
+    const failed = new Promise<never>((_, reject) => {
+      this.fatal = (err) => reject(err);
+    });
+    failed.catch(() => undefined);
+    const stopped = new Promise<void>((resolve) => {
+      if (signal.aborted) resolve();
+      signal.addEventListener('abort', () => resolve(), { once: true });
+    });
+    try {
+      if (startWithFullSnapshot) {
+        await this.serial(() => this.fullSnapshot(false));
+      } else if (this.deltasEnabled && !this.watch) {
+        await this.serial(() => this.openWatch());
+      }
+      this.armFullTimer();
+      this.armDeltaTimer();
+      await Promise.race([stopped, failed]);
+      if (signal.aborted) await this.flushOnStop();
+    } finally {
+      this.running = false;
+      this.fatal = undefined;
+      this.clearTimers();
+      await this.closeWatch();
+      this.buffer.clear();
+    }
+  }
+
+  /**
+   * Writes every event since the previous snapshot as deltas, up to the current revision, without
+   * starting the loop (upstream CollectEventsSincePrevSnapshot + TakeDeltaSnapshot at start-up).
+   * Returns false when nothing could be collected (then the caller takes a full snapshot).
+   */
+  async catchUpWithDeltas(signal: AbortSignal): Promise<boolean> {
+    if (!this.deltasEnabled) return false;
+    const target = await currentRevision(this.deps.client, this.config.connectionTimeoutMs);
+    if (target <= this.prevLastRevision) return true;
+    let watchError: Error | undefined;
+    let reached!: () => void;
+    const done = new Promise<void>((resolve) => {
+      reached = resolve;
+    });
+    const pending: Promise<unknown>[] = [];
+    const watch = await watchAllKeys(this.deps.client, this.prevLastRevision + 1, {
+      onEvents: (events, headerRevision) => {
+        for (const ev of events) this.appendEvent(ev, pending);
+        if (headerRevision >= target || this.buffer.lastRevision >= target) reached();
+      },
+      onError: (err) => {
+        watchError = err;
+        reached();
+      },
+    });
+    const abort = () => reached();
+    signal.addEventListener('abort', abort, { once: true });
+    try {
+      await done;
+    } finally {
+      signal.removeEventListener('abort', abort);
+      await watch.close();
+    }
+    await Promise.all(pending);
+    if (watchError) throw watchError;
+    if (signal.aborted) return false;
+    await this.serial(() => this.saveBufferedDelta());
+    return true;
+  }
+
+  private appendEvent(ev: DeltaEvent, pending?: Promise<unknown>[]): void {
+    if (ev.modRevision <= this.prevLastRevision) return;
+    this.buffer.append(ev);
+    this.deps.metrics.snapshotRequired.labels('Incr').set(1);
+    // Cut at the limit after every event, so the buffer never holds more than limit + one event.
+    if (this.buffer.size >= this.config.deltaSnapshotMemoryLimit) {
+      const payload = this.buffer.take()!;
+      this.deps.logger.info(
+        { bytes: payload.payload.length - 32, limit: this.config.deltaSnapshotMemoryLimit },
+        'Delta events memory crossed the memory limit; taking a delta snapshot',
+      );
+      const save = this.serial(() => this.saveDelta(payload)).then(
+        () => this.armDeltaTimer(),
+        (err: unknown) => this.fail(err),
+      );
+      pending?.push(save);
+    }
+  }
+
+  private async openWatch(): Promise<void> {
+    await this.closeWatch();
+    this.watch = await watchAllKeys(this.deps.client, this.prevLastRevision + 1, {
+      onEvents: (events) => {
+        for (const ev of events) this.appendEvent(ev);
+      },
+      onError: (err) => this.fail(err),
+    });
+  }
+
+  private async closeWatch(): Promise<void> {
+    const w = this.watch;
+    this.watch = undefined;
+    if (w) await w.close();
+  }
+
+  private async fullSnapshot(isFinal: boolean): Promise<Snapshot> {
+    const prev = this.chain.prevSnapshot;
+    if (isFinal && prev?.kind === 'Full' && prev.isFinal) {
+      const rev = await currentRevision(this.deps.client, this.config.connectionTimeoutMs);
+      if (rev === prev.lastRevision) {
+        this.deps.logger.info({ snapshot: prev.snapName }, 'Final full snapshot already taken at this revision; skipping');
+        return prev;
+      }
+    }
+    // Events up to the full snapshot are inside it; the new watch starts after it.
+    await this.closeWatch();
+    this.buffer.clear();
+    const store = await this.deps.store();
+    const started = this.deps.clock.now().getTime();
+    let snap: Snapshot;
+    try {
+      snap = await takeFullSnapshot(
+        {
+          client: this.deps.client,
+          store,
+          compression: this.config.compression,
+          now: () => this.deps.clock.now(),
+          logger: this.deps.logger,
+        },
+        { isFinal, snapshotTimeoutMs: this.config.snapshotTimeoutMs, connectionTimeoutMs: this.config.connectionTimeoutMs },
+      );
+    } catch (err) {
+      this.chain.prevFullSucceeded = false;
+      this.deps.metrics.snapshotDurationSeconds
+        .labels('Full', 'false')
+        .observe((this.deps.clock.now().getTime() - started) / 1000);
+      throw err;
+    }
+    this.deps.metrics.snapshotDurationSeconds
+      .labels('Full', 'true')
+      .observe((this.deps.clock.now().getTime() - started) / 1000);
+    this.chain.prevSnapshot = snap;
+    this.chain.prevFull = snap;
+    this.chain.prevDeltas = [];
+    this.chain.prevFullSucceeded = true;
+    this.deps.metrics.snapshotRequired.labels('Full').set(0);
+    this.updateLatestMetrics();
+    await this.notify(snap);
+    if (this.deltasEnabled && this.running) await this.openWatch();
+    return snap;
+  }
+
+  private async saveBufferedDelta(): Promise<Snapshot | undefined> {
+    const payload = this.buffer.take();
+    if (!payload) {
+      this.deps.logger.info({}, 'No events received to save snapshot. Skipping delta snapshot.');
+      return undefined;
+    }
+    return this.saveDelta(payload);
+  }
+
+  private async saveDelta(payload: DeltaPayload): Promise<Snapshot> {
+    const store = await this.deps.store();
+    const started = this.deps.clock.now().getTime();
+    const start = this.prevLastRevision + 1;
+    let snap: Snapshot;
+    try {
+      snap = await saveDeltaSnapshot(store, payload, start, this.config.compression, this.deps.clock.now());
+    } catch (err) {
+      this.deps.metrics.snapshotDurationSeconds
+        .labels('Incr', 'false')
+        .observe((this.deps.clock.now().getTime() - started) / 1000);
+      throw err;
+    }
+    this.deps.metrics.snapshotDurationSeconds
+      .labels('Incr', 'true')
+      .observe((this.deps.clock.now().getTime() - started) / 1000);
+    this.deps.logger.info({ snapshot: snap.snapName, events: payload.events }, 'Delta snapshot saved');
+    this.chain.prevSnapshot = snap;
+    this.chain.prevDeltas.push(snap);
+    if (this.buffer.isEmpty) this.deps.metrics.snapshotRequired.labels('Incr').set(0);
+    this.updateLatestMetrics();
+    await this.notify(snap);
+    return snap;
+  }
+
+  private async notify(snap: Snapshot): Promise<void> {
+    if (!this.deps.onSnapshot) return;
+    try {
+      await this.deps.onSnapshot(snap);
+    } catch (err) {
+      this.deps.logger.warn({ err, snapshot: snap.snapName }, 'post-snapshot hook failed');
+    }
+  }
+
+  private updateLatestMetrics(): void {
+    const m = this.deps.metrics;
+    const { prevFull, prevDeltas } = this.chain;
+    if (prevFull) {
+      m.snapshotLatestRevision.labels('Full').set(prevFull.lastRevision);
+      m.snapshotLatestTimestamp.labels('Full').set(Math.floor(prevFull.createdOn.getTime() / 1000));
+    }
+    const lastDelta = prevDeltas.at(-1);
+    if (lastDelta) {
+      m.snapshotLatestRevision.labels('Incr').set(lastDelta.lastRevision);
+      m.snapshotLatestTimestamp.labels('Incr').set(Math.floor(lastDelta.createdOn.getTime() / 1000));
+    }
+    m.snapstoreLatestDeltasTotal.set(prevDeltas.length);
+    const first = prevDeltas[0];
+    m.snapstoreLatestDeltasRevisionsTotal.set(first && lastDelta ? lastDelta.lastRevision - first.startRevision : 0);
+  }
+
+  private armFullTimer(): void {
+    if (!this.running) return;
+    if (this.fullTimer) this.deps.clock.clearTimeout(this.fullTimer);
+    const now = this.deps.clock.now();
+    const next = this.config.schedule.next(now);
+    if (isZeroTime(next)) {
+      // A schedule that never fires (e.g. 30 February): fail the run as upstream does, instead of looping.
+      this.fail(new Error('error in full snapshot schedule: it never fires'));
+      return;
+    }
+    this.fullTimer = this.deps.clock.setTimeout(() => {
+      this.fullTimer = undefined;
+      void this.serial(() => this.fullSnapshot(false)).then(
+        () => this.armFullTimer(),
+        (err: unknown) => this.fail(err),
+      );
+    }, Math.max(0, next.getTime() - now.getTime()));
+  }
+
+  private armDeltaTimer(): void {
+    if (!this.running || !this.deltasEnabled) return;
+    if (this.deltaTimer) this.deps.clock.clearTimeout(this.deltaTimer);
+    this.deltaTimer = this.deps.clock.setTimeout(() => {
+      this.deltaTimer = undefined;
+      void this.serial(() => this.saveBufferedDelta()).then(
+        () => this.armDeltaTimer(),
+        (err: unknown) => this.fail(err),
+      );
+    }, this.config.deltaSnapshotPeriodMs);
+  }
+
+  private clearTimers(): void {
+    if (this.fullTimer) this.deps.clock.clearTimeout(this.fullTimer);
+    if (this.deltaTimer) this.deps.clock.clearTimeout(this.deltaTimer);
+    this.fullTimer = undefined;
+    this.deltaTimer = undefined;
+  }
+
+  private fail(err: unknown): void {
+    const e = err instanceof Error ? err : new Error(String(err));
+    this.deps.metrics.snapshotterFailure.labels(e.message).inc();
+    this.fatal?.(e);
+  }
+
+  /** SIGTERM: write what is buffered as one last delta, bounded in time (a difference from upstream). */
+  private async flushOnStop(): Promise<void> {
+    this.clearTimers();
+    await this.closeWatch();
+    if (this.buffer.isEmpty) {
+      await this.queue;
+      return;
+    }
+    const flush = this.serial(() => this.saveBufferedDelta());
+    const timeout = new Promise<'timeout'>((resolve) => {
+      const t = setTimeout(() => resolve('timeout'), this.config.finalDeltaTimeoutMs);
+      t.unref();
+    });
+    try {
+      const r = await Promise.race([flush, timeout]);
+      if (r === 'timeout') this.deps.logger.warn({}, 'Could not save the last delta snapshot before stopping (timeout)');
+    } catch (err) {
+      this.deps.logger.warn({ err }, 'Could not save the last delta snapshot before stopping');
+    }
+  }
+}
