@@ -90,6 +90,10 @@ export class Snapshotter {
     return s;
   }
 
+  get schedule(): CronSchedule {
+    return this.config.schedule;
+  }
+
   get deltasEnabled(): boolean {
     return this.config.deltaSnapshotPeriodMs >= 1000;
   }

@@ -1,0 +1,102 @@
+import type { Logger } from '@etcdbrctl/snapstore';
+import type { Clock } from '../clock.js';
+import type { Metrics } from '../metrics.js';
+import type { ExponentialBackoff } from './backoff.js';
+import type { GarbageCollector } from './garbage-collector.js';
+import { fullSnapshotMaxTimeWindowHours } from './schedule.js';
+import type { Snapshotter } from './snapshotter.js';
+import { decideFullSnapshotAtStartup } from './startup.js';
+
+export interface SupervisorDeps {
+  /** Builds a fresh snapshotter from the store's current chain (upstream re-creates it per leadership). */
+  createSnapshotter: () => Promise<Snapshotter>;
+  createGarbageCollector: (snapshotter: Snapshotter) => GarbageCollector;
+  /** Health probe of the local etcd (upstream: Status(endpoints[0]) with a 5 s timeout). */
+  probeEtcd: () => Promise<void>;
+  setHealthy: (healthy: boolean) => void;
+  /** Called whenever the active snapshotter changes (undefined = none), for the HTTP handlers. */
+  onActiveSnapshotter: (s: Snapshotter | undefined) => void;
+  backoff: ExponentialBackoff;
+  schedule: string;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+/**
+ * Upstream's leader-side probe loop (§5.1): while this sidecar leads, keep a snapshotter running.
+ * Probe etcd, wait out the backoff after a failure, go healthy, decide between an initial delta and a
+ * full snapshot, then run the event loop and GC until leadership ends or the loop fails (then again).
+ */
+export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSignal): Promise<void> {
+  const { clock, logger } = deps;
+  const timeWindowHours = fullSnapshotMaxTimeWindowHours(deps.schedule);
+  while (!signal.aborted) {
+    try {
+      await deps.probeEtcd();
+    } catch (err) {
+      deps.setHealthy(false);
+      logger.warn({ err }, 'etcd probe failed; retrying');
+      await clock.sleep(1000, signal).catch(() => undefined);
+      continue;
+    }
+    if (deps.backoff.active) {
+      const wait = deps.backoff.next();
+      logger.info({ waitMs: wait }, 'snapshotter failed before; backing off');
+      await clock.sleep(wait, signal).catch(() => undefined);
+      if (signal.aborted) break;
+    }
+    deps.setHealthy(true);
+
+    let snapshotter: Snapshotter;
+    try {
+      snapshotter = await deps.createSnapshotter();
+    } catch (err) {
+      logger.error({ err }, 'cannot create the snapshotter');
+      deps.metrics.snapshotterFailure.labels((err as Error).message).inc();
+      deps.backoff.start();
+      continue;
+    }
+
+    const decision = decideFullSnapshotAtStartup({
+      prevFull: snapshotter.chain.prevFull,
+      prevFullSucceeded: snapshotter.chain.prevFullSucceeded,
+      now: clock.now(),
+      schedule: snapshotter.schedule,
+      timeWindowHours,
+    });
+    let startWithFull = decision.required;
+    if (!decision.required) {
+      try {
+        if (await snapshotter.catchUpWithDeltas(signal)) deps.backoff.reset();
+        else startWithFull = true;
+      } catch (err) {
+        logger.warn({ err }, 'initial delta snapshot failed; taking a full snapshot instead');
+        startWithFull = true;
+      }
+    } else {
+      logger.info({ reason: decision.reason }, 'full snapshot required at start-up');
+    }
+    if (signal.aborted) break;
+
+    const runAbort = new AbortController();
+    const stopRun = () => runAbort.abort();
+    signal.addEventListener('abort', stopRun, { once: true });
+    const gc = deps.createGarbageCollector(snapshotter);
+    const gcDone = gc.run(runAbort.signal);
+    deps.onActiveSnapshotter(snapshotter);
+    try {
+      await snapshotter.run(runAbort.signal, startWithFull);
+      deps.backoff.reset();
+    } catch (err) {
+      logger.error({ err }, 'snapshotter failed; restarting with backoff');
+      deps.backoff.start();
+    } finally {
+      deps.onActiveSnapshotter(undefined);
+      signal.removeEventListener('abort', stopRun);
+      runAbort.abort();
+      await gcDone;
+    }
+  }
+  deps.setHealthy(false);
+}
