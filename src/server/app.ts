@@ -1,0 +1,239 @@
+/**
+ * The sidecar's HTTP API (upstream `pkg/server/httpAPI.go`, upstream-reference.md §2): health, on-demand
+ * snapshots with delegation to the leading sidecar, the latest snapshot set, Prometheus metrics and,
+ * when enabled, profiling. Routes accept every method, as Go's ServeMux does.
+ */
+import { readFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { fastify, LogController } from 'fastify';
+import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
+import { latestSet, snapshotToJSON } from '@etcdbrctl/snapstore';
+import type { Snapshot } from '@etcdbrctl/snapstore';
+import { registerProfilingRoutes } from './debug.js';
+import type { Profiling } from './debug.js';
+import { delegateToLeader } from './proxy.js';
+import type { DelegationOptions } from './proxy.js';
+import { errorMessage, parseGoBool, queryParam, sendError, sendJson } from './respond.js';
+import type { HttpServerDeps, SnapshotterControl } from './types.js';
+
+export interface HttpServer {
+  app: FastifyInstance;
+  /** Starts listening on `config.port` (0 = any free port). */
+  listen(): Promise<{ port: number; url: string }>;
+  /** Stops the server; open connections are closed at once, as upstream's `server.Close()`. */
+  close(): Promise<void>;
+}
+
+/** Upstream's `ReadHeaderTimeout` against slow-header clients. */
+const READ_HEADER_TIMEOUT_MS = 5_000;
+const DEFAULT_LEADER_HEALTH_TIMEOUT_MS = 5_000;
+
+/** Fastify logs every request at info; the wrapper polls every second, so those lines go to debug. */
+class QuietLogController extends LogController {
+  override incomingRequest(request: FastifyRequest): void {
+    request.log.debug({ method: request.method, url: request.url }, 'incoming request');
+  }
+
+  override requestCompleted(error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
+    if (error) request.log.error({ err: error, statusCode: reply.statusCode }, 'request errored');
+    else request.log.debug({ statusCode: reply.statusCode, responseTime: reply.elapsedTime }, 'request completed');
+  }
+}
+
+/** Routes on which upstream does not set the TLS security headers (promhttp and pprof handlers). */
+function skipsSecurityHeaders(routeUrl: string | undefined): boolean {
+  return routeUrl === undefined || routeUrl === '/metrics' || routeUrl.startsWith('/debug/');
+}
+
+async function readTlsFile(path: string, what: string): Promise<Buffer> {
+  try {
+    return await readFile(path);
+  } catch (err) {
+    throw new Error(`cannot read the server TLS ${what} ${JSON.stringify(path)} (--server-${what}): ${errorMessage(err)}`);
+  }
+}
+
+export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer> {
+  const { config, logger, metrics, health } = deps;
+  // Upstream: TLS only when both files are given.
+  const tls = config.serverCert !== '' && config.serverKey !== '';
+
+  const options: FastifyServerOptions & { https?: { cert: Buffer; key: Buffer } } = {
+    loggerInstance: logger,
+    logController: new QuietLogController(),
+    // Upstream closes connections on stop instead of waiting for in-flight requests.
+    forceCloseConnections: true,
+  };
+  if (tls) {
+    options.https = {
+      cert: await readTlsFile(config.serverCert, 'cert'),
+      key: await readTlsFile(config.serverKey, 'key'),
+    };
+    logger.info('TLS enabled: serving HTTPS');
+  }
+  // One instance type for callers, whether the underlying server is http or https.
+  const app = fastify(options) as unknown as FastifyInstance;
+  app.server.headersTimeout = READ_HEADER_TIMEOUT_MS;
+
+  if (tls) {
+    app.addHook('onRequest', async (request, reply) => {
+      if (skipsSecurityHeaders(request.routeOptions.url)) return;
+      reply.header('strict-transport-security', 'max-age=31536000');
+      reply.header('content-security-policy', "default-src 'self'");
+    });
+  }
+
+  app.setNotFoundHandler((_request, reply) => sendError(reply, 404, '404 page not found'));
+
+  app.setErrorHandler((err: { statusCode?: number; message?: string }, request, reply) => {
+    const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
+    if (status >= 500) request.log.error({ err, url: request.url }, 'request failed');
+    return sendError(reply, status, err.message ?? 'internal error');
+  });
+
+  app.all('/healthz', async (_request, reply) => sendJson(reply, health.status, { health: health.status === 200 }));
+
+  app.all('/metrics', async (_request, reply) => {
+    try {
+      const text = await metrics.registry.metrics();
+      return reply.code(200).header('content-type', metrics.registry.contentType).send(text);
+    } catch (err) {
+      return sendError(reply, 500, `collecting metrics failed: ${errorMessage(err)}`);
+    }
+  });
+
+  const delegation: DelegationOptions = {
+    leaderProxy: deps.leaderProxy,
+    ca: tls ? deps.proxyCa : undefined,
+    healthTimeoutMs: deps.leaderHealthTimeoutMs ?? DEFAULT_LEADER_HEALTH_TIMEOUT_MS,
+    logger,
+  };
+
+  /**
+   * Upstream's gate for every snapshot route: this sidecar's snapshotter if it runs; otherwise forward to
+   * the leader when a store is configured (a follower), else 405.
+   */
+  const withSnapshotter = async (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    what: string,
+    run: (ssr: SnapshotterControl) => Promise<FastifyReply>,
+  ): Promise<FastifyReply> => {
+    const ssr = deps.snapshots();
+    if (ssr !== undefined) return run(ssr);
+    if (deps.store() !== undefined) return delegateToLeader(request, reply, delegation);
+    const message = `cannot serve ${what}: no snapshotter runs and no storage provider is configured`;
+    logger.warn(message);
+    return sendError(reply, 405, message);
+  };
+
+  // Snapshot routes live in their own scope so that they can take any request body as raw bytes (to
+  // forward it unchanged) without changing body parsing for routes added by extraRoutes.
+  app.register(async (scope) => {
+    scope.removeAllContentTypeParsers();
+    scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+    scope.all('/snapshot/full', async (request, reply) => {
+      const raw = queryParam(request, 'final');
+      // Go treats an empty value as absent.
+      const isFinal = raw === '' ? false : parseGoBool(raw);
+      if (isFinal === undefined) {
+        return sendError(
+          reply,
+          400,
+          `invalid value ${JSON.stringify(raw)} for query parameter "final": want a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False)`,
+        );
+      }
+      return withSnapshotter(request, reply, 'an out-of-schedule full snapshot', async (ssr) => {
+        let snap: Snapshot;
+        try {
+          snap = await ssr.triggerFullSnapshot(isFinal);
+        } catch (err) {
+          logger.warn({ err }, 'skipped triggering an out-of-schedule full snapshot');
+          return sendError(reply, 500, `out-of-schedule full snapshot failed: ${errorMessage(err)}`);
+        }
+        return sendJson(reply, 200, snapshotToJSON(snap));
+      });
+    });
+
+    scope.all('/snapshot/delta', async (request, reply) =>
+      withSnapshotter(request, reply, 'an out-of-schedule delta snapshot', async (ssr) => {
+        let snap: Snapshot | undefined;
+        try {
+          snap = await ssr.triggerDeltaSnapshot();
+        } catch (err) {
+          logger.warn({ err }, 'skipped triggering an out-of-schedule delta snapshot');
+          return sendError(reply, 500, `out-of-schedule delta snapshot failed: ${errorMessage(err)}`);
+        }
+        // No events: no object was written, and Go marshals the nil snapshot as `null`.
+        return sendJson(reply, 200, snap === undefined ? null : snapshotToJSON(snap));
+      }),
+    );
+
+    scope.all('/snapshot/latest', async (request, reply) =>
+      withSnapshotter(request, reply, 'the latest snapshot metadata', async () => {
+        const store = deps.store();
+        if (store === undefined) return sendError(reply, 500, 'cannot list snapshots: no storage provider is configured');
+        let list: Snapshot[];
+        try {
+          list = await store.list();
+        } catch (err) {
+          logger.warn({ err }, 'unable to fetch the latest snapshots from the store');
+          return sendError(reply, 500, `listing snapshots failed: ${errorMessage(err)}`);
+        }
+        const { full, deltas } = latestSet(list);
+        // Upstream's GetLatestFullSnapshotAndDeltaSnapList updates these two gauges as a side effect.
+        metrics.snapstoreLatestDeltasTotal.set(deltas.length);
+        const first = deltas[0];
+        const last = deltas[deltas.length - 1];
+        metrics.snapstoreLatestDeltasRevisionsTotal.set(
+          first !== undefined && last !== undefined ? last.lastRevision - first.startRevision : 0,
+        );
+        return sendJson(reply, 200, {
+          fullSnapshot: full === undefined ? null : snapshotToJSON(full),
+          // Go marshals an empty (nil) slice as null.
+          deltaSnapshots: deltas.length === 0 ? null : deltas.map(snapshotToJSON),
+        });
+      }),
+    );
+  });
+
+  let profiling: Profiling | undefined;
+  if (config.enableProfiling) profiling = registerProfilingRoutes(app, logger);
+
+  deps.extraRoutes?.(app);
+
+  let closed: Promise<void> | undefined;
+  return {
+    app,
+    async listen() {
+      const host = deps.host;
+      let address: string;
+      if (host !== undefined) {
+        address = await app.listen({ port: config.port, host });
+      } else {
+        // Upstream listens on all interfaces; fall back to IPv4 where the kernel has no IPv6.
+        try {
+          address = await app.listen({ port: config.port, host: '::' });
+        } catch (err) {
+          const code = (err as { code?: unknown }).code;
+          if (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL') throw err;
+          address = await app.listen({ port: config.port, host: '0.0.0.0' });
+        }
+      }
+      const port = (app.server.address() as AddressInfo).port;
+      const scheme = tls ? 'https' : 'http';
+      const urlHost =
+        host === undefined || host === '::' || host === '0.0.0.0' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+      logger.info({ address }, 'HTTP server listening');
+      return { port, url: `${scheme}://${urlHost}:${port}` };
+    },
+    close() {
+      closed ??= (async () => {
+        profiling?.abortAll();
+        await app.close();
+      })();
+      return closed;
+    },
+  };
+}

@@ -1,0 +1,226 @@
+/**
+ * Leader delegation (upstream `delegateReqToLeader`): a sidecar without a snapshotter forwards snapshot
+ * requests to the leading sidecar, after checking that the leader's `/healthz` says `{"health":true}`.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import { pipeline } from 'node:stream/promises';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from '../log.js';
+import { errorMessage, sendError } from './respond.js';
+import type { LeaderProxy } from './types.js';
+
+export interface DelegationOptions {
+  leaderProxy: LeaderProxy | undefined;
+  /** Trusted CA for https leaders; undefined = Node's default roots. */
+  ca: Buffer | undefined;
+  healthTimeoutMs: number;
+  logger: Logger;
+}
+
+/**
+ * Set on forwarded requests. A sidecar that receives a forwarded request and has no snapshotter either
+ * answers 405 instead of forwarding again, so a stale leader view can never make requests loop.
+ */
+export const FORWARDED_HEADER = 'x-etcdbrctl-forwarded';
+
+/** Proxied answers up to this size are buffered and sent in one write, like our own answers. */
+const BUFFER_LIMIT = 1024 * 1024;
+
+/** Longest `/healthz` body we read from a leader; the real one is 16 bytes. */
+const HEALTH_BODY_LIMIT = 64 * 1024;
+
+/** RFC 9110 §7.6.1 hop-by-hop fields, plus those Go's ReverseProxy also drops. */
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+]);
+
+function withoutHopByHop(headers: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const listed = new Set(
+    String(headers['connection'] ?? '')
+      .split(',')
+      .map((t) => t.trim().toLowerCase())
+      .filter((t) => t !== ''),
+  );
+  const out: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || HOP_BY_HOP.has(name) || listed.has(name)) continue;
+    out[name] = value;
+  }
+  return out;
+}
+
+function trimBase(base: string): string {
+  return base.replace(/\/+$/, '');
+}
+
+function requestFn(url: URL): typeof http.request {
+  if (url.protocol === 'http:') return http.request;
+  if (url.protocol === 'https:') return https.request;
+  throw new Error(`unsupported scheme ${JSON.stringify(url.protocol)} in leader URL ${url.href}`);
+}
+
+function tlsOptions(url: URL, ca: Buffer | undefined): https.RequestOptions {
+  return url.protocol === 'https:' && ca !== undefined ? { ca } : {};
+}
+
+async function readLimited(res: IncomingMessage, limit: number): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of res as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) {
+      res.destroy();
+      throw new Error(`response body larger than ${limit} bytes`);
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+/**
+ * GET `<base>/healthz` and read its JSON `health` field (upstream `IsBackupRestoreHealthy`, which looks at
+ * the body, not the status code). Rejects on network errors, timeout or a body that is not that JSON.
+ */
+export async function isLeaderHealthy(base: string, ca: Buffer | undefined, timeoutMs: number): Promise<boolean> {
+  const url = new URL(`${trimBase(base)}/healthz`);
+  const request = requestFn(url);
+  const signal = AbortSignal.timeout(timeoutMs);
+  const body = await new Promise<Buffer>((resolve, reject) => {
+    const req = request(url, { method: 'GET', agent: false, signal, ...tlsOptions(url, ca) }, (res) => {
+      readLimited(res, HEALTH_BODY_LIMIT).then(resolve, reject);
+    });
+    req.on('error', (err) => reject(signal.aborted ? new Error(`no answer within ${timeoutMs} ms`) : err));
+    req.end();
+  });
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch {
+    throw new Error(`/healthz answered ${JSON.stringify(body.toString('utf8').slice(0, 200))}, not JSON`);
+  }
+  if (typeof parsed !== 'object' || parsed === null) throw new Error('/healthz answered JSON that is not an object');
+  return (parsed as { health?: unknown }).health === true;
+}
+
+/** Forwards the request to the leader if it is healthy; every failure before forwarding is a 405, as upstream. */
+export async function delegateToLeader(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  opts: DelegationOptions,
+): Promise<FastifyReply> {
+  const refuse = (message: string): FastifyReply => {
+    opts.logger.warn({ url: request.url }, message);
+    return sendError(reply, 405, message);
+  };
+  if (request.headers[FORWARDED_HEADER] !== undefined) {
+    return refuse('no snapshotter runs in this sidecar and the request was already forwarded once; not forwarding again');
+  }
+  if (opts.leaderProxy === undefined) {
+    return refuse('no snapshotter runs in this sidecar and no way to find the leading sidecar is configured');
+  }
+  let leader: string | undefined;
+  try {
+    leader = await opts.leaderProxy.findLeaderUrl();
+  } catch (err) {
+    return refuse(`no snapshotter runs in this sidecar and the leading sidecar could not be found: ${errorMessage(err)}`);
+  }
+  if (leader === undefined) {
+    return refuse('no snapshotter runs in this sidecar and there is no leading sidecar right now');
+  }
+  try {
+    if (!(await isLeaderHealthy(leader, opts.ca, opts.healthTimeoutMs))) {
+      return refuse(`no snapshotter runs in this sidecar and the leading sidecar ${leader} is not healthy`);
+    }
+  } catch (err) {
+    return refuse(`no snapshotter runs in this sidecar and the health of the leading sidecar ${leader} is unknown: ${errorMessage(err)}`);
+  }
+  opts.logger.info({ leader, url: request.url }, 'forwarding the request to the leading backup-restore sidecar');
+  return forward(request, reply, leader, opts);
+}
+
+/**
+ * Reverse-proxies the request (method, path, query, body) and relays the answer. A failure to reach the
+ * leader is a 502, as Go's ReverseProxy answers; a failure after the answer started aborts the connection.
+ */
+async function forward(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  leader: string,
+  opts: DelegationOptions,
+): Promise<FastifyReply> {
+  const target = new URL(`${trimBase(leader)}${request.raw.url ?? '/'}`);
+  const headers = withoutHopByHop(request.headers);
+  delete headers['host'];
+  const prior = request.headers['x-forwarded-for'];
+  headers['x-forwarded-for'] = prior === undefined ? request.ip : `${String(prior)}, ${request.ip}`;
+  headers[FORWARDED_HEADER] = '1';
+  // The body was read by our catch-all parser; GET/HEAD bodies are never read and not forwarded.
+  const body = Buffer.isBuffer(request.body) ? request.body : undefined;
+  if (body !== undefined) headers['content-length'] = String(body.length);
+  else delete headers['content-length'];
+
+  const upstream = requestFn(target)(target, {
+    method: request.method,
+    headers,
+    agent: false,
+    ...tlsOptions(target, opts.ca),
+  });
+  // A client that goes away must not leave a request to the leader behind.
+  const onClientGone = (): void => {
+    if (!reply.raw.writableFinished) upstream.destroy();
+  };
+  reply.raw.once('close', onClientGone);
+
+  let res: IncomingMessage;
+  try {
+    res = await new Promise<IncomingMessage>((resolve, reject) => {
+      upstream.once('response', resolve);
+      upstream.once('error', reject);
+      upstream.end(body);
+    });
+  } catch (err) {
+    reply.raw.off('close', onClientGone);
+    const message = `forwarding the request to the leading sidecar ${leader} failed: ${errorMessage(err)}`;
+    opts.logger.warn({ url: request.url }, message);
+    return sendError(reply, 502, message);
+  }
+
+  // Raw writes from here on: the leader's headers and bytes go out unchanged, plus ours (security headers).
+  const outHeaders: OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined) outHeaders[name] = value;
+  Object.assign(outHeaders, withoutHopByHop(res.headers));
+  const status = res.statusCode ?? 502;
+  const length = Number(res.headers['content-length']);
+  reply.hijack();
+  try {
+    if (Number.isSafeInteger(length) && length <= BUFFER_LIMIT) {
+      const buffered = await readLimited(res, BUFFER_LIMIT);
+      reply.raw.writeHead(status, outHeaders);
+      reply.raw.end(request.method === 'HEAD' ? undefined : buffered);
+    } else {
+      reply.raw.writeHead(status, outHeaders);
+      await pipeline(res, reply.raw);
+    }
+  } catch (err) {
+    opts.logger.warn({ url: request.url, err }, 'relaying the leading sidecar\'s answer failed');
+    if (!reply.raw.headersSent) {
+      reply.raw.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' });
+      reply.raw.end(`relaying the answer of the leading sidecar ${leader} failed: ${errorMessage(err)}\n`);
+    } else {
+      reply.raw.destroy();
+    }
+  } finally {
+    reply.raw.off('close', onClientGone);
+  }
+  return reply;
+}

@@ -1,0 +1,266 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Snapshot } from '@etcdbrctl/snapstore';
+import { HealthState } from '../../src/server/health.js';
+import { Resources, fakeSnapshotter, localStore, request, saveSnapshot, snap, startServer } from './support.js';
+
+const res = new Resources();
+afterEach(() => res.cleanup());
+
+/** A leading sidecar (snapshotter running, healthy) and a follower that knows where it is. */
+async function leaderAndFollower(opts: { leaderHealthy?: boolean; full?: () => Promise<Snapshot> } = {}) {
+  const store = await localStore(res);
+  await saveSnapshot(store, snap('Full', 0, 10, 1_700_000_000));
+  await saveSnapshot(store, snap('Incr', 11, 20, 1_700_000_010));
+  const ssr = fakeSnapshotter({
+    delta: async () => snap('Incr', 21, 30, 1_700_000_020),
+    ...(opts.full ? { full: opts.full } : {}),
+  });
+  const leaderHealth = new HealthState();
+  leaderHealth.setHealthy(opts.leaderHealthy ?? true);
+  const leader = await startServer(res, { snapshots: () => ssr, store: () => store, health: leaderHealth });
+  let lookups = 0;
+  const follower = await startServer(res, {
+    snapshots: () => undefined,
+    store: () => store,
+    leaderProxy: {
+      async findLeaderUrl() {
+        lookups++;
+        return leader.url;
+      },
+    },
+  });
+  return { leader, follower, ssr, lookups: () => lookups };
+}
+
+describe('delegation to the leading sidecar', () => {
+  it('answers /snapshot/full with the leader\'s answer, passing the query on', async () => {
+    const { leader, follower, ssr } = await leaderAndFollower();
+    const direct = await request(`${leader.url}/snapshot/full?final=true`);
+    const viaFollower = await request(`${follower.url}/snapshot/full?final=true`);
+    expect(viaFollower.status).toBe(200);
+    expect(viaFollower.body).toBe(direct.body);
+    expect(viaFollower.headers['content-type']).toBe('text/plain; charset=utf-8');
+    expect(viaFollower.headers['content-length']).toBe(String(Buffer.byteLength(direct.body)));
+    expect(ssr.fullCalls).toEqual([true, true]);
+  });
+
+  it('works for GET and POST, and forwards a POST body', async () => {
+    const { follower, ssr } = await leaderAndFollower();
+    const get = await request(`${follower.url}/snapshot/delta`);
+    const post = await request(`${follower.url}/snapshot/delta`, {
+      method: 'POST',
+      body: 'some bytes',
+      headers: { 'content-type': 'application/octet-stream' },
+    });
+    for (const a of [get, post]) {
+      expect(a.status).toBe(200);
+      expect(JSON.parse(a.body)).toMatchObject({ kind: 'Incr', snapName: 'Incr-00000021-00000030-1700000020.gz' });
+    }
+    expect(ssr.deltaCalls).toBe(2);
+  });
+
+  it('answers /snapshot/latest from the leader', async () => {
+    const { follower } = await leaderAndFollower();
+    const a = await request(`${follower.url}/snapshot/latest`);
+    expect(a.status).toBe(200);
+    const body = JSON.parse(a.body) as { fullSnapshot: { snapName: string }; deltaSnapshots: Array<{ snapName: string }> };
+    expect(body.fullSnapshot.snapName).toBe('Full-00000000-00000010-1700000000.gz');
+    expect(body.deltaSnapshots.map((d) => d.snapName)).toEqual(['Incr-00000011-00000020-1700000010.gz']);
+  });
+
+  it('relays the leader\'s errors unchanged', async () => {
+    const { leader, follower } = await leaderAndFollower({
+      full: async () => {
+        throw new Error('etcd snapshot stream broke');
+      },
+    });
+    const direct = await request(`${leader.url}/snapshot/full`);
+    const a = await request(`${follower.url}/snapshot/full`);
+    expect(a.status).toBe(500);
+    expect(a.body).toBe(direct.body);
+    expect(a.body).toContain('etcd snapshot stream broke');
+  });
+
+  it('rejects a bad final value itself, without asking the leader', async () => {
+    const { follower, ssr, lookups } = await leaderAndFollower();
+    const a = await request(`${follower.url}/snapshot/full?final=maybe`);
+    expect(a.status).toBe(400);
+    expect(a.body).toContain('"maybe"');
+    expect(lookups()).toBe(0);
+    expect(ssr.fullCalls).toEqual([]);
+  });
+
+  it('answers 405 without forwarding when the leader is unhealthy', async () => {
+    const { follower, ssr } = await leaderAndFollower({ leaderHealthy: false });
+    for (const path of ['/snapshot/full', '/snapshot/delta', '/snapshot/latest']) {
+      const a = await request(`${follower.url}${path}`);
+      expect(a.status).toBe(405);
+      expect(a.body).toContain('not healthy');
+    }
+    expect(ssr.fullCalls).toEqual([]);
+    expect(ssr.deltaCalls).toBe(0);
+  });
+
+  it('answers 405 when there is no leader, the lookup fails, or the leader is unreachable', async () => {
+    const store = await localStore(res);
+    const cases: Array<[() => Promise<string | undefined>, string]> = [
+      [async () => undefined, 'no leading sidecar'],
+      [async () => { throw new Error('etcd is down'); }, 'etcd is down'],
+      // A port nobody listens on (taken and released).
+      [async () => `http://127.0.0.1:${await freePort()}`, 'health of the leading sidecar'],
+      [async () => 'not a url', 'health of the leading sidecar'],
+    ];
+    for (const [findLeaderUrl, expected] of cases) {
+      const follower = await startServer(res, { store: () => store, leaderProxy: { findLeaderUrl } });
+      const a = await request(`${follower.url}/snapshot/full`);
+      expect(a.status).toBe(405);
+      expect(a.body).toContain(expected);
+    }
+  });
+
+  it('answers 405 when the leader\'s /healthz does not answer in time', async () => {
+    const hanging = createServer(() => {
+      // Never answers.
+    });
+    await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
+    res.add(
+      () =>
+        new Promise<void>((resolve) => {
+          hanging.closeAllConnections();
+          hanging.close(() => resolve());
+        }),
+    );
+    const url = `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`;
+    const store = await localStore(res);
+    const follower = await startServer(res, {
+      store: () => store,
+      leaderProxy: { findLeaderUrl: async () => url },
+      leaderHealthTimeoutMs: 300,
+    });
+    const a = await request(`${follower.url}/snapshot/delta`);
+    expect(a.status).toBe(405);
+    expect(a.body).toContain('no answer within 300 ms');
+  });
+
+  it('does not forward twice: a sidecar pointing at another follower stops the chain', async () => {
+    const store = await localStore(res);
+    // Two followers that each believe the other leads, both reporting healthy.
+    let urlB = '';
+    const healthy = new HealthState();
+    healthy.setHealthy(true);
+    const a = await startServer(res, { store: () => store, health: healthy, leaderProxy: { findLeaderUrl: async () => urlB } });
+    const b = await startServer(res, { store: () => store, health: healthy, leaderProxy: { findLeaderUrl: async () => a.url } });
+    urlB = b.url;
+    const answer = await request(`${a.url}/snapshot/full`);
+    expect(answer.status).toBe(405);
+    expect(answer.body).toContain('already forwarded');
+  });
+
+  it('answers 502 when the leader goes away between health check and forwarding', async () => {
+    // A fake leader: healthy on /healthz, then drops the connection of the forwarded request.
+    const flaky = createServer((req, resp) => {
+      if (req.url === '/healthz') {
+        resp.end('{"health":true}');
+        return;
+      }
+      req.socket.destroy();
+    });
+    await new Promise<void>((resolve) => flaky.listen(0, '127.0.0.1', resolve));
+    res.add(
+      () =>
+        new Promise<void>((resolve) => {
+          flaky.closeAllConnections();
+          flaky.close(() => resolve());
+        }),
+    );
+    const url = `http://127.0.0.1:${(flaky.address() as AddressInfo).port}`;
+    const store = await localStore(res);
+    const follower = await startServer(res, { store: () => store, leaderProxy: { findLeaderUrl: async () => url } });
+    const a = await request(`${follower.url}/snapshot/full`);
+    expect(a.status).toBe(502);
+    expect(a.body).toContain('forwarding the request to the leading sidecar');
+  });
+
+  it('forwards method, path, query and body unchanged', async () => {
+    const seen: Array<{ method?: string; url?: string; body: string; headers: Record<string, unknown> }> = [];
+    const leader = createServer((req, resp) => {
+      if (req.url === '/healthz') {
+        resp.end('{"health":true}');
+        return;
+      }
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        seen.push({ method: req.method, url: req.url, body: Buffer.concat(chunks).toString('utf8'), headers: req.headers });
+        resp.statusCode = 202;
+        resp.setHeader('x-leader', 'yes');
+        resp.end('accepted by leader');
+      });
+    });
+    await new Promise<void>((resolve) => leader.listen(0, '127.0.0.1', resolve));
+    res.add(
+      () =>
+        new Promise<void>((resolve) => {
+          leader.closeAllConnections();
+          leader.close(() => resolve());
+        }),
+    );
+    const url = `http://127.0.0.1:${(leader.address() as AddressInfo).port}`;
+    const store = await localStore(res);
+    const follower = await startServer(res, { store: () => store, leaderProxy: { findLeaderUrl: async () => `${url}/` } });
+    const a = await request(`${follower.url}/snapshot/full?final=true&x=1`, {
+      method: 'POST',
+      body: '{"a":1}',
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(a.status).toBe(202);
+    expect(a.body).toBe('accepted by leader');
+    expect(a.headers['x-leader']).toBe('yes');
+    expect(seen).toHaveLength(1);
+    expect(seen[0]).toMatchObject({ method: 'POST', url: '/snapshot/full?final=true&x=1', body: '{"a":1}' });
+    expect(seen[0]?.headers).toMatchObject({
+      'content-type': 'application/json',
+      'content-length': '7',
+      'x-forwarded-for': '127.0.0.1',
+    });
+  });
+
+  it('streams large answers from the leader', async () => {
+    const big = 'x'.repeat(3 * 1024 * 1024);
+    const leader = createServer((req, resp) => {
+      if (req.url === '/healthz') {
+        resp.end('{"health":true}');
+        return;
+      }
+      // Chunked, no Content-Length: relayed as a stream.
+      resp.setHeader('content-type', 'application/octet-stream');
+      resp.write(big.slice(0, 1024));
+      resp.end(big.slice(1024));
+    });
+    await new Promise<void>((resolve) => leader.listen(0, '127.0.0.1', resolve));
+    res.add(
+      () =>
+        new Promise<void>((resolve) => {
+          leader.closeAllConnections();
+          leader.close(() => resolve());
+        }),
+    );
+    const url = `http://127.0.0.1:${(leader.address() as AddressInfo).port}`;
+    const store = await localStore(res);
+    const follower = await startServer(res, { store: () => store, leaderProxy: { findLeaderUrl: async () => url } });
+    const a = await request(`${follower.url}/snapshot/latest`);
+    expect(a.status).toBe(200);
+    expect(a.body.length).toBe(big.length);
+    expect(a.headers['content-type']).toBe('application/octet-stream');
+  });
+});
+
+async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
+  const { port } = s.address() as AddressInfo;
+  await new Promise<void>((resolve) => s.close(() => resolve()));
+  return port;
+}
