@@ -1,8 +1,8 @@
 import type { ServerConfig } from '../../config/types.js';
+import { runSidecar } from '../../server/sidecar.js';
 import type { CommandContext } from '../context.js';
-import { notImplemented } from '../context.js';
 
-/** `etcdbrctl server`: flags are parsed and validated; the work itself arrives in a later version. */
-export async function run(_config: ServerConfig, ctx: CommandContext): Promise<number> {
-  return notImplemented('server', ctx);
+/** `etcdbrctl server`: the sidecar (HTTP API, leader-only snapshotter and garbage collection). */
+export async function run(config: ServerConfig, ctx: CommandContext): Promise<number> {
+  return runSidecar(config, ctx);
 }
