@@ -50,6 +50,7 @@ export function toDeltaEvent(ev: RawEvent, time: string): DeltaEvent {
  * restart does not lose or repeat events; a compacted start revision ends the watch with an error.
  */
 export async function watchAllKeys(client: Etcd3, startRevision: number, handlers: WatchHandlers): Promise<AllKeysWatch> {
+  await assertRevisionAvailable(client, startRevision);
   let failed = false;
   const watcher: Watcher = await client
     .watch()
@@ -76,4 +77,28 @@ export async function watchAllKeys(client: Etcd3, startRevision: number, handler
       await watcher.cancel().catch(() => undefined);
     },
   };
+}
+
+export class CompactedRevisionError extends Error {
+  override readonly name = 'CompactedRevisionError';
+}
+
+/**
+ * A watch from a compacted revision is cancelled by etcd, but the etcd3 client does not always pass that
+ * on (with other watchers on the same stream it can stay silent). A read at the revision tells for sure.
+ */
+async function assertRevisionAvailable(client: Etcd3, revision: number): Promise<void> {
+  try {
+    await client.get('foo').revision(String(revision)).exec();
+  } catch (err) {
+    const msg = err instanceof Error ? err.message : String(err);
+    if (/compacted/i.test(msg)) {
+      throw new CompactedRevisionError(
+        `watch from revision ${revision} failed: etcd compacted that revision (mvcc: required revision has been compacted)`,
+        { cause: err },
+      );
+    }
+    // A future revision is fine for a watch: it waits for it.
+    if (!/future revision/i.test(msg)) throw err;
+  }
 }

@@ -83,7 +83,6 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     ...(serverTls && conn.caFile ? { proxyCa: await readFile(conn.caFile) } : {}),
   });
   const { url } = await http.listen();
-  logger.info({ url }, 'HTTP server listening');
   opts.onListening?.(url);
 
   const leaderWork = { abort: undefined as AbortController | undefined, done: Promise.resolve() };

@@ -215,11 +215,21 @@ export class Snapshotter {
     });
     const abort = () => reached();
     signal.addEventListener('abort', abort, { once: true });
+    // A watch that never reaches the target (a silent client-side failure) must not block start-up forever.
+    let timedOut = false;
+    const guard = this.deps.clock.setTimeout(() => {
+      timedOut = true;
+      reached();
+    }, this.config.snapshotTimeoutMs);
     try {
       await done;
     } finally {
+      this.deps.clock.clearTimeout(guard);
       signal.removeEventListener('abort', abort);
       await watch.close();
+    }
+    if (timedOut && !watchError) {
+      watchError = new Error(`watch from revision ${this.prevLastRevision + 1} did not reach revision ${target} in time`);
     }
     await Promise.all(pending);
     if (watchError) throw watchError;

@@ -1,0 +1,210 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { Etcd3 } from 'etcd3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  createDecompressStream,
+  openSnapStore,
+  silentLogger,
+  type SnapStore,
+  type Snapshot,
+} from '@etcdbrctl/snapstore';
+import type { DeltaEvent } from '../../src/backup/delta-format.js';
+import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
+import { systemClock } from '../../src/clock.js';
+import { Metrics } from '../../src/metrics.js';
+import { compact } from '../../src/etcd/ops.js';
+import { CronSchedule } from '../../src/snapshotter/schedule.js';
+import { Snapshotter, type SnapshotterConfig } from '../../src/snapshotter/snapshotter.js';
+import { startTestEtcd, type TestEtcd } from '../support/etcd.js';
+
+const YEARLY = new CronSchedule('0 0 1 1 *', { timeZone: 'UTC' });
+
+async function readEvents(store: SnapStore, snap: Snapshot): Promise<DeltaEvent[]> {
+  const events: DeltaEvent[] = [];
+  const parser = new DeltaPayloadParser(snap.snapName);
+  parser.on('data', (e: DeltaEvent) => events.push(e));
+  await pipeline(await store.fetch(snap), createDecompressStream(snap.compressionSuffix, snap.snapName), parser);
+  return events;
+}
+
+async function until(cond: () => Promise<boolean> | boolean, timeoutMs = 15_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error('condition not reached in time');
+}
+
+/** Every revision after the full appears in exactly one delta, in order, and deltas chain gaplessly. */
+async function expectContiguousChain(store: SnapStore, upTo: number): Promise<DeltaEvent[]> {
+  const list = (await store.list()).filter((s) => !s.isChunk);
+  const fulls = list.filter((s) => s.kind === 'Full');
+  const full = fulls.at(-1)!;
+  const deltas = list.filter((s) => s.kind === 'Incr' && s.startRevision > full.lastRevision);
+  let expectStart = full.lastRevision + 1;
+  const all: DeltaEvent[] = [];
+  for (const d of deltas) {
+    expect(d.startRevision).toBe(expectStart);
+    const evs = await readEvents(store, d);
+    expect(evs.length).toBeGreaterThan(0);
+    expect(evs.at(-1)!.modRevision).toBe(d.lastRevision);
+    for (const e of evs) expect(e.modRevision).toBeGreaterThanOrEqual(d.startRevision);
+    all.push(...evs);
+    expectStart = d.lastRevision + 1;
+  }
+  expect(expectStart - 1).toBe(upTo);
+  const revs = [...new Set(all.map((e) => e.modRevision))];
+  for (let i = 0; i < revs.length; i++) expect(revs[i]).toBe(full.lastRevision + 1 + i);
+  return all;
+}
+
+describe('snapshotter against a real etcd and a Local store', () => {
+  let etcd: TestEtcd;
+  let client: Etcd3;
+  let dir: string;
+  let store: SnapStore;
+  let metrics: Metrics;
+
+  beforeEach(async () => {
+    etcd = await startTestEtcd();
+    client = new Etcd3({ hosts: etcd.clientUrl });
+    dir = await mkdtemp(join(tmpdir(), 'etcdbr-snapshotter-'));
+    store = await openSnapStore({
+      provider: 'Local',
+      rootDir: join(dir, 'store'),
+      container: 'store',
+      prefix: 'v2',
+      maxParallelChunkUploads: 5,
+      minChunkSize: 5 * 1024 * 1024,
+      tempDir: dir,
+    });
+    metrics = new Metrics({ defaultMetrics: false });
+  });
+
+  afterEach(async () => {
+    client.close();
+    await store.close();
+    await etcd.cleanup();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  function make(overrides: Partial<SnapshotterConfig> = {}): Promise<Snapshotter> {
+    return Snapshotter.create(
+      {
+        schedule: YEARLY,
+        deltaSnapshotPeriodMs: 1000,
+        deltaSnapshotMemoryLimit: 10 * 1024 * 1024,
+        snapshotTimeoutMs: 60_000,
+        connectionTimeoutMs: 5_000,
+        compression: 'gzip',
+        finalDeltaTimeoutMs: 5_000,
+        ...overrides,
+      },
+      { client, store: async () => store, clock: systemClock, logger: silentLogger, metrics },
+    );
+  }
+
+  const rev = async () => Number((await client.get('foo').exec()).header.revision);
+
+  it('takes a full snapshot, then gapless deltas per period; an idle period writes nothing', async () => {
+    const s = await make();
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    for (let i = 0; i < 20; i++) await client.put(`k${i}`).value(`v${i}`);
+    await client.delete().key('k3');
+    await client.put(Buffer.from([0, 0xff])).value(Buffer.alloc(0));
+    const last = await rev();
+    await until(async () => (await store.list()).some((x) => x.lastRevision === last && x.kind === 'Incr'));
+    const count = (await store.list()).length;
+    await new Promise((r) => setTimeout(r, 2500));
+    expect((await store.list()).length).toBe(count);
+    stop.abort();
+    await running;
+    const events = await expectContiguousChain(store, last);
+    const del = events.find((e) => e.type === 'DELETE');
+    expect(del?.key.toString()).toBe('k3');
+    const bin = events.at(-1)!;
+    expect([...bin.key]).toEqual([0, 0xff]);
+    expect(bin.value.length).toBe(0);
+    expect(await metrics.registry.getSingleMetricAsString('etcdbr_snapshot_latest_revision')).toContain(
+      `etcdbr_snapshot_latest_revision{kind="Incr"} ${last}`,
+    );
+  });
+
+  it('cuts a delta as soon as the buffer reaches the memory limit', async () => {
+    const s = await make({ deltaSnapshotPeriodMs: 60_000, deltaSnapshotMemoryLimit: 4096 });
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    for (let i = 0; i < 30; i++) await client.put(`big${i}`).value('x'.repeat(1000));
+    await until(async () => (await store.list()).filter((x) => x.kind === 'Incr').length >= 5);
+    stop.abort();
+    await running;
+    // The stop flushed the rest as one last delta, so the chain reaches the last write.
+    await expectContiguousChain(store, await rev());
+    for (const d of (await store.list()).filter((x) => x.kind === 'Incr')) {
+      // Each event is ~1.4 KiB of JSON; a cut happens at the first event reaching 4 KiB, so at most 3.
+      expect((await readEvents(store, d)).length).toBeLessThanOrEqual(3);
+    }
+  });
+
+  it('writes a final full snapshot once per revision', async () => {
+    const s = await make();
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    await client.put('a').value('b');
+    const first = await s.triggerFullSnapshot(true);
+    expect(first.isFinal).toBe(true);
+    expect(first.snapName.endsWith('.gz.final')).toBe(true);
+    const again = await s.triggerFullSnapshot(true);
+    expect(again.snapName).toBe(first.snapName);
+    expect((await store.list()).filter((x) => x.isFinal)).toHaveLength(1);
+    stop.abort();
+    await running;
+  });
+
+  it('fails the run when its watch revision was compacted (the supervisor then takes a full snapshot)', async () => {
+    const s1 = await make();
+    const stop1 = new AbortController();
+    const r1 = s1.run(stop1.signal, true);
+    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    stop1.abort();
+    await r1;
+    for (let i = 0; i < 5; i++) await client.put(`c${i}`).value('v');
+    await compact(client, await rev());
+    const s2 = await make();
+    await expect(s2.catchUpWithDeltas(new AbortController().signal)).rejects.toThrow(/watch from revision/);
+    const stop2 = new AbortController();
+    await expect(s2.run(stop2.signal, false)).rejects.toThrow(/watch from revision/);
+  });
+
+  it('on stop writes the buffered events as one last delta', async () => {
+    const s = await make({ deltaSnapshotPeriodMs: 60_000 });
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    for (let i = 0; i < 5; i++) await client.put(`late${i}`).value('v');
+    await until(() => s.chain.prevSnapshot !== undefined);
+    await new Promise((r) => setTimeout(r, 300));
+    stop.abort();
+    await running;
+    await expectContiguousChain(store, await rev());
+  });
+
+  it('rejects on-demand deltas when delta snapshots are disabled', async () => {
+    const s = await make({ deltaSnapshotPeriodMs: 0 });
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    await expect(s.triggerDeltaSnapshot()).rejects.toThrow(/Delta snapshotting is disabled/);
+    stop.abort();
+    await running;
+  });
+});
+
