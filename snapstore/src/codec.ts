@@ -1,0 +1,253 @@
+/**
+ * Compression policies as Node streams. Upstream picks the codec for reading from the name suffix only, so
+ * everything here is keyed by suffix: `.gz` gzip, `.zlib` zlib, `.Z` Go's LSB/8-bit LZW, `.zst` zstd (ours, a
+ * difference from upstream), '' uncompressed.
+ *
+ * Decoder failures (truncation, bad header, bad checksum, invalid codes) surface as SnapStoreError E_CORRUPT
+ * naming the object and the codec; a stream that ends early always errors rather than ending quietly.
+ */
+import { PassThrough, Transform } from 'node:stream';
+import type { TransformCallback } from 'node:stream';
+import * as zlib from 'node:zlib';
+import { CompressStream } from 'zstd-napi';
+import zstdBinding from 'zstd-napi/binding.js';
+import { SnapStoreError } from './errors.js';
+import { LzwDecoder, LzwEncoder } from './lzw.js';
+import type { CompressionSuffix } from './snapshot.js';
+
+export type CompressionPolicy = 'gzip' | 'lzw' | 'zlib' | 'zstd';
+
+export const COMPRESSION_POLICIES: readonly CompressionPolicy[] = ['gzip', 'lzw', 'zlib', 'zstd'];
+
+/** Upstream's default `--compression-policy`. */
+export const DEFAULT_COMPRESSION_POLICY: CompressionPolicy = 'gzip';
+
+const SUFFIX_OF: Readonly<Record<CompressionPolicy, CompressionSuffix>> = {
+  gzip: '.gz',
+  lzw: '.Z',
+  zlib: '.zlib',
+  zstd: '.zst',
+};
+
+const CODEC_NAME: Readonly<Record<CompressionPolicy, string>> = {
+  gzip: 'gzip',
+  lzw: 'lzw',
+  zlib: 'zlib',
+  zstd: 'zstd',
+};
+
+/**
+ * Options shared with the benchmark so "ours vs raw library" compares like with like.
+ * Level 6 is both Go's and zlib's default level; 64 KiB chunks keep per-chunk stream overhead low.
+ */
+export const ZLIB_OPTIONS: Readonly<zlib.ZlibOptions> = { level: 6, chunkSize: 64 * 1024 };
+/** zstd level 3 is the library default; the content checksum lets a decoder detect corrupt payloads. */
+export const ZSTD_OPTIONS = { compressionLevel: 3, checksumFlag: true } as const;
+
+export function isCompressionPolicy(value: string): value is CompressionPolicy {
+  return (COMPRESSION_POLICIES as readonly string[]).includes(value);
+}
+
+/** The name suffix for a policy; '' when compression is disabled (undefined). */
+export function suffixForPolicy(policy: CompressionPolicy | undefined): CompressionSuffix {
+  return policy === undefined ? '' : SUFFIX_OF[policy];
+}
+
+/** The policy for a name suffix; undefined for '' (uncompressed). Unknown suffixes are E_UNSUPPORTED_COMPRESSION. */
+export function policyForSuffix(suffix: string): CompressionPolicy | undefined {
+  if (suffix === '') return undefined;
+  for (const policy of COMPRESSION_POLICIES) {
+    if (SUFFIX_OF[policy] === suffix) return policy;
+  }
+  throw new SnapStoreError(
+    'E_UNSUPPORTED_COMPRESSION',
+    `unsupported compression suffix ${JSON.stringify(suffix)} (known: .gz, .Z, .zlib, .zst)`,
+  );
+}
+
+/** A compressing Transform for the policy; a pass-through when compression is disabled (undefined). */
+export function createCompressStream(policy: CompressionPolicy | undefined): Transform {
+  switch (policy) {
+    case undefined:
+      return new PassThrough();
+    case 'gzip':
+      return goGzipHeader(zlib.createGzip(ZLIB_OPTIONS));
+    case 'zlib':
+      return zlib.createDeflate(ZLIB_OPTIONS);
+    case 'lzw':
+      return new LzwEncoder();
+    case 'zstd':
+      return new CompressStream(ZSTD_OPTIONS);
+    default:
+      throw new SnapStoreError('E_UNSUPPORTED_COMPRESSION', `unsupported compression policy ${JSON.stringify(policy)}`);
+  }
+}
+
+/**
+ * A decompressing Transform for a name's compression suffix ('' gives a pass-through). `objectName` only goes
+ * into error messages. Throws E_UNSUPPORTED_COMPRESSION for unknown suffixes; stream errors are E_CORRUPT.
+ */
+export function createDecompressStream(suffix: string, objectName: string): Transform {
+  let policy: CompressionPolicy | undefined;
+  try {
+    policy = policyForSuffix(suffix);
+  } catch (err) {
+    throw new SnapStoreError(
+      'E_UNSUPPORTED_COMPRESSION',
+      `cannot decompress ${objectName}: ${(err as Error).message}`,
+      { cause: err },
+    );
+  }
+  if (policy === undefined) return new PassThrough();
+  const codec = CODEC_NAME[policy];
+  const corrupt = (cause: unknown): SnapStoreError => {
+    const detail = cause instanceof Error ? cause.message : String(cause);
+    return new SnapStoreError('E_CORRUPT', `${objectName}: corrupt or truncated ${codec} stream: ${detail}`, { cause });
+  };
+  switch (policy) {
+    case 'gzip':
+      return relabelZlibErrors(zlib.createGunzip(ZLIB_OPTIONS), corrupt);
+    case 'zlib':
+      return relabelZlibErrors(zlib.createInflate(ZLIB_OPTIONS), corrupt);
+    case 'lzw':
+      return new LzwDecoder({ makeError: (message) => corrupt(new Error(message)) });
+    case 'zstd':
+      return new ZstdDecoder(corrupt);
+  }
+}
+
+/**
+ * zlib writes OS byte 03 (Unix) into the gzip header; Go writes 0xff ("unknown"). Patch byte 9 as it passes so
+ * our header is `1f 8b 08 00 00 00 00 00 00 ff` like upstream's. XFL (byte 8) is already 0 at level 6 in both.
+ */
+function goGzipHeader(gzip: zlib.Gzip): zlib.Gzip {
+  const push = gzip.push.bind(gzip);
+  let offset = 0;
+  gzip.push = (chunk: unknown, encoding?: BufferEncoding): boolean => {
+    if (offset <= 9 && Buffer.isBuffer(chunk)) {
+      // zlib's output slices are never reused after being pushed, so patching in place is safe.
+      if (offset + chunk.length > 9) chunk[9 - offset] = 0xff;
+      offset += chunk.length;
+    }
+    return push(chunk, encoding);
+  };
+  return gzip;
+}
+
+/**
+ * Node's zlib streams report decoder failures through `destroy(err)` with a `Z_*` code. Turning exactly those
+ * into E_CORRUPT there keeps the stream's own errored state and 'error' event consistent, while errors handed
+ * in from outside (e.g. a pipeline tearing down after another stream failed) pass through unchanged.
+ */
+function relabelZlibErrors<T extends zlib.Gunzip | zlib.Inflate>(stream: T, relabel: (err: Error) => Error): T {
+  const destroy = stream.destroy.bind(stream);
+  stream.destroy = (error?: Error): T => {
+    const code = (error as { code?: unknown } | undefined)?.code;
+    const fromZlib = typeof code === 'string' && code.startsWith('Z_') && !(error instanceof SnapStoreError);
+    destroy(fromZlib ? relabel(error as Error) : error);
+    return stream;
+  };
+  return stream;
+}
+
+const ZSTD_OUT_SIZE = zstdBinding.dStreamOutSize();
+const ZSTD_MIN_ROOM = 16 * 1024;
+
+/**
+ * zstd decoder on zstd-napi's native context. zstd-napi's own DecompressStream accepts empty input and pushes
+ * a whole chunk's output at once (zstd can expand 64 KiB into gigabytes); this one errors on empty or
+ * unfinished frames and pauses between output blocks while the readable side is full.
+ */
+class ZstdDecoder extends Transform {
+  private readonly dctx = new zstdBinding.DCtx();
+  private readonly corrupt: (cause: unknown) => Error;
+  private sawInput = false;
+  /** True while a frame has started but not fully been decoded and flushed. */
+  private inFrame = false;
+  private input: Buffer | null = null;
+  private pending: TransformCallback | null = null;
+  private running = false;
+  private out = Buffer.allocUnsafe(ZSTD_OUT_SIZE);
+  private outPos = 0;
+
+  constructor(corrupt: (cause: unknown) => Error) {
+    super();
+    this.corrupt = corrupt;
+  }
+
+  override _transform(chunk: unknown, _encoding: BufferEncoding, callback: TransformCallback): void {
+    const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+    if (buf.length === 0) {
+      callback();
+      return;
+    }
+    this.sawInput = true;
+    this.input = buf;
+    this.pending = callback;
+    this.run();
+  }
+
+  override _read(size: number): void {
+    if (this.pending !== null && !this.running) {
+      this.run();
+      return;
+    }
+    super._read(size);
+  }
+
+  override _flush(callback: TransformCallback): void {
+    if (!this.sawInput) {
+      callback(this.corrupt(new Error('empty input, no zstd frame')));
+      return;
+    }
+    if (this.inFrame) {
+      callback(this.corrupt(new Error('stream ended in the middle of a frame')));
+      return;
+    }
+    callback();
+  }
+
+  private run(): void {
+    this.running = true;
+    let paused = false;
+    let error: Error | undefined;
+    try {
+      paused = this.decode();
+    } catch (err) {
+      error = this.corrupt(err);
+    }
+    this.running = false;
+    if (paused) return;
+    const callback = this.pending;
+    this.pending = null;
+    this.input = null;
+    callback?.(error);
+  }
+
+  /** Returns true when paused for backpressure with input or buffered output left. */
+  private decode(): boolean {
+    let src = this.input ?? Buffer.alloc(0);
+    for (;;) {
+      if (this.out.length - this.outPos < ZSTD_MIN_ROOM) {
+        this.out = Buffer.allocUnsafe(ZSTD_OUT_SIZE);
+        this.outPos = 0;
+      }
+      // Decode into the unused tail of the current block; pushed slices before it are never touched again.
+      const dst = this.out.subarray(this.outPos);
+      const [hint, produced, consumed] = this.dctx.decompressStream(dst, src);
+      src = src.subarray(consumed);
+      this.input = src;
+      // hint 0 means a frame was completely decoded and flushed. A call that made no progress says nothing
+      // about frames: right after a frame ends it returns the header size of a possible next frame.
+      if (consumed > 0 || produced > 0) this.inFrame = hint !== 0;
+      let more = true;
+      if (produced > 0) {
+        more = this.push(dst.subarray(0, produced));
+        this.outPos += produced;
+      }
+      // A full output area means zstd may hold more output even with no input left.
+      if (src.length === 0 && produced < dst.length) return false;
+      if (!more) return true;
+    }
+  }
+}

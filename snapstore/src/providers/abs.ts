@@ -1,0 +1,378 @@
+/**
+ * Azure Blob Storage provider (upstream `ABS`, upstream-reference.md §3.5).
+ *
+ * A save streams the input into blocks of exactly `minChunkSize` bytes (upstream's fixed ABS chunk
+ * size), stages up to `maxParallelChunkUploads` of them at once and commits the block list only when
+ * the input ended cleanly, so the blob appears whole or not at all. Memory stays bounded at
+ * `maxParallelChunkUploads + 1` blocks; nothing is spooled to disk (upstream writes a temp file first).
+ */
+import path from 'node:path';
+import { addAbortSignal } from 'node:stream';
+import type { Readable } from 'node:stream';
+import { ContainerClient, StorageSharedKeyCredential } from '@azure/storage-blob';
+import type { BlockBlobClient, StoragePipelineOptions } from '@azure/storage-blob';
+import type { AbsStoreConfig } from '../config.js';
+import { SnapStoreError, isSnapStoreError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { silentLogger } from '../logger.js';
+import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
+import type { Snapshot } from '../snapshot.js';
+import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
+import { abortReason, describeError, isAbortError, isNetworkError, saveFailed } from './common.js';
+
+/** Blob index tag that hides a snapshot from everything but garbage collection. */
+export const ABS_EXCLUDE_TAG = 'x-etcd-snapshot-exclude';
+
+const DEFAULT_DOMAIN = 'blob.core.windows.net';
+/** Azure's limit of committed blocks per block blob. */
+const MAX_BLOCKS = 50_000;
+/** Upstream `providerConnectionTimeout`: how long the container check at open may take. */
+const OPEN_TIMEOUT_MS = 30_000;
+
+export interface AbsRetryOptions {
+  maxTries?: number;
+  retryDelayInMs?: number;
+  maxRetryDelayInMs?: number;
+  /** Per try, until response headers arrive (a download body is not limited by it). */
+  tryTimeoutInMs?: number;
+}
+
+/** Knobs that are not part of the store configuration; the factory uses the defaults. */
+export interface AbsStoreOptions {
+  /**
+   * Defaults: 4 tries, 1 s doubling to at most 15 s between them (about 7 s before an unreachable
+   * endpoint is reported), 180 s per try (upstream `chunkUploadTimeout`).
+   */
+  retry?: AbsRetryOptions;
+  /** Check at open that the container exists, as upstream does. Default true. */
+  verifyContainer?: boolean;
+}
+
+const DEFAULT_RETRY: Required<AbsRetryOptions> = {
+  maxTries: 4,
+  retryDelayInMs: 1_000,
+  maxRetryDelayInMs: 15_000,
+  tryTimeoutInMs: 180_000,
+};
+
+/**
+ * The container URL: `https://<account>.<domain>/<container>`, or upstream's
+ * `url.JoinPath(endpointOverride, container)`; for Azurite the override is the path-style account
+ * endpoint `http://127.0.0.1:10000/devstoreaccount1`.
+ */
+export function absContainerUrl(config: Pick<AbsStoreConfig, 'container' | 'endpointOverride' | 'credentials'>): string {
+  if (config.endpointOverride !== undefined && config.endpointOverride !== '') {
+    let url: URL;
+    try {
+      url = new URL(config.endpointOverride);
+    } catch (err) {
+      throw new SnapStoreError('E_CONFIG', `ABS endpoint override ${JSON.stringify(config.endpointOverride)} is not a valid URL`, {
+        cause: err,
+      });
+    }
+    url.pathname = path.posix.join(url.pathname || '/', config.container);
+    return url.toString();
+  }
+  const domain = config.credentials.domain || DEFAULT_DOMAIN;
+  return `https://${config.credentials.storageAccount}.${domain}/${config.container}`;
+}
+
+export async function openAbsStore(config: AbsStoreConfig, options: AbsStoreOptions = {}): Promise<SnapStore> {
+  const creds = config.credentials as Partial<AbsStoreConfig['credentials']> | undefined;
+  if (!creds?.storageAccount || !creds.storageKey) {
+    throw new SnapStoreError('E_CREDENTIALS', 'ABS credentials need both storageAccount and storageKey');
+  }
+  if (!config.container) throw new SnapStoreError('E_CONFIG', 'ABS container name is empty');
+  const url = absContainerUrl(config);
+  let credential: StorageSharedKeyCredential;
+  try {
+    credential = new StorageSharedKeyCredential(creds.storageAccount, creds.storageKey);
+  } catch (err) {
+    throw new SnapStoreError('E_CREDENTIALS', `ABS shared key for account ${creds.storageAccount} is unusable: ${describeError(err)}`, {
+      cause: err,
+    });
+  }
+  const pipelineOptions: StoragePipelineOptions = {
+    retryOptions: { ...DEFAULT_RETRY, ...options.retry },
+    userAgentOptions: { userAgentPrefix: 'etcdbrctl' },
+  };
+  const client = new ContainerClient(url, credential, pipelineOptions);
+  const store = new AbsSnapStore(config, client, url);
+  if (options.verifyContainer ?? true) await store.verifyContainer();
+  return store;
+}
+
+class AbsSnapStore implements SnapStore {
+  readonly provider = 'ABS' as const;
+  readonly prefix: string;
+  private readonly logger: Logger;
+  private readonly blockSize: number;
+  private readonly parallel: number;
+  private closed = false;
+
+  constructor(
+    private readonly config: AbsStoreConfig,
+    private readonly client: ContainerClient,
+    /** Names the endpoint in every message. */
+    private readonly url: string,
+  ) {
+    this.prefix = config.prefix;
+    this.logger = config.logger ?? silentLogger;
+    this.blockSize = config.minChunkSize;
+    this.parallel = Math.max(1, Math.floor(config.maxParallelChunkUploads));
+    if (!Number.isSafeInteger(this.blockSize) || this.blockSize <= 0) {
+      throw new SnapStoreError('E_CONFIG', `ABS block size (min chunk size) ${config.minChunkSize} is not a positive integer`);
+    }
+  }
+
+  async verifyContainer(): Promise<void> {
+    try {
+      await this.client.getProperties({ abortSignal: AbortSignal.timeout(OPEN_TIMEOUT_MS) });
+    } catch (err) {
+      if (restCode(err) === 'ContainerNotFound') {
+        throw new SnapStoreError('E_CONFIG', `container ${this.config.container} does not exist (${this.url})`, { cause: err });
+      }
+      if (isAbortError(err)) {
+        throw new SnapStoreError('E_UNREACHABLE', `ABS container ${this.url} did not answer within ${OPEN_TIMEOUT_MS / 1000} s`, {
+          cause: err,
+        });
+      }
+      throw this.mapError(err, `container ${this.config.container}`, 'check');
+    }
+  }
+
+  async list(options?: ListOptions): Promise<Snapshot[]> {
+    this.assertOpen();
+    const prefix = listingPrefix(this.prefix);
+    const snaps: Snapshot[] = [];
+    try {
+      const items = this.client.listBlobsFlat({
+        ...(prefix !== '' ? { prefix } : {}),
+        includeMetadata: true,
+        includeTags: true,
+        includeImmutabilityPolicy: true,
+      });
+      for await (const item of items) {
+        if (!options?.includeExcluded && item.tags?.[ABS_EXCLUDE_TAG] === 'true') {
+          this.logger.info({ key: item.name }, `Ignoring snapshot due to the ${ABS_EXCLUDE_TAG} tag`);
+          continue;
+        }
+        const snap = tryParseSnapshotKey(item.name, this.logger);
+        if (!snap) continue;
+        if (item.properties.contentLength !== undefined) snap.sizeBytes = item.properties.contentLength;
+        const expiry = item.properties.immutabilityPolicyExpiresOn;
+        if (expiry) snap.immutabilityExpiryTime = expiry;
+        snaps.push(snap);
+      }
+    } catch (err) {
+      throw this.mapError(err, `blobs under ${JSON.stringify(prefix)}`, 'list');
+    }
+    return sortSnapshots(snaps);
+  }
+
+  async fetch(snap: Snapshot, range?: ByteRange): Promise<Readable> {
+    this.assertOpen();
+    const key = listedObjectKey(snap);
+    const start = range?.start ?? 0;
+    const count = range?.end !== undefined ? range.end - start + 1 : undefined;
+    try {
+      // The SDK resumes a broken body from where it stopped (same ETag) up to this many times.
+      const res = await this.client.getBlobClient(key).download(start, count, { maxRetryRequests: 5 });
+      const body = res.readableStreamBody;
+      if (!body) throw new Error('download returned no body');
+      return body as Readable;
+    } catch (err) {
+      throw this.mapError(err, `blob ${key}`, 'fetch');
+    }
+  }
+
+  async save(snap: Snapshot, data: Readable, options?: SaveOptions): Promise<void> {
+    this.assertOpen();
+    const key = objectKey(this.prefix, snap);
+    const what = `snapshot ${key} to ABS container ${this.url}`;
+    const signal = options?.signal;
+    const blob = this.client.getBlockBlobClient(key);
+    // One controller for everything in flight: the caller's abort and our own first failure.
+    const inner = new AbortController();
+    const onAbort = (): void => inner.abort(signal ? abortReason(signal) : undefined);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const inflight = new Set<Promise<void>>();
+    let failure: unknown;
+    let committedBefore: boolean | undefined;
+    try {
+      if (signal?.aborted) throw abortReason(signal);
+      // Stops a stalled input as soon as anything aborts.
+      addAbortSignal(inner.signal, data);
+      committedBefore = await this.exists(blob, inner.signal);
+      const blockIds: string[] = [];
+      for await (const block of cutBlocks(data, this.blockSize)) {
+        if (blockIds.length >= MAX_BLOCKS) {
+          throw new Error(`more than ${MAX_BLOCKS} blocks of ${this.blockSize} bytes; raise --min-chunk-size`);
+        }
+        const id = blockId(blockIds.length + 1);
+        blockIds.push(id);
+        const staged: Promise<void> = blob.stageBlock(id, block, block.length, { abortSignal: inner.signal }).then(
+          () => {
+            inflight.delete(staged);
+          },
+          (err: unknown) => {
+            inflight.delete(staged);
+            failure ??= err;
+            inner.abort();
+          },
+        );
+        inflight.add(staged);
+        while (inflight.size >= this.parallel && failure === undefined) await Promise.race(inflight);
+        if (failure !== undefined) throw failure;
+      }
+      await Promise.all(inflight);
+      if (failure !== undefined) throw failure;
+      if (signal?.aborted) throw abortReason(signal);
+      await blob.commitBlockList(blockIds, {
+        abortSignal: inner.signal,
+        blobHTTPHeaders: { blobContentType: 'application/octet-stream' },
+      });
+    } catch (err) {
+      inner.abort();
+      data.destroy();
+      await Promise.allSettled(inflight);
+      // Staged blocks of a blob that has no committed version form an invisible "uncommitted blob";
+      // deleting it drops them at once instead of after Azure's 7 days. With a committed blob under
+      // the key we must not delete: its uncommitted blocks go with the next commit or after 7 days.
+      if (committedBefore === false) await blob.delete().catch(() => undefined);
+      const cause = signal?.aborted ? abortReason(signal) : (failure ?? err);
+      throw saveFailed(this.mapSaveError(cause, key), what);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  async delete(snap: Snapshot): Promise<void> {
+    this.assertOpen();
+    const key = listedObjectKey(snap);
+    try {
+      await this.client.getBlobClient(key).delete({ deleteSnapshots: 'include' });
+    } catch (err) {
+      throw this.mapError(err, `blob ${key}`, 'delete');
+    }
+  }
+
+  async close(): Promise<void> {
+    // The SDK holds no resources that need releasing beyond idle keep-alive sockets.
+    this.closed = true;
+  }
+
+  private async exists(blob: BlockBlobClient, abortSignal: AbortSignal): Promise<boolean> {
+    try {
+      await blob.getProperties({ abortSignal });
+      return true;
+    } catch (err) {
+      if (restStatus(err) === 404) return false;
+      throw err;
+    }
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new SnapStoreError('E_CONFIG', `ABS store ${this.url} is closed`);
+  }
+
+  /** Errors of a save that are about the store itself keep their code; the rest become E_SAVE_FAILED. */
+  private mapSaveError(err: unknown, key: string): unknown {
+    if (isAbortError(err) || isSnapStoreError(err)) return err;
+    const status = restStatus(err);
+    if (status === undefined && !isRestError(err)) return err; // the input stream failed
+    const mapped = this.mapError(err, `blob ${key}`, 'save');
+    const keep = mapped.code === 'E_UNREACHABLE' || mapped.code === 'E_CREDENTIALS' || mapped.code === 'E_IMMUTABLE';
+    return keep || restCode(err) === 'ContainerNotFound' ? mapped : err;
+  }
+
+  private mapError(err: unknown, subject: string, op: string): SnapStoreError {
+    if (isSnapStoreError(err)) return err;
+    const status = restStatus(err);
+    const code = restCode(err);
+    const where = `${subject} in ABS container ${this.url}`;
+    const detail = `${op} ${where} failed: ${firstLine(describeError(err))}`;
+    if (status === undefined) {
+      if (isAbortError(err)) return new SnapStoreError('E_UNREACHABLE', `${op} ${where} timed out or was aborted`, { cause: err });
+      if (isNetworkError(err) || isRestError(err)) {
+        return new SnapStoreError('E_UNREACHABLE', `ABS endpoint ${this.url} is unreachable (${op} ${subject}): ${firstLine(describeError(err))}`, {
+          cause: err,
+        });
+      }
+      return new SnapStoreError('E_UNREACHABLE', detail, { cause: err });
+    }
+    if (code?.startsWith('BlobImmutable')) {
+      return new SnapStoreError('E_IMMUTABLE', `${subject} is protected by an immutability policy (${code}): cannot ${op} it`, {
+        cause: err,
+      });
+    }
+    if (code === 'ContainerNotFound') {
+      return new SnapStoreError('E_CONFIG', `container ${this.config.container} does not exist (${this.url})`, { cause: err });
+    }
+    if (status === 404) return new SnapStoreError('E_NOT_FOUND', `${subject} not found in ABS container ${this.url}`, { cause: err });
+    if (status === 401 || status === 403) {
+      return new SnapStoreError(
+        'E_CREDENTIALS',
+        `ABS rejected the credentials of account ${this.config.credentials.storageAccount} (${code ?? status}): ${detail}`,
+        { cause: err },
+      );
+    }
+    if (status >= 500 || status === 408 || status === 429) {
+      return new SnapStoreError('E_UNREACHABLE', `${detail} (HTTP ${status} after retries)`, { cause: err });
+    }
+    return new SnapStoreError('E_CONFIG', `${detail} (HTTP ${status}${code ? ` ${code}` : ''})`, { cause: err });
+  }
+}
+
+/** Upstream block IDs: base64 of the 1-based part number as `%010d`. */
+export function blockId(partNumber: number): string {
+  return Buffer.from(String(partNumber).padStart(10, '0')).toString('base64');
+}
+
+/** Cuts a byte stream into blocks of exactly `size` bytes (the last one shorter, none for no input). */
+export async function* cutBlocks(src: AsyncIterable<unknown>, size: number): AsyncGenerator<Buffer> {
+  let block = Buffer.allocUnsafe(size);
+  let filled = 0;
+  for await (const piece of src) {
+    const bytes = toBytes(piece);
+    let offset = 0;
+    while (offset < bytes.length) {
+      const n = Math.min(size - filled, bytes.length - offset);
+      block.set(bytes.subarray(offset, offset + n), filled);
+      filled += n;
+      offset += n;
+      if (filled === size) {
+        yield block;
+        block = Buffer.allocUnsafe(size);
+        filled = 0;
+      }
+    }
+  }
+  if (filled > 0) yield block.subarray(0, filled);
+}
+
+function toBytes(piece: unknown): Uint8Array {
+  if (piece instanceof Uint8Array) return piece;
+  if (typeof piece === 'string') return Buffer.from(piece);
+  throw new TypeError(`snapshot stream yielded ${typeof piece}, expected bytes`);
+}
+
+function isRestError(err: unknown): boolean {
+  return err instanceof Error && err.name === 'RestError';
+}
+
+function restStatus(err: unknown): number | undefined {
+  const s = (err as { statusCode?: unknown } | null)?.statusCode;
+  return typeof s === 'number' ? s : undefined;
+}
+
+function restCode(err: unknown): string | undefined {
+  const e = err as { code?: unknown; details?: { errorCode?: unknown } } | null;
+  const c = e?.details?.errorCode ?? e?.code;
+  return typeof c === 'string' ? c : undefined;
+}
+
+function firstLine(s: string): string {
+  const i = s.indexOf('\n');
+  return i < 0 ? s : s.slice(0, i);
+}

@@ -1,0 +1,234 @@
+/**
+ * Local provider: snapshots are files under `rootDir` at their object key (upstream `Local`, §3.5).
+ * A save streams into a hidden temp file next to the target, fsyncs it, renames it into place and
+ * fsyncs the directory, so a crash leaves either the old object or the new one, never half a file.
+ */
+import { randomBytes } from 'node:crypto';
+import { constants as fsConstants, createReadStream, createWriteStream } from 'node:fs';
+import type { WriteStream } from 'node:fs';
+import { mkdir, open, readdir, rename, rmdir, stat, unlink } from 'node:fs/promises';
+import path from 'node:path';
+import type { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import type { LocalStoreConfig } from '../config.js';
+import { SnapStoreError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { silentLogger } from '../logger.js';
+import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
+import type { Snapshot } from '../snapshot.js';
+import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
+import { abortReason, describeError, saveFailed } from './common.js';
+
+/** Temp files of unfinished saves; listing skips them (upstream's temp prefix, hidden). */
+export const LOCAL_TEMP_PREFIX = '.etcd-backup-';
+
+const DIR_MODE = 0o700;
+const FILE_MODE = 0o600;
+
+export async function openLocalStore(config: LocalStoreConfig): Promise<SnapStore> {
+  if (!path.isAbsolute(config.rootDir)) {
+    throw new SnapStoreError('E_CONFIG', `local store root ${JSON.stringify(config.rootDir)} must be an absolute path`);
+  }
+  const store = new LocalSnapStore(config);
+  // Upstream creates the prefix directory when the store is constructed.
+  try {
+    await mkdir(store.resolve(config.prefix), { recursive: true, mode: DIR_MODE });
+  } catch (err) {
+    throw new SnapStoreError(
+      'E_CONFIG',
+      `cannot create local store directory ${store.resolve(config.prefix)}: ${describeError(err)}`,
+      { cause: err },
+    );
+  }
+  return store;
+}
+
+class LocalSnapStore implements SnapStore {
+  readonly provider = 'Local' as const;
+  readonly prefix: string;
+  private readonly root: string;
+  private readonly logger: Logger;
+  private closed = false;
+
+  constructor(config: LocalStoreConfig) {
+    this.prefix = config.prefix;
+    this.root = path.resolve(config.rootDir);
+    this.logger = config.logger ?? silentLogger;
+  }
+
+  /** Absolute path of an object key; refuses keys that would escape the root. */
+  resolve(key: string): string {
+    const p = path.resolve(this.root, ...key.split('/').filter((s) => s !== ''));
+    if (p !== this.root && !p.startsWith(this.root + path.sep)) {
+      throw new SnapStoreError('E_BAD_NAME', `object key ${JSON.stringify(key)} escapes the local store root ${this.root}`);
+    }
+    return p;
+  }
+
+  async list(_options?: ListOptions): Promise<Snapshot[]> {
+    this.assertOpen();
+    const base = stripSlashes(listingPrefix(this.prefix));
+    const snaps: Snapshot[] = [];
+    const walk = async (dirKey: string): Promise<void> => {
+      let entries;
+      try {
+        entries = await readdir(this.resolve(dirKey), { withFileTypes: true });
+      } catch (err) {
+        // A missing directory is an empty store (the prefix may have been removed by hand).
+        if (isCode(err, 'ENOENT') || isCode(err, 'ENOTDIR')) return;
+        throw new SnapStoreError('E_UNREACHABLE', `cannot list local store directory ${this.resolve(dirKey)}: ${describeError(err)}`, {
+          cause: err,
+        });
+      }
+      for (const e of entries) {
+        const key = dirKey === '' ? e.name : `${dirKey}/${e.name}`;
+        if (e.isDirectory()) {
+          await walk(key);
+        } else if (e.isFile() && !e.name.startsWith(LOCAL_TEMP_PREFIX)) {
+          const snap = tryParseSnapshotKey(key, this.logger);
+          if (!snap) continue;
+          try {
+            snap.sizeBytes = (await stat(this.resolve(key))).size;
+          } catch (err) {
+            if (isCode(err, 'ENOENT')) continue; // deleted while listing
+            throw err;
+          }
+          snaps.push(snap);
+        }
+      }
+    };
+    await walk(base);
+    return sortSnapshots(snaps);
+  }
+
+  async fetch(snap: Snapshot, range?: ByteRange): Promise<Readable> {
+    this.assertOpen();
+    const key = listedObjectKey(snap);
+    const file = this.resolve(key);
+    try {
+      // Fail here, not on the first read, when the object is missing.
+      const st = await stat(file);
+      if (!st.isFile()) throw Object.assign(new Error('not a regular file'), { code: 'ENOENT' });
+      const stream = createReadStream(file, range ? { start: range.start, ...(range.end !== undefined ? { end: range.end } : {}) } : {});
+      await new Promise<void>((resolve, reject) => {
+        stream.once('ready', () => resolve());
+        stream.once('error', reject);
+      });
+      return stream;
+    } catch (err) {
+      throw this.mapError(err, key, 'fetch');
+    }
+  }
+
+  async save(snap: Snapshot, data: Readable, options?: SaveOptions): Promise<void> {
+    this.assertOpen();
+    const signal = options?.signal;
+    const key = objectKey(this.prefix, snap);
+    const what = `snapshot ${key} to local store ${this.root}`;
+    let target: string;
+    try {
+      target = this.resolve(key);
+    } catch (err) {
+      data.destroy();
+      throw err;
+    }
+    const dir = path.dirname(target);
+    const tmp = path.join(dir, `${LOCAL_TEMP_PREFIX}${randomBytes(6).toString('hex')}`);
+    let renamed = false;
+    let out: WriteStream | undefined;
+    try {
+      if (signal?.aborted) throw abortReason(signal);
+      await mkdir(dir, { recursive: true, mode: DIR_MODE });
+      // `flush` fsyncs before close; pipeline resolves only after the close, so the data is durable.
+      out = createWriteStream(tmp, { flags: 'wx', mode: FILE_MODE, flush: true, highWaterMark: 1 << 20 });
+      await (signal ? pipeline(data, out, { signal }) : pipeline(data, out));
+      // Last chance to honour an abort: after the rename the new object is visible.
+      if (signal?.aborted) throw abortReason(signal);
+      await rename(tmp, target);
+      renamed = true;
+      await fsyncDir(dir);
+    } catch (err) {
+      if (!data.destroyed) data.destroy();
+      if (renamed) {
+        // Only the directory fsync failed: the object is in place, but its durability is unknown.
+        throw new SnapStoreError('E_SAVE_FAILED', `saved ${what} but could not fsync ${dir}: ${describeError(err)}`, {
+          cause: err,
+        });
+      }
+      // The file is opened asynchronously: wait until the stream is closed so that the unlink
+      // cannot run before the open created the file. ENOENT (never opened) is fine.
+      if (out && !out.closed) {
+        const closing = new Promise<void>((resolve) => out?.once('close', () => resolve()));
+        out.destroy();
+        await closing;
+      }
+      await unlink(tmp).catch((e: unknown) => {
+        if (!isCode(e, 'ENOENT')) this.logger.warn({ err: e, file: tmp }, 'could not remove temp file of a failed save');
+      });
+      throw saveFailed(err, what);
+    }
+  }
+
+  async delete(snap: Snapshot): Promise<void> {
+    this.assertOpen();
+    const key = listedObjectKey(snap);
+    const file = this.resolve(key);
+    try {
+      await unlink(file);
+    } catch (err) {
+      throw this.mapError(err, key, 'delete');
+    }
+    // Remove directories the object leaves empty: a v1 `Backup-<unix>` dir (upstream), and a v2
+    // chunk dir, which would otherwise block saving a file of the same name later.
+    const dirs: string[] = [];
+    if (snap.isChunk) dirs.push(path.dirname(file));
+    if (snap.snapDir !== '') dirs.push(this.resolve(`${stripSlashes(snap.prefix)}/${snap.snapDir}`));
+    for (const d of dirs) {
+      await rmdir(d).catch((e: unknown) => {
+        if (!isCode(e, 'ENOTEMPTY') && !isCode(e, 'EEXIST') && !isCode(e, 'ENOENT')) {
+          this.logger.warn({ err: e, dir: d }, 'could not remove empty snapshot directory');
+        }
+      });
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new SnapStoreError('E_CONFIG', `local store ${this.root} is closed`);
+  }
+
+  private mapError(err: unknown, key: string, op: string): SnapStoreError {
+    if (err instanceof SnapStoreError) return err;
+    if (isCode(err, 'ENOENT') || isCode(err, 'ENOTDIR') || isCode(err, 'EISDIR')) {
+      return new SnapStoreError('E_NOT_FOUND', `snapshot ${key} not found in local store ${this.root}`, { cause: err });
+    }
+    if (isCode(err, 'EACCES') || isCode(err, 'EPERM')) {
+      return new SnapStoreError('E_CREDENTIALS', `${op} of ${key} in local store ${this.root} not permitted: ${describeError(err)}`, {
+        cause: err,
+      });
+    }
+    return new SnapStoreError('E_UNREACHABLE', `${op} of ${key} in local store ${this.root} failed: ${describeError(err)}`, {
+      cause: err,
+    });
+  }
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const h = await open(dir, fsConstants.O_RDONLY | fsConstants.O_DIRECTORY);
+  try {
+    await h.sync();
+  } finally {
+    await h.close();
+  }
+}
+
+function isCode(err: unknown, code: string): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === code;
+}
+
+function stripSlashes(p: string): string {
+  return p.replace(/^\/+|\/+$/g, '').replace(/^\.$/, '');
+}

@@ -1,0 +1,496 @@
+/**
+ * S3 provider (upstream `S3`, §3.5/§3.6) on @aws-sdk/client-s3 and @aws-sdk/lib-storage.
+ *
+ * Save streams straight into a multipart upload (no temp copy of the snapshot on disk, unlike
+ * upstream): parts of `minChunkSize`, `maxParallelChunkUploads` in flight, so memory stays at about
+ * (queue size + 1) x part size whatever the snapshot size. With 10,000 parts the largest object is
+ * 10,000 x minChunkSize (>= 48.8 GiB at 5 MiB), far above etcd's 8 GiB quota.
+ */
+import { createHash } from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
+import { Readable } from 'node:stream';
+import tls from 'node:tls';
+import {
+  DeleteObjectCommand,
+  GetBucketVersioningCommand,
+  GetObjectCommand,
+  GetObjectLockConfigurationCommand,
+  GetObjectTaggingCommand,
+  HeadObjectCommand,
+  ListObjectVersionsCommand,
+  ListObjectsV2Command,
+  S3Client,
+} from '@aws-sdk/client-s3';
+import type { ObjectVersion, S3ClientConfig } from '@aws-sdk/client-s3';
+import { Upload } from '@aws-sdk/lib-storage';
+import type { S3Credentials, S3StoreConfig } from '../config.js';
+import { SnapStoreError } from '../errors.js';
+import type { Logger } from '../logger.js';
+import { silentLogger } from '../logger.js';
+import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
+import type { Snapshot } from '../snapshot.js';
+import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
+import { abortReason, describeError, isNetworkError, saveFailed } from './common.js';
+
+/** Tag (S3) that hides a snapshot version from listings unless `includeExcluded` (upstream). */
+export const EXCLUDE_TAG = 'x-etcd-snapshot-exclude';
+
+/**
+ * Knobs that are not upstream flags. Defaults follow upstream's constants; tests lower them to
+ * fail fast against a closed port.
+ */
+export interface S3Tuning {
+  /** Attempts per request including the first (upstream `maxRetryAttempts` = 5). */
+  maxAttempts?: number;
+  /** TCP/TLS connect timeout (upstream `providerConnectionTimeout` = 30 s). */
+  connectionTimeoutMs?: number;
+  /** Socket idle timeout, also while a fetched body is being read (upstream `downloadTimeout` = 5 min). */
+  socketTimeoutMs?: number;
+  /** STS endpoint for web identity (default: the SDK's regional STS endpoint). */
+  stsEndpoint?: string;
+}
+
+/** S3's smallest allowed part (except the last). */
+const S3_MIN_PART_SIZE = 5 * 1024 * 1024;
+
+const DEFAULTS = { maxAttempts: 5, connectionTimeoutMs: 30_000, socketTimeoutMs: 300_000 };
+/** Parallel GetObjectTagging calls while listing a versioned bucket. */
+const TAGGING_CONCURRENCY = 8;
+
+interface Ssec {
+  SSECustomerAlgorithm: string;
+  SSECustomerKey: string;
+  SSECustomerKeyMD5: string;
+}
+
+export async function openS3Store(config: S3StoreConfig, tuning: S3Tuning = {}): Promise<SnapStore> {
+  if (!config.container) throw new SnapStoreError('E_CONFIG', 'S3 store needs a bucket name (--store-container)');
+  const creds = config.credentials;
+  const endpoint = parseEndpoint(config.endpointOverride ?? creds?.endpoint);
+  const ssec = sseCustomer(creds);
+  const t = { ...DEFAULTS, ...tuning };
+
+  const clientConfig: S3ClientConfig = {
+    maxAttempts: t.maxAttempts,
+    forcePathStyle: creds?.s3ForcePathStyle ?? false,
+    requestHandler: {
+      connectionTimeout: t.connectionTimeoutMs,
+      socketTimeout: t.socketTimeoutMs,
+      httpAgent: new http.Agent({ keepAlive: true, maxSockets: 64 }),
+      httpsAgent: httpsAgent(creds),
+    },
+  };
+  // Region: from the credentials; an S3-compatible endpoint without one gets the SDK's classic
+  // default; with no credentials at all the SDK's own chain (AWS_REGION, profile) decides.
+  const region = creds?.region || (endpoint && creds ? 'us-east-1' : undefined);
+  if (region) clientConfig.region = region;
+  if (endpoint) clientConfig.endpoint = endpoint;
+  if (creds?.requestChecksumCalculation) {
+    clientConfig.requestChecksumCalculation = creds.requestChecksumCalculation === 'when_required' ? 'WHEN_REQUIRED' : 'WHEN_SUPPORTED';
+  }
+  if (creds?.responseChecksumValidation) {
+    clientConfig.responseChecksumValidation = creds.responseChecksumValidation === 'when_required' ? 'WHEN_REQUIRED' : 'WHEN_SUPPORTED';
+  }
+  const credentials = await credentialProvider(creds, region, t.stsEndpoint);
+  if (credentials) clientConfig.credentials = credentials;
+
+  const client = new S3Client(clientConfig);
+  return new S3SnapStore(config, client, endpoint ?? (region ? `https://s3.${region}.amazonaws.com` : 'the default AWS S3 endpoint'), ssec);
+}
+
+function parseEndpoint(raw: string | undefined): string | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw new SnapStoreError('E_CONFIG', `S3 endpoint ${JSON.stringify(raw)} is not an absolute URL`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') {
+    throw new SnapStoreError('E_CONFIG', `S3 endpoint ${raw} must use http or https`);
+  }
+  return raw;
+}
+
+function httpsAgent(creds: S3Credentials | undefined): https.Agent {
+  const opts: https.AgentOptions = { keepAlive: true, maxSockets: 64 };
+  if (creds?.insecureSkipVerify) opts.rejectUnauthorized = false;
+  if (creds?.trustedCaCert) {
+    // In addition to, not instead of, the system roots; TLS 1.3 minimum as upstream sets it there.
+    opts.ca = [...tls.rootCertificates, creds.trustedCaCert];
+    opts.minVersion = 'TLSv1.3';
+  }
+  return new https.Agent(opts);
+}
+
+/**
+ * SSE-C: both key and algorithm, or neither. The key is the raw key string as in upstream's
+ * credential file; S3 wants it base64-encoded with base64(md5(key)) beside it. AES256 (the only
+ * algorithm S3 accepts) needs exactly 32 key bytes; checking that here turns a per-request 400
+ * into one clear error at start.
+ */
+function sseCustomer(creds: S3Credentials | undefined): Ssec | undefined {
+  const key = creds?.sseCustomerKey ?? '';
+  const algorithm = creds?.sseCustomerAlgorithm ?? '';
+  if (key === '' && algorithm === '') return undefined;
+  if (key === '' || algorithm === '') {
+    throw new SnapStoreError(
+      'E_CREDENTIALS',
+      `S3 SSE-C needs both sseCustomerKey and sseCustomerAlgorithm in the credentials; only ${key === '' ? 'sseCustomerAlgorithm' : 'sseCustomerKey'} is set`,
+    );
+  }
+  const bytes = Buffer.from(key, 'utf8');
+  if (algorithm === 'AES256' && bytes.length !== 32) {
+    throw new SnapStoreError('E_CREDENTIALS', `S3 SSE-C key for AES256 must be 32 bytes, the configured sseCustomerKey has ${bytes.length}`);
+  }
+  return {
+    SSECustomerAlgorithm: algorithm,
+    SSECustomerKey: bytes.toString('base64'),
+    SSECustomerKeyMD5: createHash('md5').update(bytes).digest('base64'),
+  };
+}
+
+async function credentialProvider(
+  creds: S3Credentials | undefined,
+  region: string | undefined,
+  stsEndpoint: string | undefined,
+): Promise<S3ClientConfig['credentials'] | undefined> {
+  if (!creds) return undefined; // SDK default chain
+  if (creds.accessKeyID) {
+    if (!creds.secretAccessKey) {
+      throw new SnapStoreError('E_CREDENTIALS', 'S3 credentials have accessKeyID but no secretAccessKey');
+    }
+    return { accessKeyId: creds.accessKeyID, secretAccessKey: creds.secretAccessKey };
+  }
+  if (creds.roleARN || creds.tokenPath) {
+    if (!creds.roleARN || !creds.tokenPath) {
+      throw new SnapStoreError('E_CREDENTIALS', 'S3 web identity needs both roleARN and the token file (token / tokenPath)');
+    }
+    // The token file is re-read on every refresh, so a rotated projected token is picked up.
+    const { fromTokenFile } = await import('@aws-sdk/credential-provider-web-identity');
+    return fromTokenFile({
+      roleArn: creds.roleARN,
+      webIdentityTokenFile: creds.tokenPath,
+      roleSessionName: `etcdbrctl-${Date.now()}`,
+      clientConfig: { ...(region ? { region } : {}), ...(stsEndpoint ? { endpoint: stsEndpoint } : {}) },
+    });
+  }
+  return undefined;
+}
+
+class S3SnapStore implements SnapStore {
+  readonly provider = 'S3' as const;
+  readonly prefix: string;
+  private readonly bucket: string;
+  private readonly logger: Logger;
+  private readonly partSize: number;
+  private readonly queueSize: number;
+  private warnedVersioning = false;
+
+  constructor(
+    config: S3StoreConfig,
+    private readonly client: S3Client,
+    private readonly endpoint: string,
+    private readonly ssec: Ssec | undefined,
+  ) {
+    this.prefix = config.prefix;
+    this.bucket = config.container;
+    this.logger = config.logger ?? silentLogger;
+    this.partSize = Math.max(config.minChunkSize, S3_MIN_PART_SIZE);
+    this.queueSize = Math.max(1, config.maxParallelChunkUploads);
+  }
+
+  private where(key: string): string {
+    return `s3://${this.bucket}/${key}`;
+  }
+
+  async list(options?: ListOptions): Promise<Snapshot[]> {
+    const base = listingPrefix(this.prefix).replace(/^\/+|\/+$/g, '');
+    // Trailing '/' so that `a/b` does not also match `a/b2/...` (upstream quirk we fix).
+    const prefix = base === '' || base === '.' ? '' : `${base}/`;
+    const where = this.where(prefix);
+    try {
+      if (await this.versioningEnabled(where)) return await this.listVersions(prefix, options?.includeExcluded ?? false);
+      const snaps: Snapshot[] = [];
+      let token: string | undefined;
+      do {
+        const page = await this.client.send(
+          new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ...(token ? { ContinuationToken: token } : {}) }),
+        );
+        for (const o of page.Contents ?? []) {
+          if (!o.Key) continue;
+          const snap = tryParseSnapshotKey(o.Key, this.logger);
+          if (!snap) continue;
+          if (o.Size !== undefined) snap.sizeBytes = o.Size;
+          snaps.push(snap);
+        }
+        token = page.IsTruncated ? page.NextContinuationToken : undefined;
+      } while (token);
+      return sortSnapshots(snaps);
+    } catch (err) {
+      throw this.mapError(err, 'list', where);
+    }
+  }
+
+  /**
+   * Versioned bucket (S3 object lock needs versioning): every version is listed; per key the oldest
+   * version is the snapshot (later ones would be overwrites), delete markers do not hide it, and an
+   * exclusion tag on that version hides it unless asked for.
+   */
+  private async listVersions(prefix: string, includeExcluded: boolean): Promise<Snapshot[]> {
+    const retentionDays = await this.defaultRetentionDays();
+    const oldest = new Map<string, ObjectVersion>();
+    let keyMarker: string | undefined;
+    let versionMarker: string | undefined;
+    do {
+      const page = await this.client.send(
+        new ListObjectVersionsCommand({
+          Bucket: this.bucket,
+          Prefix: prefix,
+          ...(keyMarker ? { KeyMarker: keyMarker } : {}),
+          ...(versionMarker ? { VersionIdMarker: versionMarker } : {}),
+        }),
+      );
+      for (const v of page.Versions ?? []) {
+        if (!v.Key) continue;
+        const seen = oldest.get(v.Key);
+        if (!seen || (v.LastModified?.getTime() ?? 0) < (seen.LastModified?.getTime() ?? 0)) oldest.set(v.Key, v);
+      }
+      if (!page.IsTruncated) break;
+      keyMarker = page.NextKeyMarker;
+      versionMarker = page.NextVersionIdMarker;
+    } while (keyMarker);
+
+    const candidates: Snapshot[] = [];
+    for (const [key, v] of oldest) {
+      const snap = tryParseSnapshotKey(key, this.logger);
+      if (!snap) continue;
+      if (v.VersionId && v.VersionId !== 'null') snap.versionId = v.VersionId;
+      if (v.Size !== undefined) snap.sizeBytes = v.Size;
+      if (retentionDays > 0) snap.immutabilityExpiryTime = new Date(snap.createdOn.getTime() + retentionDays * 86_400_000);
+      candidates.push(snap);
+    }
+    if (includeExcluded) return sortSnapshots(candidates);
+
+    const keep: boolean[] = new Array<boolean>(candidates.length).fill(true);
+    let next = 0;
+    const worker = async (): Promise<void> => {
+      while (next < candidates.length) {
+        const i = next++;
+        const s = candidates[i] as Snapshot;
+        const tags = await this.client.send(
+          new GetObjectTaggingCommand({
+            Bucket: this.bucket,
+            Key: listedObjectKey(s),
+            ...(s.versionId ? { VersionId: s.versionId } : {}),
+          }),
+        );
+        if ((tags.TagSet ?? []).some((t) => t.Key === EXCLUDE_TAG && t.Value === 'true')) keep[i] = false;
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(TAGGING_CONCURRENCY, candidates.length) }, worker));
+    return sortSnapshots(candidates.filter((_, i) => keep[i]));
+  }
+
+  /**
+   * S3-compatible stores without the versioning API (NotImplemented, MethodNotAllowed) or a policy
+   * without s3:GetBucketVersioning are treated as unversioned, with one warning.
+   */
+  private async versioningEnabled(where: string): Promise<boolean> {
+    try {
+      const out = await this.client.send(new GetBucketVersioningCommand({ Bucket: this.bucket }));
+      return out.Status === 'Enabled';
+    } catch (err) {
+      const name = errorName(err);
+      if (name === 'NotImplemented' || name === 'MethodNotAllowed' || name === 'AccessDenied') {
+        if (!this.warnedVersioning) {
+          this.warnedVersioning = true;
+          this.logger.warn({ bucket: this.bucket, err: describeError(err) }, `cannot read bucket versioning of ${where}; listing it as unversioned`);
+        }
+        return false;
+      }
+      throw err;
+    }
+  }
+
+  /** Default object-lock retention of the bucket in days; 0 when there is none. */
+  private async defaultRetentionDays(): Promise<number> {
+    try {
+      const out = await this.client.send(new GetObjectLockConfigurationCommand({ Bucket: this.bucket }));
+      const r = out.ObjectLockConfiguration?.Rule?.DefaultRetention;
+      if (r?.Days) return r.Days;
+      if (r?.Years) return r.Years * 365;
+      return 0;
+    } catch (err) {
+      const name = errorName(err);
+      if (name === 'ObjectLockConfigurationNotFoundError' || name === 'NotImplemented' || name === 'MethodNotAllowed') return 0;
+      throw err;
+    }
+  }
+
+  async fetch(snap: Snapshot, range?: ByteRange): Promise<Readable> {
+    const key = listedObjectKey(snap);
+    try {
+      const out = await this.client.send(
+        new GetObjectCommand({
+          Bucket: this.bucket,
+          Key: key,
+          ...(snap.versionId ? { VersionId: snap.versionId } : {}),
+          ...(range ? { Range: `bytes=${range.start}-${range.end ?? ''}` } : {}),
+          ...this.ssec,
+        }),
+      );
+      const body = out.Body;
+      if (body instanceof Readable) return body;
+      if (body && typeof (body as { transformToWebStream?: unknown }).transformToWebStream === 'function') {
+        return Readable.fromWeb((body as { transformToWebStream(): import('node:stream/web').ReadableStream }).transformToWebStream());
+      }
+      throw new Error('GetObject returned no body');
+    } catch (err) {
+      throw this.mapError(err, 'fetch', this.where(key));
+    }
+  }
+
+  async save(snap: Snapshot, data: Readable, options?: SaveOptions): Promise<void> {
+    const key = objectKey(this.prefix, snap);
+    const where = this.where(key);
+    const what = `snapshot ${where}`;
+    const signal = options?.signal;
+    if (signal?.aborted) {
+      data.destroy();
+      throw saveFailed(abortReason(signal), what);
+    }
+
+    // The first error of the input stream is the real cause; later errors (e.g. a failed abort of
+    // the multipart upload) are secondary.
+    let inputError: unknown;
+    const onDataError = (err: unknown): void => {
+      inputError ??= err;
+    };
+    data.on('error', onDataError);
+    // Aborting destroys the input: lib-storage then fails the upload through its own error path,
+    // which sends AbortMultipartUpload and only then rejects, so nothing is left when save rejects.
+    // (Upload.abort() would reject at once and send the abort later.) An abort after the last byte
+    // was read comes too late: the commit is already under way and the save completes.
+    const onAbort = (): void => {
+      if (signal) data.destroy(abortReason(signal));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+
+    const upload = new Upload({
+      client: this.client,
+      params: { Bucket: this.bucket, Key: key, Body: data, ...this.ssec },
+      partSize: this.partSize,
+      queueSize: this.queueSize,
+      leavePartsOnError: false,
+    });
+    try {
+      await upload.done();
+    } catch (err) {
+      if (!data.destroyed) data.destroy();
+      if (inputError !== undefined && err !== inputError) {
+        this.logger.warn(
+          { err: describeError(err), key: where },
+          'cleanup of the failed multipart upload failed; parts may remain until the bucket lifecycle rule for incomplete uploads removes them',
+        );
+      }
+      const cause = inputError ?? err;
+      throw inputError !== undefined ? saveFailed(cause, what) : saveFailed(this.mapError(err, 'save', where, true), what);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      data.off('error', onDataError);
+    }
+  }
+
+  async delete(snap: Snapshot): Promise<void> {
+    const key = listedObjectKey(snap);
+    const where = this.where(key);
+    const version = snap.versionId ? { VersionId: snap.versionId } : {};
+    try {
+      // DeleteObject succeeds on missing keys; the contract wants E_NOT_FOUND.
+      await this.client.send(new HeadObjectCommand({ Bucket: this.bucket, Key: key, ...version, ...this.ssec }));
+    } catch (err) {
+      throw this.mapError(err, 'delete', where);
+    }
+    try {
+      await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key: key, ...version }));
+    } catch (err) {
+      if (snap.versionId && errorName(err) === 'AccessDenied') {
+        const until = snap.immutabilityExpiryTime ? ` until ${snap.immutabilityExpiryTime.toISOString()}` : '';
+        throw new SnapStoreError('E_IMMUTABLE', `cannot delete ${where} (version ${snap.versionId}): protected by object lock${until}`, {
+          cause: err,
+        });
+      }
+      throw this.mapError(err, 'delete', where);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.client.destroy();
+  }
+
+  private mapError(err: unknown, op: string, where: string, keepUnknown = false): SnapStoreError | unknown {
+    if (err instanceof SnapStoreError) return err;
+    const name = errorName(err);
+    const status = httpStatus(err);
+    // HEAD answers have no body, so the SDK can only say "Unknown": show the status instead.
+    const label = name && name !== 'Unknown' ? name : String(status ?? 'error');
+    const detail = describeError(err);
+    if (isNetworkError(err)) {
+      return new SnapStoreError('E_UNREACHABLE', `${op} ${where}: cannot reach S3 endpoint ${this.endpoint}: ${detail}`, { cause: err });
+    }
+    if (name === 'NoSuchBucket') {
+      return new SnapStoreError('E_CONFIG', `${op} ${where}: bucket ${this.bucket} does not exist at ${this.endpoint}`, { cause: err });
+    }
+    if (name === 'NoSuchKey' || name === 'NotFound' || name === 'NoSuchVersion' || status === 404) {
+      return new SnapStoreError('E_NOT_FOUND', `${op} ${where}: object not found`, { cause: err });
+    }
+    if (
+      CREDENTIAL_ERRORS.has(name) ||
+      status === 401 ||
+      status === 403 ||
+      (err instanceof Error && err.name === 'CredentialsProviderError')
+    ) {
+      return new SnapStoreError('E_CREDENTIALS', `${op} ${where}: S3 rejected the credentials (${label}): ${detail}`, { cause: err });
+    }
+    if (err instanceof Error && /region is missing/i.test(err.message)) {
+      return new SnapStoreError('E_CONFIG', `${op} ${where}: no S3 region configured (credentials "region")`, { cause: err });
+    }
+    if (status !== undefined && status >= 500) {
+      return new SnapStoreError('E_UNREACHABLE', `${op} ${where}: S3 endpoint ${this.endpoint} answered ${status} ${label}: ${detail}`, {
+        cause: err,
+      });
+    }
+    if (keepUnknown) return err;
+    if (status !== undefined) {
+      return new SnapStoreError('E_CONFIG', `${op} ${where}: S3 rejected the request (${status} ${label}): ${detail}`, { cause: err });
+    }
+    return new SnapStoreError('E_UNREACHABLE', `${op} ${where} at ${this.endpoint} failed: ${detail}`, { cause: err });
+  }
+}
+
+const CREDENTIAL_ERRORS = new Set([
+  'InvalidAccessKeyId',
+  'SignatureDoesNotMatch',
+  'ExpiredToken',
+  'InvalidToken',
+  'TokenRefreshRequired',
+  'InvalidClientTokenId',
+  'AccessDenied',
+  'AuthorizationHeaderMalformed',
+]);
+
+function errorName(err: unknown): string {
+  if (err && typeof err === 'object') {
+    const e = err as { name?: unknown; Code?: unknown };
+    if (typeof e.Code === 'string') return e.Code;
+    if (typeof e.name === 'string') return e.name;
+  }
+  return '';
+}
+
+function httpStatus(err: unknown): number | undefined {
+  const s = (err as { $metadata?: { httpStatusCode?: unknown } } | undefined)?.$metadata?.httpStatusCode;
+  return typeof s === 'number' ? s : undefined;
+}

@@ -1,0 +1,3 @@
+module etcdbrctl.test/codechelper
+
+go 1.19
