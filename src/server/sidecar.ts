@@ -1,6 +1,5 @@
 import { readFile } from 'node:fs/promises';
 import type { Etcd3 } from 'etcd3';
-import type { CompressionPolicy } from '@etcdbrctl/snapstore';
 import type { CommandContext } from '../cli/context.js';
 import { systemClock, type Clock } from '../clock.js';
 import { LeadershipWatcher, memberStatus } from '../cluster/leadership.js';
@@ -9,17 +8,12 @@ import { STORE_ENV_PREFIX } from '../config/store.js';
 import { createEtcdClient } from '../etcd/client.js';
 import { Metrics } from '../metrics.js';
 import { ExponentialBackoff } from '../snapshotter/backoff.js';
-import { GarbageCollector } from '../snapshotter/garbage-collector.js';
-import { CronSchedule } from '../snapshotter/schedule.js';
-import { Snapshotter } from '../snapshotter/snapshotter.js';
+import { snapshotterFactory } from '../snapshotter/from-config.js';
 import { RotatingStore } from '../snapshotter/store-provider.js';
 import { superviseSnapshotter } from '../snapshotter/supervisor.js';
 import { buildHttpServer } from './app.js';
 import { HealthState } from './health.js';
 import type { SnapshotterControl } from './types.js';
-
-/** How long SIGTERM waits for the last delta snapshot before the process exits. */
-const FINAL_DELTA_TIMEOUT_MS = 20_000;
 
 export interface SidecarOptions {
   clock?: Clock;
@@ -95,37 +89,19 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
       health.setHealthy(true);
       return;
     }
+    const factory = snapshotterFactory({
+      connection: conn,
+      snapshotter: config.snapshotterConfig,
+      compression: config.compressionConfig,
+      client,
+      store: () => store.get(),
+      clock,
+      logger,
+      metrics,
+    });
     leaderWork.done = superviseSnapshotter(
       {
-        createSnapshotter: () =>
-          Snapshotter.create(
-            {
-              schedule: new CronSchedule(config.snapshotterConfig.schedule),
-              deltaSnapshotPeriodMs: config.snapshotterConfig.deltaSnapshotPeriod,
-              deltaSnapshotMemoryLimit: config.snapshotterConfig.deltaSnapshotMemoryLimit,
-              snapshotTimeoutMs: conn.snapshotTimeout,
-              connectionTimeoutMs: conn.connectionTimeout,
-              compression: compressionOf(config),
-              finalDeltaTimeoutMs: FINAL_DELTA_TIMEOUT_MS,
-            },
-            { client, store: () => store.get(), clock, logger, metrics },
-          ),
-        createGarbageCollector: (s) =>
-          new GarbageCollector(
-            {
-              policy: config.snapshotterConfig.garbageCollectionPolicy,
-              maxBackups: config.snapshotterConfig.maxBackups,
-              deltaRetentionMs: config.snapshotterConfig.deltaSnapshotRetentionPeriod,
-              periodMs: config.snapshotterConfig.garbageCollectionPeriod,
-            },
-            {
-              store: () => store.get(),
-              latestSnapshotRevision: () => s.chain.prevSnapshot?.lastRevision ?? 0,
-              clock,
-              logger,
-              metrics,
-            },
-          ),
+        ...factory,
         probeEtcd: async () => {
           await memberStatus(client, 5_000);
         },
@@ -172,6 +148,3 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   return 0;
 }
 
-function compressionOf(config: ServerConfig): CompressionPolicy | undefined {
-  return config.compressionConfig.enabled ? config.compressionConfig.policy : undefined;
-}

@@ -1,0 +1,52 @@
+import type { Etcd3 } from 'etcd3';
+import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
+import type { Clock } from '../clock.js';
+import type { CompressionConfig, EtcdConnectionConfig, SnapshotterConfig } from '../config/types.js';
+import type { Metrics } from '../metrics.js';
+import { GarbageCollector } from './garbage-collector.js';
+import { CronSchedule } from './schedule.js';
+import { Snapshotter } from './snapshotter.js';
+
+/** How long SIGTERM waits for the last delta snapshot before the process exits. */
+export const FINAL_DELTA_TIMEOUT_MS = 20_000;
+
+export interface SnapshotterFactoryInput {
+  connection: EtcdConnectionConfig;
+  snapshotter: SnapshotterConfig;
+  compression: CompressionConfig;
+  client: Etcd3;
+  store: () => Promise<SnapStore>;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+/** Builds snapshotters and garbage collectors from the flag groups; shared by `server` and `snapshot`. */
+export function snapshotterFactory(input: SnapshotterFactoryInput) {
+  const { connection, snapshotter: sc, compression, client, store, clock, logger, metrics } = input;
+  return {
+    createSnapshotter: () =>
+      Snapshotter.create(
+        {
+          schedule: new CronSchedule(sc.schedule),
+          deltaSnapshotPeriodMs: sc.deltaSnapshotPeriod,
+          deltaSnapshotMemoryLimit: sc.deltaSnapshotMemoryLimit,
+          snapshotTimeoutMs: connection.snapshotTimeout,
+          connectionTimeoutMs: connection.connectionTimeout,
+          compression: compression.enabled ? compression.policy : undefined,
+          finalDeltaTimeoutMs: FINAL_DELTA_TIMEOUT_MS,
+        },
+        { client, store, clock, logger, metrics },
+      ),
+    createGarbageCollector: (s: Snapshotter) =>
+      new GarbageCollector(
+        {
+          policy: sc.garbageCollectionPolicy,
+          maxBackups: sc.maxBackups,
+          deltaRetentionMs: sc.deltaSnapshotRetentionPeriod,
+          periodMs: sc.garbageCollectionPeriod,
+        },
+        { store, latestSnapshotRevision: () => s.chain.prevSnapshot?.lastRevision ?? 0, clock, logger, metrics },
+      ),
+  };
+}
