@@ -8,6 +8,7 @@ export default defineConfig({
   test: {
     include: ['snapstore/test/**/*.test.ts', 'test/**/*.test.ts', 'e2e/**/*.test.ts'],
     exclude: ['e2e/bench/**', '**/node_modules/**'],
+    globalSetup: ['./test/support/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Integration tests start real etcd processes and emulators; two cores, so keep it modest.

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = fileURLToPath(new URL('../../bin/etcdbrctl', import.meta.url));
@@ -10,11 +10,6 @@ function etcdbrctl(...args: string[]) {
 }
 
 describe('bin/etcdbrctl (built)', () => {
-  beforeAll(() => {
-    const build = spawnSync('npx', ['tsc', '-b', 'tsconfig.build.json'], { cwd: root, encoding: 'utf8', timeout: 300_000 });
-    if (build.status !== 0) throw new Error(`npm run build failed:\n${build.stdout}${build.stderr}`);
-  });
-
   it('--version prints the version block and exits 0', () => {
     const r = etcdbrctl('--version');
     expect(r.stderr).toBe('');

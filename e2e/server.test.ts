@@ -1,0 +1,105 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openSnapStore, type SnapStore } from '@etcdbrctl/snapstore';
+import { startTestEtcd, type TestEtcd } from '../test/support/etcd.js';
+import { startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+
+describe('etcdbrctl server (process) with a Local store', () => {
+  let etcd: TestEtcd;
+  let client: Etcd3;
+  let dir: string;
+  let store: SnapStore;
+  let sidecar: SidecarProcess | undefined;
+
+  beforeEach(async () => {
+    etcd = await startTestEtcd();
+    client = new Etcd3({ hosts: etcd.clientUrl });
+    dir = await mkdtemp(join(tmpdir(), 'etcdbr-e2e-server-'));
+    store = await openSnapStore({
+      provider: 'Local',
+      rootDir: join(dir, 'store'),
+      container: 'store',
+      prefix: 'v2',
+      maxParallelChunkUploads: 5,
+      minChunkSize: 5 * 1024 * 1024,
+      tempDir: dir,
+    });
+  });
+
+  afterEach(async () => {
+    await sidecar?.stop('SIGKILL');
+    sidecar = undefined;
+    client.close();
+    await store.close();
+    await etcd.cleanup();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  const flags = (extra: string[] = []) => [
+    `--endpoints=${etcd.clientUrl}`,
+    '--storage-provider=Local',
+    `--store-container=${join(dir, 'store')}`,
+    `--snapstore-temp-directory=${join(dir, 'tmp')}`,
+    '--schedule=0 0 1 1 *',
+    '--delta-snapshot-period=1s',
+    '--garbage-collection-period=1h',
+    '--reelection-period=2s',
+    ...extra,
+  ];
+  const rev = async () => Number((await client.get('foo').exec()).header.revision);
+
+  it('becomes healthy, snapshots, answers the API and flushes the last delta on SIGTERM', async () => {
+    sidecar = await startSidecar(flags());
+    const s = sidecar;
+    const health = await waitFor(async () => {
+      const r = await fetch(`${s.url}/healthz`);
+      return r.status === 200 ? r.text() : undefined;
+    }, 'healthz 200');
+    expect(health).toBe('{"health":true}');
+    await waitFor(async () => ((await store.list()).some((x) => x.kind === 'Full') ? true : undefined), 'initial full');
+
+    const bad = await fetch(`${s.url}/snapshot/full?final=maybe`);
+    expect(bad.status).toBe(400);
+
+    for (let i = 0; i < 10; i++) await client.put(`/registry/a${i}`).value(`v${i}`);
+    const full = await fetch(`${s.url}/snapshot/full`, { method: 'POST' });
+    expect(full.status).toBe(200);
+    const fullJson = (await full.json()) as { kind: string; lastRevision: number; snapName: string };
+    expect(fullJson.kind).toBe('Full');
+    expect(fullJson.lastRevision).toBe(await rev());
+
+    for (let i = 0; i < 5; i++) await client.put(`/registry/b${i}`).value(`v${i}`);
+    const delta = await fetch(`${s.url}/snapshot/delta`);
+    expect(delta.status).toBe(200);
+    const deltaJson = (await delta.json()) as { kind: string; startRevision: number; lastRevision: number };
+    expect(deltaJson).toMatchObject({ kind: 'Incr', startRevision: fullJson.lastRevision + 1, lastRevision: await rev() });
+
+    const latest = (await (await fetch(`${s.url}/snapshot/latest`)).json()) as {
+      fullSnapshot: { snapName: string };
+      deltaSnapshots: Array<{ lastRevision: number }>;
+    };
+    expect(latest.fullSnapshot.snapName).toBe(fullJson.snapName);
+    expect(latest.deltaSnapshots.at(-1)?.lastRevision).toBe(deltaJson.lastRevision);
+
+    const metrics = await (await fetch(`${s.url}/metrics`)).text();
+    expect(metrics).toContain(`etcdbr_snapshot_latest_revision{kind="Incr"} ${deltaJson.lastRevision}`);
+
+    // Writes right before SIGTERM end up in a last delta (upstream would lose them).
+    for (let i = 0; i < 3; i++) await client.put(`/registry/c${i}`).value('late');
+    const last = await rev();
+    expect(await s.stop('SIGTERM')).toBe(0);
+    const list = await store.list();
+    expect(list.at(-1)?.lastRevision).toBe(last);
+  });
+
+  it('without a storage provider: healthy leader, 405 on snapshot routes', async () => {
+    sidecar = await startSidecar([`--endpoints=${etcd.clientUrl}`, '--reelection-period=2s']);
+    const s = sidecar;
+    await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 200 ? true : undefined), 'healthz 200');
+    expect((await fetch(`${s.url}/snapshot/full`)).status).toBe(405);
+    expect((await fetch(`${s.url}/snapshot/delta`)).status).toBe(405);
+  });
+});

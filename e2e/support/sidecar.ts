@@ -1,0 +1,72 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { freePort } from '../../src/etcd/ports.js';
+
+export const BIN = fileURLToPath(new URL('../../bin/etcdbrctl', import.meta.url));
+
+export interface SidecarProcess {
+  url: string;
+  port: number;
+  child: ChildProcess;
+  /** Everything the process wrote to stderr so far (JSON log lines). */
+  logs(): string;
+  /** SIGTERM and wait; resolves with the exit code. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  exited: Promise<number | null>;
+}
+
+/** Runs `bin/etcdbrctl server` with the given flags on a free port. */
+export async function startSidecar(args: string[], env: NodeJS.ProcessEnv = {}): Promise<SidecarProcess> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [BIN, 'server', `--server-port=${port}`, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
+  let logs = '';
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => {
+    logs += d;
+  });
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => {
+    logs += d;
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`etcdbrctl server exited early (${child.exitCode}):\n${logs}`);
+    try {
+      await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) });
+      break;
+    } catch {
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        throw new Error(`etcdbrctl server did not listen on ${url}:\n${logs}`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+  return {
+    url,
+    port,
+    child,
+    logs: () => logs,
+    exited,
+    stop: async (signal = 'SIGTERM') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+export async function waitFor<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe().catch(() => undefined);
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
