@@ -26,6 +26,8 @@ export const ABS_EXCLUDE_TAG = 'x-etcd-snapshot-exclude';
 const DEFAULT_DOMAIN = 'blob.core.windows.net';
 /** Azure's limit of committed blocks per block blob. */
 const MAX_BLOCKS = 50_000;
+/** How long a failed save lets its in-flight block uploads finish before cancelling them. */
+const STAGE_DRAIN_MS = 10_000;
 /** Upstream `providerConnectionTimeout`: how long the container check at open may take. */
 const OPEN_TIMEOUT_MS = 30_000;
 
@@ -192,9 +194,13 @@ class AbsSnapStore implements SnapStore {
     const what = `snapshot ${key} to ABS container ${this.url}`;
     const signal = options?.signal;
     const blob = this.client.getBlockBlobClient(key);
-    // One controller for everything in flight: the caller's abort and our own first failure.
-    const inner = new AbortController();
-    const onAbort = (): void => inner.abort(signal ? abortReason(signal) : undefined);
+    // `stop` ends reading (and the existence check and commit) on the caller's abort or our first
+    // failure. Staged requests get their own controller: cancelling one whose body already reached
+    // the server does not undo it, so on failure they are first given time to finish, and only then
+    // is the uncommitted blob deleted.
+    const stop = new AbortController();
+    const requests = new AbortController();
+    const onAbort = (): void => stop.abort(signal ? abortReason(signal) : undefined);
     signal?.addEventListener('abort', onAbort, { once: true });
     const inflight = new Set<Promise<void>>();
     let failure: unknown;
@@ -202,8 +208,8 @@ class AbsSnapStore implements SnapStore {
     try {
       if (signal?.aborted) throw abortReason(signal);
       // Stops a stalled input as soon as anything aborts.
-      addAbortSignal(inner.signal, data);
-      committedBefore = await this.exists(blob, inner.signal);
+      addAbortSignal(stop.signal, data);
+      committedBefore = await this.exists(blob, stop.signal);
       const blockIds: string[] = [];
       for await (const block of cutBlocks(data, this.blockSize)) {
         if (blockIds.length >= MAX_BLOCKS) {
@@ -211,14 +217,14 @@ class AbsSnapStore implements SnapStore {
         }
         const id = blockId(blockIds.length + 1);
         blockIds.push(id);
-        const staged: Promise<void> = blob.stageBlock(id, block, block.length, { abortSignal: inner.signal }).then(
+        const staged: Promise<void> = blob.stageBlock(id, block, block.length, { abortSignal: requests.signal }).then(
           () => {
             inflight.delete(staged);
           },
           (err: unknown) => {
             inflight.delete(staged);
             failure ??= err;
-            inner.abort();
+            stop.abort();
           },
         );
         inflight.add(staged);
@@ -229,13 +235,21 @@ class AbsSnapStore implements SnapStore {
       if (failure !== undefined) throw failure;
       if (signal?.aborted) throw abortReason(signal);
       await blob.commitBlockList(blockIds, {
-        abortSignal: inner.signal,
+        abortSignal: stop.signal,
         blobHTTPHeaders: { blobContentType: 'application/octet-stream' },
       });
     } catch (err) {
-      inner.abort();
+      stop.abort();
       data.destroy();
-      await Promise.allSettled(inflight);
+      let drained = false;
+      await Promise.race([
+        Promise.allSettled(inflight).then(() => (drained = true)),
+        new Promise((r) => setTimeout(r, STAGE_DRAIN_MS).unref()),
+      ]);
+      if (!drained) {
+        requests.abort();
+        await Promise.allSettled(inflight);
+      }
       // Staged blocks of a blob that has no committed version form an invisible "uncommitted blob";
       // deleting it drops them at once instead of after Azure's 7 days. With a committed blob under
       // the key we must not delete: its uncommitted blocks go with the next commit or after 7 days.

@@ -806,6 +806,8 @@ export class FakeGcsServer {
     // Bytes the server already has (a client resending after a lost answer) are skipped.
     const skip = s.received - first;
     const chunk = await appendBody(req, s.file, skip, s.md5, s.crc);
+    // Cancelled while this chunk was arriving: the session is gone, whatever the chunk said.
+    if ((s.state as UploadSession['state']) === 'cancelled') throw new HttpError(499, 'Upload session was cancelled', 'clientClosedRequest');
     const written = chunk.written;
     s.md5 = chunk.md5;
     s.crc = chunk.crc;
