@@ -1,0 +1,67 @@
+import { describe, expect, it } from 'vitest';
+import { newSnapshot, parseSnapshotKey, type Snapshot } from '@etcdbrctl/snapstore';
+import { planRestore, RestorePlanError } from '../../src/restorer/plan.js';
+
+const t = (sec: number) => new Date(sec * 1000);
+const full = (last: number, at: number, extra: Partial<Snapshot> = {}) =>
+  ({ ...newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: last, createdOn: t(at), compressionSuffix: '.gz' }), ...extra });
+const incr = (start: number, last: number, at: number) =>
+  newSnapshot({ kind: 'Incr', startRevision: start, lastRevision: last, createdOn: t(at), compressionSuffix: '.gz' });
+const names = (p: { base: Snapshot | undefined; deltas: Snapshot[] }) => [p.base?.snapName, ...p.deltas.map((d) => d.snapName)];
+
+describe('restore plan', () => {
+  it('takes the newest full and the deltas after it, in order', () => {
+    const list = [incr(11, 20, 110), full(10, 100), incr(21, 30, 120), full(5, 50), incr(6, 10, 60)];
+    const p = planRestore(list);
+    expect(names(p)).toEqual([full(10, 100).snapName, incr(11, 20, 110).snapName, incr(21, 30, 120).snapName]);
+    expect(p.targetRevision).toBe(30);
+  });
+
+  it('returns no base for a store without full snapshots (upstream: nothing to do)', () => {
+    expect(planRestore([incr(1, 5, 10)]).base).toBeUndefined();
+    expect(planRestore([]).base).toBeUndefined();
+  });
+
+  it('accepts a first delta that overlaps the full and skips deltas inside it', () => {
+    const p = planRestore([full(10, 100), incr(8, 10, 90), incr(9, 15, 105), incr(16, 20, 110)]);
+    expect(p.deltas.map((d) => d.startRevision)).toEqual([9, 16]);
+  });
+
+  it('fails on a gap before anything is fetched', () => {
+    expect(() => planRestore([full(10, 100), incr(11, 20, 110), incr(22, 30, 120)])).toThrow(
+      /gap in the delta chain: Incr-00000022-00000030-120.gz starts at revision 22, but the snapshots before it end at 20/,
+    );
+  });
+
+  it('cuts at a target revision (point in time)', () => {
+    const list = [full(10, 100), incr(11, 20, 110), incr(21, 30, 120), full(30, 130), incr(31, 40, 140)];
+    const p = planRestore(list, { revision: 25 });
+    expect(names(p)).toEqual([full(10, 100).snapName, incr(11, 20, 110).snapName, incr(21, 30, 120).snapName]);
+    expect(p.targetRevision).toBe(25);
+    expect(planRestore(list, { revision: 30 }).base?.lastRevision).toBe(30);
+    expect(() => planRestore(list, { revision: 41 })).toThrow(/end at revision 40, before the requested revision 41/);
+    expect(() => planRestore(list, { revision: 5 })).toThrow(RestorePlanError);
+  });
+
+  it('cuts at a target time by snapshot creation time', () => {
+    const list = [full(10, 100), incr(11, 20, 110), incr(21, 30, 120), full(30, 130)];
+    const p = planRestore(list, { time: t(115) });
+    expect(names(p)).toEqual([full(10, 100).snapName, incr(11, 20, 110).snapName]);
+    expect(p.targetRevision).toBe(20);
+  });
+
+  it('ignores chunk objects and reads v1 and mixed layouts', () => {
+    const v1full = parseSnapshotKey('p/v1/Backup-100/Full-00000000-00000010-100');
+    const v1incr = parseSnapshotKey('p/v1/Backup-100/Incr-00000011-00000020-110');
+    const v2incr = parseSnapshotKey('p/v2/Incr-00000021-00000030-120.gz');
+    const chunk = parseSnapshotKey('p/v2/Full-00000000-00000040-130.gz/0000000001');
+    const p = planRestore([v1full, v1incr, v2incr, chunk]);
+    expect(p.base?.snapDir).toBe('Backup-100');
+    expect(p.deltas.map((d) => d.lastRevision)).toEqual([20, 30]);
+  });
+
+  it('sums the sizes to fetch', () => {
+    const p = planRestore([full(10, 100, { sizeBytes: 1000 }), { ...incr(11, 20, 110), sizeBytes: 50 }]);
+    expect(p.fetchBytes).toBe(1050);
+  });
+});
