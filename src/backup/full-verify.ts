@@ -16,18 +16,20 @@ export interface FullSnapshotVerifyResult {
 }
 
 /**
- * Passes a full snapshot stream (bbolt db ‖ sha256(db)) through unchanged while checking it, and fails
- * at the end if the size is not `512k + 32` or the trailer is not the hash of what came before.
- * Downstream saves commit only when the stream ends cleanly, so a bad snapshot is never published.
- * Memory stays constant: only the last 32 bytes are held back from the hash.
+ * Passes a payload (body ‖ sha256(body)) through unchanged while hashing it, and fails at the end if the
+ * trailer is not the hash of what came before. Memory stays constant: only the last 32 bytes are held
+ * back from the hash. Full snapshots also require the bbolt size rule (`512k + 32` bytes).
  */
-export class FullSnapshotVerifier extends Transform {
+export class PayloadVerifier extends Transform {
   private readonly hash = createHash('sha256');
   private tail: Buffer = Buffer.alloc(0);
   private total = 0;
   private verified: FullSnapshotVerifyResult | undefined;
 
-  constructor(private readonly what = 'full snapshot') {
+  constructor(
+    private readonly what = 'full snapshot',
+    private readonly kind: 'full' | 'delta' = 'full',
+  ) {
     super();
   }
 
@@ -51,7 +53,11 @@ export class FullSnapshotVerifier extends Transform {
   }
 
   override _flush(cb: TransformCallback): void {
-    if (this.total % 512 !== SHA256_SIZE) {
+    if (this.kind === 'delta' && this.total <= SHA256_SIZE) {
+      cb(new FullSnapshotIntegrityError(`${this.what}: delta snapshot is missing hash`));
+      return;
+    }
+    if (this.kind === 'full' && this.total % 512 !== SHA256_SIZE) {
       cb(
         new FullSnapshotIntegrityError(
           `${this.what}: SHA256 hash seems to be missing from snapshot data (${this.total} bytes, expected 512·k + 32)`,
@@ -63,12 +69,19 @@ export class FullSnapshotVerifier extends Transform {
     if (!digest.equals(this.tail)) {
       cb(
         new FullSnapshotIntegrityError(
-          `${this.what}: expected SHA256 for full snapshot: ${this.tail.toString('hex')}, got ${digest.toString('hex')}`,
+          `${this.what}: expected SHA256 for ${this.kind} snapshot: ${this.tail.toString('hex')}, got ${digest.toString('hex')}`,
         ),
       );
       return;
     }
     this.verified = { totalBytes: this.total, sha256: digest.toString('hex') };
     cb();
+  }
+}
+
+/** The verifier for etcd's snapshot stream (bbolt size rule included). */
+export class FullSnapshotVerifier extends PayloadVerifier {
+  constructor(what = 'full snapshot') {
+    super(what, 'full');
   }
 }

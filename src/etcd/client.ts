@@ -11,16 +11,17 @@ export interface EtcdClientOptions {
   caFile?: string;
   /** `--insecure-transport`: plain HTTP/2 without TLS. */
   insecureTransport: boolean;
-  /** `--insecure-skip-tls-verify`: accept any server certificate name. */
+  /** `--insecure-skip-tls-verify`: accept any server certificate (no chain or name check), when TLS is used. */
   insecureSkipVerify: boolean;
   /** `--etcd-connection-timeout`, used as the dial timeout. */
   connectionTimeoutMs: number;
 }
 
 /**
- * Builds an etcd3 client. TLS is used when the endpoints are https or client TLS files are given,
- * otherwise plain text (the `--insecure-transport` default). Credentials only when both username and
- * password are set, as upstream.
+ * Builds an etcd3 client. TLS is used when an endpoint is https, TLS files are given or
+ * `--insecure-transport=false`, otherwise plain text (the default). With TLS every endpoint is dialled
+ * with TLS, http:// ones too (upstream's clientv3 would drop TLS for those). Credentials only when both
+ * username and password are set, as upstream.
  */
 export async function createEtcdClient(opts: EtcdClientOptions): Promise<Etcd3> {
   if (opts.endpoints.length === 0) throw new Error('no etcd endpoints configured (--endpoints)');
@@ -52,17 +53,46 @@ export async function createEtcdClient(opts: EtcdClientOptions): Promise<Etcd3> 
       readOpt(opts.keyFile, 'client key (--key)'),
     ]);
     if (Boolean(cert) !== Boolean(key)) throw new Error('--cert and --key must be given together');
-    // etcd3 needs a root certificate buffer for TLS; an empty one means "system roots" to grpc-js.
-    options.credentials = { rootCertificate: ca ?? Buffer.alloc(0) };
-    if (cert && key) {
-      options.credentials.certChain = cert;
-      options.credentials.privateKey = key;
+    if (ca || cert) {
+      // grpc-js falls back to the default roots only for a missing CA; an empty buffer would trust nothing.
+      // etcd3's type demands a buffer, but it hands the value to grpc-js createSsl unchanged.
+      options.credentials = { rootCertificate: ca ?? (undefined as unknown as Buffer) };
+      if (cert && key) {
+        options.credentials.certChain = cert;
+        options.credentials.privateKey = key;
+      }
     }
-    if (opts.insecureSkipVerify) {
-      // grpc-js checks the certificate chain always; skipping verification relaxes the host name check.
-      options.grpcOptions = { ...options.grpcOptions, 'grpc.ssl_target_name_override': 'localhost' };
-    }
+    // Without files, etcd3 sees the https:// hosts and uses TLS with the default roots.
   }
   if (opts.username && opts.password) options.auth = { username: opts.username, password: opts.password };
-  return new Etcd3(options);
+  const client = new Etcd3(options);
+  if (useTls && opts.insecureSkipVerify) skipServerCertificateVerification(client);
+  return client;
+}
+
+type VerifyOptions = { rejectUnauthorized?: boolean };
+interface PoolInternals {
+  hosts?: Array<{ channelCredentials?: { verifyOptions?: VerifyOptions } }>;
+  authenticator?: { credentials?: { verifyOptions?: VerifyOptions } };
+}
+
+/**
+ * `--insecure-skip-tls-verify` as Go's tls.Config.InsecureSkipVerify: accept any server certificate (chain
+ * and name). grpc-js can do that (verify option `rejectUnauthorized: false`; the `ssl_target_name_override`
+ * channel option only swaps the name that is checked, the chain is still verified), but etcd3 builds the
+ * channel credentials itself without verify options. It builds one credentials object, shared by every
+ * host and the authenticator, and grpc-js reads its verify options only when a connection is made, so
+ * setting them right after construction covers every connection. Fails loudly if those internals change.
+ */
+function skipServerCertificateVerification(client: Etcd3): void {
+  const pool = (client as unknown as { pool?: PoolInternals }).pool;
+  const creds = [...(pool?.hosts ?? []).map((h) => h.channelCredentials), pool?.authenticator?.credentials];
+  if (creds.length < 2) throw new Error('--insecure-skip-tls-verify: cannot reach the etcd client TLS settings');
+  for (const c of new Set(creds)) {
+    const verify = c?.verifyOptions;
+    if (typeof verify !== 'object' || verify === null) {
+      throw new Error('--insecure-skip-tls-verify: the etcd client library does not expose TLS verify options');
+    }
+    verify.rejectUnauthorized = false;
+  }
 }

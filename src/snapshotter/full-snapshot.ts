@@ -34,6 +34,29 @@ interface SnapshotMessage {
   header?: { revision?: string | number } | null;
 }
 
+/** grpc-js's ClientReadableStream: async-iterable and cancellable. */
+type SnapshotStream = AsyncIterable<SnapshotMessage> & { cancel(): void; on(event: 'error', listener: () => void): unknown };
+
+interface PoolInternals {
+  withConnection<T>(service: 'Maintenance', fn: (args: { client: unknown; metadata: unknown }) => T): Promise<T>;
+}
+
+/**
+ * Opens Maintenance.Snapshot. etcd3 1.1.2's maintenance.snapshot() passes the auth metadata where grpc-js
+ * expects the request message (server-streaming calls take request, metadata, options), so the token never
+ * reaches etcd and an etcd with authentication enabled refuses the snapshot. We make the same call through
+ * etcd3's connection pool (which supplies the token) with the arguments in grpc-js order.
+ */
+async function openSnapshotStream(client: Etcd3, deadline: Date): Promise<SnapshotStream> {
+  const pool = (client as unknown as { pool: PoolInternals }).pool;
+  const stream = await pool.withConnection('Maintenance', ({ client: grpcClient, metadata }) =>
+    (grpcClient as { snapshot(request: object, md: unknown, options: object): SnapshotStream }).snapshot({}, metadata, { deadline }),
+  );
+  // Errors reach the reader through the async iterator; this only keeps an early one from being unhandled.
+  stream.on('error', () => undefined);
+  return stream;
+}
+
 /** The store revision now, from the header of a cheap read. */
 export async function currentRevision(client: Etcd3, timeoutMs: number): Promise<number> {
   const res = await client
@@ -58,10 +81,7 @@ export async function takeFullSnapshot(deps: FullSnapshotDeps, opts: FullSnapsho
   if (opts.signal) signals.push(opts.signal);
   const signal = AbortSignal.any(signals);
 
-  // The etcd3 typings hide it, but the object is grpc-js's ClientReadableStream: async-iterable and cancellable.
-  const stream = (await deps.client.maintenance.snapshot({
-    deadline: new Date(Date.now() + opts.snapshotTimeoutMs),
-  })) as unknown as AsyncIterable<SnapshotMessage> & { cancel(): void };
+  const stream = await openSnapshotStream(deps.client, new Date(Date.now() + opts.snapshotTimeoutMs));
   const cancel = () => stream.cancel();
   signal.addEventListener('abort', cancel, { once: true });
   try {

@@ -1,0 +1,26 @@
+/**
+ * The revision an etcd backend file holds, read without etcd: the main revision in the last key of bucket
+ * `key`. etcd's mvcc keys are revisions, 8-byte big-endian main revision + '_' + 8-byte sub revision
+ * (+ 't' for a tombstone), so the last key is the newest write. Upstream's sanity check does exactly this,
+ * with 1 for a key shorter than 8 bytes (an empty store).
+ */
+import { BoltDB, BoltError } from './db.js';
+import { Cursor } from './cursor.js';
+
+/** Latest main revision of the etcd backend at `dbPath`. Throws BoltError (E_BOLT_NO_BUCKET without `key`). */
+export async function latestRevision(dbPath: string): Promise<number> {
+  const db = await BoltDB.open(dbPath);
+  try {
+    return await latestRevisionOf(db);
+  } finally {
+    await db.close();
+  }
+}
+
+export async function latestRevisionOf(db: BoltDB): Promise<number> {
+  const bucket = await db.bucket('key');
+  if (!bucket) throw new BoltError('E_BOLT_NO_BUCKET', `${db.path}: bucket "key" not found`);
+  const last = await new Cursor(db, bucket).last();
+  if (!last || last.key.length < 8) return 1;
+  return Number(last.key.readBigUInt64BE(0));
+}

@@ -1,0 +1,56 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { EtcdBinaries } from './binaries.js';
+import { etcdMinorVersion } from './binaries.js';
+
+const execFileAsync = promisify(execFile);
+
+export interface BaseRestoreOptions {
+  binaries: EtcdBinaries;
+  /** The full snapshot payload (bbolt db ‖ sha256) on local disk. */
+  snapshotFile: string;
+  /** Must not exist or be empty: etcd refuses to restore into a non-empty dir. */
+  dataDir: string;
+  name: string;
+  initialCluster: string;
+  initialClusterToken: string;
+  initialAdvertisePeerUrls: string[];
+  skipHashCheck: boolean;
+}
+
+/**
+ * etcd's own restore of a snapshot file into a fresh data dir: it checks the sha256 trailer, drops the
+ * old membership and writes a new one from the initial-cluster flags (upstream calls the same code as a
+ * library). etcd 3.5+ has it in etcdutl; 3.4 only in etcdctl.
+ */
+export async function restoreBaseSnapshot(opts: BaseRestoreOptions): Promise<void> {
+  const [major, minor] = etcdMinorVersion(opts.binaries.version);
+  const useEtcdutl = opts.binaries.etcdutl !== undefined && (major > 3 || (major === 3 && minor >= 5));
+  const tool = useEtcdutl ? opts.binaries.etcdutl : opts.binaries.etcdctl;
+  if (!tool) {
+    throw new Error(
+      `cannot restore a snapshot: neither etcdutl nor etcdctl was found next to ${opts.binaries.etcd} or on PATH`,
+    );
+  }
+  const args = [
+    'snapshot',
+    'restore',
+    opts.snapshotFile,
+    `--data-dir=${opts.dataDir}`,
+    `--name=${opts.name}`,
+    `--initial-cluster=${opts.initialCluster}`,
+    `--initial-cluster-token=${opts.initialClusterToken}`,
+    `--initial-advertise-peer-urls=${opts.initialAdvertisePeerUrls.join(',')}`,
+  ];
+  if (opts.skipHashCheck) args.push('--skip-hash-check=true');
+  try {
+    await execFileAsync(tool, args, {
+      env: { ...process.env, ETCDCTL_API: '3' },
+      maxBuffer: 16 * 1024 * 1024,
+    });
+  } catch (err) {
+    const e = err as { stderr?: string; message: string };
+    const detail = (e.stderr ?? '').trim().split('\n').slice(-5).join('\n') || e.message;
+    throw new Error(`${tool} snapshot restore of ${opts.snapshotFile} into ${opts.dataDir} failed: ${detail}`, { cause: err });
+  }
+}

@@ -1,0 +1,88 @@
+/**
+ * Typed Kubernetes errors with stable codes. Callers branch on `code` (conflict ⇒ retry, not found ⇒ tell the
+ * operator the lease must exist), never on message text. Messages name the object and what to do.
+ */
+import { ApiException } from '@kubernetes/client-node';
+
+export type KubeErrorCode =
+  /** No usable client configuration (kubeconfig, in-cluster files, server URL). */
+  | 'E_KUBE_CONFIG'
+  /** The object does not exist (404). */
+  | 'E_KUBE_NOT_FOUND'
+  /** Optimistic lock failed: the object changed since it was read (409). */
+  | 'E_KUBE_CONFLICT'
+  /** Credentials rejected or RBAC does not allow the request (401/403). */
+  | 'E_KUBE_FORBIDDEN'
+  /** The request did not finish within its deadline. */
+  | 'E_KUBE_TIMEOUT'
+  /** The API server could not be reached (connection refused, DNS, TLS). */
+  | 'E_KUBE_UNREACHABLE'
+  /** Any other error answer of the API server. */
+  | 'E_KUBE_REQUEST'
+  /** The object holds a value we cannot interpret (e.g. a non-numeric snapshot lease holder). */
+  | 'E_KUBE_BAD_OBJECT';
+
+export class KubeError extends Error {
+  override readonly name = 'KubeError';
+  constructor(
+    readonly code: KubeErrorCode,
+    message: string,
+    options?: { cause?: unknown; status?: number },
+  ) {
+    super(message, options);
+    this.status = options?.status;
+  }
+  /** HTTP status of the API answer, when there was one. */
+  readonly status: number | undefined;
+}
+
+export function isKubeError(err: unknown, code?: KubeErrorCode): err is KubeError {
+  return err instanceof KubeError && (code === undefined || err.code === code);
+}
+
+/**
+ * Wraps whatever a client-node call threw. `what` names the request ("get lease ns/name"); `signal` tells a
+ * deadline abort (our timeout) apart from other aborts.
+ */
+export function toKubeError(err: unknown, what: string, signal?: AbortSignal): KubeError {
+  if (err instanceof KubeError) return err;
+  if (signal?.aborted) {
+    const reason: unknown = signal.reason;
+    if (reason instanceof KubeError) return new KubeError(reason.code, `${what}: ${reason.message}`, { cause: err });
+    return new KubeError('E_KUBE_TIMEOUT', `${what}: aborted`, { cause: err });
+  }
+  if (err instanceof ApiException) {
+    const status = err.code;
+    const detail = statusMessage(err.body) ?? `HTTP ${status}`;
+    const code: KubeErrorCode =
+      status === 404
+        ? 'E_KUBE_NOT_FOUND'
+        : status === 409
+          ? 'E_KUBE_CONFLICT'
+          : status === 401 || status === 403
+            ? 'E_KUBE_FORBIDDEN'
+            : status === 504
+              ? 'E_KUBE_TIMEOUT'
+              : 'E_KUBE_REQUEST';
+    return new KubeError(code, `${what}: ${detail} (HTTP ${status})`, { cause: err, status });
+  }
+  const message = err instanceof Error ? err.message : String(err);
+  // node-fetch reports transport failures as FetchError with type 'system' (ECONNREFUSED, ENOTFOUND, TLS).
+  return new KubeError('E_KUBE_UNREACHABLE', `${what}: the Kubernetes API server could not be reached: ${message}`, { cause: err });
+}
+
+/** The `message` of a Kubernetes `Status` body, which client-node hands over as text or as parsed JSON. */
+function statusMessage(body: unknown): string | undefined {
+  let value: unknown = body;
+  if (typeof body === 'string') {
+    try {
+      value = JSON.parse(body) as unknown;
+    } catch {
+      return body.trim() === '' ? undefined : body.trim().slice(0, 300);
+    }
+  }
+  if (typeof value === 'object' && value !== null && typeof (value as { message?: unknown }).message === 'string') {
+    return (value as { message: string }).message;
+  }
+  return undefined;
+}

@@ -1,0 +1,57 @@
+import { createWriteStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import { PayloadVerifier } from '../backup/full-verify.js';
+
+export interface FetchedDelta {
+  snap: Snapshot;
+  /** The decompressed, hash-checked payload on local disk; the consumer deletes it. */
+  file: string;
+}
+
+/**
+ * Downloads deltas with up to `maxFetchers` in flight, decompressing and checking each one's sha256 on
+ * the way to a temp file, and hands them out strictly in chain order. At most `maxFetchers` files wait
+ * on disk at any time, so disk use is bounded by the largest deltas, not by the chain.
+ */
+export async function* fetchDeltasInOrder(
+  store: SnapStore,
+  deltas: readonly Snapshot[],
+  opts: { maxFetchers: number; tempDir: string; signal?: AbortSignal },
+): AsyncGenerator<FetchedDelta> {
+  const inFlight = new Map<number, Promise<FetchedDelta>>();
+  let next = 0;
+  const start = (i: number) => {
+    const snap = deltas[i]!;
+    const file = join(opts.tempDir, `delta-${String(i).padStart(8, '0')}-${snap.snapName.replaceAll('/', '_')}`);
+    const p = (async () => {
+      const name = snap.snapName;
+      const raw = await store.fetch(snap);
+      await pipeline(
+        raw,
+        createDecompressStream(snap.compressionSuffix, name),
+        new PayloadVerifier(`delta snapshot ${name}`, 'delta'),
+        createWriteStream(file, { mode: 0o600 }),
+        opts.signal ? { signal: opts.signal } : {},
+      );
+      return { snap, file };
+    })();
+    // Failures surface when the consumer reaches this delta; until then keep them from being unhandled.
+    p.catch(() => undefined);
+    inFlight.set(i, p);
+  };
+  try {
+    for (let i = 0; i < deltas.length; i++) {
+      while (next < deltas.length && next < i + Math.max(1, opts.maxFetchers)) start(next++);
+      const got = await inFlight.get(i)!;
+      inFlight.delete(i);
+      yield got;
+    }
+  } finally {
+    // Stop early (error or consumer gone): wait for downloads and remove their files.
+    const leftovers = await Promise.allSettled(inFlight.values());
+    for (const r of leftovers) if (r.status === 'fulfilled') await rm(r.value.file, { force: true });
+  }
+}
