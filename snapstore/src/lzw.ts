@@ -261,6 +261,7 @@ export class LzwDecoder extends Transform {
   private inPos = 0;
   private pending: TransformCallback | null = null;
   private running = false;
+  private readWanted = false;
 
   constructor(options: LzwDecoderOptions = {}) {
     const { makeError, ...rest } = options;
@@ -285,8 +286,18 @@ export class LzwDecoder extends Transform {
   }
 
   override _read(size: number): void {
-    if (this.pending !== null && !this.running) {
+    if (this.running) {
+      // Asked for more while we were pushing (a synchronous consumer): remember it, or a pause taken
+      // right after this push would wait for a read request that has already happened.
+      this.readWanted = true;
+      return;
+    }
+    if (this.pending !== null) {
       this.run();
+      // The chunk is done and its write callback may have parked the next write until a read
+      // request (Transform's kCallback). This request may have produced no push at all (output is
+      // batched), and the stream asks again only after a push: release the parked write now.
+      if (this.pending === null) super._read(size);
       return;
     }
     super._read(size);
@@ -308,7 +319,10 @@ export class LzwDecoder extends Transform {
     let paused = false;
     let error: Error | undefined;
     try {
-      paused = this.decode();
+      do {
+        this.readWanted = false;
+        paused = this.decode();
+      } while (paused && this.readWanted);
     } catch (err) {
       error = err as Error;
     }
@@ -318,6 +332,12 @@ export class LzwDecoder extends Transform {
     this.pending = null;
     this.input = null;
     callback?.(error);
+    // A read request swallowed while running must still reach Transform's own _read, which releases
+    // the next buffered write; otherwise both sides wait for each other.
+    if (this.readWanted && !error) {
+      this.readWanted = false;
+      super._read(this.readableHighWaterMark);
+    }
   }
 
   /** Returns true when paused for backpressure; the state is saved so a later call continues exactly there. */

@@ -3,6 +3,7 @@
  * behaviour (chunking, truncation, backpressure) and byte-for-byte agreement with Go's real encoder and decoder.
  */
 import { createHash } from 'node:crypto';
+import { createReadStream, readdirSync } from 'node:fs';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Transform } from 'node:stream';
@@ -335,5 +336,22 @@ describe('lzw against Go compress/lzw (LSB, 8)', () => {
     await expect(go.run(['decode', 'lzw'], packCodes([256, 97, 300, 257]))).rejects.toThrow(/invalid code/);
     const enc = await encode(Buffer.from('truncated'));
     await expect(go.run(['decode', 'lzw'], enc.subarray(0, enc.length - 1))).rejects.toThrow(/unexpected EOF/);
+  });
+});
+
+describe('LzwDecoder in a pipeline with a slow consumer (regression: a parked write was never released)', () => {
+  const dir = new URL('../../../shared/compat/upstream-v0.23/lzw/snapstore/v2/', import.meta.url);
+  const files = readdirSync(dir).map((f) => new URL(f, dir));
+  it.each(files.map((f) => [f.pathname.split('/').at(-1)!, f] as const))('%s decodes completely', async (_name, file) => {
+    let total = 0;
+    const slow = new Writable({
+      highWaterMark: 1024,
+      write(chunk: Buffer, _enc, cb) {
+        total += chunk.length;
+        setImmediate(cb);
+      },
+    });
+    await pipeline(createReadStream(file), new LzwDecoder(), slow);
+    expect(total).toBeGreaterThan(0);
   });
 });

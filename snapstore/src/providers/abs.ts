@@ -42,8 +42,9 @@ export interface AbsRetryOptions {
 /** Knobs that are not part of the store configuration; the factory uses the defaults. */
 export interface AbsStoreOptions {
   /**
-   * Defaults: 4 tries, 1 s doubling to at most 15 s between them (about 7 s before an unreachable
-   * endpoint is reported), 180 s per try (upstream `chunkUploadTimeout`).
+   * Defaults (the SDK's, plus a try timeout): 4 tries, waiting 0, 4 and 12 s between them (so an
+   * unreachable endpoint is reported after about 16 s, like GCS), 180 s per try (upstream
+   * `chunkUploadTimeout`).
    */
   retry?: AbsRetryOptions;
   /** Check at open that the container exists, as upstream does. Default true. */
@@ -52,8 +53,8 @@ export interface AbsStoreOptions {
 
 const DEFAULT_RETRY: Required<AbsRetryOptions> = {
   maxTries: 4,
-  retryDelayInMs: 1_000,
-  maxRetryDelayInMs: 15_000,
+  retryDelayInMs: 4_000,
+  maxRetryDelayInMs: 120_000,
   tryTimeoutInMs: 180_000,
 };
 

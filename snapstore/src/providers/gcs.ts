@@ -42,8 +42,9 @@ export interface GcsRetryOptions {
 /** Knobs that are not part of the store configuration; the factory uses the defaults. */
 export interface GcsStoreOptions {
   /**
-   * Defaults: 5 retries (upstream `maxRetryAttempts`) with delays doubling up to 16 s, at most
-   * 600 s per call. The library retries 408/429/5xx and connection resets, not refused connections.
+   * Defaults (the library's): 3 retries with delays of about 2, 4 and 8 s (so an unreachable
+   * endpoint is reported after about 15 s), at most 16 s apart and 600 s per call. Retried: 408,
+   * 429, 5xx, connection resets and failed connections.
    */
   retry?: GcsRetryOptions;
   /** Per-request timeout in ms (default 180 s, upstream `chunkUploadTimeout`). */
@@ -78,8 +79,8 @@ export async function openGcsStore(config: GcsStoreConfig, options: GcsStoreOpti
     ...(!emulator && !creds?.json && creds?.keyFile ? { keyFilename: creds.keyFile } : {}),
     retryOptions: {
       // The library reads `maxRetries: 0` as "use the default (3)"; only autoRetry turns retries off.
-      autoRetry: (options.retry?.maxRetries ?? 5) > 0,
-      maxRetries: options.retry?.maxRetries ?? 5,
+      autoRetry: (options.retry?.maxRetries ?? 3) > 0,
+      maxRetries: options.retry?.maxRetries ?? 3,
       maxRetryDelay: options.retry?.maxRetryDelay ?? 16,
       totalTimeout: options.retry?.totalTimeout ?? 600,
       retryDelayMultiplier: options.retry?.retryDelayMultiplier ?? 2,
@@ -183,6 +184,10 @@ class GcsSnapStore implements SnapStore {
     const file = this.bucket.file(key);
     let sessionUri: string | undefined;
     let uploadError: unknown;
+    let inputError: unknown;
+    data.once('error', (e: unknown) => {
+      inputError = e;
+    });
     // Destroys the input on the caller's abort or an upload failure, so a stalled input cannot
     // keep the pipeline (and this save) waiting.
     const inner = new AbortController();
@@ -215,15 +220,15 @@ class GcsSnapStore implements SnapStore {
         uploadError ??= e;
         inner.abort();
       });
+      // Once this resolves the object is finalized; a late abort can no longer undo it.
       await pipeline(Readable.from(prepend(head.bytes, source)), upload, { signal: inner.signal });
-      if (signal?.aborted) throw abortReason(signal);
     } catch (err) {
       inner.abort();
       data.destroy();
       if (sessionUri !== undefined) await this.cancelSession(sessionUri);
       // Our own abort after an upload failure hides the failure; report that instead.
       const cause = signal?.aborted ? abortReason(signal) : isAbortError(err) && uploadError !== undefined ? uploadError : err;
-      throw saveFailed(this.mapSaveError(cause, key), what);
+      throw saveFailed(this.mapSaveError(cause, key, inputError), what);
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
@@ -268,9 +273,8 @@ class GcsSnapStore implements SnapStore {
   }
 
   /** Errors of a save that are about the store itself keep their code; the rest become E_SAVE_FAILED. */
-  private mapSaveError(err: unknown, key: string): unknown {
-    if (isAbortError(err) || isSnapStoreError(err)) return err;
-    if (httpStatus(err) === undefined && !isNetworkError(err)) return err;
+  private mapSaveError(err: unknown, key: string, inputError: unknown): unknown {
+    if (err === inputError || isAbortError(err) || isSnapStoreError(err)) return err;
     const mapped = this.mapError(err, `object ${key}`, 'save');
     return mapped.code === 'E_UNREACHABLE' || mapped.code === 'E_CREDENTIALS' || mapped.code === 'E_IMMUTABLE' ? mapped : err;
   }
@@ -312,7 +316,7 @@ class GcsSnapStore implements SnapStore {
 }
 
 /** GCS's messages for deletes or overwrites refused by a retention policy, object retention or hold. */
-const RETENTION_MESSAGE = /retention|hold/i;
+const RETENTION_MESSAGE = /retention policy|object retention|active (temporary|event-based) hold/i;
 /** google-auth-library failures that are about the credentials, not the network. */
 const AUTH_MESSAGE = /credential|client_email|private_key|invalid_grant|unauthori[sz]ed|access token|token/i;
 

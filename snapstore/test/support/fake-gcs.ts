@@ -939,7 +939,7 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
 
 /** `308 Resume Incomplete`; `Range` names the persisted bytes and is absent when there are none. */
 function send308(res: ServerResponse, received: number): void {
-  const headers: Record<string, string> = { 'Content-Length': '0', 'X-Http-Status-Code-Override': '308' };
+  const headers: Record<string, string> = { 'Content-Length': '0' };
   if (received > 0) headers.Range = `bytes=0-${received - 1}`;
   res.writeHead(308, headers).end();
 }
