@@ -14,6 +14,7 @@ import {
   commonGroup,
   defragScheduleGroup,
   lsOutputGroup,
+  restoreTargetGroup,
   serverTopLevelGroup,
   validationModeGroup,
 } from './groups/misc.js';
@@ -136,7 +137,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
     short: 'restore an etcd data directory from the latest snapshots in the store',
     long: 'Restores the newest full snapshot and the delta snapshots after it into --data-dir (which must not exist or be empty).',
     configFile: false,
-    uses: [common, use(restorationGroup, ['restorationConfig']), primaryStore],
+    uses: [common, use(restorationGroup, ['restorationConfig']), primaryStore, use(restoreTargetGroup)],
   },
   initialize: {
     name: 'initialize',

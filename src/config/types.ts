@@ -191,7 +191,18 @@ export interface SnapshotCommandConfig extends CommonConfig {
   defragmentationSchedule: string;
 }
 
-export interface RestoreCommandConfig extends CommonConfig {
+/** Ours (not upstream): point-in-time restore and a plan-only run. */
+export interface RestoreTargetConfig {
+  /** Print the restore plan and touch nothing. */
+  dryRun: boolean;
+  /** Restore up to this revision (0 = everything). */
+  toRevision: number;
+  /** Use only snapshots created at or before this RFC 3339 time ('' = no limit). */
+  toTime: string;
+  output: OutputFormat;
+}
+
+export interface RestoreCommandConfig extends CommonConfig, RestoreTargetConfig {
   restorationConfig: RestorationConfig;
   snapstoreConfig: SnapstoreConfig;
 }

@@ -1,8 +1,94 @@
+import { openSnapStore } from '@etcdbrctl/snapstore';
 import type { RestoreCommandConfig } from '../../config/types.js';
+import { findEtcdBinaries } from '../../etcd/binaries.js';
+import { planRestore, type RestorePlan, type RestoreTarget } from '../../restorer/plan.js';
+import { executeRestore } from '../../restorer/restore.js';
 import type { CommandContext } from '../context.js';
-import { notImplemented } from '../context.js';
 
-/** `etcdbrctl restore`: flags are parsed and validated; the work itself arrives in a later version. */
-export async function run(_config: RestoreCommandConfig, ctx: CommandContext): Promise<number> {
-  return notImplemented('restore', ctx);
+/**
+ * `etcdbrctl restore`: the newest full snapshot plus the deltas after it into `--data-dir` (which must not
+ * exist or be empty). With `--dry-run`, only prints the plan. `--to-revision`/`--to-time` restore to a
+ * point in time (ours).
+ */
+export async function run(config: RestoreCommandConfig, ctx: CommandContext): Promise<number> {
+  const storeConfig = ctx.stores.primary;
+  if (!storeConfig) {
+    ctx.io.stderr.write('etcdbrctl restore: --storage-provider is required\n');
+    return 1;
+  }
+  const store = await openSnapStore(storeConfig);
+  try {
+    const target: RestoreTarget = {};
+    if (config.toRevision > 0) target.revision = config.toRevision;
+    if (config.toTime !== '') target.time = new Date(config.toTime);
+    const plan = planRestore(await store.list(), target);
+    if (config.dryRun) {
+      ctx.io.stdout.write(config.output === 'json' ? `${JSON.stringify(planJson(plan), null, 2)}\n` : planText(plan));
+      return 0;
+    }
+    if (!plan.base) {
+      ctx.logger.info({}, 'No base snapshot found. Will do nothing.');
+      return 0;
+    }
+    const rc = config.restorationConfig;
+    const binaries = await findEtcdBinaries({ etcdBin: ctx.env.ETCD_BIN, path: ctx.env.PATH ?? '' });
+    const result = await executeRestore(store, plan, {
+      binaries,
+      dataDir: rc.dataDir,
+      tempDir: rc.tempDir,
+      name: rc.name,
+      initialCluster: rc.initialCluster,
+      initialClusterToken: rc.initialClusterToken,
+      initialAdvertisePeerUrls: rc.initialAdvertisePeerURLs,
+      skipHashCheck: rc.skipHashCheck,
+      maxFetchers: rc.maxFetchers,
+      embeddedEtcdQuotaBytes: rc.embeddedEtcdQuotaBytes,
+      maxRequestBytes: rc.maxRequestBytes,
+      maxTxnOps: rc.maxTxnOps,
+      logger: ctx.logger,
+      signal: ctx.signal,
+    });
+    ctx.logger.info(
+      { dataDir: rc.dataDir, revision: result.revision, deltas: result.deltasApplied, ms: result.durationMs },
+      'Successfully restored the etcd data directory',
+    );
+    return 0;
+  } catch (err) {
+    ctx.logger.error({ err }, 'restore failed');
+    ctx.io.stderr.write(`etcdbrctl restore: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  } finally {
+    await store.close();
+  }
+}
+
+function planJson(plan: RestorePlan) {
+  const entry = (s: NonNullable<RestorePlan['base']>) => ({
+    kind: s.kind,
+    name: s.snapName,
+    key: [s.prefix.replace(/\/$/, ''), s.snapDir, s.snapName].filter(Boolean).join('/'),
+    startRevision: s.startRevision,
+    lastRevision: s.lastRevision,
+    createdOn: s.createdOn.toISOString(),
+    sizeBytes: s.sizeBytes ?? null,
+  });
+  return {
+    base: plan.base ? entry(plan.base) : null,
+    deltas: plan.deltas.map(entry),
+    targetRevision: plan.targetRevision,
+    fetchBytes: plan.fetchBytes,
+  };
+}
+
+function planText(plan: RestorePlan): string {
+  if (!plan.base) return 'No full snapshot in the store: nothing to restore.\n';
+  const rows = [plan.base, ...plan.deltas].map(
+    (s) => `${s.kind.padEnd(5)} ${String(s.startRevision).padStart(10)} ${String(s.lastRevision).padStart(10)}  ${s.createdOn.toISOString()}  ${String(s.sizeBytes ?? '-').padStart(10)}  ${s.snapName}`,
+  );
+  return [
+    `KIND       START       LAST  CREATED                         SIZE  NAME`,
+    ...rows,
+    `restores to revision ${plan.targetRevision}: 1 full + ${plan.deltas.length} delta snapshots, ${plan.fetchBytes} bytes to fetch`,
+    '',
+  ].join('\n');
 }

@@ -1,6 +1,7 @@
 import { cronScheduleError } from '../cron.js';
 import { defineGroup } from '../schema.js';
 import type {
+  RestoreTargetConfig,
   CommonConfig,
   InitializeCommandConfig,
   LsCommandConfig,
@@ -77,6 +78,30 @@ export const lsOutputGroup = defineGroup<Pick<LsCommandConfig, 'output' | 'all'>
   },
   defaults: () => ({ output: 'text', all: false }),
   validate(c, issues, flag) {
+    if (c.output !== 'text' && c.output !== 'json') issues.add(`${flag('output')}: unknown format ${JSON.stringify(c.output)}; use text or json`);
+  },
+});
+
+/** `restore` extras (ours): `--dry-run`, `--to-revision`, `--to-time`, `-o`. */
+export const restoreTargetGroup = defineGroup<RestoreTargetConfig>({
+  title: 'restore target (not in etcd-backup-restore)',
+  fields: {
+    dryRun: { type: 'bool', flag: 'dry-run', fileKey: false, usage: 'print the restore plan (snapshots, revisions, sizes) and change nothing' },
+    toRevision: { type: 'int64', flag: 'to-revision', fileKey: false, usage: 'restore up to and including this revision (0: everything)' },
+    toTime: {
+      type: 'string',
+      flag: 'to-time',
+      fileKey: false,
+      usage: 'use only snapshots created at or before this RFC 3339 time, e.g. 2026-11-21T10:00:00Z',
+    },
+    output: { type: 'string', flag: 'output', shorthand: 'o', fileKey: false, usage: 'output format of --dry-run: text or json' },
+  },
+  defaults: () => ({ dryRun: false, toRevision: 0, toTime: '', output: 'text' }),
+  validate(c, issues, flag) {
+    if (c.toRevision < 0) issues.add(`${flag('toRevision')}: must be >= 0, got ${c.toRevision}`);
+    if (c.toTime !== '' && Number.isNaN(Date.parse(c.toTime))) {
+      issues.add(`${flag('toTime')}: ${JSON.stringify(c.toTime)} is not an RFC 3339 time such as 2026-11-21T10:00:00Z`);
+    }
     if (c.output !== 'text' && c.output !== 'json') issues.add(`${flag('output')}: unknown format ${JSON.stringify(c.output)}; use text or json`);
   },
 });

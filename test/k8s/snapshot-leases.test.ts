@@ -1,0 +1,366 @@
+/**
+ * Full and delta snapshot leases (upstream §5.4, acceptance case 22) through the real @kubernetes/client-node
+ * against the fake API server.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { FakeClock, systemClock } from '../../src/clock.js';
+import { createKubeClient, type KubeClient } from '../../src/k8s/client.js';
+import { isKubeError } from '../../src/k8s/errors.js';
+import { FullSnapshotLeaseRenewer, SnapshotLeases, snapshotLeaseHook } from '../../src/k8s/snapshot-leases.js';
+import { FakeKubeApiServer, LEASES } from '../support/fake-kube.js';
+import { deltaSnapshot, fullSnapshot, micro, recordingLogger, seedLease } from './support.js';
+
+const NS = 'shoot--dev--one';
+const FULL = 'etcd-main-full-snap';
+const DELTA = 'etcd-main-delta-snap';
+const fullPath = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${FULL}`;
+const deltaPath = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${DELTA}`;
+
+let fake: FakeKubeApiServer;
+let kube: KubeClient;
+
+beforeAll(async () => {
+  fake = await FakeKubeApiServer.start();
+  kube = await createKubeClient({ kind: 'server', server: fake.url });
+});
+afterAll(async () => {
+  await fake?.stop();
+});
+
+beforeEach(() => {
+  fake.remove(LEASES, NS, FULL);
+  fake.remove(LEASES, NS, DELTA);
+  fake.resetInjections();
+});
+
+function leases(opts: { clock?: FakeClock | typeof systemClock; logger?: ReturnType<typeof recordingLogger> } = {}): SnapshotLeases {
+  return new SnapshotLeases({
+    kube,
+    namespace: NS,
+    fullSnapshotLeaseName: FULL,
+    deltaSnapshotLeaseName: DELTA,
+    clock: opts.clock ?? systemClock,
+    logger: opts.logger ?? recordingLogger(),
+  });
+}
+
+const spec = (name: string): Record<string, unknown> => fake.read(LEASES, NS, name)!.spec as Record<string, unknown>;
+const created = new Date('2026-01-02T03:04:05Z');
+
+describe('full snapshot lease', () => {
+  it('sets holderIdentity to the last revision (decimal) and renewTime to the snapshot creation time', async () => {
+    seedLease(fake, NS, FULL);
+    const rv = fake.read(LEASES, NS, FULL)!.metadata.resourceVersion;
+    const res = await leases().updateFull(fullSnapshot(1234567, created));
+    expect(res).toEqual({ patched: true, holderIdentity: '1234567' });
+    expect(spec(FULL)).toEqual({ holderIdentity: '1234567', renewTime: '2026-01-02T03:04:05.000000Z' });
+    // A merge patch carrying the resourceVersion that was read: the optimistic lock.
+    const [patch] = fake.requestsMatching({ method: 'PATCH', path: fullPath });
+    expect(patch?.contentType).toBe('application/merge-patch+json');
+    expect(patch?.body).toEqual({
+      metadata: { resourceVersion: rv },
+      spec: { holderIdentity: '1234567', renewTime: '2026-01-02T03:04:05.000000Z' },
+    });
+  });
+
+  it('raises a lower holder, and with an equal holder renews only renewTime', async () => {
+    seedLease(fake, NS, FULL, { holderIdentity: '100', renewTime: '2025-01-01T00:00:00.000000Z' });
+    await leases().updateFull(fullSnapshot(150, created));
+    expect(spec(FULL)).toEqual({ holderIdentity: '150', renewTime: micro(created) });
+
+    const later = new Date('2026-01-02T04:00:00.250Z');
+    const res = await leases().updateFull(fullSnapshot(150, later));
+    expect(res).toEqual({ patched: true, holderIdentity: '150' });
+    expect(spec(FULL)).toEqual({ holderIdentity: '150', renewTime: '2026-01-02T04:00:00.250000Z' });
+    expect(fake.requestsMatching({ method: 'PATCH' }).at(-1)?.body).toMatchObject({ spec: { renewTime: '2026-01-02T04:00:00.250000Z' } });
+    expect((fake.requestsMatching({ method: 'PATCH' }).at(-1)?.body as { spec: object }).spec).not.toHaveProperty('holderIdentity');
+  });
+
+  it('does not lower a higher holder and sends no patch', async () => {
+    seedLease(fake, NS, FULL, { holderIdentity: '900', renewTime: '2025-01-01T00:00:00.000000Z' });
+    const before = fake.read(LEASES, NS, FULL);
+    const res = await leases().updateFull(fullSnapshot(500, created));
+    expect(res).toEqual({ patched: false, holderIdentity: '900' });
+    expect(fake.read(LEASES, NS, FULL)).toEqual(before);
+    expect(fake.requestsMatching({ method: 'PATCH' })).toHaveLength(0);
+  });
+
+  it('retries on 409 Conflict: re-reads the lease and patches with the new resourceVersion', async () => {
+    seedLease(fake, NS, FULL, { holderIdentity: '10' });
+    fake.beforeNext({ method: 'PATCH', path: fullPath }, () =>
+      fake.write(LEASES, NS, FULL, (o) => {
+        (o.metadata.annotations as Record<string, string> | undefined) ??= {};
+        (o.metadata.annotations as Record<string, string>).touched = 'by-druid';
+      }),
+    );
+    const res = await leases().updateFull(fullSnapshot(20, created));
+    expect(res.holderIdentity).toBe('20');
+    expect(fake.requestsMatching({ method: 'PATCH', path: fullPath }).map((r) => r.status)).toEqual([409, 200]);
+    expect(fake.requestsMatching({ method: 'GET', path: fullPath })).toHaveLength(2);
+    const lease = fake.read(LEASES, NS, FULL)!;
+    expect(lease.metadata.annotations).toEqual({ touched: 'by-druid' });
+    expect(lease.spec).toMatchObject({ holderIdentity: '20' });
+  });
+
+  it('after a conflict, a concurrently published higher revision wins', async () => {
+    seedLease(fake, NS, FULL, { holderIdentity: '10' });
+    fake.beforeNext({ method: 'PATCH', path: fullPath }, () =>
+      fake.write(LEASES, NS, FULL, (o) => {
+        (o.spec as Record<string, unknown>).holderIdentity = '99';
+      }),
+    );
+    const res = await leases().updateFull(fullSnapshot(20, created));
+    expect(res).toEqual({ patched: false, holderIdentity: '99' });
+    expect(spec(FULL).holderIdentity).toBe('99');
+  });
+
+  it('gives up after 4 conflicting attempts with E_KUBE_CONFLICT', async () => {
+    seedLease(fake, NS, FULL);
+    fake.failNext(4, { status: 409 }, { method: 'PATCH', path: fullPath });
+    const err = await leases().updateFull(fullSnapshot(20, created)).catch((e: unknown) => e);
+    expect(isKubeError(err, 'E_KUBE_CONFLICT')).toBe(true);
+    expect(fake.requestsMatching({ method: 'PATCH', path: fullPath })).toHaveLength(4);
+  });
+
+  it('a missing lease is E_KUBE_NOT_FOUND naming namespace/name; nothing is created', async () => {
+    const err = await leases().updateFull(fullSnapshot(20, created)).catch((e: unknown) => e);
+    expect(isKubeError(err, 'E_KUBE_NOT_FOUND')).toBe(true);
+    expect((err as Error).message).toContain(`lease ${NS}/${FULL}`);
+    expect((err as Error).message).toContain('etcd-druid');
+    expect(fake.read(LEASES, NS, FULL)).toBeUndefined();
+    expect(fake.requestsMatching({ method: 'POST' })).toHaveLength(0);
+  });
+
+  it('a holder that is not a revision is an error (upstream ParseInt), the lease is left alone', async () => {
+    seedLease(fake, NS, FULL, { holderIdentity: 'abc:def:Leader' });
+    const err = await leases().updateFull(fullSnapshot(20, created)).catch((e: unknown) => e);
+    expect(isKubeError(err, 'E_KUBE_BAD_OBJECT')).toBe(true);
+    expect((err as Error).message).toContain('abc:def:Leader');
+    expect(fake.requestsMatching({ method: 'PATCH' })).toHaveLength(0);
+  });
+
+  it('times out after 60 s on the injected clock', async () => {
+    seedLease(fake, NS, FULL);
+    const clock = new FakeClock('2026-01-02T00:00:00Z');
+    fake.stallNext(1, { method: 'GET', path: fullPath });
+    const pending = leases({ clock }).updateFull(fullSnapshot(20, created)).catch((e: unknown) => e);
+    await waitFor(() => fake.requestsMatching({ method: 'GET', path: fullPath }).length === 1);
+    clock.advance(59_999);
+    clock.advance(1);
+    const err = await pending;
+    expect(isKubeError(err, 'E_KUBE_TIMEOUT')).toBe(true);
+    expect((err as Error).message).toContain('60 s');
+  });
+
+  it('an unreachable API server is E_KUBE_UNREACHABLE', async () => {
+    const gone = await FakeKubeApiServer.start();
+    const url = gone.url;
+    await gone.stop();
+    const client = await createKubeClient({ kind: 'server', server: url });
+    const l = new SnapshotLeases({ kube: client, namespace: NS, fullSnapshotLeaseName: FULL, deltaSnapshotLeaseName: DELTA, clock: systemClock, logger: recordingLogger() });
+    const err = await l.updateFull(fullSnapshot(1, created)).catch((e: unknown) => e);
+    expect(isKubeError(err, 'E_KUBE_UNREACHABLE')).toBe(true);
+  });
+});
+
+describe('delta snapshot lease', () => {
+  const now = new Date('2026-03-04T05:06:07.890Z');
+
+  it('"0" when there are no deltas and no holder; renewTime = now; no optimistic lock', async () => {
+    seedLease(fake, NS, DELTA);
+    const res = await leases({ clock: new FakeClock(now) }).updateDelta([]);
+    expect(res.holderIdentity).toBe('0');
+    expect(spec(DELTA)).toEqual({ holderIdentity: '0', renewTime: '2026-03-04T05:06:07.890000Z' });
+    const [patch] = fake.requestsMatching({ method: 'PATCH', path: deltaPath });
+    expect(patch?.contentType).toBe('application/merge-patch+json');
+    expect(patch?.body).toEqual({ spec: { holderIdentity: '0', renewTime: '2026-03-04T05:06:07.890000Z' } });
+  });
+
+  it('no deltas and an existing holder: only renewTime changes', async () => {
+    seedLease(fake, NS, DELTA, { holderIdentity: '55' });
+    await leases({ clock: new FakeClock(now) }).updateDelta([]);
+    expect(spec(DELTA)).toEqual({ holderIdentity: '55', renewTime: micro(now) });
+  });
+
+  it('holder = last delta revision when missing or lower; a higher holder stays', async () => {
+    seedLease(fake, NS, DELTA, { holderIdentity: '100' });
+    const deltas = [deltaSnapshot(101, 110, now), deltaSnapshot(111, 120, now)];
+    await leases({ clock: new FakeClock(now) }).updateDelta(deltas);
+    expect(spec(DELTA)).toMatchObject({ holderIdentity: '120' });
+
+    fake.write(LEASES, NS, DELTA, (o) => {
+      (o.spec as Record<string, unknown>).holderIdentity = '500';
+    });
+    const later = new Date(now.getTime() + 20_000);
+    await leases({ clock: new FakeClock(later) }).updateDelta(deltas);
+    expect(spec(DELTA)).toEqual({ holderIdentity: '500', renewTime: micro(later) });
+
+    fake.remove(LEASES, NS, DELTA);
+    seedLease(fake, NS, DELTA);
+    await leases({ clock: new FakeClock(now) }).updateDelta(deltas);
+    expect(spec(DELTA)).toMatchObject({ holderIdentity: '120' });
+  });
+
+  it('is not conditional on resourceVersion (a concurrent write does not make it fail)', async () => {
+    seedLease(fake, NS, DELTA);
+    fake.beforeNext({ method: 'PATCH', path: deltaPath }, () => fake.write(LEASES, NS, DELTA));
+    await leases().updateDelta([deltaSnapshot(1, 9, now)]);
+    expect(fake.requestsMatching({ method: 'PATCH' }).map((r) => r.status)).toEqual([200]);
+  });
+});
+
+describe('snapshot lease hook (the snapshotter onSnapshot)', () => {
+  it('after a delta: updates the delta lease from the latest delta set; failures are only warned', async () => {
+    seedLease(fake, NS, DELTA);
+    const logger = recordingLogger();
+    const l = leases({ logger });
+    const renewer = new FullSnapshotLeaseRenewer({ leases: l, latestFull: () => undefined, clock: new FakeClock(0), logger });
+    const delta = deltaSnapshot(11, 42, created);
+    const hook = snapshotLeaseHook({ leases: l, renewer, latestDeltas: async () => [delta], logger });
+    await hook(delta);
+    expect(spec(DELTA)).toMatchObject({ holderIdentity: '42' });
+
+    fake.remove(LEASES, NS, DELTA);
+    await expect(hook(delta)).resolves.toBeUndefined();
+    expect(logger.warnings().join('\n')).toContain(`Delta snapshot lease update failed: lease ${NS}/${DELTA} (delta snapshot lease) does not exist`);
+
+    const failing = snapshotLeaseHook({ leases: l, renewer, latestDeltas: () => Promise.reject(new Error('store list failed')), logger });
+    await expect(failing(delta)).resolves.toBeUndefined();
+    expect(logger.warnings().at(-1)).toContain('store list failed');
+  });
+
+  it('after a full snapshot: triggers the full lease renewer at once', async () => {
+    seedLease(fake, NS, FULL);
+    const clock = new FakeClock('2026-01-02T00:00:00Z');
+    const logger = recordingLogger();
+    const l = leases({ clock, logger });
+    const full = fullSnapshot(77, created);
+    const renewer = new FullSnapshotLeaseRenewer({ leases: l, latestFull: () => full, clock, logger });
+    const hook = snapshotLeaseHook({ leases: l, renewer, latestDeltas: () => [], logger });
+    await hook(full);
+    await renewer.whenIdle();
+    expect(spec(FULL)).toEqual({ holderIdentity: '77', renewTime: micro(created) });
+    expect(renewer.pending).toBe(false);
+    await renewer.stop();
+  });
+});
+
+describe('FullSnapshotLeaseRenewer (upstream RenewFullSnapshotLeasePeriodically)', () => {
+  it('waits one interval, re-arms while there is no full snapshot, stops after a success', async () => {
+    seedLease(fake, NS, FULL);
+    const clock = new FakeClock('2026-01-02T00:00:00Z');
+    const logger = recordingLogger();
+    let latest: ReturnType<typeof fullSnapshot> | undefined;
+    const renewer = new FullSnapshotLeaseRenewer({ leases: leases({ clock, logger }), latestFull: () => latest, clock, logger });
+    try {
+      renewer.start();
+      clock.advance(59_999);
+      await renewer.whenIdle();
+      expect(fake.requests).toHaveLength(0);
+      clock.advance(1);
+      await renewer.whenIdle();
+      expect(fake.requests).toHaveLength(0);
+      expect(renewer.pending).toBe(true);
+      expect(clock.nextDue()?.toISOString()).toBe('2026-01-02T00:02:00.000Z');
+
+      latest = fullSnapshot(300, created);
+      clock.advance(60_000);
+      await renewer.whenIdle();
+      expect(spec(FULL)).toMatchObject({ holderIdentity: '300' });
+      expect(renewer.pending).toBe(false);
+      clock.advance(10 * 60_000);
+      await renewer.whenIdle();
+      expect(fake.requestsMatching({ method: 'PATCH' })).toHaveLength(1);
+    } finally {
+      await renewer.stop();
+    }
+  });
+
+  it('a failed update is warned and retried one interval later', async () => {
+    seedLease(fake, NS, FULL);
+    const clock = new FakeClock('2026-01-02T00:00:00Z');
+    const logger = recordingLogger();
+    const renewer = new FullSnapshotLeaseRenewer({ leases: leases({ clock, logger }), latestFull: () => fullSnapshot(5, created), clock, logger });
+    try {
+      fake.failNext(1, { status: 500 }, { method: 'GET', path: fullPath });
+      renewer.trigger();
+      await renewer.whenIdle();
+      expect(logger.warnings()).toHaveLength(1);
+      expect(logger.warnings()[0]).toContain('Full snapshot lease update failed');
+      expect(logger.warnings()[0]).toContain('HTTP 500');
+      expect(renewer.pending).toBe(true);
+      expect(spec(FULL).holderIdentity).toBeUndefined();
+
+      clock.advance(60_000);
+      await renewer.whenIdle();
+      expect(spec(FULL).holderIdentity).toBe('5');
+      expect(renewer.pending).toBe(false);
+    } finally {
+      await renewer.stop();
+    }
+  });
+
+  it('a missing lease keeps being retried every interval with a warning naming it', async () => {
+    const clock = new FakeClock(0);
+    const logger = recordingLogger();
+    const renewer = new FullSnapshotLeaseRenewer({ leases: leases({ clock, logger }), latestFull: () => fullSnapshot(5, created), clock, logger });
+    try {
+      renewer.trigger();
+      await renewer.whenIdle();
+      clock.advance(60_000);
+      await renewer.whenIdle();
+      expect(logger.warnings()).toHaveLength(2);
+      expect(logger.warnings()[1]).toContain(`lease ${NS}/${FULL} (full snapshot lease) does not exist`);
+      expect(renewer.pending).toBe(true);
+    } finally {
+      await renewer.stop();
+    }
+  });
+
+  it('a timed-out update is retried after the interval; stop aborts a stalled update', async () => {
+    seedLease(fake, NS, FULL);
+    const clock = new FakeClock(0);
+    const logger = recordingLogger();
+    const renewer = new FullSnapshotLeaseRenewer({ leases: leases({ clock, logger }), latestFull: () => fullSnapshot(8, created), clock, logger });
+    fake.stallNext(2, { method: 'GET', path: fullPath });
+    renewer.trigger();
+    await waitFor(() => fake.requestsMatching({ method: 'GET' }).length === 1);
+    clock.advance(60_000);
+    await renewer.whenIdle();
+    expect(logger.warnings()[0]).toContain('did not finish within 60 s');
+    expect(renewer.pending).toBe(true);
+
+    clock.advance(60_000);
+    await waitFor(() => fake.requestsMatching({ method: 'GET' }).length === 2);
+    await renewer.stop();
+    expect(renewer.pending).toBe(false);
+    expect(logger.warnings()).toHaveLength(1);
+    expect(clock.pending).toBe(0);
+  });
+
+  it('a trigger during an update runs another one right after it', async () => {
+    seedLease(fake, NS, FULL);
+    const clock = new FakeClock(0);
+    const logger = recordingLogger();
+    let latest = fullSnapshot(10, created);
+    const renewer = new FullSnapshotLeaseRenewer({ leases: leases({ clock, logger }), latestFull: () => latest, clock, logger });
+    try {
+      renewer.trigger();
+      latest = fullSnapshot(20, new Date(created.getTime() + 3_600_000));
+      renewer.trigger();
+      await renewer.whenIdle();
+      expect(spec(FULL)).toEqual({ holderIdentity: '20', renewTime: '2026-01-02T04:04:05.000000Z' });
+      expect(fake.requestsMatching({ method: 'PATCH' })).toHaveLength(2);
+    } finally {
+      await renewer.stop();
+    }
+  });
+});
+
+async function waitFor(cond: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
