@@ -52,7 +52,7 @@ export interface CheckResult {
   freePages: number;
   /** Non-inline plus inline buckets, the root bucket included. */
   buckets: number;
-  /** Leaf entries reachable from the root (keys and sub-buckets). */
+  /** Entries of the reachable leaf pages (keys and sub-buckets; entries inside inline buckets not counted). */
   keys: number;
   /** Bytes read from the file. */
   bytesRead: number;

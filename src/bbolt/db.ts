@@ -172,8 +172,8 @@ export class BoltDB {
   private static async init(fh: FileHandle, path: string): Promise<BoltDB> {
     const fileSize = (await fh.stat()).size;
     const pageSize = await detectPageSize(fh, fileSize);
-    if (pageSize === undefined) {
-      throw new BoltError('E_BOLT_INVALID', `${path}: not a bbolt database (no valid meta page)`);
+    if (typeof pageSize === 'string') {
+      throw new BoltError('E_BOLT_INVALID', `${path}: not a bbolt database (no valid meta page; meta 0: ${pageSize})`);
     }
     if (fileSize < pageSize * 2) {
       throw new BoltError('E_BOLT_INVALID', `${path}: file size ${fileSize} too small for two meta pages`);
@@ -310,16 +310,16 @@ async function readFully(fh: FileHandle, buf: Buffer, position: number): Promise
  * bbolt's page-size detection: the first meta page if it validates, else the second meta page looked for at
  * 1 KiB << i (the page size is not known until a meta is read).
  */
-async function detectPageSize(fh: FileHandle, fileSize: number): Promise<number | undefined> {
+async function detectPageSize(fh: FileHandle, fileSize: number): Promise<number | string> {
   const buf = Buffer.alloc(PAGE_HEADER_SIZE + META_SIZE);
-  const at = async (pos: number): Promise<number | undefined> => {
-    if (pos + buf.length > fileSize) return undefined;
+  const at = async (pos: number): Promise<number | string> => {
+    if (pos + buf.length > fileSize) return `file too small (${fileSize} bytes)`;
     await readFully(fh, buf, pos);
     const m = readMeta(buf, PAGE_HEADER_SIZE);
-    return metaProblem(buf, PAGE_HEADER_SIZE, m) ? undefined : m.pageSize;
+    return metaProblem(buf, PAGE_HEADER_SIZE, m) ?? m.pageSize;
   };
   const first = await at(0);
-  if (first !== undefined) return first;
+  if (typeof first === 'number') return first;
   for (let i = 0; i <= 14; i++) {
     const pos = 1024 << i;
     if (pos >= fileSize - 1024) break;
@@ -327,5 +327,5 @@ async function detectPageSize(fh: FileHandle, fileSize: number): Promise<number 
     // The second meta sits at exactly one page size.
     if (size === pos) return size;
   }
-  return undefined;
+  return first;
 }

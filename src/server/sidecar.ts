@@ -11,9 +11,13 @@ import { ExponentialBackoff } from '../snapshotter/backoff.js';
 import { snapshotterFactory } from '../snapshotter/from-config.js';
 import { RotatingStore } from '../snapshotter/store-provider.js';
 import { superviseSnapshotter } from '../snapshotter/supervisor.js';
+import { latestSet } from '@etcdbrctl/snapstore';
+import { createKubeClient, resolveKubeConnection, type KubeClient } from '../k8s/client.js';
+import { MemberLeaseHeartbeat, etcdIdToHex } from '../k8s/member-lease.js';
+import { FullSnapshotLeaseRenewer, SnapshotLeases, snapshotLeaseHook } from '../k8s/snapshot-leases.js';
+import type { Snapshotter } from '../snapshotter/snapshotter.js';
 import { buildHttpServer } from './app.js';
 import { HealthState } from './health.js';
-import type { SnapshotterControl } from './types.js';
 
 export interface SidecarOptions {
   clock?: Clock;
@@ -31,7 +35,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   const clock = opts.clock ?? systemClock;
   const logger = ctx.logger;
   const metrics = opts.metrics ?? new Metrics();
-  const health = new HealthState();
+  const healthState = new HealthState();
   const conn = config.etcdConnectionConfig;
   const storeConfigured = ctx.stores.primary !== undefined;
   const store = storeConfigured
@@ -54,13 +58,58 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     connectionTimeoutMs: conn.connectionTimeout,
   });
 
-  let active: SnapshotterControl | undefined;
+  let active: Snapshotter | undefined;
+  const health = config.healthConfig;
+  let kube: KubeClient | undefined;
+  if (health.snapshotLeaseRenewalEnabled || health.memberLeaseRenewalEnabled) {
+    kube = await createKubeClient(resolveKubeConnection({ env: ctx.env }));
+  }
+  const namespace = ctx.env.POD_NAMESPACE ?? '';
+  if (kube && namespace === '') throw new Error('POD_NAMESPACE must be set when lease renewal is enabled');
+  const leases =
+    kube && health.snapshotLeaseRenewalEnabled
+      ? new SnapshotLeases({
+          kube,
+          namespace,
+          fullSnapshotLeaseName: health.fullSnapshotLeaseName,
+          deltaSnapshotLeaseName: health.deltaSnapshotLeaseName,
+          clock,
+          logger,
+        })
+      : undefined;
+  const renewer = leases
+    ? new FullSnapshotLeaseRenewer({ leases, latestFull: () => active?.chain.prevFull, clock, logger })
+    : undefined;
+  const memberLease =
+    kube && health.memberLeaseRenewalEnabled
+      ? new MemberLeaseHeartbeat({
+          kube,
+          namespace,
+          memberName: ctx.env.POD_NAME ?? config.restorationConfig.name,
+          memberIdentity: async () => {
+            const st = (await client.maintenance.status()) as unknown as {
+              header: { member_id: string; cluster_id: string };
+              leader: string;
+            };
+            return {
+              memberId: etcdIdToHex(st.header.member_id),
+              clusterId: etcdIdToHex(st.header.cluster_id),
+              isLeader: st.header.member_id === st.leader,
+            };
+          },
+          peerTLSEnabled: config.restorationConfig.initialAdvertisePeerURLs.every((u) => u.startsWith('https://')),
+          clock,
+          logger,
+          heartbeatMs: health.heartbeatDuration,
+          timeoutMs: conn.connectionTimeout,
+        })
+      : undefined;
   const serverTls = Boolean(config.serverConfig.serverCert && config.serverConfig.serverKey);
   const http = await buildHttpServer({
     config: config.serverConfig,
     logger,
     metrics,
-    health,
+    health: healthState,
     snapshots: () => active,
     store: () => store?.peek(),
     leaderProxy: {
@@ -86,7 +135,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     leaderWork.abort = abort;
     if (!store) {
       // Without a store the leader only reports healthy (upstream).
-      health.setHealthy(true);
+      healthState.setHealthy(true);
       return;
     }
     const factory = snapshotterFactory({
@@ -98,14 +147,25 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
       clock,
       logger,
       metrics,
+      ...(leases && renewer
+        ? {
+            onSnapshot: snapshotLeaseHook({
+              leases,
+              renewer,
+              latestDeltas: async () => latestSet(await (await store.get()).list()).deltas,
+              logger,
+            }),
+          }
+        : {}),
     });
+    renewer?.start();
     leaderWork.done = superviseSnapshotter(
       {
         ...factory,
         probeEtcd: async () => {
           await memberStatus(client, 5_000);
         },
-        setHealthy: (h) => health.setHealthy(h),
+        setHealthy: (h) => healthState.setHealthy(h),
         onActiveSnapshotter: (s) => {
           active = s;
         },
@@ -123,9 +183,10 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     ).catch((err: unknown) => logger.error({ err }, 'snapshotter supervisor stopped'));
   };
   const stopLeading = () => {
-    health.setHealthy(false);
+    healthState.setHealthy(false);
     leaderWork.abort?.abort();
     leaderWork.abort = undefined;
+    void renewer?.stop();
   };
 
   const leadership = new LeadershipWatcher(
@@ -135,10 +196,13 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     clock,
     logger,
   );
+  memberLease?.start();
   try {
     await leadership.run(ctx.signal);
   } finally {
     stopLeading();
+    await memberLease?.stop();
+    await renewer?.stop();
     await leaderWork.done;
     await http.close();
     await store?.close();

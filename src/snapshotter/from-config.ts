@@ -1,5 +1,5 @@
 import type { Etcd3 } from 'etcd3';
-import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
+import type { Logger, SnapStore, Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { CompressionConfig, EtcdConnectionConfig, SnapshotterConfig } from '../config/types.js';
 import type { Metrics } from '../metrics.js';
@@ -19,11 +19,13 @@ export interface SnapshotterFactoryInput {
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
+  /** After every stored snapshot (Kubernetes leases). */
+  onSnapshot?: (snap: Snapshot) => Promise<void>;
 }
 
 /** Builds snapshotters and garbage collectors from the flag groups; shared by `server` and `snapshot`. */
 export function snapshotterFactory(input: SnapshotterFactoryInput) {
-  const { connection, snapshotter: sc, compression, client, store, clock, logger, metrics } = input;
+  const { connection, snapshotter: sc, compression, client, store, clock, logger, metrics, onSnapshot } = input;
   return {
     createSnapshotter: () =>
       Snapshotter.create(
@@ -36,7 +38,7 @@ export function snapshotterFactory(input: SnapshotterFactoryInput) {
           compression: compression.enabled ? compression.policy : undefined,
           finalDeltaTimeoutMs: FINAL_DELTA_TIMEOUT_MS,
         },
-        { client, store, clock, logger, metrics },
+        { client, store, clock, logger, metrics, ...(onSnapshot ? { onSnapshot } : {}) },
       ),
     createGarbageCollector: (s: Snapshotter) =>
       new GarbageCollector(

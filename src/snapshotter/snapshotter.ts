@@ -170,10 +170,16 @@ export class Snapshotter {
       signal.addEventListener('abort', () => resolve(), { once: true });
     });
     try {
-      if (startWithFullSnapshot) {
-        await this.serial(() => this.fullSnapshot(false));
-      } else if (this.deltasEnabled && !this.watch) {
-        await this.serial(() => this.openWatch());
+      try {
+        if (startWithFullSnapshot) {
+          await this.serial(() => this.fullSnapshot(false));
+        } else if (this.deltasEnabled && !this.watch) {
+          await this.serial(() => this.openWatch());
+        }
+      } catch (err) {
+        // A failed start is a failed run like any later one: it counts in etcdbr_snapshotter_failure.
+        this.fail(err);
+        throw err;
       }
       this.armFullTimer();
       this.armDeltaTimer();

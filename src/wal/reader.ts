@@ -28,6 +28,11 @@ export interface WalScanProblem {
   /** Offset of the frame in the file. */
   offset: number;
   message: string;
+  /**
+   * Torn records only: more frames follow in the segment. etcd still truncates there (everything after a
+   * torn write belongs to writes that never completed), but it is worth a warning.
+   */
+  followedByRecords?: boolean;
 }
 
 export interface WalScanOutcome {
@@ -127,7 +132,12 @@ export async function scanWal(paths: readonly string[], visit: WalVisitor, opts:
         } catch (err) {
           if (!(err instanceof ProtoError)) throw err;
           if (isLast && isTorn(buf, start, start + frameBytes, offset + 8)) {
-            throw new Stop('torn', { file, offset, message: `torn record (undecodable, zeroed sector): ${err.message}` });
+            throw new Stop('torn', {
+              file,
+              offset,
+              message: `torn record (undecodable, zeroed sector): ${err.message}`,
+              followedByRecords: (await ensure(16 + frameBytes)) && !isZero(buf, p + 8 + frameBytes, p + 16 + frameBytes),
+            });
           }
           throw new Stop('corrupt', { file, offset, message: `undecodable record: ${err.message}` });
         }
@@ -145,7 +155,12 @@ export async function scanWal(paths: readonly string[], visit: WalVisitor, opts:
           const crc = crc32c(buf, runningCrc, rec.dataStart, rec.dataEnd);
           if (crc !== rec.crc) {
             if (isLast && isTorn(buf, start, start + frameBytes, offset + 8)) {
-              throw new Stop('torn', { file, offset, message: 'torn record (crc mismatch, zeroed sector)' });
+              throw new Stop('torn', {
+                file,
+                offset,
+                message: 'torn record (crc mismatch, zeroed sector)',
+                followedByRecords: (await ensure(16 + frameBytes)) && !isZero(buf, p + 8 + frameBytes, p + 16 + frameBytes),
+              });
             }
             throw new Stop('corrupt', {
               file,
@@ -175,8 +190,13 @@ export async function scanWal(paths: readonly string[], visit: WalVisitor, opts:
 
 function stopTornOrCorrupt(isLast: boolean, file: string, offset: number, what: string): never {
   // A short last segment is etcd's io.ErrUnexpectedEOF: the tail of an interrupted write.
-  if (isLast) throw new Stop('torn', { file, offset, message: `torn tail: ${what}` });
+  if (isLast) throw new Stop('torn', { file, offset, message: `torn tail: ${what}`, followedByRecords: false });
   throw new Stop('corrupt', { file, offset, message: `truncated segment: ${what}` });
+}
+
+function isZero(buf: Buffer, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (buf[i] !== 0) return false;
+  return true;
 }
 
 /** True if any 512-byte sector piece of the frame body `buf[start, end)` (file offset `fileOff`) is all zero. */
@@ -185,14 +205,7 @@ function isTorn(buf: Buffer, start: number, end: number, fileOff: number): boole
   let off = fileOff;
   while (i < end) {
     const n = Math.min(SECTOR - (off % SECTOR), end - i);
-    let zero = true;
-    for (let j = i; j < i + n; j++) {
-      if (buf[j] !== 0) {
-        zero = false;
-        break;
-      }
-    }
-    if (zero) return true;
+    if (isZero(buf, i, i + n)) return true;
     i += n;
     off += n;
   }

@@ -1,0 +1,85 @@
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FakeKubeApiServer, LEASES } from '../test/support/fake-kube.js';
+import { startTestEtcd, type TestEtcd } from '../test/support/etcd.js';
+import { startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+
+type LeaseSpec = { holderIdentity?: string; renewTime?: string };
+const specOf = (l: object | undefined): LeaseSpec => ((l as { spec?: unknown } | undefined)?.spec ?? {}) as LeaseSpec;
+
+describe('etcdbrctl server renews snapshot and member leases in Kubernetes', () => {
+  let etcd: TestEtcd;
+  let kube: FakeKubeApiServer;
+  let dir: string;
+  let sidecar: SidecarProcess | undefined;
+  const ns = 'shoot--dev--e2e';
+
+  beforeAll(async () => {
+    etcd = await startTestEtcd();
+    kube = await FakeKubeApiServer.start();
+    dir = await mkdtemp(join(tmpdir(), 'etcdbr-e2e-leases-'));
+    for (const name of ['etcd-main-full-snap', 'etcd-main-delta-snap', 'etcd-main-0']) {
+      kube.seed(LEASES, { metadata: { name, namespace: ns }, spec: {} });
+    }
+    await writeFile(join(dir, 'kubeconfig'), kube.kubeconfig());
+  });
+
+  afterAll(async () => {
+    await sidecar?.stop('SIGKILL');
+    await kube?.stop();
+    await etcd?.cleanup();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('sets the full lease to the full snapshot revision, the delta lease to the last delta, and the member lease holder', async () => {
+    sidecar = await startSidecar(
+      [
+        `--endpoints=${etcd.clientUrl}`,
+        '--storage-provider=Local',
+        `--store-container=${join(dir, 'store')}`,
+        `--snapstore-temp-directory=${join(dir, 'tmp')}`,
+        '--schedule=0 0 1 1 *',
+        '--delta-snapshot-period=1s',
+        '--reelection-period=2s',
+        '--enable-snapshot-lease-renewal=true',
+        '--full-snapshot-lease-name=etcd-main-full-snap',
+        '--delta-snapshot-lease-name=etcd-main-delta-snap',
+        '--enable-member-lease-renewal=true',
+        '--k8s-heartbeat-duration=1s',
+      ],
+      { KUBECONFIG: join(dir, 'kubeconfig'), POD_NAMESPACE: ns, POD_NAME: 'etcd-main-0' },
+    );
+    const s = sidecar;
+    const full = await waitFor(async () => {
+      const r = await fetch(`${s.url}/snapshot/latest`);
+      const j = (await r.json()) as { fullSnapshot: { lastRevision: number; createdOn: string } | null };
+      return j.fullSnapshot ?? undefined;
+    }, 'a full snapshot');
+    const fullLease = await waitFor(async () => {
+      const l = kube.read(LEASES, ns, 'etcd-main-full-snap');
+      return specOf(l).holderIdentity !== undefined ? specOf(l) : undefined;
+    }, 'full lease update');
+    expect(fullLease.holderIdentity).toBe(String(full.lastRevision));
+    // renewTime is the snapshot's creation time (full precision; the name keeps whole seconds).
+    expect(Math.floor(new Date(String(fullLease.renewTime)).getTime() / 1000)).toBe(new Date(full.createdOn).getTime() / 1000);
+
+    const client = new Etcd3({ hosts: etcd.clientUrl });
+    for (let i = 0; i < 5; i++) await client.put(`k${i}`).value('v');
+    const rev = Number((await client.get('foo').exec()).header.revision);
+    client.close();
+    await waitFor(async () => {
+      const l = kube.read(LEASES, ns, 'etcd-main-delta-snap');
+      return specOf(l).holderIdentity === String(rev) ? true : undefined;
+    }, `delta lease holder ${rev}`);
+
+    const member = await waitFor(async () => {
+      const l = kube.read(LEASES, ns, 'etcd-main-0');
+      return typeof specOf(l).holderIdentity === 'string' ? l : undefined;
+    }, 'member lease');
+    expect(specOf(member).holderIdentity).toMatch(/^[0-9a-f]+:[0-9a-f]+:Leader$/);
+    expect((member.metadata.annotations as Record<string, string> | undefined)?.['member.etcd.gardener.cloud/tls-enabled']).toBe('false');
+  });
+});
