@@ -4,8 +4,8 @@
  * right-most path (a handful of page reads however large the bucket is). Empty leaves, which bbolt can leave
  * behind after deletes, are stepped over.
  */
-import { BoltDB, BoltError, element, isBranch, isLeaf } from './db.js';
-import type { Bucket, Page } from './db.js';
+import { BoltError, element, isBranch, isLeaf } from './db.js';
+import type { BoltDB, Bucket, Page } from './db.js';
 import { LEAF_FLAG_BUCKET } from './format.js';
 
 export interface CursorEntry {

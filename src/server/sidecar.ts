@@ -17,6 +17,11 @@ import { MemberLeaseHeartbeat, etcdIdToHex } from '../k8s/member-lease.js';
 import { FullSnapshotLeaseRenewer, SnapshotLeases, snapshotLeaseHook } from '../k8s/snapshot-leases.js';
 import type { Snapshotter } from '../snapshotter/snapshotter.js';
 import { buildHttpServer } from './app.js';
+import { findEtcdBinaries, type EtcdBinaries } from '../etcd/binaries.js';
+import { clusterSize, etcdConfigPath, parseInitialCluster, readEtcdConfigTemplate } from '../initializer/etcd-config.js';
+import { initializeDataDir } from '../initializer/initializer.js';
+import { InitializationState } from './initialization.js';
+import { registerInitRoutes } from './init-routes.js';
 import { HealthState } from './health.js';
 
 export interface SidecarOptions {
@@ -104,6 +109,38 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
           timeoutMs: conn.connectionTimeout,
         })
       : undefined;
+  const rc = config.restorationConfig;
+  const size = await resolveClusterSize(ctx.env, rc.initialCluster, logger);
+  metrics.clusterSize.set(size);
+  let binaries: Promise<EtcdBinaries> | undefined;
+  const initState = new InitializationState(
+    async (mode) => {
+      await initializeDataDir(mode, {
+        dataDir: rc.dataDir,
+        ...(ctx.env.POD_NAMESPACE ? { podNamespace: ctx.env.POD_NAMESPACE } : {}),
+        clusterSize: size,
+        ...(store ? { store: () => store.get() } : {}),
+        ...(ctx.stores.primary ? { snapstoreTempDir: ctx.stores.primary.tempDir } : {}),
+        binaries: () => (binaries ??= findEtcdBinaries({ etcdBin: ctx.env.ETCD_BIN, path: ctx.env.PATH ?? '' })),
+        restore: {
+          tempDir: rc.tempDir,
+          name: rc.name,
+          initialCluster: rc.initialCluster,
+          initialClusterToken: rc.initialClusterToken,
+          initialAdvertisePeerUrls: rc.initialAdvertisePeerURLs,
+          skipHashCheck: rc.skipHashCheck,
+          maxFetchers: rc.maxFetchers,
+          embeddedEtcdQuotaBytes: rc.embeddedEtcdQuotaBytes,
+          maxRequestBytes: rc.maxRequestBytes,
+          maxTxnOps: rc.maxTxnOps,
+        },
+        logger,
+        metrics,
+      });
+    },
+    logger,
+    () => healthState.setHealthy(false),
+  );
   const serverTls = Boolean(config.serverConfig.serverCert && config.serverConfig.serverKey);
   const http = await buildHttpServer({
     config: config.serverConfig,
@@ -124,6 +161,19 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
       },
     },
     ...(serverTls && conn.caFile ? { proxyCa: await readFile(conn.caFile) } : {}),
+    extraRoutes: (app) =>
+      registerInitRoutes(app, {
+        state: initState,
+        env: ctx.env,
+        clusterView: async () => {
+          if (size <= 1) return { existingMembers: [], learnerPresent: false };
+          const res = await client.cluster.memberList({}, { deadline: new Date(Date.now() + 5_000) });
+          return {
+            existingMembers: res.members.map((m) => m.name).filter((n) => n !== ''),
+            learnerPresent: res.members.some((m) => (m as { isLearner?: boolean }).isLearner === true),
+          };
+        },
+      }),
   });
   const { url } = await http.listen();
   opts.onListening?.(url);
@@ -212,3 +262,21 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   return 0;
 }
 
+
+/**
+ * Cluster size from the etcd config's initial-cluster (upstream reads it at start and fails without the
+ * file); without the file we fall back to `--initial-cluster` so a plain local run works.
+ */
+async function resolveClusterSize(
+  env: Readonly<Record<string, string | undefined>>,
+  initialCluster: string,
+  logger: { warn(o: object, m: string): void },
+): Promise<number> {
+  const path = etcdConfigPath(env);
+  try {
+    return clusterSize(await readEtcdConfigTemplate(path));
+  } catch (err) {
+    logger.warn({ err, path }, 'cannot read the etcd config file; taking the cluster size from --initial-cluster');
+    return Math.max(1, parseInitialCluster(initialCluster).length);
+  }
+}
