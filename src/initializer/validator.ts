@@ -11,7 +11,7 @@
  * dir is modified: upstream's `wal.Repair` of a torn WAL tail and renaming of broken .snap files are left to
  * etcd, which does both itself when it starts. The only write is the safe_guard file next to the data dir.
  */
-import { chmod, readFile, stat, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join, posix } from 'node:path';
 import { BoltError } from '../bbolt/db.js';
 import { checkConsistency } from '../bbolt/check.js';
@@ -247,6 +247,8 @@ class Validation {
         content = await readFile(path, 'utf8');
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        // The volume's mount point normally exists; a fresh local setup may not have it yet.
+        await mkdir(goPathDir(this.opts.dataDir), { recursive: true, mode: 0o700 });
         await writeFile(path, ns, { mode: 0o600, flag: 'wx' }).catch((e: NodeJS.ErrnoException) => {
           if (e.code !== 'EEXIST') throw e;
         });
