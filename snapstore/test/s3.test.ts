@@ -61,7 +61,8 @@ async function closedPort(): Promise<number> {
   return port;
 }
 
-const FAST_FAIL: S3Tuning = { maxAttempts: 2, connectionTimeoutMs: 2000, socketTimeoutMs: 5000 };
+// Part retries too: by default a failed part waits 1+2+4+8+16 s before the save gives up.
+const FAST_FAIL: S3Tuning = { maxAttempts: 2, connectionTimeoutMs: 2000, socketTimeoutMs: 5000, partRetries: 1, partRetryBaseDelayMs: 50 };
 
 async function s3rverHarness(): Promise<ConformanceHarness> {
   const srv = await startS3rver();
@@ -143,8 +144,25 @@ describe('S3 provider against s3rver, observed through a recording proxy', () =>
     const logger = captureLogger();
     const store = await open({ logger });
     proxy.requests.length = 0;
-    const src = generatedStream(3 * 5 * MiB, { failAfter: 5 * MiB + 1_234_567 });
-    const err = await rejection(store.save(testSnapshot('Full', 0, 10, 1_700_000_010), src.stream));
+    // Fails only once part 1 was answered: a failure any earlier would cancel the part before it is sent.
+    let sent = 0;
+    const src = new Readable({
+      read() {
+        if (sent < 5 * MiB + 1_234_567) {
+          const n = Math.min(MiB, 5 * MiB + 1_234_567 - sent);
+          sent += n;
+          this.push(Buffer.alloc(n, 3));
+          return;
+        }
+        const poll = (): void => {
+          const done = proxy.requests.some((r) => r.method === 'PUT' && queryOf(r.url).has('partNumber') && r.status !== undefined);
+          if (done) this.destroy(new Error('generated stream failed on purpose after a part'));
+          else setTimeout(poll, 10);
+        };
+        poll();
+      },
+    });
+    const err = await rejection(store.save(testSnapshot('Full', 0, 10, 1_700_000_010), src));
     expect(err.code).toBe('E_SAVE_FAILED');
     expect((err.cause as Error).message).toContain('failed on purpose');
 

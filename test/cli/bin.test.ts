@@ -25,8 +25,8 @@ describe('bin/etcdbrctl (built)', () => {
   });
 
   it('a valid but unimplemented subcommand exits 2', () => {
-    const r = etcdbrctl('restore');
+    const r = etcdbrctl('compact');
     expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/etcdbrctl restore: .*not implemented yet/);
+    expect(r.stderr).toMatch(/etcdbrctl compact: .*not implemented yet/);
   });
 });

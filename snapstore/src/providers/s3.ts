@@ -1,10 +1,11 @@
 /**
- * S3 provider (upstream `S3`, §3.5/§3.6) on @aws-sdk/client-s3 and @aws-sdk/lib-storage.
+ * S3 provider (upstream `S3`, §3.5/§3.6) on @aws-sdk/client-s3.
  *
  * Save streams straight into a multipart upload (no temp copy of the snapshot on disk, unlike
- * upstream): parts of `minChunkSize`, `maxParallelChunkUploads` in flight, so memory stays at about
- * (queue size + 1) x part size whatever the snapshot size. With 10,000 parts the largest object is
- * 10,000 x minChunkSize (>= 48.8 GiB at 5 MiB), far above etcd's 8 GiB quota.
+ * upstream) through our own uploader (s3-upload.ts): parts of `minChunkSize`,
+ * `maxParallelChunkUploads` in flight, at most that many + 1 part buffers, reused, so memory stays
+ * fixed whatever the snapshot size. With 10,000 parts the largest object is 10,000 x minChunkSize
+ * (>= 48.8 GiB at 5 MiB), far above etcd's 8 GiB quota.
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
@@ -23,7 +24,6 @@ import {
   S3Client,
 } from '@aws-sdk/client-s3';
 import type { ObjectVersion, S3ClientConfig } from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
 import type { S3Credentials, S3StoreConfig } from '../config.js';
 import { SnapStoreError } from '../errors.js';
 import type { Logger } from '../logger.js';
@@ -32,6 +32,8 @@ import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnaps
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import { abortReason, describeError, isNetworkError, saveFailed } from './common.js';
+import { DEFAULT_PART_RETRY, UploadFailedError, errorName, httpStatus, uploadStream } from './s3-upload.js';
+import type { PartRetryPolicy } from './s3-upload.js';
 
 /** Tag (S3) that hides a snapshot version from listings unless `includeExcluded` (upstream). */
 export const EXCLUDE_TAG = 'x-etcd-snapshot-exclude';
@@ -49,6 +51,12 @@ export interface S3Tuning {
   socketTimeoutMs?: number;
   /** STS endpoint for web identity (default: the SDK's regional STS endpoint). */
   stsEndpoint?: string;
+  /** Retries of one failed part after the SDK's own attempts (upstream: 5). */
+  partRetries?: number;
+  /** Backoff before part retry i is base x 2^i (upstream: 1 s, so 1, 2, 4, 8, 16 s). */
+  partRetryBaseDelayMs?: number;
+  /** Time limit of one attempt of one part (upstream `chunkUploadTimeout` = 180 s). */
+  partTimeoutMs?: number;
 }
 
 /** S3's smallest allowed part (except the last). */
@@ -96,7 +104,13 @@ export async function openS3Store(config: S3StoreConfig, tuning: S3Tuning = {}):
   if (credentials) clientConfig.credentials = credentials;
 
   const client = new S3Client(clientConfig);
-  return new S3SnapStore(config, client, endpoint ?? (region ? `https://s3.${region}.amazonaws.com` : 'the default AWS S3 endpoint'), ssec);
+  const partRetry: PartRetryPolicy = {
+    retries: tuning.partRetries ?? DEFAULT_PART_RETRY.retries,
+    baseDelayMs: tuning.partRetryBaseDelayMs ?? DEFAULT_PART_RETRY.baseDelayMs,
+    timeoutMs: tuning.partTimeoutMs ?? DEFAULT_PART_RETRY.timeoutMs,
+  };
+  const where = endpoint ?? (region ? `https://s3.${region}.amazonaws.com` : 'the default AWS S3 endpoint');
+  return new S3SnapStore(config, client, where, ssec, partRetry);
 }
 
 function parseEndpoint(raw: string | undefined): string | undefined {
@@ -193,6 +207,7 @@ class S3SnapStore implements SnapStore {
     private readonly client: S3Client,
     private readonly endpoint: string,
     private readonly ssec: Ssec | undefined,
+    private readonly partRetry: PartRetryPolicy,
   ) {
     this.prefix = config.prefix;
     this.bucket = config.container;
@@ -361,45 +376,26 @@ class S3SnapStore implements SnapStore {
       data.destroy();
       throw saveFailed(abortReason(signal), what);
     }
-
-    // The first error of the input stream is the real cause; later errors (e.g. a failed abort of
-    // the multipart upload) are secondary.
-    let inputError: unknown;
-    const onDataError = (err: unknown): void => {
-      inputError ??= err;
-    };
-    data.on('error', onDataError);
-    // Aborting destroys the input: lib-storage then fails the upload through its own error path,
-    // which sends AbortMultipartUpload and only then rejects, so nothing is left when save rejects.
-    // (Upload.abort() would reject at once and send the abort later.) An abort after the last byte
-    // was read comes too late: the commit is already under way and the save completes.
-    const onAbort = (): void => {
-      if (signal) data.destroy(abortReason(signal));
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
-
-    const upload = new Upload({
-      client: this.client,
-      params: { Bucket: this.bucket, Key: key, Body: data, ...this.ssec },
-      partSize: this.partSize,
-      queueSize: this.queueSize,
-      leavePartsOnError: false,
-    });
     try {
-      await upload.done();
+      const r = await uploadStream(data, {
+        client: this.client,
+        bucket: this.bucket,
+        key,
+        partSize: this.partSize,
+        concurrency: this.queueSize,
+        writeParams: this.ssec ?? {},
+        retry: this.partRetry,
+        logger: this.logger,
+        where,
+        ...(signal ? { signal } : {}),
+      });
+      this.logger.debug({ key: where, bytes: r.bytes, parts: r.parts, retries: r.retries }, 'snapshot uploaded');
     } catch (err) {
       if (!data.destroyed) data.destroy();
-      if (inputError !== undefined && err !== inputError) {
-        this.logger.warn(
-          { err: describeError(err), key: where },
-          'cleanup of the failed multipart upload failed; parts may remain until the bucket lifecycle rule for incomplete uploads removes them',
-        );
-      }
-      const cause = inputError ?? err;
-      throw inputError !== undefined ? saveFailed(cause, what) : saveFailed(this.mapError(err, 'save', where, true), what);
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      data.off('error', onDataError);
+      // Input and abort errors are the caller's story; S3's answers are classified like every other call.
+      if (err instanceof UploadFailedError && err.origin !== 's3') throw saveFailed(err.cause, what);
+      const cause = err instanceof UploadFailedError ? err.cause : err;
+      throw saveFailed(this.mapError(cause, 'save', where, true), what);
     }
   }
 
@@ -480,17 +476,3 @@ const CREDENTIAL_ERRORS = new Set([
   'AccessDenied',
   'AuthorizationHeaderMalformed',
 ]);
-
-function errorName(err: unknown): string {
-  if (err && typeof err === 'object') {
-    const e = err as { name?: unknown; Code?: unknown };
-    if (typeof e.Code === 'string') return e.Code;
-    if (typeof e.name === 'string') return e.name;
-  }
-  return '';
-}
-
-function httpStatus(err: unknown): number | undefined {
-  const s = (err as { $metadata?: { httpStatusCode?: unknown } } | undefined)?.$metadata?.httpStatusCode;
-  return typeof s === 'number' ? s : undefined;
-}

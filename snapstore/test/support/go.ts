@@ -34,8 +34,11 @@ export function requireGo(): string {
   return res.stdout.trim();
 }
 
-/** Builds `snapstore/test/go/<name>` into a fresh temp dir. Uses only the standard library, so no network. */
-export async function buildGoProgram(name: string): Promise<GoProgram> {
+/**
+ * Builds `<helpersDir>/<name>` (default `snapstore/test/go/<name>`) into a fresh temp dir. Uses only the
+ * standard library, so no network.
+ */
+export async function buildGoProgram(name: string, helpersDir: string = GO_HELPERS_DIR): Promise<GoProgram> {
   requireGo();
   const dir = await mkdtemp(join(tmpdir(), `etcdbrctl-go-${name}-`));
   const bin = join(dir, name);
@@ -51,7 +54,7 @@ export async function buildGoProgram(name: string): Promise<GoProgram> {
   if (process.env['HOME'] === undefined || process.env['HOME'] === '') env['GOCACHE'] = join(dir, 'gocache');
   try {
     await new Promise<void>((resolve, reject) => {
-      execFile('go', ['build', '-o', bin, '.'], { cwd: join(GO_HELPERS_DIR, name), env }, (err, _stdout, stderr) => {
+      execFile('go', ['build', '-o', bin, '.'], { cwd: join(helpersDir, name), env }, (err, _stdout, stderr) => {
         if (err) reject(new Error(`go build of ${name} failed: ${err.message}\n${stderr}`));
         else resolve();
       });

@@ -1,8 +1,53 @@
 import type { InitializeCommandConfig } from '../../config/types.js';
+import { STORE_ENV_PREFIX } from '../../config/store.js';
+import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/binaries.js';
+import { initializeDataDir } from '../../initializer/initializer.js';
+import { Metrics } from '../../metrics.js';
+import { RotatingStore } from '../../snapshotter/store-provider.js';
 import type { CommandContext } from '../context.js';
-import { notImplemented } from '../context.js';
 
-/** `etcdbrctl initialize`: flags are parsed and validated; the work itself arrives in a later version. */
-export async function run(_config: InitializeCommandConfig, ctx: CommandContext): Promise<number> {
-  return notImplemented('initialize', ctx);
+/**
+ * `etcdbrctl initialize`: validate `--data-dir` (`--validation-mode`) and restore it from the store when it
+ * is missing or corrupt, as the server does on `/initialization/start`. As upstream, the cluster size is
+ * not known here, so this is the single-node path.
+ */
+export async function run(config: InitializeCommandConfig, ctx: CommandContext): Promise<number> {
+  const rc = config.restorationConfig;
+  const store = ctx.stores.primary
+    ? new RotatingStore({ resolve: () => ctx.resolveStore('primary'), env: ctx.env, envPrefix: STORE_ENV_PREFIX.primary, logger: ctx.logger })
+    : undefined;
+  let binaries: Promise<EtcdBinaries> | undefined;
+  try {
+    const outcome = await initializeDataDir(config.validationMode, {
+      dataDir: rc.dataDir,
+      ...(ctx.env.POD_NAMESPACE ? { podNamespace: ctx.env.POD_NAMESPACE } : {}),
+      clusterSize: 1,
+      ...(store ? { store: () => store.get() } : {}),
+      ...(ctx.stores.primary ? { snapstoreTempDir: ctx.stores.primary.tempDir } : {}),
+      binaries: () => (binaries ??= findEtcdBinaries({ etcdBin: ctx.env.ETCD_BIN, path: ctx.env.PATH ?? '' })),
+      restore: {
+        tempDir: rc.tempDir,
+        name: rc.name,
+        initialCluster: rc.initialCluster,
+        initialClusterToken: rc.initialClusterToken,
+        initialAdvertisePeerUrls: rc.initialAdvertisePeerURLs,
+        skipHashCheck: rc.skipHashCheck,
+        maxFetchers: rc.maxFetchers,
+        embeddedEtcdQuotaBytes: rc.embeddedEtcdQuotaBytes,
+        maxRequestBytes: rc.maxRequestBytes,
+        maxTxnOps: rc.maxTxnOps,
+        signal: ctx.signal,
+      },
+      logger: ctx.logger,
+      metrics: new Metrics({ defaultMetrics: false }),
+    });
+    ctx.logger.info({ outcome, dataDir: rc.dataDir }, 'initialization finished');
+    return 0;
+  } catch (err) {
+    ctx.logger.error({ err }, 'initialization failed');
+    ctx.io.stderr.write(`etcdbrctl initialize: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  } finally {
+    await store?.close();
+  }
 }

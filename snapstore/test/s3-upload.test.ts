@@ -1,0 +1,399 @@
+import { createHash } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Readable, Transform } from 'node:stream';
+import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Logger } from '../src/logger.js';
+import { silentLogger } from '../src/logger.js';
+import { PartBufferPool, UploadFailedError, uploadStream } from '../src/providers/s3-upload.js';
+import type { PartRetryPolicy, StreamUploadOptions } from '../src/providers/s3-upload.js';
+import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from './support/s3rver.js';
+import type { S3rverInstance } from './support/s3rver.js';
+
+const MiB = 1024 * 1024;
+const PART = 5 * MiB;
+
+interface Seen {
+  method: string;
+  url: string;
+  query: URLSearchParams;
+  headers: http.IncomingHttpHeaders;
+  /** Request body, kept for POSTs only (CompleteMultipartUpload lists the parts). */
+  body?: string;
+  bytes: number;
+  status?: number;
+}
+
+/** What the test proxy does with a request: pass it on (after an optional wait), fail it, or never answer. */
+type Verdict = undefined | { fail: number; code: string } | 'hang';
+
+/**
+ * An HTTP proxy in front of s3rver that lets a test fail, delay or stall chosen requests and see what
+ * was sent (parts and their sizes, the Complete body, in-flight UploadParts). A fault is answered
+ * only after the request body is drained, as S3 does, so the client sees the status, not a reset.
+ */
+async function startFaultProxy(target: string) {
+  const t = new URL(target);
+  const seen: Seen[] = [];
+  let decide: (s: Seen) => Promise<Verdict> | Verdict = () => undefined;
+  let partsInFlight = 0;
+  let maxPartsInFlight = 0;
+  const server = http.createServer((req, res) => {
+    const query = new URL(req.url ?? '', 'http://x').searchParams;
+    const rec: Seen = { method: req.method ?? '', url: req.url ?? '', query, headers: req.headers, bytes: 0 };
+    seen.push(rec);
+    const isPart = rec.method === 'PUT' && query.has('partNumber');
+    if (isPart) maxPartsInFlight = Math.max(maxPartsInFlight, ++partsInFlight);
+    let counted = isPart;
+    const done = (): void => {
+      if (counted) partsInFlight--;
+      counted = false;
+    };
+    res.on('close', done);
+    // Nothing reads the body until the verdict is in, so a delayed request loses none of it.
+    const chunks: Buffer[] = [];
+    const tap = new Transform({
+      transform(c: Buffer, _enc, cb) {
+        rec.bytes += c.length;
+        if (rec.method === 'POST') chunks.push(c);
+        cb(null, c);
+      },
+      flush(cb) {
+        if (chunks.length > 0) rec.body = Buffer.concat(chunks).toString('utf8');
+        cb();
+      },
+    });
+    void Promise.resolve(decide(rec)).then((verdict) => {
+      if (verdict === 'hang') {
+        req.pipe(tap).resume();
+        return;
+      }
+      if (verdict) {
+        req.pipe(tap).resume();
+        tap.on('end', () => {
+          rec.status = verdict.fail;
+          res
+            .writeHead(verdict.fail, { 'content-type': 'application/xml' })
+            .end(`<?xml version="1.0" encoding="UTF-8"?><Error><Code>${verdict.code}</Code><Message>injected</Message></Error>`);
+        });
+        return;
+      }
+      const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        rec.status = answer.statusCode;
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        answer.pipe(res);
+      });
+      up.on('error', () => {
+        if (!res.headersSent) res.writeHead(502);
+        res.end();
+      });
+      req.on('error', () => up.destroy());
+      req.pipe(tap).pipe(up);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    seen,
+    get maxPartsInFlight() {
+      return maxPartsInFlight;
+    },
+    reset(next: (s: Seen) => Promise<Verdict> | Verdict = () => undefined) {
+      seen.length = 0;
+      maxPartsInFlight = 0;
+      decide = next;
+    },
+    async stop() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+/** Deterministic bytes in uneven chunks; counts what was pulled so tests can see backpressure. */
+function source(size: number, opts: { chunk?: number; failAfter?: number } = {}) {
+  const chunk = opts.chunk ?? 100_003;
+  const hash = createHash('sha256');
+  let produced = 0;
+  let x = 0x12345678;
+  const stream = new Readable({
+    highWaterMark: 64 * 1024,
+    read() {
+      if (opts.failAfter !== undefined && produced >= opts.failAfter) {
+        this.destroy(new Error(`source failed on purpose after ${produced} bytes`));
+        return;
+      }
+      if (produced >= size) {
+        this.push(null);
+        return;
+      }
+      const n = Math.min(chunk, size - produced);
+      const b = Buffer.allocUnsafe(n);
+      for (let i = 0; i < n; i++) {
+        if ((i & 3) === 0) x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+        b[i] = (x >>> ((i & 3) * 8)) & 0xff;
+      }
+      hash.update(b);
+      produced += n;
+      this.push(b);
+    },
+  });
+  return {
+    stream,
+    get produced() {
+      return produced;
+    },
+    digest: () => hash.copy().digest('hex'),
+  };
+}
+
+const isPart = (s: Seen): boolean => s.method === 'PUT' && s.query.has('partNumber');
+const partNo = (s: Seen): number => Number(s.query.get('partNumber'));
+const isComplete = (s: Seen): boolean => s.method === 'POST' && s.query.has('uploadId');
+const isAbort = (s: Seen): boolean => s.method === 'DELETE' && s.query.has('uploadId');
+const isCreate = (s: Seen): boolean => s.method === 'POST' && s.query.has('uploads');
+
+function captureLogger(): Logger & { warnings: string[] } {
+  const warnings: string[] = [];
+  return { ...silentLogger, warnings, warn: (obj: object | string, msg?: string) => void warnings.push(msg ?? String(obj)) };
+}
+
+async function failure(p: Promise<unknown>): Promise<UploadFailedError> {
+  try {
+    await p;
+  } catch (err) {
+    expect(err).toBeInstanceOf(UploadFailedError);
+    return err as UploadFailedError;
+  }
+  throw new Error('expected the upload to fail');
+}
+
+const FAST_RETRY: PartRetryPolicy = { retries: 2, baseDelayMs: 20, timeoutMs: 30_000 };
+
+describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () => {
+  let srv: S3rverInstance;
+  let proxy: Awaited<ReturnType<typeof startFaultProxy>>;
+  let client: S3Client;
+  let n = 0;
+
+  beforeAll(async () => {
+    srv = await startS3rver();
+    proxy = await startFaultProxy(srv.endpoint);
+    client = new S3Client({
+      endpoint: proxy.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY },
+      // No SDK retries: every failure the proxy injects reaches the uploader's own retry.
+      maxAttempts: 1,
+      requestHandler: { httpAgent: new http.Agent({ keepAlive: true }) },
+    });
+  });
+  afterAll(async () => {
+    client?.destroy();
+    await proxy?.stop();
+    await srv?.stop();
+  });
+  beforeEach(() => proxy.reset());
+
+  const options = (over: Partial<StreamUploadOptions> = {}): StreamUploadOptions => ({
+    client,
+    bucket: srv.bucket,
+    key: `up/${++n}`,
+    partSize: PART,
+    concurrency: 3,
+    retry: FAST_RETRY,
+    logger: silentLogger,
+    ...over,
+  });
+
+  async function stored(key: string): Promise<{ size: number; hex: string }> {
+    const out = await client.send(new GetObjectCommand({ Bucket: srv.bucket, Key: key }));
+    const hash = createHash('sha256');
+    let size = 0;
+    for await (const c of out.Body as Readable) {
+      hash.update(c as Buffer);
+      size += (c as Buffer).length;
+    }
+    return { size, hex: hash.digest('hex') };
+  }
+
+  it('cuts the input into parts of exactly partSize and completes them in order, even when they finish out of order', async () => {
+    // Part 1 answers last: the Complete request must still list 1, 2, 3, 4.
+    proxy.reset(async (s) => {
+      if (isPart(s) && partNo(s) === 1) await new Promise((r) => setTimeout(r, 400));
+      return undefined;
+    });
+    const size = 3 * PART + 777_777;
+    const src = source(size);
+    const opts = options();
+    const r = await uploadStream(src.stream, opts);
+    expect(r).toMatchObject({ bytes: size, parts: 4, retries: 0 });
+
+    const parts = proxy.seen.filter(isPart);
+    expect(parts.map((p) => [partNo(p), p.bytes]).sort((a, b) => (a[0] as number) - (b[0] as number))).toEqual([
+      [1, PART],
+      [2, PART],
+      [3, PART],
+      [4, 777_777],
+    ]);
+    const answered = parts.filter((p) => p.status === 200).map(partNo);
+    expect(answered).toHaveLength(4);
+    const complete = proxy.seen.find(isComplete);
+    const listed = [...(complete?.body ?? '').matchAll(/<PartNumber>(\d+)<\/PartNumber>/g)].map((m) => Number(m[1]));
+    expect(listed).toEqual([1, 2, 3, 4]);
+    expect(await stored(opts.key)).toEqual({ size, hex: src.digest() });
+  });
+
+  it('an input that ends within the first part is one PutObject; an exact part is a one-part upload', async () => {
+    for (const size of [0, 1, PART - 1]) {
+      proxy.reset();
+      const src = source(size);
+      const opts = options();
+      const r = await uploadStream(src.stream, opts);
+      expect(r).toMatchObject({ bytes: size, parts: 0, buffersAllocated: 1 });
+      expect(proxy.seen.map((s) => `${s.method} ${s.query.toString()}`)).toEqual(['PUT x-id=PutObject']);
+      expect(await stored(opts.key)).toEqual({ size, hex: src.digest() });
+    }
+    proxy.reset();
+    const src = source(PART);
+    const opts = options();
+    expect(await uploadStream(src.stream, opts)).toMatchObject({ bytes: PART, parts: 1 });
+    expect(proxy.seen.filter(isPart).map((s) => s.bytes)).toEqual([PART]);
+    expect(await stored(opts.key)).toEqual({ size: PART, hex: src.digest() });
+  });
+
+  it('retries a failed part with backoff and completes', async () => {
+    let failed = 0;
+    proxy.reset((s) => (isPart(s) && partNo(s) === 2 && failed++ === 0 ? { fail: 500, code: 'InternalError' } : undefined));
+    const logger = captureLogger();
+    const src = source(3 * PART);
+    const opts = options({ logger });
+    const r = await uploadStream(src.stream, opts);
+    expect(r).toMatchObject({ parts: 3, retries: 1 });
+    expect(proxy.seen.filter((s) => isPart(s) && partNo(s) === 2).map((s) => s.status)).toEqual([500, 200]);
+    expect(logger.warnings).toEqual(['upload of part 2 failed; retrying']);
+    expect(await stored(opts.key)).toEqual({ size: 3 * PART, hex: src.digest() });
+  });
+
+  it('gives up after the configured retries, aborts the upload and never completes it', async () => {
+    proxy.reset((s) => (isPart(s) && partNo(s) === 2 ? { fail: 503, code: 'SlowDown' } : undefined));
+    const started = Date.now();
+    const err = await failure(uploadStream(source(4 * PART).stream, options()));
+    expect(err.origin).toBe('s3');
+    expect((err.cause as { name?: string }).name).toBe('SlowDown');
+    // 1 + 2 retries, after 20 and 40 ms
+    expect(proxy.seen.filter((s) => isPart(s) && partNo(s) === 2)).toHaveLength(3);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(60);
+    expect(proxy.seen.filter(isAbort)).toHaveLength(1);
+    expect(proxy.seen.some(isComplete)).toBe(false);
+  });
+
+  it('does not retry what a retry cannot fix (403)', async () => {
+    proxy.reset((s) => (isPart(s) && partNo(s) === 1 ? { fail: 403, code: 'AccessDenied' } : undefined));
+    const err = await failure(uploadStream(source(2 * PART).stream, options()));
+    expect(err.origin).toBe('s3');
+    expect(proxy.seen.filter((s) => isPart(s) && partNo(s) === 1)).toHaveLength(1);
+    expect(proxy.seen.filter(isAbort)).toHaveLength(1);
+  });
+
+  it('an attempt that exceeds the part timeout is cancelled and retried', async () => {
+    let hung = 0;
+    proxy.reset((s) => (isPart(s) && partNo(s) === 1 && hung++ === 0 ? 'hang' : undefined));
+    const src = source(PART + 10);
+    const opts = options({ retry: { ...FAST_RETRY, timeoutMs: 500 } });
+    expect(await uploadStream(src.stream, opts)).toMatchObject({ parts: 2, retries: 1 });
+    expect(await stored(opts.key)).toEqual({ size: PART + 10, hex: src.digest() });
+  });
+
+  it('an input error aborts the multipart upload and is reported as the cause', async () => {
+    const logger = captureLogger();
+    const err = await failure(uploadStream(source(4 * PART, { failAfter: PART + PART / 2 }).stream, options({ logger })));
+    expect(err.origin).toBe('input');
+    expect((err.cause as Error).message).toContain('failed on purpose');
+    expect(proxy.seen.filter(isCreate)).toHaveLength(1);
+    expect(proxy.seen.filter(isAbort)).toHaveLength(1);
+    expect(proxy.seen.some(isComplete)).toBe(false);
+    // s3rver answers AbortMultipartUpload with 405: the uploader says so instead of hiding it.
+    expect(proxy.seen.find(isAbort)?.status).toBe(405);
+    expect(logger.warnings.some((w) => w.includes('parts may remain'))).toBe(true);
+  });
+
+  it('an input error before the first part is full sends nothing at all', async () => {
+    const err = await failure(uploadStream(source(PART, { failAfter: 1000 }).stream, options()));
+    expect(err.origin).toBe('input');
+    expect(proxy.seen).toEqual([]);
+  });
+
+  it('the abort signal cancels parts in flight and aborts the upload', async () => {
+    proxy.reset((s) => (isPart(s) ? 'hang' : undefined));
+    const controller = new AbortController();
+    const src = source(6 * PART);
+    const p = uploadStream(src.stream, options({ signal: controller.signal }));
+    while (proxy.seen.filter(isPart).length < 3) await new Promise((r) => setTimeout(r, 10));
+    controller.abort();
+    const err = await failure(p);
+    expect(err.origin).toBe('aborted');
+    expect((err.cause as Error).name).toBe('AbortError');
+    expect(proxy.seen.filter(isAbort)).toHaveLength(1);
+    expect(proxy.seen.some(isComplete)).toBe(false);
+    expect(src.stream.destroyed).toBe(true);
+  });
+
+  it('holds at most concurrency + 1 buffers, reuses them, and stops reading while all are busy', async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    proxy.reset(async (s) => {
+      if (isPart(s)) await gate;
+      return undefined;
+    });
+    const src = source(8 * PART + 5, { chunk: 65_536 });
+    const opts = options({ concurrency: 2 });
+    const p = uploadStream(src.stream, opts);
+    while (proxy.seen.filter(isPart).length < 2) await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => setTimeout(r, 300));
+    // Two parts held at the proxy, one buffer full and waiting for a slot; the source is not read further
+    // than that plus the stream's own read-ahead.
+    expect(src.produced).toBeLessThanOrEqual(3 * PART + 2 * 65_536);
+    expect(proxy.seen.filter(isPart)).toHaveLength(2);
+    release();
+    const r = await p;
+    expect(r).toMatchObject({ parts: 9, bytes: 8 * PART + 5 });
+    expect(r.buffersAllocated).toBeLessThanOrEqual(3);
+    expect(proxy.maxPartsInFlight).toBeLessThanOrEqual(2);
+    expect(await stored(opts.key)).toEqual({ size: 8 * PART + 5, hex: src.digest() });
+  });
+
+  it('sends SSE-C parameters on create, parts and complete, and a CRC32 checksum by default', async () => {
+    const key = '0123456789abcdef0123456789abcdef';
+    const ssec = {
+      SSECustomerAlgorithm: 'AES256',
+      SSECustomerKey: Buffer.from(key).toString('base64'),
+      SSECustomerKeyMD5: createHash('md5').update(key).digest('base64'),
+    };
+    await uploadStream(source(PART + 1).stream, options({ writeParams: ssec }));
+    const headers = proxy.seen.map((s) => s.headers);
+    expect(headers).toHaveLength(4); // create, 2 parts, complete
+    for (const h of headers) expect(h['x-amz-server-side-encryption-customer-key-md5']).toBe(ssec.SSECustomerKeyMD5);
+    expect(headers[0]?.['x-amz-checksum-algorithm']).toBe('CRC32');
+    expect(headers.slice(1, 3).every((h) => typeof h['x-amz-checksum-crc32'] === 'string')).toBe(true);
+  });
+});
+
+describe('PartBufferPool', () => {
+  it('allocates lazily up to its capacity and hands the same buffers out again', () => {
+    const pool = new PartBufferPool(16, 2);
+    expect(pool.allocated).toBe(0);
+    const a = pool.take();
+    const b = pool.take();
+    expect(pool.allocated).toBe(2);
+    expect(() => pool.take()).toThrow(/exhausted/);
+    pool.give(a);
+    expect(pool.take()).toBe(a);
+    pool.give(b);
+    expect(pool.take()).toBe(b);
+    expect(pool.allocated).toBe(2);
+  });
+});

@@ -1,0 +1,3 @@
+module etcdbrctl.test/ebrcheck
+
+go 1.19
