@@ -87,6 +87,10 @@ const UPSTREAM: Record<string, [type: string, def: unknown, shorthand?: string]>
   // ls (ours)
   output: ['string', 'text', 'o'],
   all: ['bool', false],
+  // restore (ours): point in time and plan only
+  'dry-run': ['bool', false],
+  'to-revision': ['int64', 0],
+  'to-time': ['string', ''],
 };
 
 /** The snapstore group, registered with each prefix. */
@@ -121,7 +125,7 @@ const copier = ['max-backups-to-copy', 'max-backup-age', 'max-parallel-copy-oper
 const EXPECTED_FLAGS: Record<CommandName, string[]> = {
   server: ['log-level', 'config-file', 'defragmentation-schedule', 'use-etcd-wrapper', ...connection, ...http, ...snapshotter, ...store(''), ...store('secondary-'), 'secondary-backup-sync-enabled', 'secondary-backup-sync-period', ...compression, ...restoration, ...health, ...leader, ...backoff],
   snapshot: ['log-level', ...connection, ...store(''), ...snapshotter, ...compression, ...backoff, 'defragmentation-schedule'],
-  restore: ['log-level', ...restoration, ...store('')],
+  restore: ['log-level', ...restoration, ...store(''), 'dry-run', 'to-revision', 'to-time', 'output'],
   initialize: ['log-level', 'validation-mode', ...restoration, ...store(''), ...connection],
   compact: ['log-level', ...restoration, ...store(''), ...compactor],
   copy: ['log-level', ...copier, ...store('source-'), ...store('')],
