@@ -54,7 +54,7 @@ async function localHarness(): Promise<ConformanceHarness> {
   };
 }
 
-describeSnapStoreConformance('Local', localHarness);
+describeSnapStoreConformance('Local', localHarness, { network: false });
 
 describe('Local provider specifics', () => {
   let root: string;

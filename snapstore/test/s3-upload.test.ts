@@ -380,6 +380,20 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     expect(headers[0]?.['x-amz-checksum-algorithm']).toBe('CRC32');
     expect(headers.slice(1, 3).every((h) => typeof h['x-amz-checksum-crc32'] === 'string')).toBe(true);
   });
+
+  it('unsignedPayload sends UNSIGNED-PAYLOAD instead of the body hash on parts and single puts only', async () => {
+    for (const size of [PART + 3, 1000]) {
+      proxy.reset();
+      const src = source(size);
+      const opts = options({ unsignedPayload: true });
+      await uploadStream(src.stream, opts);
+      const bodies = proxy.seen.filter((s) => isPart(s) || (s.method === 'PUT' && s.query.get('x-id') === 'PutObject'));
+      expect(bodies.length).toBeGreaterThan(0);
+      for (const b of bodies) expect(b.headers['x-amz-content-sha256']).toBe('UNSIGNED-PAYLOAD');
+      for (const b of proxy.seen.filter((s) => s.method === 'POST')) expect(b.headers['x-amz-content-sha256']).not.toBe('UNSIGNED-PAYLOAD');
+      expect(await stored(opts.key)).toEqual({ size, hex: src.digest() });
+    }
+  });
 });
 
 describe('PartBufferPool', () => {
