@@ -1,4 +1,5 @@
-import { mkdir, rm } from 'node:fs/promises';
+import { mkdir, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import type { SnapStore } from '@etcdbrctl/snapstore';
 import type { Logger } from '../log.js';
@@ -8,10 +9,42 @@ import type { Metrics } from '../metrics.js';
 import { planRestore } from '../restorer/plan.js';
 import { executeRestore, type RestoreOptions } from '../restorer/restore.js';
 import { currentRevision } from '../snapshotter/full-snapshot.js';
+import { readWalMetadata } from '../wal/verify.js';
+import type { MemberControl } from '../cluster/members.js';
+import { decideBootstrap, type BootstrapDecision, type FailCode } from './bootstrap.js';
 import { DataDirStatus, dataDirStatusName } from './validation-status.js';
-import { validateDataDir, type ValidationMode } from './validator.js';
+import { validateDataDir, type ValidationMode, type ValidationResult } from './validator.js';
 
-export type InitializationOutcome = 'valid' | 'restored' | 'empty-start';
+export type InitializationOutcome = 'valid' | 'restored' | 'empty-start' | 'bootstrap' | 'joined-as-learner' | 'rejoined-as-learner';
+
+/** What a multi-node member needs besides the data dir: who it is and how to reach the cluster. */
+export interface MultiNodeInit {
+  /** `[member-name-prefix-]POD_NAME`. */
+  memberName: string;
+  /** Whether the member name has an entry in the etcd config's initial-cluster. */
+  inInitialCluster: boolean;
+  /** This member's peer URLs from the etcd config. */
+  peerUrls: string[];
+  members: Pick<MemberControl, 'observe' | 'addAsLearner' | 'remove'>;
+  /** The EtcdMember create-as-learner annotation; absent without Kubernetes. */
+  createAsLearner?: () => Promise<boolean>;
+  /** Whether the member lease has a holder; absent without Kubernetes. */
+  memberLeaseHeld?: () => Promise<boolean>;
+  /** Told the decision before it is carried out (the sidecar derives /config's cluster state from it). */
+  onDecision?: (decision: BootstrapDecision) => void;
+  signal?: AbortSignal;
+}
+
+/** A refusal to initialize, with a stable code (bootstrap FailCode) next to the message. */
+export class InitializationError extends Error {
+  constructor(
+    readonly code: FailCode,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'InitializationError';
+  }
+}
 
 export interface InitializerOptions {
   dataDir: string;
@@ -25,6 +58,8 @@ export interface InitializerOptions {
   restore: Omit<RestoreOptions, 'binaries' | 'dataDir' | 'logger' | 'replaceExisting' | 'keepEtcdRunning'>;
   logger: Logger;
   metrics: Metrics;
+  /** Required when clusterSize > 1. */
+  multiNode?: MultiNodeInit;
 }
 
 /**
@@ -63,25 +98,22 @@ export async function initializeDataDir(mode: ValidationMode, opts: InitializerO
 
   switch (result.status) {
     case DataDirStatus.DataDirectoryValid:
-      return 'valid';
+      if (opts.clusterSize <= 1) return 'valid';
+      break;
     case DataDirStatus.WrongVolumeMounted:
       throw new Error(`won't initialize ETCD because wrong ETCD volume is mounted: ${result.reason ?? ''}`.trim());
     case DataDirStatus.FailToOpenBoltDBError:
       throw new Error('failed to initialize since another process still holds the file lock');
     case DataDirStatus.DataDirectoryStatusUnknown:
       throw new Error(`cannot tell whether the data directory ${opts.dataDir} is valid: ${result.reason ?? 'unknown error'}`);
-    case DataDirStatus.DataDirStatusInvalidInMultiNode:
-      throw new Error(
-        `the data directory of this member of a multi-node cluster is invalid (${result.reason ?? name}); ` +
-          'restoring a multi-node member (remove and re-add as learner) is not implemented yet in this version',
-      );
     default:
       break;
   }
   if (opts.clusterSize > 1) {
-    throw new Error(
-      `data directory invalid (${name}) in a multi-node cluster: re-joining as a learner is not implemented yet in this version`,
-    );
+    if (!opts.multiNode) {
+      throw new Error(`cluster size ${opts.clusterSize}: a multi-node member can only be initialized by the server (it needs the cluster)`);
+    }
+    return initializeMultiNode(opts, opts.multiNode, result, latestRevision);
   }
   logger.info({ status: name, reason: result.reason }, 'data directory is not valid: restoring it from the snapstore');
   const restoreStart = Date.now();
@@ -92,6 +124,121 @@ export async function initializeDataDir(mode: ValidationMode, opts: InitializerO
   } catch (err) {
     metrics.restorationDurationSeconds.labels('single_node', 'false').observe((Date.now() - restoreStart) / 1000);
     throw err;
+  }
+}
+
+/**
+ * A member of a multi-node cluster (upstream §8.1 step 2 and 4, seeds §5.3/§11.2): gather what the bootstrap
+ * decision needs, decide (bootstrap.ts), then carry the decision out. Never restores from the snapstore.
+ */
+async function initializeMultiNode(
+  opts: InitializerOptions,
+  mn: MultiNodeInit,
+  validation: ValidationResult,
+  latestRevision: number | undefined,
+): Promise<InitializationOutcome> {
+  const { logger, metrics, dataDir } = opts;
+  const wal = await readWalMetadata(join(dataDir, 'member', 'wal')).catch((err: unknown) => {
+    logger.warn({ err }, 'cannot read member metadata from the WAL');
+    return undefined;
+  });
+  const cluster = await mn.members.observe(mn.signal);
+  const backupsExist = await backupsPresent(opts, latestRevision);
+  const hint = async (what: string, fn: (() => Promise<boolean>) | undefined): Promise<boolean | undefined> => {
+    if (!fn) return undefined;
+    try {
+      return await fn();
+    } catch (err) {
+      logger.warn({ err }, `cannot read ${what} from Kubernetes; deciding without it`);
+      return undefined;
+    }
+  };
+  const createAsLearner = await hint('the EtcdMember create-as-learner annotation', mn.createAsLearner);
+  const memberLeaseHeld = cluster.kind === 'quorate' ? undefined : await hint('the member lease', mn.memberLeaseHeld);
+  const decision = decideBootstrap({
+    clusterSize: opts.clusterSize,
+    memberName: mn.memberName,
+    inInitialCluster: mn.inInitialCluster,
+    peerUrls: mn.peerUrls,
+    cluster,
+    dataDir: validation.reason === undefined ? { status: validation.status } : { status: validation.status, reason: validation.reason },
+    ...(wal ? { wal: { memberId: wal.nodeIdHex, clusterId: wal.clusterIdHex } } : {}),
+    backupsExist,
+    ...(createAsLearner === undefined ? {} : { createAsLearner }),
+    ...(memberLeaseHeld === undefined ? {} : { memberLeaseHeld }),
+  });
+  logger.info(
+    {
+      action: decision.action,
+      reason: decision.reason,
+      member: mn.memberName,
+      cluster: cluster.kind === 'quorate' ? cluster.clusterId : cluster.kind,
+      dataDir: dataDirStatusName(validation.status),
+      walMember: wal?.nodeIdHex,
+      walCluster: wal?.clusterIdHex,
+      backupsExist,
+      createAsLearner,
+      memberLeaseHeld,
+    },
+    'bootstrap decision',
+  );
+  mn.onDecision?.(decision);
+
+  const wipe = async (): Promise<void> => {
+    if (!(await pathExists(dataDir))) return;
+    logger.info({ dataDir, action: decision.action }, 'removing the data directory');
+    await rm(dataDir, { recursive: true, force: true });
+  };
+  switch (decision.action) {
+    case 'start':
+      return 'valid';
+    case 'bootstrap':
+      await wipe();
+      return 'bootstrap';
+    case 'join-as-learner':
+      await mn.members.addAsLearner({ beforeAttempt: wipe, ...(mn.signal ? { signal: mn.signal } : {}) });
+      return 'joined-as-learner';
+    case 'rejoin-as-learner': {
+      const start = Date.now();
+      try {
+        await mn.members.remove(decision.removeMemberId, mn.signal);
+        await wipe();
+        await mn.members.addAsLearner({ beforeAttempt: wipe, ...(mn.signal ? { signal: mn.signal } : {}) });
+      } catch (err) {
+        metrics.restorationDurationSeconds.labels('single_member', 'false').observe((Date.now() - start) / 1000);
+        throw err;
+      }
+      metrics.restorationDurationSeconds.labels('single_member', 'true').observe((Date.now() - start) / 1000);
+      return 'rejoined-as-learner';
+    }
+    case 'restore':
+      // decideBootstrap restores only single-node clusters; a multi-node member never comes here.
+      throw new Error('internal error: multi-node member asked to restore from the snapstore');
+    case 'fail':
+      throw new InitializationError(decision.code, decision.reason);
+  }
+}
+
+async function pathExists(p: string): Promise<boolean> {
+  try {
+    await stat(p);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+}
+
+/** Whether the store holds a backup; false without a store, 'unknown' when it cannot be listed. */
+async function backupsPresent(opts: InitializerOptions, latestRevision: number | undefined): Promise<boolean | 'unknown'> {
+  if (!opts.store) return false;
+  if (latestRevision !== undefined) return latestRevision > 0;
+  try {
+    const plan = planRestore(await (await opts.store()).list());
+    return plan.base !== undefined || plan.targetRevision > 0;
+  } catch (err) {
+    opts.logger.warn({ err }, 'cannot list the snapstore');
+    return 'unknown';
   }
 }
 

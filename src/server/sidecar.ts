@@ -3,6 +3,8 @@ import type { Etcd3 } from 'etcd3';
 import type { CommandContext } from '../cli/context.js';
 import { systemClock, type Clock } from '../clock.js';
 import { LeadershipWatcher, memberStatus } from '../cluster/leadership.js';
+import { ClusterMaintenance } from '../cluster/maintenance.js';
+import { MultiNode } from '../cluster/multinode.js';
 import type { ServerConfig } from '../config/types.js';
 import { STORE_ENV_PREFIX } from '../config/store.js';
 import { createEtcdClient } from '../etcd/client.js';
@@ -112,13 +114,19 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   const rc = config.restorationConfig;
   const size = await resolveClusterSize(ctx.env, rc.initialCluster, logger);
   metrics.clusterSize.set(size);
+  // --- multi-node membership: bootstrap decision, /config cluster view, learner promotion ---
+  const multiNode = new MultiNode({ env: ctx.env, connection: conn, ...(kube ? { kube } : {}), namespace, clock, logger, metrics });
+  // --- end multi-node membership ---
   let binaries: Promise<EtcdBinaries> | undefined;
   const initState = new InitializationState(
     async (mode) => {
+      // Multi-node: cluster size and member identity from the etcd config as it is now (druid rewrites it on scale-up).
+      const mn = size > 1 ? await multiNode.initOptions(ctx.signal) : undefined;
       await initializeDataDir(mode, {
         dataDir: rc.dataDir,
         ...(ctx.env.POD_NAMESPACE ? { podNamespace: ctx.env.POD_NAMESPACE } : {}),
-        clusterSize: size,
+        clusterSize: mn?.clusterSize ?? size,
+        ...(mn ? { multiNode: mn.multiNode } : {}),
         ...(store ? { store: () => store.get() } : {}),
         ...(ctx.stores.primary ? { snapstoreTempDir: ctx.stores.primary.tempDir } : {}),
         binaries: () => (binaries ??= findEtcdBinaries({ etcdBin: ctx.env.ETCD_BIN, path: ctx.env.PATH ?? '' })),
@@ -165,24 +173,26 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
       registerInitRoutes(app, {
         state: initState,
         env: ctx.env,
-        clusterView: async () => {
-          if (size <= 1) return { existingMembers: [], learnerPresent: false };
-          const res = await client.cluster.memberList({}, { deadline: new Date(Date.now() + 5_000) });
-          return {
-            existingMembers: res.members.map((m) => m.name).filter((n) => n !== ''),
-            learnerPresent: res.members.some((m) => (m as { isLearner?: boolean }).isLearner === true),
-          };
-        },
+        // Through the service endpoints: before /config the local etcd is not running yet.
+        clusterView: () => multiNode.clusterView(),
       }),
   });
   const { url } = await http.listen();
   opts.onListening?.(url);
+
+  // --- cluster maintenance: peer URL update at start; defragmentation and member cleanup on the leader ---
+  const maintenance = new ClusterMaintenance({ config, env: ctx.env, clock, logger, metrics });
+  const peerUrlsDone = maintenance.updatePeerUrls(ctx.signal);
+  let maintenanceDone = Promise.resolve();
+  // --- end cluster maintenance ---
 
   const leaderWork = { abort: undefined as AbortController | undefined, done: Promise.resolve() };
   const startLeading = () => {
     if (leaderWork.abort) return;
     const abort = new AbortController();
     leaderWork.abort = abort;
+    // Cluster maintenance runs on the leader with or without a store (upstream starts defragmentation there too).
+    maintenanceDone = Promise.all([maintenanceDone, maintenance.lead(abort.signal)]).then(() => undefined);
     if (!store) {
       // Without a store the leader only reports healthy (upstream).
       healthState.setHealthy(true);
@@ -242,7 +252,13 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   const leadership = new LeadershipWatcher(
     client,
     { periodMs: config.leaderElectionConfig.reelectionPeriod, timeoutMs: config.leaderElectionConfig.etcdConnectionTimeout },
-    { onStartedLeading: startLeading, onStoppedLeading: stopLeading },
+    {
+      onStartedLeading: startLeading,
+      onStoppedLeading: stopLeading,
+      // Multi-node: a follower that is a learner promotes itself once in sync; etcdbr_is_learner follows etcd.
+      onLearner: (st) => multiNode.onLearner(st),
+      onStatus: (_state, st) => multiNode.onStatus(st),
+    },
     clock,
     logger,
   );
@@ -254,6 +270,9 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     await memberLease?.stop();
     await renewer?.stop();
     await leaderWork.done;
+    await maintenanceDone;
+    await peerUrlsDone;
+    await multiNode.settle();
     await http.close();
     await store?.close();
     client.close();

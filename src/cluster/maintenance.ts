@@ -1,0 +1,149 @@
+/**
+ * The server's cluster maintenance, wired from its configuration: rolling defragmentation and superfluous
+ * member cleanup while this sidecar leads, and the peer URL update once at start. Kept out of sidecar.ts so
+ * the server only starts and stops it.
+ */
+import { readFile } from 'node:fs/promises';
+import type { Logger } from '@etcdbrctl/snapstore';
+import type { Clock } from '../clock.js';
+import type { ServerConfig } from '../config/types.js';
+import { parseGoDuration } from '../config/values.js';
+import { clusterSize, etcdConfigPath, memberName, memberUrls, readEtcdConfigTemplate } from '../initializer/etcd-config.js';
+import type { Metrics } from '../metrics.js';
+import { MemberCleanup, type CleanupPolicy } from './cleanup.js';
+import { DEFRAG_RETRY_PERIOD_MS, DefragRunner, endpointClientFactory, endpointsClientFactory } from './defrag.js';
+import { ETCD_WRAPPER_PORT, updatePeerUrlsWhenReachable, wrapperStopUrl } from './peer-url.js';
+
+/**
+ * Ours, for tests and impatient operators: the wait before and between defragmentation attempts (Go
+ * duration; default 1m as upstream's constant).
+ */
+export const DEFRAG_RETRY_PERIOD_ENV = 'ETCDBRCTL_DEFRAG_RETRY_PERIOD';
+
+export interface ClusterMaintenanceOptions {
+  config: ServerConfig;
+  env: Readonly<Record<string, string | undefined>>;
+  clock: Clock;
+  logger: Logger;
+  metrics: Metrics;
+  /** Tests: etcd-wrapper's port (default 9095). */
+  wrapperPort?: number;
+  /** Tests: member cleanup period and grace (defaults 1 min and 5 min). */
+  cleanupPeriodMs?: number;
+  cleanupGraceMs?: number;
+}
+
+export class ClusterMaintenance {
+  private readonly defrag: DefragRunner;
+  private readonly cleanup: MemberCleanup;
+  private warnedNoPod = false;
+
+  constructor(private readonly opts: ClusterMaintenanceOptions) {
+    const { config, clock, logger, metrics } = opts;
+    const conn = config.etcdConnectionConfig;
+    this.defrag = new DefragRunner({
+      clusterClient: endpointsClientFactory(conn),
+      endpointClient: endpointClientFactory(conn),
+      schedule: config.defragmentationSchedule,
+      defragTimeoutMs: conn.defragTimeout,
+      statusTimeoutMs: conn.connectionTimeout,
+      retryPeriodMs: defragRetryPeriodMs(opts.env, logger),
+      clock,
+      logger,
+      metrics,
+    });
+    this.cleanup = new MemberCleanup({
+      clusterClient: endpointsClientFactory(conn),
+      endpointClient: endpointClientFactory(conn),
+      policy: () => this.cleanupPolicy(),
+      statusTimeoutMs: conn.connectionTimeout,
+      ...(opts.cleanupPeriodMs !== undefined ? { periodMs: opts.cleanupPeriodMs } : {}),
+      ...(opts.cleanupGraceMs !== undefined ? { graceMs: opts.cleanupGraceMs } : {}),
+      clock,
+      logger,
+      metrics,
+    });
+  }
+
+  /** Leader-only work until `signal` aborts (leadership lost or shutdown). Never rejects. */
+  async lead(signal: AbortSignal): Promise<void> {
+    await Promise.all([
+      this.defrag.run(signal).catch((err: unknown) => this.opts.logger.error({ err }, 'defragmentation schedule stopped')),
+      this.cleanup.run(signal).catch((err: unknown) => this.opts.logger.error({ err }, 'member cleanup stopped')),
+    ]);
+  }
+
+  /**
+   * Once etcd answers: make the cluster's record of this member's peer URLs match the etcd config. Skipped
+   * without POD_NAME or an etcd config file (a plain local run). Never rejects.
+   */
+  async updatePeerUrls(signal: AbortSignal): Promise<void> {
+    const { config, env, clock, logger } = this.opts;
+    const pod = env.POD_NAME;
+    if (!pod) return;
+    const conn = config.etcdConnectionConfig;
+    const first = conn.endpoints[0];
+    if (first === undefined) return;
+    let client;
+    try {
+      const template = await readEtcdConfigTemplate(etcdConfigPath(env));
+      const name = memberName(template, pod);
+      const tls = Boolean(config.serverConfig.serverCert && config.serverConfig.serverKey);
+      const ca = tls && conn.caFile ? await readFile(conn.caFile) : undefined;
+      client = await endpointClientFactory(conn)(first);
+      await updatePeerUrlsWhenReachable({
+        client,
+        memberName: name,
+        configPeerUrls: memberUrls(template, 'initial-advertise-peer-urls', name),
+        useEtcdWrapper: config.useEtcdWrapper,
+        wrapperStopUrl: wrapperStopUrl(first, tls, this.opts.wrapperPort ?? ETCD_WRAPPER_PORT),
+        ...(ca ? { wrapperCa: ca } : {}),
+        timeoutMs: conn.connectionTimeout,
+        clock,
+        logger,
+        signal,
+      });
+    } catch (err) {
+      logger.error({ err }, 'checking this member’s peer URLs failed');
+    } finally {
+      client?.close();
+    }
+  }
+
+  /** Read on every round: druid changes the cluster size in the mounted ConfigMap. */
+  private async cleanupPolicy(): Promise<CleanupPolicy | undefined> {
+    const { env, logger } = this.opts;
+    const pod = env.POD_NAME ?? '';
+    const sts = /^(.+)-(?:0|[1-9][0-9]*)$/.exec(pod)?.[1];
+    if (sts === undefined) {
+      if (!this.warnedNoPod) logger.info({ pod }, 'POD_NAME is not a StatefulSet pod name: superfluous member cleanup is off');
+      this.warnedNoPod = true;
+      return undefined;
+    }
+    const path = etcdConfigPath(env);
+    let template;
+    try {
+      template = await readEtcdConfigTemplate(path);
+    } catch (err) {
+      logger.warn({ err, path }, 'cannot read the etcd config file: skipping superfluous member cleanup');
+      return undefined;
+    }
+    const size = clusterSize(template);
+    if (size < 1) return undefined;
+    const prefix = template['member-name-prefix'];
+    return { clusterSize: size, statefulSetName: sts, ...(typeof prefix === 'string' && prefix !== '' ? { memberNamePrefix: prefix } : {}) };
+  }
+}
+
+export function defragRetryPeriodMs(env: Readonly<Record<string, string | undefined>>, logger: Logger): number {
+  const raw = env[DEFRAG_RETRY_PERIOD_ENV];
+  if (raw === undefined || raw === '') return DEFRAG_RETRY_PERIOD_MS;
+  try {
+    const ms = parseGoDuration(raw);
+    if (ms > 0) return ms;
+  } catch {
+    // fall through
+  }
+  logger.warn({ value: raw }, `invalid ${DEFRAG_RETRY_PERIOD_ENV}: using the default of 1m`);
+  return DEFRAG_RETRY_PERIOD_MS;
+}

@@ -1,0 +1,285 @@
+/** Rolling defragmentation on the leader (upstream §9.4, seeds DEFRAG-01..06). */
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { createServer, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FakeClock, systemClock } from '../../src/clock.js';
+import { DefragRunner, cancellableCall, type DefragAttemptResult, type DefragJobState } from '../../src/cluster/defrag.js';
+import { main } from '../../src/cli/main.js';
+import { Metrics } from '../../src/metrics.js';
+import { startTestCluster, type TestCluster } from '../support/cluster.js';
+import { startTestEtcd } from '../support/etcd.js';
+import { leaderName, makeLeader, plainEndpointClient, recordingLogger, until } from './maintenance-support.js';
+
+/** Sum of observations per endpoint and outcome of etcdbr_defragmentation_duration_seconds. */
+async function defragCounts(metrics: Metrics): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  const m = await metrics.defragmentationDurationSeconds.get();
+  for (const v of m.values) {
+    if (!v.metricName?.endsWith('_count') || v.value === 0) continue;
+    out[`${String(v.labels.endpoint)}|${String(v.labels.succeeded)}`] = v.value;
+  }
+  return out;
+}
+
+describe('DefragRunner scheduling (fake clock)', () => {
+  /** Attempts scripted in advance instead of talking to etcd. */
+  class ScriptedRunner extends DefragRunner {
+    readonly attemptsAt: number[] = [];
+    constructor(
+      clock: FakeClock,
+      private readonly outcomes: DefragAttemptResult['outcome'][],
+      onDefragmented: () => Promise<unknown>,
+      logger = recordingLogger(),
+    ) {
+      super({
+        clusterClient: () => Promise.reject(new Error('unused')),
+        endpointClient: () => Promise.reject(new Error('unused')),
+        schedule: '*/5 * * * *',
+        defragTimeoutMs: 1_000,
+        statusTimeoutMs: 1_000,
+        clock,
+        logger,
+        metrics: new Metrics({ defaultMetrics: false }),
+        onDefragmented,
+      });
+    }
+    override attempt(_state: DefragJobState, _signal: AbortSignal): Promise<DefragAttemptResult> {
+      this.attemptsAt.push(this.clockNow());
+      const outcome = this.outcomes.shift() ?? 'done';
+      if (outcome === 'done') return Promise.resolve({ outcome, order: [] });
+      if (outcome === 'failed') return Promise.resolve({ outcome, reason: 'scripted' });
+      return Promise.resolve({ outcome, reason: 'scripted', unhealthy: [] });
+    }
+    clockNow = () => 0;
+  }
+
+  it('waits one retry period after the tick, retries every period until success, skips ticks while running', async () => {
+    const start = Date.parse('2024-03-01T00:00:30Z');
+    const clock = new FakeClock(start);
+    let callbacks = 0;
+    const logger = recordingLogger();
+    // Seven unsuccessful attempts: the run spans the next tick (5 min later), which must be skipped.
+    const runner = new ScriptedRunner(
+      clock,
+      ['postponed', 'postponed', 'failed', 'postponed', 'postponed', 'postponed', 'postponed'],
+      async () => {
+        callbacks++;
+      },
+      logger,
+    );
+    runner.clockNow = () => clock.now().getTime();
+    const stop = new AbortController();
+    const done = runner.run(stop.signal);
+    await clock.advanceAsync(12 * 60_000);
+    const minutes = runner.attemptsAt.map((t) => (t - start + 30_000) / 60_000);
+    // Tick at 00:05, attempts from 00:06 every minute; the 8th (00:13) succeeds, after this window.
+    expect(minutes).toEqual([6, 7, 8, 9, 10, 11, 12]);
+    expect(callbacks).toBe(0);
+    expect(logger.entries.filter((e) => e.msg.includes('still running'))).toHaveLength(1); // the 00:10 tick
+    await clock.advanceAsync(60_000);
+    expect(runner.attemptsAt).toHaveLength(8);
+    expect(callbacks).toBe(1);
+    expect(runner.running).toBe(false);
+    // Next tick 00:15, first attempt 00:16.
+    await clock.advanceAsync(3 * 60_000);
+    expect(runner.attemptsAt).toHaveLength(9);
+    expect(callbacks).toBe(2);
+    stop.abort();
+    await done;
+  });
+
+  it('stops waiting when the signal aborts during a run', async () => {
+    const clock = new FakeClock('2024-03-01T00:04:00Z');
+    const runner = new ScriptedRunner(clock, ['postponed', 'postponed', 'postponed'], async () => undefined);
+    const stop = new AbortController();
+    const done = runner.run(stop.signal);
+    await clock.advanceAsync(2 * 60_000 + 1);
+    expect(runner.running).toBe(true);
+    stop.abort();
+    await done;
+    expect(runner.running).toBe(false);
+    expect(clock.pending).toBe(0);
+  });
+});
+
+describe('DefragRunner against a three-member cluster', () => {
+  let cluster: TestCluster;
+  let client: Etcd3;
+
+  beforeAll(async () => {
+    cluster = await startTestCluster(3);
+    client = new Etcd3({ hosts: cluster.clientUrls() });
+    // Some garbage so defragmentation has something to do.
+    for (let i = 0; i < 50; i++) await client.put(`k${i % 5}`).value('x'.repeat(1000));
+  });
+  afterAll(async () => {
+    client?.close();
+    await cluster?.cleanup();
+  });
+
+  function runner(metrics: Metrics, logger = recordingLogger(), onDefragmented?: () => Promise<unknown>) {
+    return new DefragRunner({
+      clusterClient: async () => new Etcd3({ hosts: cluster.clientUrls() }),
+      endpointClient: plainEndpointClient,
+      schedule: '0 0 */3 * *',
+      defragTimeoutMs: 30_000,
+      statusTimeoutMs: 2_000,
+      retryPeriodMs: 200,
+      clock: systemClock,
+      logger,
+      metrics,
+      ...(onDefragmented ? { onDefragmented } : {}),
+    });
+  }
+
+  it('defragments the followers one at a time and the leader last, with metrics per endpoint', async () => {
+    // Make a member in the middle of the list lead, so "leader last" is not list order by accident.
+    await makeLeader(cluster, 'etcd-main-1');
+    const metrics = new Metrics({ defaultMetrics: false });
+    const logger = recordingLogger();
+    const result = await runner(metrics, logger).attempt({ done: new Set() }, new AbortController().signal);
+    expect(result.outcome).toBe('done');
+    const started = logger.entries.filter((e) => e.msg === 'defragmenting etcd member').map((e) => e.fields);
+    const finished = logger.entries.filter((e) => e.msg === 'finished defragmenting etcd member').map((e) => e.fields.member);
+    expect(started.map((f) => f.member)).toHaveLength(3);
+    expect(new Set(started.map((f) => f.member))).toEqual(new Set(['etcd-main-0', 'etcd-main-1', 'etcd-main-2']));
+    expect(started[2]).toMatchObject({ member: 'etcd-main-1', leader: true });
+    expect(started.slice(0, 2).every((f) => f.leader === false)).toBe(true);
+    // One at a time: each member finished before the next one started.
+    const sequence = logger.entries
+      .filter((e) => e.msg === 'defragmenting etcd member' || e.msg === 'finished defragmenting etcd member')
+      .map((e) => `${e.msg.startsWith('finished') ? 'end' : 'start'}:${String(e.fields.member)}`);
+    expect(sequence).toEqual(started.flatMap((f) => [`start:${String(f.member)}`, `end:${String(f.member)}`]));
+    expect(finished).toEqual(started.map((f) => f.member));
+    const counts = await defragCounts(metrics);
+    expect(counts).toEqual(Object.fromEntries(cluster.members.map((m) => [`${m.clientUrl}|true`, 1])));
+  });
+
+  it('postpones while a member is down, says which, and proceeds once it is back', async () => {
+    const leader = await leaderName(cluster);
+    const down = cluster.members.find((m) => m.name !== leader && m.name !== 'etcd-main-0') ?? cluster.members[2];
+    await cluster.stop(down!.name);
+    const metrics = new Metrics({ defaultMetrics: false });
+    const logger = recordingLogger();
+    let callbacks = 0;
+    const stop = new AbortController();
+    const job = runner(metrics, logger, async () => {
+      callbacks++;
+    }).runJob(stop.signal);
+    try {
+      await until(
+        () => logger.entries.filter((e) => e.msg.startsWith('postponing defragmentation')).length >= 3,
+        'three postponed attempts',
+      );
+      const postponed = logger.entries.filter((e) => e.msg.startsWith('postponing defragmentation'));
+      expect(postponed.every((e) => e.level === 'warn' && e.msg.includes(down!.name))).toBe(true);
+      expect(postponed[0]?.fields.unhealthy).toEqual([expect.objectContaining({ name: down!.name, endpoint: down!.clientUrl })]);
+      expect(logger.entries.some((e) => e.msg === 'defragmenting etcd member')).toBe(false);
+      expect(callbacks).toBe(0);
+
+      await cluster.start(down!.name, { state: 'existing' });
+      await until(() => (callbacks > 0 ? true : undefined), 'the run to finish', 30_000);
+      await job;
+    } finally {
+      stop.abort();
+      await job;
+    }
+    const started = logger.entries.filter((e) => e.msg === 'defragmenting etcd member').map((e) => e.fields);
+    expect(started).toHaveLength(3);
+    expect(started[2]?.leader).toBe(true);
+    expect(callbacks).toBe(1);
+    expect(Object.keys(await defragCounts(metrics)).sort()).toEqual(cluster.members.map((m) => `${m.clientUrl}|true`).sort());
+  });
+
+  it('a single-member cluster: defragments that member', async () => {
+    const etcd = await startTestEtcd();
+    try {
+      const metrics = new Metrics({ defaultMetrics: false });
+      const r = new DefragRunner({
+        clusterClient: async () => new Etcd3({ hosts: etcd.clientUrl }),
+        endpointClient: plainEndpointClient,
+        schedule: '@daily',
+        defragTimeoutMs: 30_000,
+        statusTimeoutMs: 2_000,
+        clock: systemClock,
+        logger: recordingLogger(),
+        metrics,
+      });
+      const result = await r.attempt({ done: new Set() }, new AbortController().signal);
+      expect(result).toMatchObject({ outcome: 'done', order: [expect.objectContaining({ endpoint: etcd.clientUrl })] });
+      expect(await defragCounts(metrics)).toEqual({ [`${etcd.clientUrl}|true`]: 1 });
+    } finally {
+      await etcd.cleanup();
+    }
+  });
+});
+
+describe('etcdbrctl snapshot', () => {
+  it('takes a full snapshot after each defragmentation (upstream’s callback always fails, quirk §15.8)', async () => {
+    const etcd = await startTestEtcd();
+    const dir = await mkdtemp(join(tmpdir(), 'etcdbr-defrag-snapshot-'));
+    const stop = new AbortController();
+    let stderr = '';
+    const io = { stdout: { write: () => true }, stderr: { write: (s: string) => (stderr += s) } };
+    let code: Promise<number> | undefined;
+    try {
+      code = main(
+        [
+          'snapshot',
+          `--endpoints=${etcd.clientUrl}`,
+          '--storage-provider=Local',
+          `--store-container=${join(dir, 'store')}`,
+          '--defragmentation-schedule=@every 1s',
+        ],
+        { ETCDBRCTL_DEFRAG_RETRY_PERIOD: '100ms' },
+        io,
+        { homeDir: dir, signal: stop.signal },
+      );
+      await until(() => (/full snapshot after defragmentation/.test(stderr) ? true : undefined), 'the post-defrag full snapshot', 30_000);
+      stop.abort();
+      expect(await code).toBe(0);
+      expect(stderr).not.toMatch(/callback after defragmentation failed/);
+      const files = await readdir(join(dir, 'store'), { recursive: true });
+      // The initial full snapshot and at least one after defragmentation.
+      expect(files.filter((f) => /(^|\/)Full-/.test(f)).length).toBeGreaterThanOrEqual(2);
+    } finally {
+      stop.abort();
+      await code?.catch(() => undefined);
+      await etcd.cleanup();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('cancelling a pending defragmentation call', () => {
+  it('rejects at once instead of waiting for the deadline (shutdown must not hang on a long defragmentation)', async () => {
+    // A peer that accepts connections and never answers: the call stays pending until cancelled.
+    const sockets: Socket[] = [];
+    const server = createServer((s) => sockets.push(s));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as { port: number }).port;
+    const client = new Etcd3({ hosts: `http://127.0.0.1:${port}` });
+    try {
+      const cc = cancellableCall();
+      const started = Date.now();
+      const call = client.maintenance.defragment({ deadline: new Date(Date.now() + 60_000), interceptors: [cc.interceptor] });
+      let settled = false;
+      call.then(
+        () => (settled = true),
+        () => (settled = true),
+      );
+      await new Promise((r) => setTimeout(r, 300));
+      expect(settled).toBe(false);
+      cc.cancel();
+      await expect(call).rejects.toThrow(/cancel|stopped/i);
+      expect(Date.now() - started).toBeLessThan(10_000);
+    } finally {
+      client.close();
+      for (const s of sockets) s.destroy();
+      await new Promise((r) => server.close(r));
+    }
+  });
+});
