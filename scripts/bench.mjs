@@ -1,14 +1,28 @@
 #!/usr/bin/env node
-// `npm run bench`: runs every e2e/bench/*.bench.ts (or those whose name contains an argument) one after
-// the other, each in its own process so RSS figures are not polluted by the previous benchmark.
+// `npm run bench [-- [--compiled] <name filter>... [-- <bench args>...]]`: runs every e2e/bench/*.bench.ts
+// (or those whose name contains a filter) one after the other, each in a fresh process so RSS figures are
+// not polluted by the previous benchmark. Arguments after a second `--` go to every bench (e.g. --runs=1).
+//
+// By default a bench runs as `node --expose-gc --conditions=development --import tsx <file>`: one process
+// whose node flags are its own. (Flags before tsx's CLI stay with the CLI, which runs the file in a child
+// process without them, so --expose-gc never reached the bench; NODE_OPTIONS would also reach every
+// process the bench spawns.) tsx's loader thread adds ~35 MiB of RSS that production (compiled JS) does
+// not have; `--compiled` bundles the bench and our sources with esbuild (tsx's own copy; packages stay
+// external) into node_modules/.cache and runs that with plain `node --expose-gc`, so RSS figures are
+// the ones the sidecar would show.
 import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
-import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { createRequire } from 'node:module';
+import { basename, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const dir = join(root, 'e2e', 'bench');
-const filters = process.argv.slice(2);
+const compiled = process.argv.includes('--compiled');
+const argv = process.argv.slice(2).filter((a) => a !== '--compiled');
+const sep = argv.indexOf('--');
+const filters = sep === -1 ? argv : argv.slice(0, sep);
+const benchArgs = sep === -1 ? [] : argv.slice(sep + 1);
 const files = readdirSync(dir)
   .filter((f) => f.endsWith('.bench.ts'))
   .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
@@ -17,14 +31,44 @@ if (files.length === 0) {
   console.error(`no benchmark matches ${filters.join(', ') || '(any)'} in ${dir}`);
   process.exit(1);
 }
-const tsx = join(root, 'node_modules', 'tsx', 'dist', 'cli.mjs');
+
+/** Bundles one bench with our own sources; every package import stays external and loads from node_modules. */
+async function bundle(file) {
+  const esbuildPath = createRequire(join(root, 'node_modules', 'tsx', 'package.json')).resolve('esbuild');
+  const esbuild = await import(pathToFileURL(esbuildPath).href);
+  const outfile = join(root, 'node_modules', '.cache', 'etcdbrctl-bench', basename(file).replace(/\.ts$/, '.mjs'));
+  await (esbuild.build ?? esbuild.default.build)({
+    entryPoints: [file],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    conditions: ['development'],
+    logLevel: 'warning',
+    plugins: [
+      {
+        name: 'packages-external',
+        setup(build) {
+          build.onResolve({ filter: /^[^./]/ }, (a) => (a.path.startsWith('@etcdbrctl/') ? undefined : { path: a.path, external: true }));
+        },
+      },
+    ],
+  });
+  return outfile;
+}
+
 let failed = 0;
 for (const f of files) {
-  console.log(`\n=== ${f} ===`);
-  const r = spawnSync(process.execPath, ['--expose-gc', tsx, join(dir, f)], {
+  console.log(`\n=== ${f}${compiled ? ' (compiled)' : ''} ===`);
+  const args = compiled
+    ? ['--expose-gc', await bundle(join(dir, f))]
+    : ['--expose-gc', '--conditions=development', '--import', 'tsx', join(dir, f)];
+  // The bench finds its sources (support scripts it starts) through ETCDBR_BENCH_DIR when it runs bundled.
+  const r = spawnSync(process.execPath, [...args, ...benchArgs], {
     cwd: root,
     stdio: 'inherit',
-    env: { ...process.env, NODE_OPTIONS: [process.env.NODE_OPTIONS, '--conditions=development'].filter(Boolean).join(' ') },
+    env: { ...process.env, ETCDBR_BENCH_DIR: dir },
   });
   if (r.status !== 0) {
     failed++;

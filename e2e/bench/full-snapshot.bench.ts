@@ -1,26 +1,35 @@
 /**
  * Full snapshot of a real etcd: our `takeFullSnapshot` against `etcdctl snapshot save`.
  *
- *   BENCH_DB_MB=1024 node --expose-gc --conditions=development --import tsx e2e/bench/full-snapshot.bench.ts [--runs=3]
+ *   BENCH_DB_MB=1024 npm run bench -- [--compiled] full-snapshot [-- --runs=3 --s3-tls=1 --stages=0 --one-process=1]
  *
- * Starts an etcd (quota 8 GiB) in a temp dir, fills it with ~BENCH_DB_MB MiB of kube-like values from a
- * child process (support/fill-etcd.ts, so this process never holds the data), then, `--runs` times and
+ * Starts an etcd (quota 8 GiB) in a temp dir and fills it with ~BENCH_DB_MB MiB (default 1024) of
+ * kube-like values from a child process (support/fill-etcd.ts), then measures, `--runs` times and
  * interleaved so load drift on a shared machine hits every case alike:
- *   etcdctl      `ETCDCTL_API=3 etcdctl snapshot save <file>` (the baseline; writes and fsyncs a file)
+ *   etcdctl      `ETCDCTL_API=3 etcdctl snapshot save <file>`: the baseline (writes and fsyncs a file,
+ *                no hash check)
  *   local/none   takeFullSnapshot -> Local store, uncompressed
  *   local/zstd   takeFullSnapshot -> Local store, zstd
  *   s3/none      takeFullSnapshot -> S3 store on s3rver (a child process), uncompressed
  *   s3/zstd      takeFullSnapshot -> S3 store on s3rver, zstd
- * Then the stages of our path, each into a sink that drops the bytes, to show where time goes:
+ * With --s3-tls=1 s3rver serves https (self-signed, trusted through trustedCaCert) as real S3 does, and
+ * the uploader sends UNSIGNED-PAYLOAD (one SHA-256 pass less). Unless --stages=0, the stages of our
+ * path follow, each into a sink that drops the bytes, to show where the time goes:
  *   drain        etcd's snapshot stream through the etcd3 client, nothing else
  *   verify       + the sha256 trailer check (FullSnapshotVerifier)
  *   verify+zstd  + zstd compression
- * Reports medians: seconds, MiB/s, ours/etcdctl, CPU seconds of this process, peak RSS (sampled every
- * 20 ms) and its growth above the RSS right before the run. Targets: ours/etcdctl <= 1.25 for the Local
- * store, peak RSS < 150 MB. The last line is a JSON summary.
+ *   null/zstd    takeFullSnapshot into a store that drops the bytes
+ *
+ * Each run is a fresh process (this file with --child=...), so its peak RSS is that of a process that
+ * takes one snapshot, not the high-water mark of everything before it; --one-process=1 runs everything
+ * in this process instead, which shows how RSS settles when snapshots repeat, as in the sidecar. RSS is
+ * sampled every 20 ms; "+ over before" is the peak minus the RSS after start-up (modules loaded, store
+ * and client open, GC done). Under tsx the start-up RSS includes ~35 MiB of loader; `--compiled` (see
+ * scripts/bench.mjs) runs bundled JS under plain node, as production does. Medians are reported.
+ * Targets: ours/etcdctl <= 1.25 for the Local store; peak RSS < 150 MB. The last line is JSON.
  */
-import { spawn } from 'node:child_process';
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
@@ -36,21 +45,33 @@ import { FullSnapshotVerifier } from '../../src/backup/full-verify.js';
 import { createEtcdClient } from '../../src/etcd/client.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
-import { MiB, arg, measured, median, quietAwsNodeWarning, round1, round3, table } from './support/measure.js';
+import { MiB, arg, gc, measured, median, quietAwsNodeWarning, round1, round3, table } from './support/measure.js';
 import type { Run } from './support/measure.js';
 
 const RSS_TARGET_MB = 150;
 const RATIO_TARGET = 1.25;
 const GiB = 1024 * MiB;
+const NULL_PREFIX = 'null/v2';
 
-interface CaseResult {
-  name: string;
-  runs: Run[];
-  /** Bytes written per run (the stored object or file). */
-  storedBytes: number[];
+/** This bench's directory; ETCDBR_BENCH_DIR when it runs bundled (scripts/bench.mjs --compiled). */
+const benchDir = process.env.ETCDBR_BENCH_DIR ?? fileURLToPath(new URL('.', import.meta.url));
+
+/** What a measuring process needs to reach etcd and the stores. */
+interface Setup {
+  etcd: string;
+  s3: string;
+  /** PEM file of s3rver's certificate when it serves https. */
+  caFile?: string;
+  tmp: string;
 }
 
-const NULL_PREFIX = 'null/v2';
+interface RunResult {
+  run: Run;
+  /** Bytes of the stored object or file, or that reached the sink; NaN for the null store. */
+  out: number;
+}
+
+const flag = (name: string): string | undefined => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 
 /** A store that reads everything and keeps nothing: isolates the cost of what comes before the store. */
 function nullStore(): SnapStore {
@@ -80,6 +101,20 @@ async function snapshotBlobs(client: Etcd3): Promise<Readable> {
   return Readable.from(blobs());
 }
 
+/** Pipes `source` through `stages` into a sink that counts and drops; returns the bytes that reached it. */
+async function drained(source: Readable, stages: NodeJS.ReadWriteStream[]): Promise<number> {
+  let bytes = 0;
+  const counter = new Writable({
+    highWaterMark: 64 * 1024,
+    write(chunk: Buffer, _enc, cb) {
+      bytes += chunk.length;
+      cb();
+    },
+  });
+  await pipeline([source, ...stages, counter]);
+  return bytes;
+}
+
 async function etcdctlSave(endpoint: string, file: string): Promise<void> {
   const { etcdctl } = await etcdBinaries();
   if (!etcdctl) throw new Error('etcdctl not found beside etcd or on PATH');
@@ -95,17 +130,121 @@ async function etcdctlSave(endpoint: string, file: string): Promise<void> {
   });
 }
 
-async function fill(endpoint: string, mb: number): Promise<{ keys: number; bytes: number; seconds: number }> {
-  const script = fileURLToPath(new URL('./support/fill-etcd.ts', import.meta.url));
+/**
+ * Opens what the cases need and returns them by name. Stores and client are opened up front, so a
+ * measured run only pays for the snapshot itself.
+ */
+async function openCases(setup: Setup, stages: boolean, s3Name: string) {
+  const client = await createEtcdClient({ endpoints: [setup.etcd], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 });
+  const base = { container: 'bench', prefix: 'bench/v2', maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: setup.tmp };
+  const local = await openLocalStore({ ...base, provider: 'Local', rootDir: path.join(setup.tmp, 'local') });
+  const s3 = await openS3Store({
+    ...base,
+    provider: 'S3',
+    endpointOverride: setup.s3,
+    credentials: {
+      region: 'us-east-1',
+      accessKeyID: S3RVER_ACCESS_KEY,
+      secretAccessKey: S3RVER_SECRET_KEY,
+      s3ForcePathStyle: true,
+      ...(setup.caFile ? { trustedCaCert: await readFile(setup.caFile, 'utf8') } : {}),
+    },
+  });
+  await client.get('warm-up').string(); // connect now, not inside the first measurement
+
+  const ours = (store: SnapStore, compression: CompressionPolicy | undefined) => async (): Promise<number> => {
+    const snap = await takeFullSnapshot(
+      { client, store, compression, now: () => new Date(), logger: silentLogger },
+      { isFinal: false, snapshotTimeoutMs: 30 * 60_000, connectionTimeoutMs: 10_000 },
+    );
+    if (store.prefix === NULL_PREFIX) return NaN;
+    const listed = (await store.list()).find((s) => s.snapName === snap.snapName);
+    if (!listed) throw new Error(`${snap.snapName} was not stored`);
+    await store.delete(listed);
+    return listed.sizeBytes ?? NaN;
+  };
+  const cases = new Map<string, () => Promise<number>>([
+    [
+      'etcdctl',
+      async () => {
+        const file = path.join(setup.tmp, `etcdctl-${process.pid}.db`);
+        await etcdctlSave(setup.etcd, file);
+        const size = (await stat(file)).size;
+        await rm(file, { force: true });
+        return size;
+      },
+    ],
+    ['local/none', ours(local, undefined)],
+    ['local/zstd', ours(local, 'zstd')],
+    [`${s3Name}/none`, ours(s3, undefined)],
+    [`${s3Name}/zstd`, ours(s3, 'zstd')],
+  ]);
+  if (stages) {
+    cases.set('drain', async () => drained(await snapshotBlobs(client), []));
+    cases.set('verify', async () => drained(await snapshotBlobs(client), [new FullSnapshotVerifier()]));
+    cases.set('verify+zstd', async () => drained(await snapshotBlobs(client), [new FullSnapshotVerifier(), createCompressStream('zstd')]));
+    cases.set('null/zstd', ours(nullStore(), 'zstd'));
+  }
+  return {
+    cases,
+    async close() {
+      client.close();
+      await local.close();
+      await s3.close();
+    },
+  };
+}
+
+/** --child=<case>: one measured run in this fresh process; prints its RunResult as JSON. */
+async function child(name: string): Promise<void> {
+  quietAwsNodeWarning();
+  const setup = JSON.parse(flag('setup') ?? '{}') as Setup;
+  const s3Name = name.split('/')[0] === 's3tls' ? 's3tls' : 's3';
+  const opened = await openCases(setup, true, s3Name);
+  try {
+    const run = opened.cases.get(name);
+    if (!run) throw new Error(`unknown case ${name}`);
+    const { run: r, value } = await measured(run);
+    const result: RunResult = { run: r, out: value };
+    console.log(JSON.stringify(result));
+  } finally {
+    await opened.close();
+  }
+}
+
+/** Runs one case in a fresh process with the same node flags (tsx or bundled) and reads its result. */
+function runInChild(name: string, setup: Setup): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    // Same node flags as this process (tsx loader, conditions), its own heap.
-    const child = spawn(process.execPath, [...process.execArgv, script, `--endpoint=${endpoint}`, `--mb=${mb}`], {
+    const proc = spawn(process.execPath, [...process.execArgv, process.argv[1] as string, `--child=${name}`, `--setup=${JSON.stringify(setup)}`], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-    child.once('error', reject);
-    child.once('exit', (code) => {
+    proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    proc.once('error', reject);
+    proc.once('exit', (code) => {
+      if (code !== 0) return reject(new Error(`run of ${name} failed (exit ${code})`));
+      try {
+        const parsed = JSON.parse(out.trim().split('\n').pop() ?? '') as RunResult & { out: number | null };
+        resolve({ run: parsed.run, out: parsed.out ?? NaN });
+      } catch (e) {
+        reject(e as Error);
+      }
+    });
+  });
+}
+
+async function fill(endpoint: string, mb: number): Promise<{ keys: number; bytes: number; seconds: number }> {
+  const script = path.join(benchDir, 'support', 'fill-etcd.ts');
+  return new Promise((resolve, reject) => {
+    // Its own process and heap; always through tsx, whether this bench runs from TypeScript or bundled.
+    const proc = spawn(process.execPath, ['--conditions=development', '--import', 'tsx', script, `--endpoint=${endpoint}`, `--mb=${mb}`], {
+      cwd: path.resolve(benchDir, '..', '..'),
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+    proc.once('error', reject);
+    proc.once('exit', (code) => {
       if (code !== 0) return reject(new Error(`filling etcd failed (exit ${code})`));
       try {
         resolve(JSON.parse(out.trim().split('\n').pop() ?? '') as { keys: number; bytes: number; seconds: number });
@@ -116,137 +255,133 @@ async function fill(endpoint: string, mb: number): Promise<{ keys: number; bytes
   });
 }
 
+/** A self-signed certificate for 127.0.0.1 (openssl CLI), so s3rver can serve https as real S3 does. */
+function selfSignedCert(dir: string): { keyFile: string; certFile: string } {
+  const keyFile = path.join(dir, 'key.pem');
+  const certFile = path.join(dir, 'cert.pem');
+  const r = spawnSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1',
+      '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+    { stdio: 'ignore' },
+  );
+  if (r.status !== 0) throw new Error('--s3-tls=1 needs the openssl CLI');
+  return { keyFile, certFile };
+}
+
 async function main(): Promise<void> {
   quietAwsNodeWarning();
   const dbMB = Number(process.env.BENCH_DB_MB ?? 1024);
   if (!Number.isFinite(dbMB) || dbMB <= 0) throw new Error('BENCH_DB_MB must be a positive number');
   const runs = arg('runs', 3);
+  const s3Tls = process.argv.includes('--s3-tls=1');
+  const stages = !process.argv.includes('--stages=0');
+  const oneProcess = process.argv.includes('--one-process=1');
+  const s3Name = s3Tls ? 's3tls' : 's3';
+  const underTsx = process.execArgv.some((a) => a.includes('tsx'));
+
   const tmp = await mkdtemp(path.join(os.tmpdir(), 'full-snapshot-bench-'));
+  const cert = s3Tls ? selfSignedCert(tmp) : undefined;
   const etcd = await startTestEtcd({ quotaBackendBytes: 8 * GiB });
-  const s3rver = await startS3rver({ bucket: 'bench' });
-  const stores: SnapStore[] = [];
-  let client: Etcd3 | undefined;
+  const s3rver = await startS3rver({ bucket: 'bench', ...(cert ? { tls: cert } : {}) });
+  const setup: Setup = { etcd: etcd.clientUrl, s3: s3rver.endpoint, tmp, ...(cert ? { caFile: cert.certFile } : {}) };
+  let inProcess: Awaited<ReturnType<typeof openCases>> | undefined;
   try {
     console.log(`etcd ${(await etcdBinaries()).version} at ${etcd.clientUrl}, filling with ~${dbMB} MiB ...`);
     const filled = await fill(etcd.clientUrl, dbMB);
-    client = await createEtcdClient({
-      endpoints: [etcd.clientUrl],
-      insecureTransport: true,
-      insecureSkipVerify: false,
-      connectionTimeoutMs: 10_000,
-    });
-    const status = await client.maintenance.status();
+    const probe = await createEtcdClient({ endpoints: [etcd.clientUrl], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 });
+    const status = await probe.maintenance.status().finally(() => probe.close());
     const dbBytes = Number(status.dbSize);
     console.log(
       `filled ${filled.keys} keys, ${round1(filled.bytes / MiB)} MiB of values in ${round1(filled.seconds)} s ` +
         `(${round1(filled.bytes / MiB / filled.seconds)} MiB/s); db size ${round1(dbBytes / MiB)} MiB, revision ${status.header.revision}`,
     );
 
-    const base = { container: 'bench', prefix: 'bench/v2', maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: tmp };
-    const local = await openLocalStore({ ...base, provider: 'Local', rootDir: path.join(tmp, 'local') });
-    const s3 = await openS3Store({
-      ...base,
-      provider: 'S3',
-      endpointOverride: s3rver.endpoint,
-      credentials: { region: 'us-east-1', accessKeyID: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY, s3ForcePathStyle: true },
-    });
-    stores.push(local, s3);
-    const etcdClient = client;
+    const names = ['etcdctl', 'local/none', 'local/zstd', `${s3Name}/none`, `${s3Name}/zstd`];
+    if (stages) names.push('drain', 'verify', 'verify+zstd', 'null/zstd');
+    if (oneProcess) {
+      inProcess = await openCases(setup, stages, s3Name);
+      gc();
+      console.log(`process RSS after start-up: ${round1(process.memoryUsage.rss() / MiB)} MiB (${underTsx ? 'tsx' : 'plain node'}); all runs in it`);
+    } else {
+      console.log(`each run in a fresh process (${underTsx ? 'tsx' : 'plain node'})`);
+    }
 
-    const ours = (store: SnapStore, compression: CompressionPolicy | undefined) => async (): Promise<number> => {
-      const snap = await takeFullSnapshot(
-        { client: etcdClient, store, compression, now: () => new Date(), logger: silentLogger },
-        { isFinal: false, snapshotTimeoutMs: 30 * 60_000, connectionTimeoutMs: 10_000 },
-      );
-      if (store.prefix === NULL_PREFIX) return NaN;
-      const listed = (await store.list()).find((s) => s.snapName === snap.snapName);
-      if (!listed) throw new Error(`${snap.snapName} was not stored`);
-      await store.delete(listed);
-      return listed.sizeBytes ?? NaN;
-    };
-    const cases: Array<{ name: string; run: () => Promise<number> }> = [
-      {
-        name: 'etcdctl',
-        run: async () => {
-          const file = path.join(tmp, 'etcdctl.db');
-          await etcdctlSave(etcd.clientUrl, file);
-          const size = (await stat(file)).size;
-          await rm(file, { force: true });
-          return size;
-        },
-      },
-      { name: 'local/none', run: ours(local, undefined) },
-      { name: 'local/zstd', run: ours(local, 'zstd') },
-      { name: 's3/none', run: ours(s3, undefined) },
-      { name: 's3/zstd', run: ours(s3, 'zstd') },
-      { name: 'drain', run: async () => drained(await snapshotBlobs(etcdClient), []) },
-      { name: 'verify', run: async () => drained(await snapshotBlobs(etcdClient), [new FullSnapshotVerifier()]) },
-      { name: 'verify+zstd', run: async () => drained(await snapshotBlobs(etcdClient), [new FullSnapshotVerifier(), createCompressStream('zstd')]) },
-      { name: 'null/zstd', run: ours(nullStore(), 'zstd') },
-    ];
-
-    const results: CaseResult[] = cases.map((c) => ({ name: c.name, runs: [], storedBytes: [] }));
+    const results = new Map<string, RunResult[]>(names.map((n) => [n, []]));
     for (let r = 0; r < runs; r++) {
-      for (const [i, c] of cases.entries()) {
-        const { run, value } = await measured(c.run);
-        const res = results[i] as CaseResult;
-        res.runs.push(run);
-        res.storedBytes.push(value);
+      for (const name of names) {
+        let res: RunResult;
+        if (inProcess) {
+          const { run, value } = await measured(inProcess.cases.get(name) as () => Promise<number>);
+          res = { run, out: value };
+        } else {
+          res = await runInChild(name, setup);
+        }
+        results.get(name)?.push(res);
+        const { run } = res;
         console.log(
-          `  run ${r + 1}/${runs} ${c.name.padEnd(12)} ${run.seconds.toFixed(2)} s, cpu ${run.cpuSeconds.toFixed(2)} s, ` +
-            `peak RSS ${run.peakRssMB} MiB (+${round1(run.peakRssMB - run.baselineRssMB)})`,
+          `  run ${r + 1}/${runs} ${name.padEnd(12)} ${run.seconds.toFixed(2)} s, cpu ${run.cpuSeconds.toFixed(2)} s, ` +
+            `RSS ${run.baselineRssMB} -> ${run.peakRssMB} MiB (heap ${run.atPeak.heapTotalMB}, buffers ${run.atPeak.arrayBuffersMB} at the peak)`,
         );
       }
     }
 
-    const etcdctlSeconds = median((results[0] as CaseResult).runs.map((x) => x.seconds));
-    const summary = results.map((res) => {
-      const seconds = median(res.runs.map((x) => x.seconds));
-      const peak = median(res.runs.map((x) => x.peakRssMB));
-      const growth = median(res.runs.map((x) => x.peakRssMB - x.baselineRssMB));
+    const etcdctlSeconds = median((results.get('etcdctl') ?? []).map((x) => x.run.seconds));
+    const summary = [...results].map(([name, rs]) => {
+      const seconds = median(rs.map((x) => x.run.seconds));
       return {
-        name: res.name,
+        name,
         seconds: round3(seconds),
         mibPerSec: round1(dbBytes / MiB / seconds),
         ratio: round3(seconds / etcdctlSeconds),
-        cpuSeconds: round3(median(res.runs.map((x) => x.cpuSeconds))),
-        peakRssMB: round1(peak),
-        maxPeakRssMB: round1(Math.max(...res.runs.map((x) => x.peakRssMB))),
-        rssGrowthMB: round1(growth),
-        outMB: round1(median(res.storedBytes) / MiB), // NaN for the null store
+        cpuSeconds: round3(median(rs.map((x) => x.run.cpuSeconds))),
+        startRssMB: round1(median(rs.map((x) => x.run.baselineRssMB))),
+        peakRssMB: round1(median(rs.map((x) => x.run.peakRssMB))),
+        maxPeakRssMB: round1(Math.max(...rs.map((x) => x.run.peakRssMB))),
+        rssGrowthMB: round1(median(rs.map((x) => x.run.peakRssMB - x.run.baselineRssMB))),
+        outMB: round1(median(rs.map((x) => x.out)) / MiB),
       };
     });
-    console.log(`\nmedians of ${runs} runs, db ${round1(dbBytes / MiB)} MiB (RSS of this process; etcdctl is a child, its RSS is not ours)`);
+    console.log(
+      `\nmedians of ${runs} runs, db ${round1(dbBytes / MiB)} MiB, ${oneProcess ? 'one process' : 'a fresh process per run'}, ` +
+        `${underTsx ? 'tsx' : 'plain node'}; RSS is the measuring process (etcdctl itself is a child of it, not counted)`,
+    );
+    const dash = (s: { name: string }, v: string): string => (s.name === 'etcdctl' ? '-' : v);
     console.log(
       table(
-        ['case', 'seconds', 'MiB/s', 'x etcdctl', 'cpu s', 'peak RSS MiB', '+ over before', 'out MiB'],
+        ['case', 'seconds', 'MiB/s', 'x etcdctl', 'cpu s', 'RSS start', 'RSS peak', 'peak - start', 'out MiB'],
         summary.map((s) => [
           s.name,
           s.seconds.toFixed(2),
           s.mibPerSec.toFixed(1),
           s.ratio.toFixed(2),
-          s.name === 'etcdctl' ? '-' : s.cpuSeconds.toFixed(2),
-          s.name === 'etcdctl' ? '-' : s.peakRssMB.toFixed(1),
-          s.name === 'etcdctl' ? '-' : s.rssGrowthMB.toFixed(1),
+          dash(s, s.cpuSeconds.toFixed(2)),
+          dash(s, s.startRssMB.toFixed(1)),
+          dash(s, s.peakRssMB.toFixed(1)),
+          dash(s, s.rssGrowthMB.toFixed(1)),
           Number.isFinite(s.outMB) ? s.outMB.toFixed(1) : '-',
         ]),
       ),
     );
-    const ourCases = summary.filter((s) => s.name !== 'etcdctl');
     const ratioOk = summary.filter((s) => s.name.startsWith('local/')).every((s) => s.ratio <= RATIO_TARGET);
-    const rssOk = ourCases.every((s) => s.maxPeakRssMB < RSS_TARGET_MB);
+    const snapshotCases = summary.filter((s) => /^(local|s3|s3tls)\//.test(s.name));
+    const rssOk = snapshotCases.every((s) => s.maxPeakRssMB < RSS_TARGET_MB);
     console.log(
-      `targets: local ours/etcdctl <= ${RATIO_TARGET}: ${ratioOk ? 'met' : 'NOT met'}; peak RSS < ${RSS_TARGET_MB} MB in every run: ${rssOk ? 'met' : 'NOT met'}`,
+      `targets: local ours/etcdctl <= ${RATIO_TARGET}: ${ratioOk ? 'met' : 'NOT met'}; ` +
+        `peak RSS < ${RSS_TARGET_MB} MB in every snapshot run: ${rssOk ? 'met' : 'NOT met'}`,
     );
     console.log(
       JSON.stringify({
         bench: 'full-snapshot',
         node: process.version,
         etcd: (await etcdBinaries()).version,
+        runner: underTsx ? 'tsx' : 'node',
+        isolation: oneProcess ? 'one-process' : 'process-per-run',
         dbMB: round1(dbBytes / MiB),
         keys: filled.keys,
         fillSeconds: round1(filled.seconds),
         runs,
+        s3Tls,
         results: summary,
         ratioTarget: RATIO_TARGET,
         rssTargetMB: RSS_TARGET_MB,
@@ -255,26 +390,12 @@ async function main(): Promise<void> {
       }),
     );
   } finally {
-    client?.close();
-    for (const s of stores) await s.close().catch(() => undefined);
+    await inProcess?.close();
     await s3rver.stop();
     await etcd.cleanup();
     await rm(tmp, { recursive: true, force: true });
   }
 }
 
-/** Pipes `source` through `stages` into a sink that counts and drops; returns the bytes that reached it. */
-async function drained(source: Readable, stages: NodeJS.ReadWriteStream[]): Promise<number> {
-  let bytes = 0;
-  const counter = new Writable({
-    highWaterMark: 64 * 1024,
-    write(chunk: Buffer, _enc, cb) {
-      bytes += chunk.length;
-      cb();
-    },
-  });
-  await pipeline([source, ...stages, counter]);
-  return bytes;
-}
-
-await main();
+const childCase = flag('child');
+await (childCase ? child(childCase) : main());

@@ -1,6 +1,11 @@
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
@@ -303,7 +308,8 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     let hung = 0;
     proxy.reset((s) => (isPart(s) && partNo(s) === 1 && hung++ === 0 ? 'hang' : undefined));
     const src = source(PART + 10);
-    const opts = options({ retry: { ...FAST_RETRY, timeoutMs: 500 } });
+    // Generous enough that an answered attempt never hits it on a loaded machine; only the hung one does.
+    const opts = options({ retry: { ...FAST_RETRY, retries: 3, timeoutMs: 2000 } });
     expect(await uploadStream(src.stream, opts)).toMatchObject({ parts: 2, retries: 1 });
     expect(await stored(opts.key)).toEqual({ size: PART + 10, hex: src.digest() });
   });
@@ -381,17 +387,126 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     expect(headers.slice(1, 3).every((h) => typeof h['x-amz-checksum-crc32'] === 'string')).toBe(true);
   });
 
-  it('unsignedPayload sends UNSIGNED-PAYLOAD instead of the body hash on parts and single puts only', async () => {
+  it('unsignedPayload leaves plain-http requests signed with the body hash', async () => {
+    const opts = options({ unsignedPayload: true });
+    await uploadStream(source(PART + 3).stream, opts);
+    const parts = proxy.seen.filter(isPart);
+    expect(parts).toHaveLength(2);
+    for (const p of parts) expect(p.headers['x-amz-content-sha256']).toMatch(/^[0-9a-f]{64}$/);
+  });
+});
+
+describe('uploadStream over https', () => {
+  let dir: string | undefined;
+  let srv: S3rverInstance | undefined;
+  let client: S3Client | undefined;
+  /** Headers of every request as signed and sent, captured after the SDK's last middleware step before the wire. */
+  const sent: Array<{ query: Record<string, unknown>; headers: Record<string, string> }> = [];
+
+  beforeAll(async () => {
+    dir = await mkdtemp(path.join(os.tmpdir(), 's3up-tls-'));
+    const keyFile = path.join(dir, 'key.pem');
+    const certFile = path.join(dir, 'cert.pem');
+    const made = spawnSync(
+      'openssl',
+      ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1',
+        '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+      { stdio: 'ignore' },
+    );
+    if (made.status !== 0) return; // no openssl CLI: the case below skips
+    srv = await startS3rver({ tls: { keyFile, certFile } });
+    client = new S3Client({
+      endpoint: srv.endpoint,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY },
+      requestHandler: { httpsAgent: new https.Agent({ ca: await readFile(certFile, 'utf8') }) },
+    });
+    client.middlewareStack.add(
+      (next) => async (args) => {
+        const req = args.request as { query?: Record<string, unknown>; headers?: Record<string, string> };
+        sent.push({ query: { ...req.query }, headers: { ...req.headers } });
+        return next(args);
+      },
+      { step: 'deserialize', name: 'sentHeadersSpy' },
+    );
+  });
+  afterAll(async () => {
+    client?.destroy();
+    await srv?.stop();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  it('sends parts and single puts as UNSIGNED-PAYLOAD, everything else signed, and the objects round-trip', async (ctx) => {
+    if (!srv || !client) return ctx.skip();
     for (const size of [PART + 3, 1000]) {
-      proxy.reset();
+      sent.length = 0;
       const src = source(size);
-      const opts = options({ unsignedPayload: true });
-      await uploadStream(src.stream, opts);
-      const bodies = proxy.seen.filter((s) => isPart(s) || (s.method === 'PUT' && s.query.get('x-id') === 'PutObject'));
-      expect(bodies.length).toBeGreaterThan(0);
+      const key = `tls/${size}`;
+      await uploadStream(src.stream, { client, bucket: srv.bucket, key, partSize: PART, concurrency: 2, unsignedPayload: true, logger: silentLogger });
+      const bodies = sent.filter((r) => 'partNumber' in r.query || r.query['x-id'] === 'PutObject');
+      expect(bodies).toHaveLength(size > PART ? 2 : 1);
       for (const b of bodies) expect(b.headers['x-amz-content-sha256']).toBe('UNSIGNED-PAYLOAD');
-      for (const b of proxy.seen.filter((s) => s.method === 'POST')) expect(b.headers['x-amz-content-sha256']).not.toBe('UNSIGNED-PAYLOAD');
-      expect(await stored(opts.key)).toEqual({ size, hex: src.digest() });
+      for (const r of sent.filter((x) => !bodies.includes(x))) expect(r.headers['x-amz-content-sha256']).toMatch(/^[0-9a-f]{64}$/);
+
+      const out = await client.send(new GetObjectCommand({ Bucket: srv.bucket, Key: key }));
+      const back = Buffer.from(await (out.Body as { transformToByteArray(): Promise<Uint8Array> }).transformToByteArray());
+      expect(back.length).toBe(size);
+      expect(createHash('sha256').update(back).digest('hex')).toBe(src.digest());
+    }
+  });
+});
+
+describe('uploadStream over https, against a scripted request handler', () => {
+  it("hands each of the SDK's own retries a fresh sliced stream of the whole part", async () => {
+    const attempts: Array<{ part: number; body: 'buffer' | 'stream'; sha: string; bytes: number; payload: string }> = [];
+    let resets = 0;
+    const xml = (body: string) => ({ statusCode: 200, headers: { 'content-type': 'application/xml' }, body: Readable.from([Buffer.from(body)]) });
+    const handler = {
+      async handle(request: { method: string; query: Record<string, string>; headers: Record<string, string>; body?: unknown }) {
+        if (request.method === 'POST' && 'uploads' in request.query) {
+          return { response: xml('<InitiateMultipartUploadResult><UploadId>u1</UploadId></InitiateMultipartUploadResult>') };
+        }
+        if (request.method === 'POST') return { response: xml('<CompleteMultipartUploadResult><ETag>"done"</ETag></CompleteMultipartUploadResult>') };
+        const part = Number(request.query.partNumber);
+        const hash = createHash('sha256');
+        let bytes = 0;
+        const isStream = request.body instanceof Readable;
+        for await (const c of (isStream ? request.body : [request.body]) as AsyncIterable<Buffer>) {
+          hash.update(c);
+          bytes += c.length;
+        }
+        attempts.push({ part, body: isStream ? 'stream' : 'buffer', sha: hash.digest('hex'), bytes, payload: request.headers['x-amz-content-sha256'] ?? '' });
+        if (part === 1 && resets++ === 0) throw Object.assign(new Error('connection reset by the test'), { code: 'ECONNRESET' });
+        return { response: { statusCode: 200, headers: { etag: `"p${part}"` }, body: Readable.from([]) } };
+      },
+      updateHttpClientConfig() {},
+      httpHandlerConfigs: () => ({}),
+    };
+    const client = new S3Client({
+      endpoint: 'https://s3.test.invalid',
+      region: 'us-east-1',
+      forcePathStyle: true,
+      credentials: { accessKeyId: 'a', secretAccessKey: 'b' },
+      maxAttempts: 3,
+      requestHandler: handler as never,
+    });
+    try {
+      const src = source(PART + 10);
+      const parts: Buffer[] = [];
+      const tee = src.stream.on('data', (c: Buffer) => parts.push(c));
+      const r = await uploadStream(tee, { client, bucket: 'b', key: 'k', partSize: PART, concurrency: 1, unsignedPayload: true, logger: silentLogger });
+      expect(r).toMatchObject({ parts: 2, retries: 0 }); // the retry was the SDK's, inside one attempt of ours
+      const whole = Buffer.concat(parts);
+      const part1 = createHash('sha256').update(whole.subarray(0, PART)).digest('hex');
+      expect(attempts.filter((a) => a.part === 1)).toEqual([
+        { part: 1, body: 'stream', sha: part1, bytes: PART, payload: 'UNSIGNED-PAYLOAD' },
+        { part: 1, body: 'stream', sha: part1, bytes: PART, payload: 'UNSIGNED-PAYLOAD' },
+      ]);
+      // 10 bytes: below one slice, sent as it is.
+      expect(attempts.find((a) => a.part === 2)).toMatchObject({ body: 'buffer', bytes: 10 });
+    } finally {
+      client.destroy();
     }
   });
 });

@@ -1,10 +1,10 @@
-import { createWriteStream } from 'node:fs';
+import { ReadStream, createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Etcd3 } from 'etcd3';
 import { createDecompressStream, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
-import { FullSnapshotVerifier } from '../backup/full-verify.js';
+import { setAuthEnabled } from '../bbolt/patch.js';
 import { restoreBaseSnapshot } from '../etcd/base-restore.js';
 import type { EtcdBinaries } from '../etcd/binaries.js';
 import { startLocalEtcd, type LocalEtcd } from '../etcd/local-etcd.js';
@@ -45,8 +45,29 @@ export interface RestoreResult {
   deltasApplied: number;
   revisionsApplied: number;
   durationMs: number;
+  /** Time from the replay etcd answering to the last delta applied (0 without deltas). */
+  replayMs: number;
   /** Only with `keepEtcdRunning`: the local etcd serving the restored data dir (at `dataDir`). */
   etcd?: LocalEtcd;
+  /**
+   * The base snapshot had etcd auth enabled and the replay etcd ran with it switched off. It is back on in
+   * the result, except with `keepEtcdRunning`: there the caller stops etcd, then calls `reenableAuth`.
+   * (Without deltas no etcd runs and auth is left as the base has it; this stays false.)
+   */
+  authDisabledForReplay: boolean;
+}
+
+/** The backend file of a data dir. */
+export function backendPath(dataDir: string): string {
+  return join(dataDir, 'member', 'snap', 'db');
+}
+
+/**
+ * Switches etcd auth back on in a stopped data dir whose replay ran with it off (see executeRestore).
+ * Only for callers of `keepEtcdRunning` whose result says `authDisabledForReplay`.
+ */
+export async function reenableAuth(dataDir: string): Promise<void> {
+  await setAuthEnabled(backendPath(dataDir), true);
 }
 
 const LEAN_EVERY_DELTAS = 10;
@@ -60,7 +81,9 @@ const QUOTA_DEFRAG_RATIO = 0.8;
 export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: RestoreOptions): Promise<RestoreResult> {
   const started = Date.now();
   const { logger } = opts;
-  if (!plan.base) return { restored: false, revision: 0, deltasApplied: 0, revisionsApplied: 0, durationMs: 0 };
+  if (!plan.base) {
+    return { restored: false, revision: 0, deltasApplied: 0, revisionsApplied: 0, durationMs: 0, replayMs: 0, authDisabledForReplay: false };
+  }
   const partDir = `${opts.dataDir}.part`;
   if (!opts.replaceExisting && (await nonEmptyDir(opts.dataDir))) {
     throw new Error(`data-dir ${opts.dataDir} is not empty: refusing to restore over it`);
@@ -75,24 +98,38 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     const base = plan.base;
     logger.info({ snapshot: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision }, 'restoring');
     const dbFile = join(scratch, 'snapshot.db');
-    await downloadFull(store, base, dbFile, opts.skipHashCheck, opts.signal);
-    await restoreBaseSnapshot({
-      binaries: opts.binaries,
-      snapshotFile: dbFile,
-      dataDir: partDir,
-      name: opts.name,
-      initialCluster: opts.initialCluster,
-      initialClusterToken: opts.initialClusterToken,
-      initialAdvertisePeerUrls: opts.initialAdvertisePeerUrls,
-      skipHashCheck: opts.skipHashCheck,
-    });
+    const snapshotFile = await fetchFull(store, base, dbFile, opts.signal);
+    try {
+      // etcd's restore checks the sha256 trailer itself (unless skipped), as upstream relies on it too:
+      // hashing here as well would cost a second pass over the whole database.
+      await restoreBaseSnapshot({
+        binaries: opts.binaries,
+        snapshotFile,
+        dataDir: partDir,
+        name: opts.name,
+        initialCluster: opts.initialCluster,
+        initialClusterToken: opts.initialClusterToken,
+        initialAdvertisePeerUrls: opts.initialAdvertisePeerUrls,
+        skipHashCheck: opts.skipHashCheck,
+      });
+    } catch (err) {
+      throw new Error(`restoring full snapshot ${base.snapName} failed: ${(err as Error).message}`, { cause: err });
+    }
     await rm(dbFile, { force: true });
     logger.info({ snapshot: base.snapName, ms: Date.now() - started }, 'base snapshot restored');
 
     let revision = base.lastRevision;
     let deltasApplied = 0;
     let revisionsApplied = 0;
+    let authEnabled = false;
+    let replayMs = 0;
     if (plan.deltas.length > 0 || opts.keepEtcdRunning) {
+      // Upstream calls AuthDisable in its embedded etcd. Ours is a child process and we hold no root
+      // password, so the flag is switched off in the stopped backend instead (etcd reads it only at start)
+      // and switched back on after the replay etcd stopped. `.part` is fresh from snapshot restore and the
+      // replay makes no auth requests, so its WAL holds no auth entry that etcd could re-apply over the flag.
+      authEnabled = (await setAuthEnabled(backendPath(partDir), false)).previous;
+      if (authEnabled) logger.info({}, 'base snapshot has etcd auth enabled: replaying with auth off, switching it back on afterwards');
       etcd = await startLocalEtcd({
         binaries: opts.binaries,
         dataDir: partDir,
@@ -106,8 +143,10 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         hosts: etcd.clientUrl,
         grpcOptions: { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 },
       });
+      const replayStarted = Date.now();
       revision = await currentRevision(client, 30_000);
       const progress = new Progress(plan, revision, logger);
+      let leanFailed = false;
       for await (const { snap, file } of fetchDeltasInOrder(store, plan.deltas, {
         maxFetchers: opts.maxFetchers,
         tempDir: scratch,
@@ -129,8 +168,12 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         }
         deltasApplied++;
         progress.delta(snap, revision);
-        if (deltasApplied % LEAN_EVERY_DELTAS === 0) await lean(client, revision, opts.embeddedEtcdQuotaBytes, logger);
+        // Upstream: every 10th delta, and again after the next delta when an attempt failed.
+        if (deltasApplied % LEAN_EVERY_DELTAS === 0 || leanFailed) {
+          leanFailed = !(await lean(client, revision, opts.embeddedEtcdQuotaBytes, logger));
+        }
       }
+      replayMs = Date.now() - replayStarted;
     }
     const result: RestoreResult = {
       restored: true,
@@ -138,6 +181,8 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       deltasApplied,
       revisionsApplied,
       durationMs: 0,
+      replayMs,
+      authDisabledForReplay: authEnabled,
     };
     if (opts.keepEtcdRunning && etcd) {
       // The caller keeps using this etcd; it serves `.part` until the caller stops it and renames.
@@ -150,11 +195,12 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       client = undefined;
       await etcd?.stop();
       etcd = undefined;
+      if (authEnabled) await setAuthEnabled(backendPath(partDir), true);
       if (opts.replaceExisting) await rm(opts.dataDir, { recursive: true, force: true });
       await rename(partDir, opts.dataDir);
     }
     result.durationMs = Date.now() - started;
-    logger.info({ revision, deltasApplied, revisionsApplied, ms: result.durationMs }, 'restore finished');
+    logger.info({ revision, deltasApplied, revisionsApplied, replayMs, ms: result.durationMs }, 'restore finished');
     return result;
   } catch (err) {
     client?.close();
@@ -178,17 +224,26 @@ async function nonEmptyDir(dir: string): Promise<boolean> {
   }
 }
 
-async function downloadFull(store: SnapStore, snap: Snapshot, file: string, skipHashCheck: boolean, signal?: AbortSignal) {
+/**
+ * The full snapshot as a local file for etcd's restore. An uncompressed object that the store serves
+ * straight from a local file (Local provider) is used in place, with no copy; anything else is
+ * downloaded and decompressed into `file`.
+ */
+async function fetchFull(store: SnapStore, snap: Snapshot, file: string, signal?: AbortSignal): Promise<string> {
   const raw = await store.fetch(snap);
+  if (snap.compressionSuffix === '' && raw instanceof ReadStream && typeof raw.path === 'string') {
+    const inPlace = raw.path;
+    raw.destroy();
+    return inPlace;
+  }
   const decompress = createDecompressStream(snap.compressionSuffix, snap.snapName);
-  const out = createWriteStream(file, { mode: 0o600 });
-  const options = signal ? { signal } : {};
-  if (skipHashCheck) await pipeline(raw, decompress, out, options);
-  else await pipeline(raw, decompress, new FullSnapshotVerifier(`full snapshot ${snap.snapName}`), out, options);
+  const out = createWriteStream(file, { mode: 0o600, highWaterMark: 1 << 20 });
+  await pipeline(raw, decompress, out, signal ? { signal } : {});
+  return file;
 }
 
 /** Keeps the replay etcd small: compact and, above 80 % of the quota, defragment (upstream §7 step 10). */
-async function lean(client: Etcd3, revision: number, quota: number, logger: Logger): Promise<void> {
+async function lean(client: Etcd3, revision: number, quota: number, logger: Logger): Promise<boolean> {
   try {
     await compact(client, revision, { physical: true, timeoutMs: 120_000 });
     const status = await client.maintenance.status();
@@ -197,8 +252,10 @@ async function lean(client: Etcd3, revision: number, quota: number, logger: Logg
       logger.info({ dbSize: size, quota }, 'replay etcd near its quota: defragmenting');
       await client.maintenance.defragment({ deadline: new Date(Date.now() + 300_000) });
     }
+    return true;
   } catch (err) {
     logger.warn({ err }, 'compacting the replay etcd failed; will retry after the next delta');
+    return false;
   }
 }
 

@@ -1,4 +1,7 @@
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -24,9 +27,16 @@ describe('bin/etcdbrctl (built)', () => {
     expect(r.stderr).toBe("Error: unknown flag: --bogus\nRun 'etcdbrctl snapshot --help' for usage.\n");
   });
 
-  it('a valid but unimplemented subcommand exits 2', () => {
-    const r = etcdbrctl('compact');
-    expect(r.status).toBe(2);
-    expect(r.stderr).toMatch(/etcdbrctl compact: .*not implemented yet/);
+  it('compact on an empty store does nothing and exits 0', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'etcdbr-bin-compact-'));
+    try {
+      const r = etcdbrctl('compact', '--storage-provider=Local', `--store-container=${dir}`, `--data-dir=${join(dir, 'compaction.etcd')}`);
+      expect(r.status).toBe(0);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toContain('No base snapshot found. Will do nothing.');
+      expect(readdirSync(dir)).toEqual(['v2']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -103,18 +103,33 @@ describe('subcommands', () => {
     expect(r.stderr).toContain("takes its value with '='");
   });
 
-  it.each(['compact'])('%s validates, then says it is not implemented (exit 2)', async (name) => {
-    const r = await run([name]);
-    expect(r.code).toBe(2);
-    expect(r.stderr).toBe(`etcdbrctl ${name}: configuration is valid, but this subcommand is not implemented yet in version ${VERSION}\n`);
+  it('compact without a store uses upstream’s default Local store and, finding no full snapshot, exits 0', async () => {
+    const home = mkdtempSync(join(tmpdir(), 'etcdbr-compact-home-'));
+    try {
+      const r = await run(['compact'], {}, { homeDir: home });
+      expect(r.code).toBe(0);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toContain('No base snapshot found. Will do nothing.');
+      expect(r.stderr).not.toContain('not implemented');
+      // As upstream's Local store: `$HOME/default.bkp/v2` is created, and it stays empty.
+      expect(readdirSync(join(home, 'default.bkp', 'v2'))).toEqual([]);
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
   });
 
   it('copy validates its stores first', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'etcdbr-copy-'));
-    expect((await run(['copy', '--storage-provider=Local', `--store-container=${dir}`])).code).toBe(2);
-    const r = await run(['copy', '--storage-provider=Local', `--store-container=${dir}`, '--source-storage-provider=S3']);
-    expect(r.code).toBe(1);
-    expect(r.stderr).toContain('storage container name not specified: set --source-store-container or the environment variable SOURCE_STORAGE_CONTAINER');
+    try {
+      const empty = await run(['copy', '--storage-provider=Local', `--store-container=${dir}`]);
+      expect(empty.code).toBe(0);
+      expect(empty.stdout).toBe('Copied 0 snapshot(s), 0 bytes; 0 already present\n');
+      const r = await run(['copy', '--storage-provider=Local', `--store-container=${dir}`, '--source-storage-provider=S3']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain('storage container name not specified: set --source-store-container or the environment variable SOURCE_STORAGE_CONTAINER');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('fails before running when store credentials are missing', async () => {

@@ -27,6 +27,8 @@ export interface Run {
   peakRssMB: number;
   /** RSS right before the run (after a GC), MiB. */
   baselineRssMB: number;
+  /** process.memoryUsage() at the peak sample, MiB: shows whether the V8 heap or buffers grew. */
+  atPeak: { heapTotalMB: number; heapUsedMB: number; externalMB: number; arrayBuffersMB: number };
 }
 
 /**
@@ -37,9 +39,13 @@ export async function measured<T>(fn: () => Promise<T>, intervalMs = 20): Promis
   gc();
   const baseline = process.memoryUsage.rss();
   let peak = baseline;
+  let atPeak = process.memoryUsage();
   const timer = setInterval(() => {
     const rss = process.memoryUsage.rss();
-    if (rss > peak) peak = rss;
+    if (rss > peak) {
+      peak = rss;
+      atPeak = process.memoryUsage(); // the full breakdown walks the heap spaces; only when a new peak is seen
+    }
   }, intervalMs);
   const cpu0 = process.cpuUsage();
   const t0 = process.hrtime.bigint();
@@ -59,6 +65,12 @@ export async function measured<T>(fn: () => Promise<T>, intervalMs = 20): Promis
       cpuSeconds: (cpu.user + cpu.system) / 1e6,
       peakRssMB: round1(peak / MiB),
       baselineRssMB: round1(baseline / MiB),
+      atPeak: {
+        heapTotalMB: round1(atPeak.heapTotal / MiB),
+        heapUsedMB: round1(atPeak.heapUsed / MiB),
+        externalMB: round1(atPeak.external / MiB),
+        arrayBuffersMB: round1(atPeak.arrayBuffers / MiB),
+      },
     },
   };
 }

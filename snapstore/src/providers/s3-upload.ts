@@ -16,7 +16,7 @@
  * (best effort; a failure there is logged) and rejects with an {@link UploadFailedError} that says
  * whether the input, the caller's signal or S3 caused it.
  */
-import type { Readable } from 'node:stream';
+import { Readable } from 'node:stream';
 import {
   AbortMultipartUploadCommand,
   ChecksumAlgorithm,
@@ -25,7 +25,7 @@ import {
   PutObjectCommand,
   UploadPartCommand,
 } from '@aws-sdk/client-s3';
-import type { CompletedPart, S3Client } from '@aws-sdk/client-s3';
+import type { CompletedPart, PutObjectCommandInput, S3Client, UploadPartCommandInput } from '@aws-sdk/client-s3';
 import type { Logger } from '../logger.js';
 import { abortReason, describeError } from './common.js';
 
@@ -59,6 +59,13 @@ export interface StreamUploadOptions {
   /** UploadPart requests in flight at most (`--max-parallel-chunk-uploads`). */
   concurrency: number;
   writeParams?: WriteParams;
+  /**
+   * Send part and object bodies over https with `x-amz-content-sha256: UNSIGNED-PAYLOAD` instead of
+   * their SHA-256 (plain-http requests keep the hash: there it is the body's only protection). TLS
+   * protects the body in transit and S3 still checks the CRC32 checksum. Saves a SHA-256 pass over
+   * every byte on the main thread (about 3.5 CPU s per GiB here), as aws-cli does.
+   */
+  unsignedPayload?: boolean;
   retry?: PartRetryPolicy;
   /** Aborting rejects the upload unless CompleteMultipartUpload (or the single PutObject) was already sent. */
   signal?: AbortSignal;
@@ -154,6 +161,9 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
   let bytes = 0;
   let uploadId: Promise<string> | undefined;
 
+  const signed = <C extends UploadPartCommand | PutObjectCommand>(cmd: C): C =>
+    withSlicedTlsBody(opts.unsignedPayload ? withUnsignedPayload(cmd) : cmd);
+
   const attempt = <T>(what: string, run: (s: AbortSignal) => Promise<T>): Promise<T> =>
     withRetry(what, retry, cancel.signal, logger, where, run, () => retries++);
 
@@ -174,11 +184,8 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
 
   const uploadPart = async (n: number, body: Buffer): Promise<void> => {
     const id = await (uploadId as Promise<string>);
-    const out = await attempt(`part ${n}`, (s) =>
-      client.send(new UploadPartCommand({ Bucket: bucket, Key: key, UploadId: id, PartNumber: n, Body: body, ...writeParams }), {
-        abortSignal: s,
-      }),
-    );
+    const input: UploadPartCommandInput = { Bucket: bucket, Key: key, UploadId: id, PartNumber: n, Body: body, ...writeParams };
+    const out = await attempt(`part ${n}`, (s) => client.send(signed(new UploadPartCommand(input)), { abortSignal: s }));
     if (!out.ETag) throw new Error(`UploadPart ${n} returned no ETag`);
     completed[n - 1] = {
       PartNumber: n,
@@ -251,12 +258,8 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
       const body = buf.subarray(0, filled);
       const algorithm = await checksumAlgorithm();
       try {
-        await attempt('object', (s) =>
-          client.send(
-            new PutObjectCommand({ Bucket: bucket, Key: key, Body: body, ...writeParams, ...(algorithm ? { ChecksumAlgorithm: algorithm } : {}) }),
-            { abortSignal: s },
-          ),
-        );
+        const input: PutObjectCommandInput = { Bucket: bucket, Key: key, Body: body, ...writeParams, ...(algorithm ? { ChecksumAlgorithm: algorithm } : {}) };
+        await attempt('object', (s) => client.send(signed(new PutObjectCommand(input)), { abortSignal: s }));
       } catch (err) {
         fail('s3', err);
         throw failure;
@@ -292,6 +295,64 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
   } finally {
     detachSignal();
   }
+}
+
+/**
+ * The SigV4 signer takes a preset x-amz-content-sha256 header as the payload hash instead of hashing
+ * the body; set before the signing step, and only on requests that really go out over https (the
+ * endpoint may also come from the SDK's own configuration, e.g. AWS_ENDPOINT_URL).
+ */
+function withUnsignedPayload<C extends UploadPartCommand | PutObjectCommand>(cmd: C): C {
+  (cmd.middlewareStack as { add(mw: unknown, opts: { step: 'build'; name: string }): void }).add(
+    (next: (args: { request: unknown }) => Promise<unknown>) => async (args: { request: unknown }) => {
+      const req = args.request as { protocol?: string; headers?: Record<string, string> };
+      if (req.protocol === 'https:' && req.headers) req.headers['x-amz-content-sha256'] = 'UNSIGNED-PAYLOAD';
+      return next(args);
+    },
+    { step: 'build', name: 'etcdbrUnsignedPayload' },
+  );
+  return cmd;
+}
+
+/**
+ * Slices a TLS body is written in: TLS then holds at most about this much ciphertext per request
+ * (measured here: 64 KiB to 1 MiB all save ~33 MB at 5 x 5 MiB; smaller slices cost time).
+ */
+const TLS_SLICE = 512 * 1024;
+
+/**
+ * Over https a Buffer body is encrypted in one go into the TLS socket's buffer, a second copy of every
+ * part in flight (~25 MB more RSS at 5 x 5 MiB). Handing the SDK a stream of slices instead lets TLS
+ * encrypt as the socket drains. Done per attempt, after the SDK's retry and signing steps, on a copy of
+ * the request: a retry starts from the intact Buffer, and checksum and Content-Length were computed from
+ * it in the build step.
+ */
+function withSlicedTlsBody<C extends UploadPartCommand | PutObjectCommand>(cmd: C): C {
+  (cmd.middlewareStack as { add(mw: unknown, opts: { step: 'finalizeRequest'; priority: 'low'; name: string }): void }).add(
+    (next: (args: { request: unknown }) => Promise<unknown>) => async (args: { request: unknown }) => {
+      const req = args.request as { protocol?: string; body?: unknown };
+      if (req.protocol !== 'https:' || !Buffer.isBuffer(req.body) || req.body.length <= TLS_SLICE) return next(args);
+      return next({ ...args, request: { ...req, body: sliced(req.body) } });
+    },
+    { step: 'finalizeRequest', priority: 'low', name: 'etcdbrSlicedTlsBody' },
+  );
+  return cmd;
+}
+
+function sliced(buf: Buffer): Readable {
+  let offset = 0;
+  return new Readable({
+    highWaterMark: TLS_SLICE,
+    read() {
+      if (offset >= buf.length) {
+        this.push(null);
+        return;
+      }
+      const end = Math.min(offset + TLS_SLICE, buf.length);
+      this.push(buf.subarray(offset, end));
+      offset = end;
+    },
+  });
 }
 
 /** Best effort: a failure here leaves parts behind (until a lifecycle rule removes them) and is logged, not thrown. */
@@ -335,19 +396,33 @@ async function withRetry<T>(
   onRetry: () => void,
 ): Promise<T> {
   for (let i = 0; ; i++) {
-    const timeout = AbortSignal.timeout(policy.timeoutMs);
+    // One controller per attempt, released as soon as the attempt settles (AbortSignal.timeout would keep
+    // a timer and the signal alive for the whole timeout, once per part).
+    const attempt = new AbortController();
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      attempt.abort();
+    }, policy.timeoutMs);
+    const propagate = (): void => attempt.abort(cancelled.reason);
+    cancelled.addEventListener('abort', propagate, { once: true });
+    let caught: unknown;
     try {
-      return await run(AbortSignal.any([cancelled, timeout]));
-    } catch (caught) {
-      if (cancelled.aborted) throw caught;
-      const err = timeout.aborted ? timeoutError(what, policy.timeoutMs, caught) : caught;
-      if (i >= policy.retries || !retryable(err)) throw err;
-      const delay = policy.baseDelayMs * 2 ** i;
-      onRetry();
-      logger.warn({ err: describeError(err), key: where, attempt: i + 1, delayMs: delay }, `upload of ${what} failed; retrying`);
-      await sleep(delay, cancelled);
-      if (cancelled.aborted) throw err;
+      return await run(attempt.signal);
+    } catch (err) {
+      caught = err;
+    } finally {
+      clearTimeout(timer);
+      cancelled.removeEventListener('abort', propagate);
     }
+    if (cancelled.aborted) throw caught;
+    const err = timedOut ? timeoutError(what, policy.timeoutMs, caught) : caught;
+    if (i >= policy.retries || !retryable(err)) throw err;
+    const delay = policy.baseDelayMs * 2 ** i;
+    onRetry();
+    logger.warn({ err: describeError(err), key: where, attempt: i + 1, delayMs: delay }, `upload of ${what} failed; retrying`);
+    await sleep(delay, cancelled);
+    if (cancelled.aborted) throw err;
   }
 }
 

@@ -384,6 +384,7 @@ class S3SnapStore implements SnapStore {
         partSize: this.partSize,
         concurrency: this.queueSize,
         writeParams: this.ssec ?? {},
+        unsignedPayload: true, // applied to https requests only; plain http keeps the signed body hash
         retry: this.partRetry,
         logger: this.logger,
         where,

@@ -1,8 +1,82 @@
+import { openSnapStore, SnapStoreError, type StoreConfig } from '@etcdbrctl/snapstore';
+import { systemClock } from '../../clock.js';
+import { compactSnapshots } from '../../compactor/compactor.js';
+import { buildStoreConfig } from '../../config/store.js';
 import type { CompactCommandConfig } from '../../config/types.js';
+import { findEtcdBinaries } from '../../etcd/binaries.js';
+import { createKubeClient, resolveKubeConnection } from '../../k8s/client.js';
+import { SnapshotLeases } from '../../k8s/snapshot-leases.js';
 import type { CommandContext } from '../context.js';
-import { notImplemented } from '../context.js';
 
-/** `etcdbrctl compact`: flags are parsed and validated; the work itself arrives in a later version. */
-export async function run(_config: CompactCommandConfig, ctx: CommandContext): Promise<number> {
-  return notImplemented('compact', ctx);
+/**
+ * `etcdbrctl compact`: the latest full snapshot and its deltas become one new full snapshot (see
+ * src/compactor/compactor.ts). Exit 0 also when the store has no full snapshot (nothing to do).
+ */
+export async function run(config: CompactCommandConfig, ctx: CommandContext): Promise<number> {
+  const store = await openSnapStore(ctx.stores.primary ?? (await defaultLocalStore(config, ctx)));
+  try {
+    const cc = config.compactorConfig;
+    const result = await compactSnapshots(
+      {
+        store,
+        binaries: () => findEtcdBinaries({ etcdBin: ctx.env.ETCD_BIN, path: ctx.env.PATH ?? '' }),
+        logger: ctx.logger,
+        clock: systemClock,
+        signal: ctx.signal,
+        ...(cc.snapshotLeaseRenewalEnabled
+          ? {
+              leases: async () => {
+                const namespace = ctx.env.POD_NAMESPACE ?? '';
+                if (namespace === '') throw new Error('POD_NAMESPACE must be set when snapshot lease renewal is enabled');
+                return new SnapshotLeases({
+                  kube: await createKubeClient(resolveKubeConnection({ env: ctx.env })),
+                  namespace,
+                  fullSnapshotLeaseName: cc.fullSnapshotLeaseName,
+                  deltaSnapshotLeaseName: cc.deltaSnapshotLeaseName,
+                  clock: systemClock,
+                  logger: ctx.logger,
+                });
+              },
+            }
+          : {}),
+      },
+      { restoration: config.restorationConfig, compactor: cc },
+    );
+    if (!result.snapshot) return 0;
+    if (cc.metricsScrapeWaitDuration > 0) {
+      ctx.logger.info({ ms: cc.metricsScrapeWaitDuration }, 'Waiting for the metrics to be scraped');
+      // A signal ends the wait early; the snapshot is stored already, so that is still a success.
+      await systemClock.sleep(cc.metricsScrapeWaitDuration, ctx.signal).catch(() => undefined);
+    }
+    ctx.logger.info(
+      {
+        snapshot: result.snapshot.snapName,
+        base: result.base?.snapName,
+        deltas: result.deltas,
+        restoreMs: result.restoreMs,
+        snapshotMs: result.snapshotMs,
+        totalMs: result.totalMs,
+      },
+      `Compacted snapshot name : ${result.snapshot.snapName}`,
+    );
+    ctx.io.stdout.write(`Compacted snapshot name : ${result.snapshot.snapName}\n`);
+    return 0;
+  } catch (err) {
+    ctx.logger.error({ err }, 'Failed to compact snapshot');
+    ctx.io.stderr.write(`etcdbrctl compact: ${err instanceof Error ? err.message : String(err)}\n`);
+    return 1;
+  } finally {
+    await store.close();
+  }
+}
+
+/** Upstream's store factory treats an empty provider as Local (container `default.bkp` under $HOME). */
+async function defaultLocalStore(config: CompactCommandConfig, ctx: CommandContext): Promise<StoreConfig> {
+  const local = await buildStoreConfig(
+    { ...config.snapstoreConfig, provider: 'Local' },
+    { role: 'primary', env: ctx.env, homeDir: ctx.homeDir, logger: ctx.logger },
+  );
+  if (local?.provider !== 'Local') throw new SnapStoreError('E_CONFIG', 'cannot build the default Local store');
+  ctx.logger.info({ rootDir: local.rootDir }, 'No storage provider given: using the Local store');
+  return local;
 }

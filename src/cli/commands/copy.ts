@@ -1,8 +1,67 @@
+import { openSnapStore, type SnapStore, type StoreConfig } from '@etcdbrctl/snapstore';
+import { systemClock } from '../../clock.js';
 import type { CopyCommandConfig } from '../../config/types.js';
+import { CopyError, copyBackups } from '../../copier/copier.js';
 import type { CommandContext } from '../context.js';
-import { notImplemented } from '../context.js';
 
-/** `etcdbrctl copy`: flags are parsed and validated; the work itself arrives in a later version. */
-export async function run(_config: CopyCommandConfig, ctx: CommandContext): Promise<number> {
-  return notImplemented('copy', ctx);
+const MiB = 1024 * 1024;
+
+/**
+ * `etcdbrctl copy`: copies backups from the source store (`--source-*`, `SOURCE_*` credentials) to the
+ * destination store (see src/copier/copier.ts). Exit 1 when any object failed, after trying all of them.
+ */
+export async function run(config: CopyCommandConfig, ctx: CommandContext): Promise<number> {
+  const sourceConfig = ctx.stores.source;
+  const destinationConfig = ctx.stores.primary;
+  if (!sourceConfig || !destinationConfig) {
+    ctx.io.stderr.write('etcdbrctl copy: --storage-provider is required\n');
+    return 1;
+  }
+  let source: SnapStore | undefined;
+  let destination: SnapStore | undefined;
+  try {
+    source = await openSnapStore(sourceConfig);
+    destination = await openSnapStore(destinationConfig);
+    const result = await copyBackups(
+      {
+        source,
+        destination,
+        logger: ctx.logger,
+        clock: systemClock,
+        signal: ctx.signal,
+        saveBufferBytes: saveBufferBytes(destinationConfig),
+      },
+      config.copierConfig,
+    );
+    ctx.io.stdout.write(`Copied ${result.copied.length} snapshot(s), ${result.bytes} bytes; ${result.skipped.length} already present\n`);
+    return 0;
+  } catch (err) {
+    if (err instanceof CopyError) {
+      for (const f of err.result.failures) ctx.io.stderr.write(`etcdbrctl copy: ${f.error.message}\n`);
+      ctx.io.stderr.write(
+        `etcdbrctl copy: ${err.result.failures.length} snapshot(s) failed, ${err.result.copied.length} copied, ${err.result.skipped.length} already present\n`,
+      );
+    } else {
+      ctx.logger.error({ err }, 'copy failed');
+      ctx.io.stderr.write(`etcdbrctl copy: ${err instanceof Error ? err.message : String(err)}\n`);
+    }
+    return 1;
+  } finally {
+    await source?.close();
+    await destination?.close();
+  }
+}
+
+/** What one save into the destination buffers in memory for a large object (see the providers). */
+function saveBufferBytes(c: StoreConfig): number {
+  switch (c.provider) {
+    case 'Local':
+      return 0;
+    case 'S3':
+      return (c.maxParallelChunkUploads + 1) * Math.max(c.minChunkSize, 5 * MiB);
+    case 'ABS':
+      return (c.maxParallelChunkUploads + 1) * c.minChunkSize;
+    case 'GCS':
+      return 2 * c.minChunkSize;
+  }
 }

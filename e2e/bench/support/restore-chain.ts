@@ -1,0 +1,147 @@
+/**
+ * Restore benches: a real base snapshot plus a synthetic delta chain written straight into a store (no
+ * source etcd has to make the writes), and the FLOOR: a plain loop of single-put transactions against a
+ * local etcd of the same kind the restorer replays into.
+ */
+import { Readable } from 'node:stream';
+import type { Etcd3 } from 'etcd3';
+import { createCompressStream, newSnapshot, silentLogger, suffixForPolicy } from '../../../snapstore/src/index.js';
+import type { CompressionPolicy, SnapStore, Snapshot } from '../../../snapstore/src/index.js';
+import { encodeDeltaEvent, type DeltaEvent } from '../../../src/backup/delta-format.js';
+import { rawKv } from '../../../src/restorer/apply.js';
+import { DeltaBuffer } from '../../../src/snapshotter/delta-buffer.js';
+import { saveDeltaSnapshot } from '../../../src/snapshotter/delta-snapshot.js';
+import { takeFullSnapshot } from '../../../src/snapshotter/full-snapshot.js';
+import { createHash } from 'node:crypto';
+import { pipeline as pipelineCb } from 'node:stream';
+
+const TIME = '2026-11-21T10:00:00.123456789Z';
+
+export function replayKey(i: number, keySpace: number): Buffer {
+  return Buffer.from(`/registry/bench/replay/key-${String(i % keySpace).padStart(6, '0')}`);
+}
+
+/** A small value that differs per revision. */
+export function replayValue(i: number, bytes: number): Buffer {
+  const v = Buffer.alloc(bytes, 0x61 + (i % 26));
+  v.write(String(i), 0, 'latin1');
+  return v;
+}
+
+/** Takes a real full snapshot of `client`'s etcd into `store` (uncompressed) and returns the listed record. */
+export async function baseSnapshot(client: Etcd3, store: SnapStore): Promise<Snapshot> {
+  const snap = await takeFullSnapshot(
+    { client, store, compression: undefined, now: () => new Date(), logger: silentLogger },
+    { isFinal: false, snapshotTimeoutMs: 30 * 60_000, connectionTimeoutMs: 10_000 },
+  );
+  const listed = (await store.list()).find((s) => s.snapName === snap.snapName);
+  if (!listed) throw new Error(`${snap.snapName} not listed`);
+  return listed;
+}
+
+/**
+ * Writes `revisions` single-put revisions after `base` as deltas of `perDelta` events each: the
+ * payloads the snapshotter would have written for that many sequential puts.
+ */
+export async function writeSmallPutChain(
+  store: SnapStore,
+  base: Snapshot,
+  opts: { revisions: number; perDelta: number; keySpace: number; valueBytes: number; compression: CompressionPolicy | undefined },
+): Promise<number> {
+  let start = base.lastRevision + 1;
+  let second = Math.floor(base.createdOn.getTime() / 1000) + 1;
+  let buf = new DeltaBuffer();
+  let deltas = 0;
+  for (let i = 0; i < opts.revisions; i++) {
+    const rev = base.lastRevision + 1 + i;
+    buf.append({
+      type: 'PUT',
+      key: replayKey(i, opts.keySpace),
+      value: replayValue(i, opts.valueBytes),
+      createRevision: rev,
+      modRevision: rev,
+      version: 1,
+      lease: '0',
+      time: TIME,
+    });
+    if ((i + 1) % opts.perDelta === 0 || i === opts.revisions - 1) {
+      const payload = buf.take()!;
+      await saveDeltaSnapshot(store, payload, start, opts.compression, new Date(second++ * 1000));
+      start = payload.lastRevision + 1;
+      buf = new DeltaBuffer();
+      deltas++;
+    }
+  }
+  return deltas;
+}
+
+/**
+ * One delta of about `bytes` bytes of JSON, streamed into the store (never whole in memory):
+ * `values` of `valueBytes` each, single-put revisions after `base`. Returns the number of revisions.
+ */
+export async function writeLargeDelta(
+  store: SnapStore,
+  base: Snapshot,
+  opts: { bytes: number; valueBytes: number; keySpace: number; compression: CompressionPolicy | undefined },
+): Promise<{ revisions: number; jsonBytes: number; snap: Snapshot }> {
+  // Each element is about the same size, so the count follows from one encoded sample.
+  const sample = (i: number): DeltaEvent => ({
+    type: 'PUT',
+    key: replayKey(i, opts.keySpace),
+    value: replayValue(i, opts.valueBytes),
+    createRevision: base.lastRevision + 1 + i,
+    modRevision: base.lastRevision + 1 + i,
+    version: 1,
+    lease: '0',
+    time: TIME,
+  });
+  const per = Buffer.byteLength(encodeDeltaEvent(sample(0))) + 1;
+  const revisions = Math.max(1, Math.round(opts.bytes / per));
+  const hash = createHash('sha256');
+  let jsonBytes = 0;
+  async function* body(): AsyncGenerator<Buffer> {
+    const parts: Buffer[] = [];
+    let pending = 0;
+    const emit = function* (b: Buffer) {
+      hash.update(b);
+      jsonBytes += b.length;
+      parts.push(b);
+      pending += b.length;
+      if (pending >= 1 << 20) {
+        yield Buffer.concat(parts);
+        parts.length = 0;
+        pending = 0;
+      }
+    };
+    for (let i = 0; i < revisions; i++) yield* emit(Buffer.from(`${i === 0 ? '[' : ','}${encodeDeltaEvent(sample(i))}`));
+    yield* emit(Buffer.from(']'));
+    if (parts.length) yield Buffer.concat(parts);
+    yield hash.digest();
+  }
+  const snap = newSnapshot({
+    kind: 'Incr',
+    startRevision: base.lastRevision + 1,
+    lastRevision: base.lastRevision + revisions,
+    createdOn: new Date(base.createdOn.getTime() + 1000),
+    compressionSuffix: suffixForPolicy(opts.compression),
+  });
+  await store.save(snap, pipelineCb(Readable.from(body()), createCompressStream(opts.compression), () => {}));
+  return { revisions, jsonBytes, snap };
+}
+
+/**
+ * FLOOR: `revisions` sequential single-put transactions, the same raw KV txn call and request shape as
+ * apply.ts, requests built before the clock starts. Returns revisions per second.
+ */
+export async function floorLoop(client: Etcd3, firstIndex: number, opts: { revisions: number; keySpace: number; valueBytes: number }): Promise<number> {
+  const kv = rawKv(client);
+  const reqs = new Array<{ compare: never[]; success: { request_put: { key: Buffer; value: Buffer } }[]; failure: never[] }>(opts.revisions);
+  for (let i = 0; i < opts.revisions; i++) {
+    const n = firstIndex + i;
+    reqs[i] = { compare: [], success: [{ request_put: { key: replayKey(n, opts.keySpace), value: replayValue(n, opts.valueBytes) } }], failure: [] };
+  }
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < opts.revisions; i++) await kv.txn(reqs[i]!);
+  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+  return opts.revisions / seconds;
+}

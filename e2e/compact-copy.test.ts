@@ -1,0 +1,213 @@
+/**
+ * `etcdbrctl compact` and `etcdbrctl copy` as processes (bin/etcdbrctl), black-box: flags, environment,
+ * exit codes and output, against an upstream v0.23 store, s3rver and a fake Kubernetes API for the lease.
+ * Acceptance cases 45 and 46 (upstream-reference.md §13.4) end to end.
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { cp, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { openSnapStore, type SnapStore } from '@etcdbrctl/snapstore';
+import { startLocalEtcd } from '../src/etcd/local-etcd.js';
+import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from '../snapstore/test/support/s3rver.js';
+import { etcdBinaries } from '../test/support/etcd.js';
+import { dumpEtcd, type EtcdDump } from '../test/support/etcd-dump.js';
+import { FakeKubeApiServer, LEASES } from '../test/support/fake-kube.js';
+import { BIN } from './support/sidecar.js';
+
+const COMPAT = join(import.meta.dirname, '../../shared/compat/upstream-v0.23');
+
+const cleanups: Array<() => Promise<unknown>> = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()?.();
+});
+
+async function tempDir(tag: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), `etcdbr-e2e-${tag}-`));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+interface Exit {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs bin/etcdbrctl to its end (killed after 120 s). */
+function etcdbrctl(args: string[], env: NodeJS.ProcessEnv = {}, cwd?: string): Promise<Exit> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd ? { cwd } : {}) });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+async function storeFiles(root: string): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  const walk = async (dir: string, rel: string): Promise<void> => {
+    for (const e of await readdir(dir, { withFileTypes: true })) {
+      const p = join(dir, e.name);
+      if (e.isDirectory()) await walk(p, `${rel}${e.name}/`);
+      else out.set(`${rel}${e.name}`, createHash('sha256').update(await readFile(p)).digest('hex'));
+    }
+  };
+  await walk(root, '');
+  return out;
+}
+
+const restoreFlags = (dir: string) => ['--initial-cluster=default=http://127.0.0.1:2380', '--initial-advertise-peer-urls=http://127.0.0.1:2380', `--restoration-temp-snapshots-dir=${join(dir, 'restore-tmp')}`];
+
+describe('etcdbrctl compact', () => {
+  it('45: compacts the gzip store into one restorable full snapshot and renews the full snapshot lease', async () => {
+    const dir = await tempDir('compact');
+    const root = join(dir, 'store');
+    await cp(join(COMPAT, 'gzip', 'snapstore'), root, { recursive: true });
+    const before = await storeFiles(root);
+    const kube = await FakeKubeApiServer.start();
+    cleanups.push(() => kube.stop());
+    const ns = 'shoot--dev--compact';
+    kube.seed(LEASES, { metadata: { name: 'etcd-main-full-snap', namespace: ns }, spec: { holderIdentity: '301' } });
+    await writeFile(join(dir, 'kubeconfig'), kube.kubeconfig());
+
+    const r = await etcdbrctl(
+      [
+        'compact',
+        '--storage-provider=Local',
+        `--store-container=${root}`,
+        `--data-dir=${join(dir, 'compaction.etcd')}`,
+        `--restoration-temp-snapshots-dir=${join(dir, 'compaction.tmp')}`,
+        '--enable-snapshot-lease-renewal',
+        '--full-snapshot-lease-name=etcd-main-full-snap',
+      ],
+      { KUBECONFIG: join(dir, 'kubeconfig'), POD_NAMESPACE: ns },
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const m = /^Compacted snapshot name : (Full-00000000-00000385-(\d+)\.gz)\n$/.exec(r.stdout);
+    expect(m, r.stdout).not.toBeNull();
+    const name = (m as RegExpExecArray)[1] as string;
+    expect(Math.abs(Number((m as RegExpExecArray)[2]) - Date.now() / 1000)).toBeLessThan(120);
+    expect(r.stderr).toContain('Compacted snapshot name : ');
+    // Only the new snapshot was added; the throw-away dirs are gone.
+    const after = await storeFiles(root);
+    expect([...after.keys()].filter((k) => !before.has(k))).toEqual([`v2/${name}`]);
+    for (const [k, h] of before) expect(after.get(k)).toBe(h);
+    expect(await readdir(dir)).toEqual(expect.not.arrayContaining(['compaction.etcd', 'compaction.etcd.part', 'compaction.tmp']));
+    const lease = kube.read(LEASES, ns, 'etcd-main-full-snap') as unknown as { spec: { holderIdentity: string } };
+    expect(lease.spec.holderIdentity).toBe('385');
+
+    // `etcdbrctl restore` now starts from the compacted snapshot, with no deltas, and gets the source's state.
+    const dataDir = join(dir, 'restored.etcd');
+    const restored = await etcdbrctl(['restore', '--storage-provider=Local', `--store-container=${root}`, `--data-dir=${dataDir}`, ...restoreFlags(dir)]);
+    expect(restored.code, restored.stderr).toBe(0);
+    const binaries = await etcdBinaries();
+    const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
+    let got: EtcdDump;
+    try {
+      got = await dumpEtcd(etcd.clientUrl);
+    } finally {
+      await etcd.stop();
+    }
+    const expected = JSON.parse(readFileSync(join(COMPAT, 'gzip', 'expected.json'), 'utf8')) as EtcdDump;
+    expect(got.revision).toBe(385);
+    const strip = (kvs: EtcdDump['kvs']) => kvs.map(({ lease: _l, ...rest }) => rest);
+    expect(strip(got.kvs)).toEqual(strip(expected.kvs));
+  });
+
+  it('a tampered delta: exit 1 naming it, the store unchanged', async () => {
+    const dir = await tempDir('compact-bad');
+    const root = join(dir, 'store');
+    await cp(join(COMPAT, 'none', 'snapstore'), root, { recursive: true });
+    const victim = 'Incr-00000322-00000334-1795219387';
+    const bytes = await readFile(join(root, 'v2', victim));
+    bytes[10] = (bytes[10] as number) ^ 0x04;
+    await writeFile(join(root, 'v2', victim), bytes);
+    const before = await storeFiles(root);
+    const r = await etcdbrctl(['compact', '--storage-provider=Local', `--store-container=${root}`, `--data-dir=${join(dir, 'c.etcd')}`, `--restoration-temp-snapshots-dir=${join(dir, 'c.tmp')}`]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(victim);
+    expect(r.stdout).toBe('');
+    expect(await storeFiles(root)).toEqual(before);
+    await expect(stat(join(dir, 'c.etcd.part'))).rejects.toThrow();
+    await expect(stat(join(dir, 'c.tmp'))).rejects.toThrow();
+  });
+});
+
+describe('etcdbrctl copy', () => {
+  it('46: Local → S3 with SOURCE_ settings; a re-run copies nothing; a final-snapshot wait that times out still copies', async () => {
+    const dir = await tempDir('copy');
+    // Upstream's copy takes the destination's --store-prefix for the source too when none is given.
+    const root = join(dir, 'source');
+    await cp(join(COMPAT, 'final-gzip', 'snapstore'), join(root, 'etcd-main'), { recursive: true });
+    const s3 = await startS3rver({ bucket: 'dest' });
+    cleanups.push(() => s3.stop());
+    const credentials = { accessKeyID: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY, region: 'us-east-1', s3ForcePathStyle: true };
+    await writeFile(join(dir, 's3.json'), JSON.stringify(credentials));
+    const env = { AWS_APPLICATION_CREDENTIALS_JSON: join(dir, 's3.json'), SOURCE_STORAGE_CONTAINER: root };
+    const flags = ['copy', '--source-storage-provider=Local', '--storage-provider=S3', '--store-container=dest', '--store-prefix=etcd-main', `--store-endpoint-override=${s3.endpoint}`];
+
+    const first = await etcdbrctl(flags, env);
+    expect(first.code, first.stderr).toBe(0);
+    const sourceFiles = await storeFiles(join(root, 'etcd-main'));
+    expect(first.stdout).toMatch(new RegExp(`^Copied ${sourceFiles.size} snapshot\\(s\\), \\d+ bytes; 0 already present\\n$`));
+
+    const dest: SnapStore = await openSnapStore({
+      provider: 'S3',
+      container: 'dest',
+      prefix: 'etcd-main/v2',
+      endpointOverride: s3.endpoint,
+      maxParallelChunkUploads: 3,
+      minChunkSize: 5 * 1024 * 1024,
+      tempDir: dir,
+      credentials,
+    });
+    cleanups.push(() => dest.close());
+    const copied = new Map<string, string>();
+    for (const s of await dest.list()) {
+      const h = createHash('sha256');
+      for await (const c of await dest.fetch(s)) h.update(c as Buffer);
+      copied.set(`v2/${s.snapName}`, h.digest('hex'));
+    }
+    expect(copied).toEqual(new Map([...sourceFiles].map(([k, h]) => [k.replace(/\.final$/, ''), h])));
+
+    const again = await etcdbrctl([...flags, '--wait-for-final-snapshot'], env);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stderr).toContain('Final full snapshot detected');
+    expect(again.stdout).toBe(`Copied 0 snapshot(s), 0 bytes; ${sourceFiles.size} already present\n`);
+
+    // No final among the newest 4 fulls of a store without one: waits for the timeout, then copies.
+    const plain = join(dir, 'plain');
+    await cp(join(COMPAT, 'zlib', 'snapstore'), join(plain, 'other'), { recursive: true });
+    const t0 = Date.now();
+    const timed = await etcdbrctl([...flags, '--wait-for-final-snapshot', '--wait-for-final-snapshot-timeout=1s', `--source-store-container=${plain}`, '--store-prefix=other'], env);
+    expect(timed.code, timed.stderr).toBe(0);
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(1000);
+    expect(timed.stderr).toContain('Timed out waiting for final full snapshot');
+    expect(timed.stdout).toMatch(/^Copied 5 snapshot\(s\)/);
+  });
+
+  it('a corrupt source object: exit 1 naming it, the rest copied', async () => {
+    const dir = await tempDir('copy-bad');
+    const root = join(dir, 'source');
+    await cp(join(COMPAT, 'lzw', 'snapstore'), root, { recursive: true });
+    const victim = 'Incr-00000285-00000298-1795219436.Z';
+    const bytes = await readFile(join(root, 'v2', victim));
+    await writeFile(join(root, 'v2', victim), bytes.subarray(0, bytes.length >> 1));
+    const dest = join(dir, 'dest');
+    const r = await etcdbrctl(['copy', `--source-storage-provider=Local`, `--source-store-container=${root}`, '--storage-provider=Local', `--store-container=${dest}`]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain(`etcdbrctl copy: snapshot ${victim} in the source store is corrupt`);
+    expect(r.stderr).toContain('1 snapshot(s) failed, 4 copied, 0 already present');
+    expect((await readdir(join(dest, 'v2'))).sort()).toEqual((await readdir(join(root, 'v2'))).filter((n) => n !== victim).sort());
+  });
+});

@@ -1,0 +1,445 @@
+/**
+ * The compactor against the upstream v0.23 stores: the new full snapshot restores to exactly the source's
+ * final state (expected.json, leases aside), becomes the latest full, and matches upstream's own compacted
+ * snapshot of the same chain. Failure paths leave the store, the disk and the process table as they were.
+ */
+import { createHash } from 'node:crypto';
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { readFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { Etcd3 } from 'etcd3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { latestSet, openSnapStore, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import { FakeClock } from '../../src/clock.js';
+import { compactSnapshots, type CompactConfig } from '../../src/compactor/compactor.js';
+import type { CompactorConfig, RestorationConfig } from '../../src/config/types.js';
+import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
+import type { SnapshotLeases } from '../../src/k8s/snapshot-leases.js';
+import { planRestore } from '../../src/restorer/plan.js';
+import { backendPath, executeRestore } from '../../src/restorer/restore.js';
+import { readAuthEnabled } from '../../src/bbolt/patch.js';
+import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
+import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
+import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';
+import { etcdBinaries, startTestEtcd } from '../support/etcd.js';
+import { dumpEtcd, type EtcdDump } from '../support/etcd-dump.js';
+
+const COMPAT = join(import.meta.dirname, '../../../shared/compat/upstream-v0.23');
+const cases = readdirSync(COMPAT, { withFileTypes: true })
+  .filter((d) => d.isDirectory())
+  .map((d) => d.name);
+
+const NOW = new Date('2027-01-02T03:04:05Z');
+
+const cleanups: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  while (cleanups.length > 0) await cleanups.pop()?.();
+});
+
+async function tempDir(tag: string): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), `etcdbr-compact-${tag}-`));
+  cleanups.push(() => rm(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+async function localStore(root: string, dir: string): Promise<SnapStore> {
+  const store = await openSnapStore({
+    provider: 'Local',
+    rootDir: root,
+    container: 'snapstore',
+    prefix: 'v2',
+    maxParallelChunkUploads: 5,
+    minChunkSize: 5 * 1024 * 1024,
+    tempDir: dir,
+  });
+  cleanups.push(() => store.close());
+  return store;
+}
+
+/** A writable copy of a compat case's store. */
+async function compatCopy(name: string, dir: string): Promise<SnapStore> {
+  const root = join(dir, 'store');
+  await cp(join(COMPAT, name, 'snapstore'), root, { recursive: true });
+  return localStore(root, dir);
+}
+
+function restoration(dir: string, over: Partial<RestorationConfig> = {}): RestorationConfig {
+  return {
+    initialCluster: 'default=http://127.0.0.1:2380',
+    initialClusterToken: 'etcd-cluster',
+    dataDir: join(dir, 'compaction.etcd'),
+    tempDir: join(dir, 'compaction.tmp'),
+    name: 'default',
+    autoCompactionRetention: '30m',
+    autoCompactionMode: 'periodic',
+    initialAdvertisePeerURLs: ['http://127.0.0.1:2380'],
+    maxTxnOps: 10240,
+    maxRequestBytes: 10 * 1024 * 1024,
+    maxCallSendMsgSize: 10 * 1024 * 1024,
+    embeddedEtcdQuotaBytes: 8 * 1024 ** 3,
+    maxFetchers: 3,
+    skipHashCheck: false,
+    ...over,
+  };
+}
+
+const COMPACTOR: CompactorConfig = {
+  defragment: true,
+  snapshotTimeout: 60_000,
+  defragTimeout: 60_000,
+  fullSnapshotLeaseName: 'full-snapshot-revisions',
+  deltaSnapshotLeaseName: 'delta-snapshot-revisions',
+  snapshotLeaseRenewalEnabled: false,
+  metricsScrapeWaitDuration: 0,
+};
+
+function config(dir: string): CompactConfig {
+  return { restoration: restoration(dir), compactor: COMPACTOR };
+}
+
+interface LogLine {
+  level: string;
+  msg: string;
+}
+function recordingLogger(): Logger & { lines: LogLine[] } {
+  const lines: LogLine[] = [];
+  const at = (level: string) => (obj: object | string, msg?: string) => {
+    lines.push({ level, msg: typeof obj === 'string' ? obj : (msg ?? '') });
+  };
+  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
+}
+
+/** Restores a store's latest chain into a fresh dir and dumps it (the local etcd is stopped afterwards). */
+async function restoreAndDump(store: SnapStore, dir: string, extra?: (client: Etcd3) => Promise<void>): Promise<EtcdDump> {
+  const binaries = await etcdBinaries();
+  const dataDir = join(dir, `verify-${Math.random().toString(36).slice(2)}`);
+  const plan = planRestore(await store.list());
+  await executeRestore(store, plan, {
+    binaries,
+    dataDir,
+    tempDir: join(dir, 'verify-tmp'),
+    name: 'default',
+    initialCluster: 'default=http://127.0.0.1:2380',
+    initialClusterToken: 'etcd-cluster',
+    initialAdvertisePeerUrls: ['http://127.0.0.1:2380'],
+    skipHashCheck: false,
+    maxFetchers: 3,
+    embeddedEtcdQuotaBytes: 8 * 1024 ** 3,
+    maxRequestBytes: 10 * 1024 * 1024,
+    maxTxnOps: 10240,
+    logger: recordingLogger(),
+  });
+  const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
+  try {
+    if (extra) {
+      const client = new Etcd3({ hosts: etcd.clientUrl });
+      try {
+        await extra(client);
+      } finally {
+        client.close();
+      }
+    }
+    return await dumpEtcd(etcd.clientUrl);
+  } finally {
+    await etcd.stop();
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+const withoutLeases = (kvs: EtcdDump['kvs']) => kvs.map(({ lease: _lease, ...rest }) => rest);
+
+/** Every object of the store with a content hash, to prove a failed run changed nothing. */
+async function fingerprint(store: SnapStore): Promise<string[]> {
+  const out: string[] = [];
+  for (const s of await store.list()) {
+    const h = createHash('sha256');
+    for await (const c of await store.fetch(s)) h.update(c as Buffer);
+    out.push(`${s.prefix}${s.snapDir}/${s.snapName} ${h.digest('hex')}`);
+  }
+  return out;
+}
+
+/** Processes whose command line mentions `needle` (a local etcd left behind would show up here). */
+async function processesMentioning(needle: string): Promise<number[]> {
+  const pids: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    const cmdline = await readFile(join('/proc', entry, 'cmdline'), 'utf8').catch(() => '');
+    if (cmdline.includes(needle)) pids.push(Number(entry));
+  }
+  return pids;
+}
+
+async function gone(p: string): Promise<boolean> {
+  return stat(p).then(
+    () => false,
+    () => true,
+  );
+}
+
+async function expectCleanedUp(dir: string): Promise<void> {
+  const rc = restoration(dir);
+  expect(await gone(rc.dataDir)).toBe(true);
+  expect(await gone(`${rc.dataDir}.part`)).toBe(true);
+  expect(await gone(rc.tempDir)).toBe(true);
+  expect(await processesMentioning(rc.dataDir)).toEqual([]);
+}
+
+describe('compact on the upstream v0.23 stores', () => {
+  it('has cases', () => expect(cases.length).toBeGreaterThanOrEqual(7));
+
+  it.each(cases)('%s: the new full restores to expected.json and becomes the latest full', async (name) => {
+    const expected = JSON.parse(readFileSync(join(COMPAT, name, 'expected.json'), 'utf8')) as EtcdDump;
+    const dir = await tempDir(name);
+    const store = await compatCopy(name, dir);
+    const before = await fingerprint(store);
+    const listing = await store.list();
+    const latest = latestSet(listing);
+    const leaseCalls: Snapshot[] = [];
+    const leases = { updateFull: async (s: Snapshot) => void leaseCalls.push(s) } as unknown as SnapshotLeases;
+
+    const result = await compactSnapshots(
+      { store, binaries: etcdBinaries, logger: recordingLogger(), clock: new FakeClock(NOW), leases: async () => leases },
+      config(dir),
+    );
+
+    const snap = result.snapshot as Snapshot;
+    expect(snap).toBeDefined();
+    // Named after the head revision, now, the last delta's codec (the base's without deltas) and the base's finality.
+    const suffixFrom = latest.deltas.at(-1) ?? (latest.full as Snapshot);
+    const rev = String(expected.revision).padStart(8, '0');
+    expect(snap.snapName).toBe(`Full-00000000-${rev}-${NOW.getTime() / 1000}${suffixFrom.compressionSuffix}${latest.full?.isFinal ? '.final' : ''}`);
+    expect(result.revision).toBe(expected.revision);
+    expect(leaseCalls.map((s) => s.snapName)).toEqual([snap.snapName]);
+
+    // Only added: every old object is unchanged, and the new one is the base of the next restore.
+    const after = await fingerprint(store);
+    expect(after.filter((l) => !l.includes(snap.snapName))).toEqual(before);
+    expect(after).toHaveLength(before.length + 1);
+    const plan = planRestore(await store.list());
+    expect(plan.base?.snapName).toBe(snap.snapName);
+    expect(plan.deltas).toEqual([]);
+    await expectCleanedUp(dir);
+
+    const got = await restoreAndDump(store, dir);
+    expect(got.revision).toBe(expected.revision);
+    expect(withoutLeases(got.kvs)).toEqual(withoutLeases(expected.kvs));
+  });
+
+  it("gzip chain: ours equals upstream's own compacted snapshot (compacted-gzip), leases and compacted history included", async () => {
+    const dir = await tempDir('vs-upstream');
+    const upstreamName = 'Full-00000000-00000400-1795219493.gz';
+    // The chain upstream compacted: its store without the compacted full it wrote.
+    const ours = await compatCopy('compacted-gzip', dir);
+    await unlink(join(dir, 'store', 'v2', upstreamName));
+    const theirsRoot = join(dir, 'theirs');
+    await cp(join(COMPAT, 'compacted-gzip', 'snapstore', 'v2', upstreamName), join(theirsRoot, 'v2', upstreamName));
+    const theirs = await localStore(theirsRoot, dir);
+
+    const result = await compactSnapshots({ store: ours, binaries: etcdBinaries, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir));
+    expect(result.snapshot?.snapName).toBe(`Full-00000000-00000400-${NOW.getTime() / 1000}.gz`);
+
+    const historyGone = async (client: Etcd3) => {
+      // Both snapshots carry compacted history: an old revision is not readable any more.
+      await expect(client.get('x').revision(2).exec()).rejects.toThrow(/compacted/);
+    };
+    const mine = await restoreAndDump(ours, dir, historyGone);
+    const upstream = await restoreAndDump(theirs, dir, historyGone);
+    expect(mine).toEqual(upstream);
+  });
+});
+
+describe('compact: nothing to do and failures', () => {
+  it('no full snapshot: logs, exits without a restore, writes nothing', async () => {
+    const dir = await tempDir('nobase');
+    const root = join(dir, 'store');
+    const store = await localStore(root, dir);
+    // Deltas without a full snapshot.
+    const delta = new DeltaBuffer();
+    delta.append({ type: 'PUT', key: Buffer.from('k'), value: Buffer.from('v'), createRevision: 5, modRevision: 5, version: 1, lease: '0', time: '2026-01-01T00:00:00Z' });
+    await saveDeltaSnapshot(store, delta.take()!, 5, undefined, NOW);
+    const before = await fingerprint(store);
+    const logger = recordingLogger();
+    const result = await compactSnapshots(
+      {
+        store,
+        binaries: () => Promise.reject(new Error('etcd must not be needed')),
+        logger,
+        clock: new FakeClock(NOW),
+        leases: () => Promise.reject(new Error('kubernetes must not be needed')),
+      },
+      config(dir),
+    );
+    expect(result.snapshot).toBeUndefined();
+    expect(logger.lines).toContainEqual({ level: 'info', msg: 'No base snapshot found. Will do nothing.' });
+    expect(await fingerprint(store)).toEqual(before);
+    await expectCleanedUp(dir);
+  });
+
+  it('a tampered delta fails during the restore: nothing uploaded, no data dir, no etcd left', async () => {
+    const dir = await tempDir('tampered');
+    const store = await compatCopy('none', dir);
+    const delta = (await store.list()).filter((s) => s.kind === 'Incr')[1] as Snapshot;
+    const file = join(dir, 'store', 'v2', delta.snapName);
+    const bytes = await readFile(file);
+    bytes[100] = (bytes[100] as number) ^ 0x01; // inside the JSON: the sha256 trailer no longer matches
+    await writeFile(file, bytes);
+    const before = await fingerprint(store);
+    await expect(
+      compactSnapshots({ store, binaries: etcdBinaries, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir)),
+    ).rejects.toThrow(new RegExp(`${delta.snapName}.*SHA256|SHA256.*${delta.snapName}`));
+    expect(await fingerprint(store)).toEqual(before);
+    await expectCleanedUp(dir);
+  });
+
+  it('a gap in the chain fails before anything is restored', async () => {
+    const dir = await tempDir('gap');
+    const store = await compatCopy('gzip', dir);
+    const deltas = (await store.list()).filter((s) => s.kind === 'Incr');
+    await unlink(join(dir, 'store', 'v2', (deltas[1] as Snapshot).snapName));
+    const before = await fingerprint(store);
+    await expect(
+      compactSnapshots(
+        { store, binaries: () => Promise.reject(new Error('etcd must not be needed')), logger: recordingLogger(), clock: new FakeClock(NOW) },
+        config(dir),
+      ),
+    ).rejects.toThrow(/gap in the delta chain/);
+    expect(await fingerprint(store)).toEqual(before);
+    await expectCleanedUp(dir);
+  });
+
+  it('a failing upload after the compaction: nothing visible, the local etcd stopped, the dirs removed', async () => {
+    const dir = await tempDir('upload');
+    const inner = await compatCopy('lzw', dir);
+    const before = await fingerprint(inner);
+    const failing: SnapStore = Object.assign(Object.create(inner) as SnapStore, {
+      save: async (_snap: Snapshot, data: Readable) => {
+        data.destroy();
+        throw new Error('injected: the store refuses writes');
+      },
+    });
+    await expect(
+      compactSnapshots({ store: failing, binaries: etcdBinaries, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir)),
+    ).rejects.toThrow(/injected/);
+    expect(await fingerprint(inner)).toEqual(before);
+    await expectCleanedUp(dir);
+  });
+
+  it('refuses a data dir that already holds something, and leaves it alone', async () => {
+    const dir = await tempDir('busy');
+    const store = await compatCopy('zlib', dir);
+    const rc = restoration(dir);
+    await mkdir(rc.dataDir, { recursive: true });
+    await writeFile(join(rc.dataDir, 'keep-me'), 'x');
+    await expect(
+      compactSnapshots({ store, binaries: etcdBinaries, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir)),
+    ).rejects.toThrow(/not empty/);
+    expect(await stat(join(rc.dataDir, 'keep-me'))).toBeTruthy();
+  });
+
+  it('a chain whose restore already compacted the head (10 deltas): still compacts, defragments and snapshots', async () => {
+    const dir = await tempDir('lean');
+    const root = join(dir, 'store');
+    const store = await localStore(root, dir);
+    const base = 'Full-00000000-00000283-1795219380';
+    await cp(join(COMPAT, 'none', 'snapstore', 'v2', base), join(root, 'v2', base));
+    // Ten single-put deltas after the base: the restore compacts at the 10th, i.e. at the head revision.
+    for (let i = 0; i < 10; i++) {
+      const rev = 284 + i;
+      const buf = new DeltaBuffer();
+      buf.append({ type: 'PUT', key: Buffer.from(`/lean/${i}`), value: Buffer.from(`v${i}`), createRevision: rev, modRevision: rev, version: 1, lease: '0', time: '2026-01-01T00:00:00Z' });
+      await saveDeltaSnapshot(store, buf.take()!, rev, 'gzip', new Date(1795219380_000 + (i + 1) * 1000));
+    }
+    const logger = recordingLogger();
+    const result = await compactSnapshots({ store, binaries: etcdBinaries, logger, clock: new FakeClock(NOW) }, config(dir));
+    expect(result.snapshot?.snapName).toBe(`Full-00000000-00000293-${NOW.getTime() / 1000}.gz`);
+    expect(logger.lines.some((l) => /already compacted/.test(l.msg))).toBe(true);
+    const got = await restoreAndDump(store, dir);
+    expect(got.revision).toBe(293);
+    const lean = got.kvs.filter((kv) => Buffer.from(kv.key, 'base64').toString().startsWith('/lean/'));
+    expect(lean.map((kv) => [Buffer.from(kv.key, 'base64').toString(), kv.mod_revision])).toEqual(
+      Array.from({ length: 10 }, (_, i) => [`/lean/${i}`, 284 + i]),
+    );
+    await expectCleanedUp(dir);
+  });
+});
+
+describe('compact: a base snapshot with etcd auth enabled', () => {
+  it('the compacted full keeps auth enabled (the replay ran with it off) and holds the replayed data', async () => {
+    const dir = await tempDir('auth');
+    const store = await localStore(join(dir, 'store'), dir);
+    const root = { username: 'root', password: 'r00t-pw' };
+    const src = await startTestEtcd();
+    cleanups.push(() => src.cleanup());
+    const setup = new Etcd3({ hosts: src.clientUrl });
+    await setup.user(root.username).create(root.password);
+    await setup.user(root.username).addRole('root');
+    for (let i = 0; i < 20; i++) await setup.put(`/a/${i}`).value(`v${i}`);
+    await setup.auth.authEnable({});
+    setup.close();
+    const admin = new Etcd3({ hosts: src.clientUrl, auth: root });
+    let baseSnap: Snapshot;
+    try {
+      baseSnap = await takeFullSnapshot(
+        { client: admin, store, compression: 'gzip', now: () => new Date(NOW.getTime() - 60_000), logger: recordingLogger() },
+        { isFinal: false, snapshotTimeoutMs: 30_000, connectionTimeoutMs: 5_000 },
+      );
+    } finally {
+      admin.close();
+    }
+    // Two deltas after the base: overwrites and a new key.
+    let rev = baseSnap.lastRevision;
+    for (let d = 0; d < 2; d++) {
+      const buf = new DeltaBuffer();
+      const start = rev + 1;
+      for (let i = 0; i < 3; i++) {
+        rev++;
+        buf.append({ type: 'PUT', key: Buffer.from(`/a/${i}`), value: Buffer.from(`w${rev}`), createRevision: 2 + i, modRevision: rev, version: d + 2, lease: '0', time: '2026-01-01T00:00:00Z' });
+      }
+      await saveDeltaSnapshot(store, buf.take()!, start, 'gzip', new Date(NOW.getTime() - 50_000 + d * 1000));
+    }
+
+    const logger = recordingLogger();
+    const result = await compactSnapshots({ store, binaries: etcdBinaries, logger, clock: new FakeClock(NOW) }, config(dir));
+    expect(result.snapshot?.snapName).toBe(`Full-00000000-${String(rev).padStart(8, '0')}-${NOW.getTime() / 1000}.gz`);
+    expect(logger.lines.some((l) => /auth switched back on/.test(l.msg))).toBe(true);
+    await expectCleanedUp(dir);
+
+    // The restore of the compacted full needs no replay (auth untouched): anonymous refused, root served.
+    const binaries = await etcdBinaries();
+    const dataDir = join(dir, 'restored');
+    await executeRestore(store, planRestore(await store.list()), {
+      binaries,
+      dataDir,
+      tempDir: join(dir, 'verify-tmp'),
+      name: 'default',
+      initialCluster: 'default=http://127.0.0.1:2380',
+      initialClusterToken: 'etcd-cluster',
+      initialAdvertisePeerUrls: ['http://127.0.0.1:2380'],
+      skipHashCheck: false,
+      maxFetchers: 3,
+      embeddedEtcdQuotaBytes: 8 * 1024 ** 3,
+      maxRequestBytes: 10 * 1024 * 1024,
+      maxTxnOps: 10240,
+      logger: recordingLogger(),
+    });
+    expect(await readAuthEnabled(backendPath(dataDir))).toBe(true);
+    const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
+    const anon = new Etcd3({ hosts: etcd.clientUrl });
+    const authed = new Etcd3({ hosts: etcd.clientUrl, auth: root });
+    try {
+      await expect(anon.get('/a/0').string()).rejects.toThrow(/user name is empty/);
+      expect(await authed.get('/a/0').string()).toBe(`w${rev - 2}`);
+      expect(await authed.get('/a/19').string()).toBe('v19');
+      const res = await authed.get('/a/1').exec();
+      expect(Number(res.header.revision)).toBe(rev);
+      expect(Number(res.kvs[0]?.mod_revision)).toBe(rev - 1);
+    } finally {
+      anon.close();
+      authed.close();
+      await etcd.stop();
+    }
+  });
+});

@@ -1,0 +1,462 @@
+/**
+ * Restore from stores written by our own snapshotter under a varied workload, compared with the live
+ * source etcd (leases aside), plus the failure modes of upstream-reference.md §13.4 cases 33–36 and 10.
+ */
+import { cp, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { Readable } from 'node:stream';
+import { gzipSync } from 'node:zlib';
+import { join } from 'node:path';
+import { Range, type Etcd3 } from 'etcd3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newSnapshot, silentLogger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import type { DeltaEvent } from '../../src/backup/delta-format.js';
+import type { EtcdBinaries } from '../../src/etcd/binaries.js';
+import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
+import { systemClock } from '../../src/clock.js';
+import { Metrics } from '../../src/metrics.js';
+import { planRestore } from '../../src/restorer/plan.js';
+import { executeRestore } from '../../src/restorer/restore.js';
+import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
+import { CronSchedule } from '../../src/snapshotter/schedule.js';
+import { Snapshotter } from '../../src/snapshotter/snapshotter.js';
+import { etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
+import {
+  client,
+  copyFullAs,
+  dump,
+  dumpDataDir,
+  exists,
+  fingerprint,
+  openLocalStore,
+  readEvents,
+  restoreOptions,
+  sleep,
+  writeDelta,
+  type Dump,
+} from './support.js';
+
+const YEARLY = new CronSchedule('0 0 1 1 *', { timeZone: 'UTC' });
+const MiB = 1024 * 1024;
+
+describe('restore of stores written by our snapshotter', () => {
+  let binaries: EtcdBinaries;
+  let src: TestEtcd;
+  let c: Etcd3;
+  let dir: string;
+  let store: SnapStore;
+  let full: Snapshot;
+  let deltas: Snapshot[];
+  let events: DeltaEvent[];
+  let finalDump: Dump;
+  /** A full snapshot of the source taken at `sideRevision` while nothing wrote (for overlap cases). */
+  let side: SnapStore;
+  let sideFull: Snapshot;
+  let sideRevision: number;
+
+  const rev = async () => Number((await c.get('foo').exec()).header.revision);
+
+  beforeAll(async () => {
+    binaries = await etcdBinaries();
+    dir = await mkdtemp(join(tmpdir(), 'etcdbr-restore-correct-'));
+    src = await startTestEtcd();
+    c = client(src.clientUrl);
+    store = await openLocalStore(join(dir, 'store'), dir);
+    side = await openLocalStore(join(dir, 'side'), dir);
+
+    // Written before the full snapshot: lives only in the full.
+    for (let i = 0; i < 40; i++) await c.put(`/base/k${i}`).value(`base-${i}`);
+    await c.put('/base/empty').value('');
+
+    const snapshotter = await Snapshotter.create(
+      {
+        schedule: YEARLY,
+        deltaSnapshotPeriodMs: 3_600_000, // deltas only when cut() or the memory limit asks
+        deltaSnapshotMemoryLimit: 2 * MiB,
+        snapshotTimeoutMs: 60_000,
+        connectionTimeoutMs: 5_000,
+        compression: 'gzip',
+        finalDeltaTimeoutMs: 10_000,
+      },
+      {
+        client: c,
+        store: async () => store,
+        clock: systemClock,
+        logger: silentLogger,
+        metrics: new Metrics({ defaultMetrics: false }),
+      },
+    );
+    const stop = new AbortController();
+    const running = snapshotter.run(stop.signal, true);
+    const cut = async () => {
+      const target = await rev();
+      for (let i = 0; i < 200 && (snapshotter.chain.prevSnapshot?.lastRevision ?? 0) < target; i++) {
+        await sleep(50);
+        await snapshotter.triggerDeltaSnapshot();
+      }
+      expect(snapshotter.chain.prevSnapshot?.lastRevision).toBe(target);
+    };
+    try {
+      for (let i = 0; i < 100 && !snapshotter.chain.prevFull; i++) await sleep(50);
+
+      // Phase A: puts, overwrites, empty values, binary keys.
+      for (let i = 0; i < 60; i++) await c.put(`/a/k${String(i).padStart(3, '0')}`).value(`a-${i}`);
+      for (let i = 0; i < 60; i += 3) await c.put(`/a/k${String(i).padStart(3, '0')}`).value(`a-${i}-v2`);
+      await c.put('/a/empty').value('');
+      await c.put('/base/k1').value('overwritten');
+      await c.put(Buffer.from([0x00])).value(Buffer.from([0xff, 0x00, 0xfe]));
+      await c.put(Buffer.from([0xff, 0xfe, 0x80, 0x00, 0x01])).value('binary key, invalid utf-8');
+      await c.put(Buffer.from('/a/\u00e9\u6f22')).value(Buffer.alloc(0));
+      await cut();
+
+      // Phase B: deletes, range deletes, multi-op transactions.
+      await c.delete().key('/a/k005');
+      await c.delete().key('/base/k2');
+      await c.delete().key('/does/not/exist'); // no revision, no event
+      await c.delete().prefix('/a/k01'); // /a/k010../a/k019 in one revision
+      await c
+        .if('/guard', 'Create', '==', 0)
+        .then(c.put('/txn/one').value('1'), c.put('/txn/two').value(''), c.delete().key('/a/k020'), c.delete().range(new Range('/base/k3', '/base/k4')))
+        .commit();
+      await c.put('/a/k005').value('recreated'); // version starts again at 1
+      await cut();
+
+      // A quiet point: a full snapshot into the side store, the DB exactly at sideRevision.
+      sideRevision = await rev();
+      sideFull = await takeFullSnapshot(
+        { client: c, store: side, compression: undefined, now: () => new Date(), logger: silentLogger },
+        { isFinal: false, snapshotTimeoutMs: 60_000, connectionTimeoutMs: 5_000 },
+      );
+      expect(sideFull.lastRevision).toBe(sideRevision);
+      sideFull = (await side.list()).find((x) => x.kind === 'Full')!; // the listed record fetches by its key
+
+      // Phase C: 1 MiB values (crossing the memory limit) and leases.
+      for (let i = 0; i < 3; i++) {
+        const big = Buffer.alloc(MiB, i + 1);
+        big.write(`big-${i}`, 0);
+        await c.put(`/big/${i}`).value(big);
+      }
+      await c.put('/big/1').value(Buffer.alloc(MiB, 0x42));
+      const lease = c.lease(600, { autoKeepAlive: false });
+      for (let i = 0; i < 5; i++) await lease.put(`/lease/k${i}`).value(`l${i}`);
+      await lease.revoke(); // deletes the five keys in one revision
+      const kept = c.lease(600, { autoKeepAlive: false });
+      await kept.put('/lease/kept').value('restored without its lease');
+      await cut();
+
+      // Phase D: more of everything, ending with a wide range delete.
+      for (let i = 0; i < 80; i++) await c.put(`/d/k${i % 20}`).value(`d-${i}`);
+      await c.delete().prefix('/d/k1');
+      await c.if('/guard', 'Create', '==', 0).then(c.put('/d/t1').value('x'), c.put('/d/t2').value('y')).commit();
+      await c.delete().key('/big/2');
+      await cut();
+
+      finalDump = await dump(c);
+    } finally {
+      stop.abort();
+      await running;
+    }
+    const listing = await store.list();
+    const plan = planRestore(listing);
+    full = plan.base!;
+    deltas = plan.deltas;
+    expect(deltas.length).toBeGreaterThanOrEqual(5);
+    events = [];
+    for (const d of deltas) events.push(...(await readEvents(store, d)));
+    expect(events.at(-1)!.modRevision).toBe(finalDump.revision);
+  }, 300_000);
+
+  afterAll(async () => {
+    c?.close();
+    await store?.close();
+    await side?.close();
+    await src?.cleanup();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  const sub = async (name: string) => {
+    const d = join(dir, name);
+    await mkdir(d, { recursive: true });
+    return d;
+  };
+
+  it('max-fetchers 1, 4 and 100 restore exactly the source (case 33)', async () => {
+    const dumps: Dump[] = [];
+    for (const maxFetchers of [1, 4, 100]) {
+      const d = await sub(`fetchers-${maxFetchers}`);
+      const result = await executeRestore(store, planRestore(await store.list()), restoreOptions(binaries, d, { maxFetchers }));
+      expect(result).toMatchObject({ restored: true, revision: finalDump.revision, deltasApplied: deltas.length });
+      expect(result.revisionsApplied).toBe(finalDump.revision - full.lastRevision);
+      expect(await exists(join(d, 'data.part'))).toBe(false);
+      dumps.push(await dumpDataDir(binaries, join(d, 'data')));
+      await rm(d, { recursive: true, force: true });
+    }
+    for (const got of dumps) expect(got).toEqual(finalDump);
+  }, 180_000);
+
+  it('--to-revision in the middle of a delta reproduces the source at that revision', async () => {
+    const d0 = deltas.find((d) => d.lastRevision - d.startRevision >= 10 && d !== deltas[0])!;
+    const target = d0.startRevision + Math.floor((d0.lastRevision - d0.startRevision) / 2);
+    const expected = await dump(c, target);
+    const d = await sub('pitr');
+    const plan = planRestore(await store.list(), { revision: target });
+    expect(plan.deltas.at(-1)).toEqual(d0);
+    const result = await executeRestore(store, plan, restoreOptions(binaries, d));
+    expect(result.revision).toBe(target);
+    expect(await dumpDataDir(binaries, join(d, 'data'))).toEqual(expected);
+    await rm(d, { recursive: true, force: true });
+  }, 120_000);
+
+  it('refuses a non-empty data dir and leaves it untouched (case 34)', async () => {
+    const d = await sub('non-empty');
+    const dataDir = join(d, 'data');
+    await mkdir(join(dataDir, 'member'), { recursive: true });
+    await writeFile(join(dataDir, 'member', 'keep-me'), 'precious');
+    const before = await fingerprint(dataDir);
+    await expect(executeRestore(store, planRestore(await store.list()), restoreOptions(binaries, d))).rejects.toThrow(/not empty/);
+    expect(await fingerprint(dataDir)).toEqual(before);
+    expect(await exists(`${dataDir}.part`)).toBe(false);
+    await rm(d, { recursive: true, force: true });
+  });
+
+  it('an empty store restores nothing and creates no data dir (case 34)', async () => {
+    const d = await sub('empty-store');
+    const empty = await openLocalStore(join(d, 'store'), d);
+    const result = await executeRestore(empty, planRestore(await empty.list()), restoreOptions(binaries, d));
+    expect(result.restored).toBe(false);
+    expect(await exists(join(d, 'data'))).toBe(false);
+    await empty.close();
+    await rm(d, { recursive: true, force: true });
+  });
+
+  const eventsIn = (from: number, to: number) => events.filter((e) => e.modRevision >= from && e.modRevision <= to);
+
+  it('a first delta overlapping the full applies only its newer events (case 35)', async () => {
+    const d = await sub('overlap');
+    const s = await openLocalStore(join(d, 'store'), d);
+    // The full's name says 3 revisions less than its DB holds (etcd's non-atomic revision read).
+    const named = sideRevision - 3;
+    const base = await copyFullAs(side, sideFull, s, named);
+    const mid = sideRevision + Math.floor((finalDump.revision - sideRevision) / 2);
+    const t = base.createdOn.getTime();
+    await writeDelta(s, eventsIn(named + 1, mid), named + 1, new Date(t + 1000));
+    await writeDelta(s, eventsIn(mid + 1, finalDump.revision), mid + 1, new Date(t + 2000), 'zlib');
+    const plan = planRestore(await s.list());
+    expect(plan.deltas[0]!.startRevision).toBe(named + 1);
+    const result = await executeRestore(s, plan, restoreOptions(binaries, d));
+    expect(result.revisionsApplied).toBe(finalDump.revision - sideRevision);
+    expect(await dumpDataDir(binaries, join(d, 'data'))).toEqual(finalDump);
+    await s.close();
+    await rm(d, { recursive: true, force: true });
+  }, 120_000);
+
+  it('a first delta entirely inside the full is skipped (case 35)', async () => {
+    const d = await sub('covered');
+    const s = await openLocalStore(join(d, 'store'), d);
+    const named = sideRevision - 3;
+    const base = await copyFullAs(side, sideFull, s, named);
+    const t = base.createdOn.getTime();
+    await writeDelta(s, eventsIn(named + 1, sideRevision), named + 1, new Date(t + 1000), 'none');
+    await writeDelta(s, eventsIn(sideRevision + 1, finalDump.revision), sideRevision + 1, new Date(t + 2000));
+    const result = await executeRestore(s, planRestore(await s.list()), restoreOptions(binaries, d));
+    expect(result.deltasApplied).toBe(2);
+    expect(result.revisionsApplied).toBe(finalDump.revision - sideRevision);
+    expect(await dumpDataDir(binaries, join(d, 'data'))).toEqual(finalDump);
+    await s.close();
+    await rm(d, { recursive: true, force: true });
+  }, 120_000);
+
+  it('a gap between deltas fails before anything is written, naming the delta (case 36)', async () => {
+    const d = await sub('gap');
+    const s = await openLocalStore(join(d, 'store'), d);
+    await copyFullAs(store, full, s, full.lastRevision);
+    const t = full.createdOn.getTime();
+    const a = full.lastRevision + 20;
+    await writeDelta(s, eventsIn(full.lastRevision + 1, a), full.lastRevision + 1, new Date(t + 1000));
+    const late = await writeDelta(s, eventsIn(a + 5, finalDump.revision), a + 5, new Date(t + 2000));
+    let err: unknown;
+    try {
+      planRestore(await s.list());
+    } catch (e) {
+      err = e;
+    }
+    expect(String(err)).toContain(late.snapName);
+    expect(String(err)).toMatch(/gap in the delta chain/);
+    expect(await exists(join(d, 'data'))).toBe(false);
+    await s.close();
+    await rm(d, { recursive: true, force: true });
+  });
+
+  it('a delta missing a revision inside fails with "mismatched event revision" naming it; the data dir stays as it was (case 36)', async () => {
+    const d = await sub('mismatch');
+    const s = await openLocalStore(join(d, 'store'), d);
+    await copyFullAs(store, full, s, full.lastRevision);
+    const t = full.createdOn.getTime();
+    const a = full.lastRevision + 30;
+    const missing = full.lastRevision + 12;
+    await writeDelta(s, eventsIn(full.lastRevision + 1, 10 + full.lastRevision), full.lastRevision + 1, new Date(t + 1000));
+    const broken = await writeDelta(
+      s,
+      eventsIn(full.lastRevision + 11, a).filter((e) => e.modRevision !== missing),
+      full.lastRevision + 11,
+      new Date(t + 2000),
+    );
+    await writeDelta(s, eventsIn(a + 1, finalDump.revision), a + 1, new Date(t + 3000));
+    // The initializer's case: an existing data dir that would be replaced on success.
+    const dataDir = join(d, 'data');
+    await mkdir(dataDir, { recursive: true });
+    await writeFile(join(dataDir, 'old'), 'old data');
+    const before = await fingerprint(dataDir);
+    const run = executeRestore(s, planRestore(await s.list()), restoreOptions(binaries, d, { replaceExisting: true }));
+    await expect(run).rejects.toThrow(/mismatched event revision/);
+    await expect(run).rejects.toThrow(broken.snapName);
+    expect(await fingerprint(dataDir)).toEqual(before);
+    expect(await exists(`${dataDir}.part`)).toBe(false);
+    expect(await readdir(join(d, 'restore-tmp'))).toEqual([]);
+    await s.close();
+    await rm(d, { recursive: true, force: true });
+  }, 120_000);
+
+  it('a delta whose events stop short of its name fails the revision check after it (case 36)', async () => {
+    const d = await sub('short');
+    const s = await openLocalStore(join(d, 'store'), d);
+    await copyFullAs(store, full, s, full.lastRevision);
+    const t = full.createdOn.getTime();
+    const a = full.lastRevision + 15;
+    const short = await writeDelta(s, eventsIn(full.lastRevision + 1, a - 2), full.lastRevision + 1, new Date(t + 1000), 'gzip', a);
+    await writeDelta(s, eventsIn(a + 1, finalDump.revision), a + 1, new Date(t + 2000));
+    const run = executeRestore(s, planRestore(await s.list()), restoreOptions(binaries, d));
+    await expect(run).rejects.toThrow(/mismatched event revision/);
+    await expect(run).rejects.toThrow(short.snapName);
+    expect(await exists(join(d, 'data'))).toBe(false);
+    expect(await exists(join(d, 'data.part'))).toBe(false);
+    await s.close();
+    await rm(d, { recursive: true, force: true });
+  }, 120_000);
+
+  it.each([
+    ['uncompressed, read in place', 'none'],
+    ['gzip, downloaded', 'gzip'],
+  ] as const)('a tampered full snapshot (%s) fails naming it; store and data dir untouched', async (_label, codec) => {
+    const d = await sub(`tampered-full-${codec}`);
+    const s = await openLocalStore(join(d, 'store'), d);
+    // Re-store the full uncompressed, flip a byte in the middle of the db, then (maybe) compress it.
+    const raw: Buffer[] = [];
+    for await (const chunk of await side.fetch(sideFull)) raw.push(chunk as Buffer);
+    const db = Buffer.concat(raw);
+    const mid = Math.floor(db.length / 2);
+    db.writeUInt8(db.readUInt8(mid) ^ 0xff, mid);
+    const snap = newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: sideRevision, createdOn: sideFull.createdOn, compressionSuffix: codec === 'gzip' ? '.gz' : '' });
+    await s.save(snap, Readable.from([codec === 'gzip' ? gzipSync(db) : db]));
+    const before = await fingerprint(join(d, 'store'));
+    const run = executeRestore(s, planRestore(await s.list()), restoreOptions(binaries, d));
+    await expect(run).rejects.toThrow(snap.snapName);
+    await expect(run).rejects.toThrow(/sha256/i);
+    expect(await fingerprint(join(d, 'store'))).toEqual(before);
+    expect(await exists(join(d, 'data'))).toBe(false);
+    expect(await exists(join(d, 'data.part'))).toBe(false);
+    await s.close();
+    await rm(d, { recursive: true, force: true });
+  }, 60_000);
+
+  it('restores an uncompressed full in place without changing the stored object', async () => {
+    const d = await sub('in-place');
+    const s = await openLocalStore(join(d, 'store'), d);
+    await copyFullAs(side, sideFull, s, sideRevision);
+    const before = await fingerprint(join(d, 'store'));
+    const result = await executeRestore(s, planRestore(await s.list()), restoreOptions(binaries, d));
+    expect(result.revision).toBe(sideRevision);
+    expect(await fingerprint(join(d, 'store'))).toEqual(before);
+    expect(await dumpDataDir(binaries, join(d, 'data'))).toEqual(await dump(c, sideRevision));
+    await s.close();
+    await rm(d, { recursive: true, force: true });
+  }, 60_000);
+
+  it('a tampered delta fails on its hash, naming the object, before any of its events is applied (case 10)', async () => {
+    const d = await sub('tampered');
+    const s = await openLocalStore(join(d, 'store'), d);
+    await copyFullAs(store, full, s, full.lastRevision);
+    const t = full.createdOn.getTime();
+    const a = full.lastRevision + 20;
+    // Uncompressed, so one changed byte keeps valid JSON and only the hash can tell.
+    await writeDelta(s, eventsIn(full.lastRevision + 1, a), full.lastRevision + 1, new Date(t + 1000), 'none');
+    const bad = await writeDelta(s, eventsIn(a + 1, finalDump.revision), a + 1, new Date(t + 2000), 'none');
+    const file = join(d, 'store', 'v2', bad.snapName);
+    const bytes = await readFile(file);
+    const at = bytes.indexOf('"value":"') + 9;
+    expect(at).toBeGreaterThan(9);
+    bytes[at] = bytes[at] === 0x41 ? 0x42 : 0x41; // another base64 letter
+    await writeFile(file, bytes);
+    const run = executeRestore(s, planRestore(await s.list()), restoreOptions(binaries, d));
+    // The fetcher's check (upper-case SHA256), not the parser's that would only fire after applying.
+    await expect(run).rejects.toThrow(/expected SHA256 for delta snapshot/);
+    await expect(run).rejects.toThrow(bad.snapName);
+    expect(await exists(join(d, 'data'))).toBe(false);
+    expect(await exists(join(d, 'data.part'))).toBe(false);
+    await s.close();
+    await rm(d, { recursive: true, force: true });
+  }, 120_000);
+});
+
+describe('replay etcd with a small quota (case 39)', () => {
+  it('more than 10 deltas compact and defragment the replay etcd without failing', async () => {
+    const binaries = await etcdBinaries();
+    const dir = await mkdtemp(join(tmpdir(), 'etcdbr-restore-quota-'));
+    const src = await startTestEtcd();
+    const c = client(src.clientUrl);
+    const store = await openLocalStore(join(dir, 'store'), dir);
+    try {
+      const keys = 20;
+      const value = (round: number, k: number) => {
+        const v = Buffer.alloc(64 * 1024);
+        for (let i = 0; i < v.length; i += 4) v.writeUInt32LE(Math.imul(round * 7919 + k * 104729 + i, 0x9e3779b1) >>> 0, i);
+        return v;
+      };
+      for (let k = 0; k < keys; k++) await c.put(`/q/${k}`).value(value(0, k));
+      const fullSnap = await takeFullSnapshot(
+        { client: c, store, compression: 'gzip', now: () => new Date(), logger: silentLogger },
+        { isFinal: false, snapshotTimeoutMs: 60_000, connectionTimeoutMs: 5_000 },
+      );
+      // 24 deltas, each overwriting every key: without compaction the replay's db only grows.
+      let prev = fullSnap.lastRevision;
+      let sizeAtTenth = 0;
+      for (let round = 1; round <= 24; round++) {
+        const evs: DeltaEvent[] = [];
+        for (let k = 0; k < keys; k++) {
+          const res = await c.put(`/q/${k}`).value(value(round, k)).exec();
+          const r = Number(res.header.revision);
+          evs.push({ type: 'PUT', key: Buffer.from(`/q/${k}`), value: value(round, k), createRevision: 0, modRevision: r, version: 0, lease: '0', time: new Date().toISOString() });
+        }
+        await writeDelta(store, evs, prev + 1, new Date(fullSnap.createdOn.getTime() + round * 1000));
+        prev = evs.at(-1)!.modRevision;
+        if (round === 10) sizeAtTenth = Number((await c.maintenance.status()).dbSize);
+      }
+      const expected = await dump(c);
+      // A quota the replay reaches only around its 10th delta: above the 80 % defrag mark, below the alarm.
+      const quota = Math.ceil(sizeAtTenth / 0.88);
+      const messages: string[] = [];
+      const logger = { ...silentLogger, info: (_o: object | string, m?: string) => void messages.push(m ?? ''), warn: (_o: object | string, m?: string) => void messages.push(`WARN ${m ?? ''}`) };
+      const d = join(dir, 'r');
+      const result = await executeRestore(store, planRestore(await store.list()), restoreOptions(binaries, d, { embeddedEtcdQuotaBytes: quota, logger }));
+      expect(result.deltasApplied).toBe(24);
+      expect(messages.filter((m) => m.startsWith('WARN'))).toEqual([]);
+      expect(messages).toContain('replay etcd near its quota: defragmenting');
+      const got = await dumpDataDir(binaries, join(d, 'data'));
+      expect(got).toEqual(expected);
+      // Compaction happened: revisions before the 20th delta are gone in the restored etcd.
+      const etcd = await startLocalEtcd({ binaries, dataDir: join(d, 'data') });
+      const rc = client(etcd.clientUrl);
+      try {
+        await expect(rc.get('/q/0').revision(fullSnap.lastRevision + 1).exec()).rejects.toThrow(/compacted/);
+      } finally {
+        rc.close();
+        await etcd.stop();
+      }
+    } finally {
+      c.close();
+      await store.close();
+      await src.cleanup();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 240_000);
+});
