@@ -2,7 +2,7 @@ import type { Etcd3 } from 'etcd3';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { EtcdConnectionConfig } from '../config/types.js';
-import { createEtcdClient } from '../etcd/client.js';
+import { createEtcdClientFromFlags } from '../etcd/client.js';
 import type { Metrics } from '../metrics.js';
 import { CronSchedule, isZeroTime } from '../snapshotter/schedule.js';
 import { memberStatus, type EtcdMemberStatus } from './leadership.js';
@@ -34,17 +34,7 @@ export function endpointsClientFactory(conn: EtcdConnectionConfig): MaintenanceC
 }
 
 function clientFor(conn: EtcdConnectionConfig, endpoints: string[]): Promise<Etcd3> {
-  return createEtcdClient({
-    endpoints,
-    username: conn.username,
-    password: conn.password,
-    certFile: conn.certFile,
-    keyFile: conn.keyFile,
-    caFile: conn.caFile,
-    insecureTransport: conn.insecureTransport,
-    insecureSkipVerify: conn.insecureSkipVerify,
-    connectionTimeoutMs: conn.connectionTimeout,
-  });
+  return createEtcdClientFromFlags(conn, endpoints);
 }
 
 /** A cluster member as the maintenance jobs see it: hex ID, name and the client URL used to reach it. */

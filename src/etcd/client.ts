@@ -96,3 +96,31 @@ function skipServerCertificateVerification(client: Etcd3): void {
     verify.rejectUnauthorized = false;
   }
 }
+
+/** The etcd-connection flag group as the config holds it (durations in milliseconds). */
+export interface EtcdConnectionFlags {
+  endpoints: string[];
+  username: string;
+  password: string;
+  certFile: string;
+  keyFile: string;
+  caFile: string;
+  insecureTransport: boolean;
+  insecureSkipVerify: boolean;
+  connectionTimeout: number;
+}
+
+/** A client from the connection flags, to `endpoints` (default: `--endpoints`). */
+export function createEtcdClientFromFlags(conn: EtcdConnectionFlags, endpoints: string[] = conn.endpoints): Promise<Etcd3> {
+  return createEtcdClient({
+    endpoints,
+    username: conn.username,
+    password: conn.password,
+    certFile: conn.certFile,
+    keyFile: conn.keyFile,
+    caFile: conn.caFile,
+    insecureTransport: conn.insecureTransport,
+    insecureSkipVerify: conn.insecureSkipVerify,
+    connectionTimeoutMs: conn.connectionTimeout,
+  });
+}

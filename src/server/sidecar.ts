@@ -7,7 +7,7 @@ import { ClusterMaintenance } from '../cluster/maintenance.js';
 import { MultiNode } from '../cluster/multinode.js';
 import type { ServerConfig } from '../config/types.js';
 import { STORE_ENV_PREFIX } from '../config/store.js';
-import { createEtcdClient } from '../etcd/client.js';
+import { createEtcdClientFromFlags } from '../etcd/client.js';
 import { Metrics } from '../metrics.js';
 import { ExponentialBackoff } from '../snapshotter/backoff.js';
 import { snapshotterFactory } from '../snapshotter/from-config.js';
@@ -53,17 +53,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
         logger,
       })
     : undefined;
-  const client: Etcd3 = await createEtcdClient({
-    endpoints: conn.endpoints,
-    username: conn.username,
-    password: conn.password,
-    certFile: conn.certFile,
-    keyFile: conn.keyFile,
-    caFile: conn.caFile,
-    insecureTransport: conn.insecureTransport,
-    insecureSkipVerify: conn.insecureSkipVerify,
-    connectionTimeoutMs: conn.connectionTimeout,
-  });
+  const client: Etcd3 = await createEtcdClientFromFlags(conn);
 
   let active: Snapshotter | undefined;
   const health = config.healthConfig;

@@ -2,7 +2,7 @@ import { DefragRunner, endpointClientFactory, endpointsClientFactory } from '../
 import { defragRetryPeriodMs } from '../../cluster/maintenance.js';
 import type { SnapshotCommandConfig } from '../../config/types.js';
 import { STORE_ENV_PREFIX } from '../../config/store.js';
-import { createEtcdClient } from '../../etcd/client.js';
+import { createEtcdClientFromFlags } from '../../etcd/client.js';
 import { systemClock } from '../../clock.js';
 import { Metrics } from '../../metrics.js';
 import { snapshotterFactory } from '../../snapshotter/from-config.js';
@@ -20,17 +20,7 @@ export async function run(config: SnapshotCommandConfig, ctx: CommandContext): P
     return 1;
   }
   const conn = config.etcdConnectionConfig;
-  const client = await createEtcdClient({
-    endpoints: conn.endpoints,
-    username: conn.username,
-    password: conn.password,
-    certFile: conn.certFile,
-    keyFile: conn.keyFile,
-    caFile: conn.caFile,
-    insecureTransport: conn.insecureTransport,
-    insecureSkipVerify: conn.insecureSkipVerify,
-    connectionTimeoutMs: conn.connectionTimeout,
-  });
+  const client = await createEtcdClientFromFlags(conn);
   const store = new RotatingStore({
     resolve: () => ctx.resolveStore('primary'),
     env: ctx.env,
