@@ -32,14 +32,3 @@ export interface CommandContext {
   /** Resolves a store again, re-reading credential files (for credential rotation). */
   resolveStore(role: StoreRole): Promise<StoreConfig | undefined>;
 }
-
-/** Exit code of a subcommand that validated its configuration but has no implementation yet. */
-export const EXIT_NOT_IMPLEMENTED = 2;
-
-/** The shared stub: one line on stderr, exit 2. */
-export function notImplemented(name: string, ctx: CommandContext): number {
-  ctx.io.stderr.write(
-    `etcdbrctl ${name}: configuration is valid, but this subcommand is not implemented yet in version ${ctx.version.version}\n`,
-  );
-  return EXIT_NOT_IMPLEMENTED;
-}

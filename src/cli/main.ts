@@ -4,7 +4,7 @@
  * `runFromProcess` wires it to the real process (argv, env, signals, umask).
  *
  * Exit codes: 0 success or help; 1 bad usage, invalid configuration or a failed command (as cobra and
- * upstream's Fatalf); 2 a valid configuration for a subcommand that is not implemented yet.
+ * upstream's Fatalf).
  */
 import os from 'node:os';
 import { isSnapStoreError } from '@etcdbrctl/snapstore';
