@@ -44,7 +44,8 @@ import type { Run } from './support/measure.js';
 import { baseSnapshot, floorLoop, writeLargeDelta, writeSmallPutChain } from './support/restore-chain.js';
 
 const execFileAsync = promisify(execFile);
-const benchDir = path.dirname(fileURLToPath(import.meta.url));
+/** This bench's directory; ETCDBR_BENCH_DIR when it runs bundled (scripts/bench.mjs --compiled). */
+const benchDir = process.env.ETCDBR_BENCH_DIR ?? path.dirname(fileURLToPath(import.meta.url));
 const REPLAY_TARGET = 0.8;
 const BASE_TARGET = 1.3;
 const RSS_TARGET_MB = 300;
@@ -233,31 +234,31 @@ async function benchBase(binaries: EtcdBinaries, tmp: string, runs: number, dbMB
   const tool = binaries.etcdutl && etcdMinorVersion(binaries.version)[1] >= 5 ? binaries.etcdutl : binaries.etcdctl;
   if (!tool) throw new Error('etcdctl not found');
   const out: BaseResult = { etcdctl: [], ours: [], download: [], dbBytes: base.sizeBytes ?? 0 };
+  // Each case writes ~1 GiB; without a sync the next case pays for the previous case's writeback.
+  // Each case writes ~1 GiB; without a sync the next case pays for the previous case's writeback.
+  const settle = () => execFileAsync('sync');
+  const timed = async (prefix: string, fn: (dir: string) => Promise<unknown>): Promise<number> => {
+    await settle();
+    const dir = await mkdtemp(path.join(tmp, prefix));
+    try {
+      const t0 = process.hrtime.bigint();
+      await fn(dir);
+      return Number(process.hrtime.bigint() - t0) / 1e9;
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  };
+  const cases: [keyof Omit<BaseResult, 'dbBytes'>, (dir: string) => Promise<unknown>][] = [
+    [
+      'etcdctl',
+      (dir) => execFileAsync(tool, ['snapshot', 'restore', file, `--data-dir=${path.join(dir, 'data')}`], { env: { ...process.env, ETCDCTL_API: '3' }, maxBuffer: 16 * MiB }),
+    ],
+    ['ours', (dir) => executeRestore(store, baseOnly(base), options(binaries, dir))],
+    ['download', (dir) => executeRestore(streamingOnly(store), baseOnly(base), options(binaries, dir))],
+  ];
   for (let r = 0; r < runs; r++) {
-    {
-      const dir = await mkdtemp(path.join(tmp, 'etcdctl-'));
-      const t0 = process.hrtime.bigint();
-      await execFileAsync(tool, ['snapshot', 'restore', file, `--data-dir=${path.join(dir, 'data')}`], {
-        env: { ...process.env, ETCDCTL_API: '3' },
-        maxBuffer: 16 * MiB,
-      });
-      out.etcdctl.push(Number(process.hrtime.bigint() - t0) / 1e9);
-      await rm(dir, { recursive: true, force: true });
-    }
-    {
-      const dir = await mkdtemp(path.join(tmp, 'ours-'));
-      const t0 = process.hrtime.bigint();
-      await executeRestore(store, baseOnly(base), options(binaries, dir));
-      out.ours.push(Number(process.hrtime.bigint() - t0) / 1e9);
-      await rm(dir, { recursive: true, force: true });
-    }
-    {
-      const dir = await mkdtemp(path.join(tmp, 'download-'));
-      const t0 = process.hrtime.bigint();
-      await executeRestore(streamingOnly(store), baseOnly(base), options(binaries, dir));
-      out.download.push(Number(process.hrtime.bigint() - t0) / 1e9);
-      await rm(dir, { recursive: true, force: true });
-    }
+    // Alternate the order, so whatever one case leaves behind (cache, writeback) does not always hit the same next case.
+    for (const [name, fn] of r % 2 === 0 ? cases : [...cases].reverse()) out[name].push(await timed(`${name}-`, fn));
     console.log(`  run ${r + 1}: etcdctl ${out.etcdctl[r]!.toFixed(2)} s, ours ${out.ours[r]!.toFixed(2)} s, ours via download ${out.download[r]!.toFixed(2)} s`);
   }
   await store.close();

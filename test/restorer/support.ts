@@ -170,12 +170,13 @@ export async function exists(p: string): Promise<boolean> {
 }
 
 /** A logger that keeps the messages, for asserting on what a run did. */
-export function recordingLogger(): Logger & { messages: string[] } {
+export function recordingLogger(): Logger & { messages: string[]; warnings: string[] } {
   const messages: string[] = [];
-  const rec = (obj: object | string, msg?: string) => {
-    messages.push(typeof obj === 'string' ? obj : (msg ?? ''));
-  };
-  return { messages, debug: rec, info: rec, warn: rec, error: rec };
+  const warnings: string[] = [];
+  const msg = (obj: object | string, m?: string) => (typeof obj === 'string' ? obj : (m ?? ''));
+  const rec = (obj: object | string, m?: string) => void messages.push(msg(obj, m));
+  const warn = (obj: object | string, m?: string) => void warnings.push(msg(obj, m));
+  return { messages, warnings, debug: rec, info: rec, warn, error: warn };
 }
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
