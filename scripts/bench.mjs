@@ -16,6 +16,8 @@ import { createRequire } from 'node:module';
 import { basename, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
+/** What bin/etcdbrctl sets for the real process; benches measure in-process, so they get it here. */
+const SEMI_SPACE = '--max-semi-space-size=2';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const dir = join(root, 'e2e', 'bench');
 const compiled = process.argv.includes('--compiled');
@@ -62,8 +64,8 @@ let failed = 0;
 for (const f of files) {
   console.log(`\n=== ${f}${compiled ? ' (compiled)' : ''} ===`);
   const args = compiled
-    ? ['--expose-gc', await bundle(join(dir, f))]
-    : ['--expose-gc', '--conditions=development', '--import', 'tsx', join(dir, f)];
+    ? ['--expose-gc', SEMI_SPACE, await bundle(join(dir, f))]
+    : ['--expose-gc', SEMI_SPACE, '--conditions=development', '--import', 'tsx', join(dir, f)];
   // The bench finds its sources (support scripts it starts) through ETCDBR_BENCH_DIR when it runs bundled.
   const r = spawnSync(process.execPath, [...args, ...benchArgs], {
     cwd: root,

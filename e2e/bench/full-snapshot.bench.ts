@@ -1,7 +1,7 @@
 /**
  * Full snapshot of a real etcd: our `takeFullSnapshot` against `etcdctl snapshot save`.
  *
- *   BENCH_DB_MB=1024 npm run bench -- [--compiled] full-snapshot [-- --runs=3 --s3-tls=1 --stages=0 --one-process=1]
+ *   BENCH_DB_MB=1024 npm run bench -- [--compiled] full-snapshot [-- --runs=3 --s3-tls=1 --stages=0 --one-process=1 --cases=local/none,drain]
  *
  * Starts an etcd (quota 8 GiB) in a temp dir and fills it with ~BENCH_DB_MB MiB (default 1024) of
  * kube-like values from a child process (support/fill-etcd.ts), then measures, `--runs` times and
@@ -298,8 +298,11 @@ async function main(): Promise<void> {
         `(${round1(filled.bytes / MiB / filled.seconds)} MiB/s); db size ${round1(dbBytes / MiB)} MiB, revision ${status.header.revision}`,
     );
 
-    const names = ['etcdctl', 'local/none', 'local/zstd', `${s3Name}/none`, `${s3Name}/zstd`];
-    if (stages) names.push('drain', 'verify', 'verify+zstd', 'null/zstd');
+    const allNames = ['etcdctl', 'local/none', 'local/zstd', `${s3Name}/none`, `${s3Name}/zstd`];
+    if (stages) allNames.push('drain', 'verify', 'verify+zstd', 'null/zstd');
+    // --cases=a,b runs only those (etcdctl is always kept: every ratio is against it).
+    const only = flag('cases')?.split(',');
+    const names = only ? allNames.filter((n) => n === 'etcdctl' || only.includes(n)) : allNames;
     if (oneProcess) {
       inProcess = await openCases(setup, stages, s3Name);
       gc();

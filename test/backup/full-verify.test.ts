@@ -9,9 +9,9 @@ import { FullSnapshotVerifier } from '../../src/backup/full-verify.js';
 
 const COMPAT = join(import.meta.dirname, '../../../shared/compat/upstream-v0.23');
 
-async function verify(chunks: Buffer[]): Promise<{ out: Buffer; verifier: FullSnapshotVerifier }> {
+async function verify(chunks: Buffer[], offThread = true): Promise<{ out: Buffer; verifier: FullSnapshotVerifier }> {
   const got: Buffer[] = [];
-  const verifier = new FullSnapshotVerifier('Full-test');
+  const verifier = new FullSnapshotVerifier('Full-test', { offThread });
   await pipeline(
     Readable.from(chunks),
     verifier,
@@ -34,8 +34,17 @@ function chunked(buf: Buffer, size: number): Buffer[] {
 describe('full snapshot verifier', () => {
   const payload = gunzipSync(readFileSync(join(COMPAT, 'gzip/snapstore/v2/Full-00000000-00000301-1795219404.gz')));
 
-  it.each([31, 32, 33, 4096, 65536])('passes an upstream full snapshot through unchanged (chunks of %i)', async (size) => {
-    const { out, verifier } = await verify(chunked(payload, size));
+  it.each([
+    [1, true],
+    [31, true],
+    [32, true],
+    [33, true],
+    [4096, true],
+    [65536, true],
+    [31, false],
+    [4096, false],
+  ])('passes an upstream full snapshot through unchanged (chunks of %i, hash off-thread: %s)', async (size, offThread) => {
+    const { out, verifier } = await verify(chunked(payload, size), offThread);
     expect(out.equals(payload)).toBe(true);
     expect(verifier.result?.totalBytes).toBe(payload.length);
     expect(verifier.result?.sha256).toBe(createHash('sha256').update(payload.subarray(0, -32)).digest('hex'));
@@ -45,9 +54,15 @@ describe('full snapshot verifier', () => {
     await expect(verify([payload.subarray(0, payload.length - 32)])).rejects.toThrow(/Full-test.*hash seems to be missing/);
   });
 
-  it('rejects a stream whose trailer does not match', async () => {
+  it.each([true, false])('rejects a stream whose trailer does not match (hash off-thread: %s)', async (offThread) => {
     const bad = Buffer.from(payload);
     bad[10_000]! ^= 0xff;
-    await expect(verify(chunked(bad, 4096))).rejects.toThrow(/Full-test: expected SHA256/);
+    await expect(verify(chunked(bad, 4096), offThread)).rejects.toThrow(/Full-test: expected SHA256/);
+  });
+
+  it('rejects a tampered trailer byte', async () => {
+    const bad = Buffer.from(payload);
+    bad[bad.length - 1]! ^= 0x01;
+    await expect(verify(chunked(bad, 1000))).rejects.toThrow(/Full-test: expected SHA256/);
   });
 });
