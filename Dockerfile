@@ -1,0 +1,73 @@
+# syntax=docker/dockerfile:1
+#
+# etcdbrctl container image: the sidecar etcd-druid runs next to etcd-wrapper (and the image of its
+# compaction and copy Jobs). Build:   docker build --build-arg GIT_SHA=$(git rev-parse HEAD) -t etcdbrctl:0.1.0 .
+#
+# Every base image is pinned to an exact version. test/deploy/image-layout.test.ts checks this file's
+# invariants and rebuilds the final stage's /app tree from its COPY lines to run the CLI from it.
+
+# --- build: compile TypeScript, then keep only production dependencies ----------------------------
+# The full (non-slim) Node image ships python3, make and g++, which node-gyp needs when zstd-napi has no
+# prebuilt binary for the platform. Same Node version and Debian release (bookworm, glibc) as the runtime
+# stage, so the compiled addon loads there.
+FROM node:20.20.2-bookworm AS build
+WORKDIR /app
+# Manifests first: the dependency layer is rebuilt only when they change. npm ci installs the root package
+# and the snapstore workspace from the lock file (node_modules/@etcdbrctl/snapstore -> ../../snapstore).
+COPY package.json package-lock.json .npmrc ./
+COPY snapstore/package.json snapstore/
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.base.json tsconfig.build.json ./
+COPY snapstore/tsconfig.json snapstore/
+COPY snapstore/src snapstore/src
+COPY src src
+COPY bin bin
+# tsc -b tsconfig.build.json: src/ -> dist/, snapstore/src/ -> snapstore/dist/.
+RUN npm run build
+# Drops devDependencies (typescript, vitest, emulators, ...). --ignore-scripts: the addons that stay were
+# built by npm ci above and must not be rebuilt.
+RUN npm prune --omit=dev --ignore-scripts --no-audit --no-fund
+
+# --- etcd: the official binaries, for restore (etcdutl snapshot restore) and the local etcd that replays
+# delta snapshots. 3.5.27 is the etcd upstream etcd-backup-restore (v0.42+) and etcd-wrapper build on.
+FROM gcr.io/etcd-development/etcd:v3.5.27 AS etcd
+
+# --- runtime ---------------------------------------------------------------------------------------
+# Base: node:<exact version>-bookworm-slim rather than gcr.io/distroless/nodejs20-debian12. Distroless
+# publishes no per-Node-version tags (only digests, which cannot be resolved where this file is written),
+# while this tag pins the exact Node release, the same one the build stage compiled the zstd-napi addon
+# for. The slim image has no compiler or build tools; npm, npx, corepack and yarn are deleted below, so
+# nothing in the image can install packages. What remains beyond distroless is a shell and dpkg.
+FROM node:20.20.2-bookworm-slim AS runtime
+RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
+        /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-v* \
+    && mkdir -p /home/nonroot \
+    && chown 65532:65532 /home/nonroot \
+    && chmod 0700 /home/nonroot
+COPY --from=etcd /usr/local/bin/etcd /usr/local/bin/etcdutl /usr/local/bin/etcdctl /usr/local/bin/
+WORKDIR /app
+# Only what runs: compiled code, the package manifests (package.json "exports" of the workspace package
+# resolve to snapstore/dist once the "development" condition is not set) and production node_modules.
+# Owned by root and not writable by the runtime user.
+COPY --from=build /app/package.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/bin ./bin
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/snapstore/package.json ./snapstore/
+COPY --from=build /app/snapstore/dist ./snapstore/dist
+# `etcdbrctl` on PATH, for pod specs that set `command: [etcdbrctl, ...]` as with the Go image.
+RUN ln -s /app/bin/etcdbrctl /usr/local/bin/etcdbrctl
+ARG GIT_SHA=""
+# ETCD_BIN: src/etcd/binaries.ts takes etcd from here and etcdutl/etcdctl from the same directory.
+# ETCDBRCTL_GIT_SHA: `etcdbrctl --version` and the start-up log (there is no .git in the image).
+ENV NODE_ENV=production \
+    ETCD_BIN=/usr/local/bin/etcd \
+    HOME=/home/nonroot \
+    ETCDBRCTL_GIT_SHA=${GIT_SHA}
+# 65532: the "nonroot" user of upstream's distroless image and the runAsUser etcd-druid sets for the pod.
+USER 65532:65532
+WORKDIR /home/nonroot
+EXPOSE 8080
+# Node handles SIGTERM itself (src/cli/main.ts); etcd-druid pods share the process namespace, so the pause
+# container is PID 1 there and reaps orphans.
+ENTRYPOINT ["node", "/app/bin/etcdbrctl"]
