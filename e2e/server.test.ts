@@ -44,7 +44,9 @@ describe('etcdbrctl server (process) with a Local store', () => {
     `--store-container=${join(dir, 'store')}`,
     `--snapstore-temp-directory=${join(dir, 'tmp')}`,
     '--schedule=0 0 1 1 *',
-    '--delta-snapshot-period=1s',
+    // Long enough that no periodic delta races the on-demand one below (which must start right after the
+    // full), and that the writes before SIGTERM can only reach the store through the final flush.
+    '--delta-snapshot-period=1h',
     '--garbage-collection-period=1h',
     '--reelection-period=2s',
     ...extra,
@@ -93,6 +95,19 @@ describe('etcdbrctl server (process) with a Local store', () => {
     expect(await s.stop('SIGTERM')).toBe(0);
     const list = await store.list();
     expect(list.at(-1)?.lastRevision).toBe(last);
+  });
+
+  it('exits on SIGTERM without waiting for a lost etcd to come back', async () => {
+    sidecar = await startSidecar(flags());
+    const s = sidecar;
+    await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 200 ? true : undefined), 'healthz 200');
+    await etcd.stop();
+    await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 503 ? true : undefined), 'healthz 503');
+    // The etcd3 client keeps retrying the watch for up to 30 s; the process must not wait for that (a pod's
+    // default grace period is 30 s). 15 s is far above a normal shutdown and far below the retry.
+    s.child.kill('SIGTERM');
+    const code = await Promise.race([s.exited, new Promise<'hung'>((r) => setTimeout(() => r('hung'), 15_000))]);
+    expect({ code, logs: code === 'hung' ? s.logs() : '' }).toEqual({ code: 0, logs: '' });
   });
 
   it('without a storage provider: healthy leader, 405 on snapshot routes', async () => {

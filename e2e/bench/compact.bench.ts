@@ -103,7 +103,7 @@ async function writeDeltas(store: SnapStore, base: Snapshot): Promise<{ deltas: 
     if ((rev - base.lastRevision) % perDelta === 0 || rev === base.lastRevision + revisions) {
       const payload = buf.take();
       if (!payload) continue;
-      bytes += payload.payload.length;
+      bytes += payload.byteLength;
       await saveDeltaSnapshot(store, payload, start, 'gzip', new Date(created + (deltas + 1) * 1000));
       deltas++;
       start = payload.lastRevision + 1;

@@ -19,6 +19,8 @@ export interface ConfiguredEtcd {
   /** Resolves once etcd answers `/version` (a member of a forming cluster answers only with quorum). */
   ready(timeoutMs?: number): Promise<void>;
   stop(graceMs?: number): Promise<void>;
+  /** Sends `signal` at once (SIGKILL: a crash, no leadership transfer) and resolves when the process is gone. */
+  kill(signal: NodeJS.Signals): Promise<void>;
 }
 
 const live = new Set<ChildProcess>();
@@ -90,6 +92,10 @@ export async function startEtcdFromConfig(binaries: EtcdBinaries, configPath: st
         clearTimeout(t);
       })();
       return stopping;
+    },
+    async kill(signal) {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      await exited;
     },
   };
 }

@@ -129,6 +129,22 @@ export interface DefragRunnerOptions {
    * full snapshot here); a failure is only logged.
    */
   onDefragmented?: () => Promise<unknown>;
+  /** Told the result of each member's defragmentation (EtcdMember `lastDefragmentation`); must not throw. */
+  onMemberDefragmented?: (result: MemberDefragmentation) => void;
+}
+
+/** One member's defragmentation, succeeded or not. Sizes are etcd's Status before and after, when known. */
+export interface MemberDefragmentation {
+  /** Hex member ID. */
+  memberId: string;
+  name: string;
+  endpoint: string;
+  startTime: Date;
+  endTime: Date;
+  succeeded: boolean;
+  message: string;
+  initialDBSize?: number;
+  finalDBSize?: number;
 }
 
 /** Progress of one scheduled run across its attempts. */
@@ -284,11 +300,26 @@ export class DefragRunner {
   }
 
   private async defragmentMember(probe: MemberProbe, isLeader: boolean, clients: EndpointClients, signal: AbortSignal): Promise<void> {
-    const { defragTimeoutMs, statusTimeoutMs, logger, metrics } = this.opts;
+    const { defragTimeoutMs, statusTimeoutMs, logger, metrics, clock } = this.opts;
     const endpoint = probe.member.endpoint as string;
     const c = await clients.get(endpoint);
     const fields = { member: probe.member.name, endpoint, leader: isLeader };
     logger.info(fields, 'defragmenting etcd member');
+    const startTime = clock.now();
+    const tell = (succeeded: boolean, message: string, finalDBSize?: number): void => {
+      const initialDBSize = probe.status?.dbSize;
+      this.opts.onMemberDefragmented?.({
+        memberId: probe.member.id,
+        name: probe.member.name,
+        endpoint,
+        startTime,
+        endTime: clock.now(),
+        succeeded,
+        message,
+        ...(initialDBSize !== undefined ? { initialDBSize } : {}),
+        ...(finalDBSize !== undefined ? { finalDBSize } : {}),
+      });
+    };
     const started = performance.now();
     const seconds = () => (performance.now() - started) / 1000;
     // On shutdown the call is cancelled, so a pending defragmentation (minutes on a large database) does not
@@ -302,6 +333,8 @@ export class DefragRunner {
     } catch (err) {
       metrics.defragmentationDurationSeconds.observe({ succeeded: 'false', endpoint }, seconds());
       logger.error({ ...fields, err }, 'defragmentation of etcd member failed');
+      // Cancelled at shutdown: etcd finishes on its own, the outcome is unknown here.
+      if (!signal.aborted) tell(false, `Defragmentation failed: ${err instanceof Error ? err.message : String(err)}`);
       throw new Error(`defragmentation of ${probe.member.name || endpoint} failed: ${err instanceof Error ? err.message : String(err)}`, {
         cause: err,
       });
@@ -315,6 +348,7 @@ export class DefragRunner {
       { ...fields, dbSizeBefore: probe.status?.dbSize, dbSizeAfter: after?.dbSize, seconds: seconds() },
       'finished defragmenting etcd member',
     );
+    tell(true, 'Defragmentation succeeded', after?.dbSize);
   }
 }
 

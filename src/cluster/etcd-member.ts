@@ -13,14 +13,15 @@ import { withDeadline } from '../k8s/lease.js';
 
 export const CREATE_AS_LEARNER_ANNOTATION = 'druid.gardener.cloud/create-as-learner';
 
-const ETCD_MEMBER = { group: 'druid.gardener.cloud', version: 'v1alpha1', plural: 'etcdmembers' } as const;
+export const ETCD_MEMBER = { group: 'druid.gardener.cloud', version: 'v1alpha1', plural: 'etcdmembers' } as const;
 
 export interface EtcdMemberRef {
   namespace: string;
   name: string;
 }
 
-function callOptions(signal: AbortSignal, contentType?: string): ConfigurationOptions {
+/** Per-request middleware for customObjects calls: the abort signal and, for patches, the content type. */
+export function callOptions(signal: AbortSignal, contentType?: string): ConfigurationOptions {
   const middleware: ObservableMiddleware = {
     pre(ctx: RequestContext): Observable<RequestContext> {
       ctx.setSignal(signal);

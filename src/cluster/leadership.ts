@@ -7,6 +7,8 @@ export type LeadershipState = 'Follower' | 'Leader' | 'Unknown';
 export interface EtcdMemberStatus {
   /** Hex member ID of the member that answered. */
   memberId: string;
+  /** Hex cluster ID from the answer's header (absent in hand-made statuses of tests). */
+  clusterId?: string;
   /** Hex member ID of the raft leader; '0' when there is none. */
   leaderId: string;
   isLearner: boolean;
@@ -17,7 +19,7 @@ export interface EtcdMemberStatus {
 /** Status of the member behind the client's first endpoint (upstream: Status(endpoints[0])). */
 export async function memberStatus(client: Etcd3, timeoutMs: number): Promise<EtcdMemberStatus> {
   const res = (await client.maintenance.status({ deadline: new Date(Date.now() + timeoutMs) })) as unknown as {
-    header: { member_id: string };
+    header: { member_id: string; cluster_id?: string };
     leader: string;
     isLearner?: boolean;
     dbSize: string;
@@ -25,6 +27,7 @@ export async function memberStatus(client: Etcd3, timeoutMs: number): Promise<Et
   };
   return {
     memberId: BigInt(res.header.member_id).toString(16),
+    ...(res.header.cluster_id !== undefined ? { clusterId: BigInt(res.header.cluster_id).toString(16) } : {}),
     leaderId: BigInt(res.leader ?? '0').toString(16),
     isLearner: Boolean(res.isLearner),
     dbSize: Number(res.dbSize ?? 0),

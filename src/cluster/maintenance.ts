@@ -11,7 +11,7 @@ import { parseGoDuration } from '../config/values.js';
 import { clusterSize, etcdConfigPath, memberName, memberUrls, readEtcdConfigTemplate } from '../initializer/etcd-config.js';
 import type { Metrics } from '../metrics.js';
 import { MemberCleanup, type CleanupPolicy } from './cleanup.js';
-import { DEFRAG_RETRY_PERIOD_MS, DefragRunner, endpointClientFactory, endpointsClientFactory } from './defrag.js';
+import { DEFRAG_RETRY_PERIOD_MS, DefragRunner, endpointClientFactory, endpointsClientFactory, type MemberDefragmentation } from './defrag.js';
 import { ETCD_WRAPPER_PORT, updatePeerUrlsWhenReachable, wrapperStopUrl } from './peer-url.js';
 
 /**
@@ -31,6 +31,8 @@ export interface ClusterMaintenanceOptions {
   /** Tests: member cleanup period and grace (defaults 1 min and 5 min). */
   cleanupPeriodMs?: number;
   cleanupGraceMs?: number;
+  /** Told each member's defragmentation result (EtcdMember status). */
+  onMemberDefragmented?: (result: MemberDefragmentation) => void;
 }
 
 export class ClusterMaintenance {
@@ -51,6 +53,7 @@ export class ClusterMaintenance {
       clock,
       logger,
       metrics,
+      ...(opts.onMemberDefragmented ? { onMemberDefragmented: opts.onMemberDefragmented } : {}),
     });
     this.cleanup = new MemberCleanup({
       clusterClient: endpointsClientFactory(conn),
@@ -67,9 +70,13 @@ export class ClusterMaintenance {
 
   /** Leader-only work until `signal` aborts (leadership lost or shutdown). Never rejects. */
   async lead(signal: AbortSignal): Promise<void> {
+    const cleanupEnabled = this.opts.config.enableMemberCleanup;
+    if (!cleanupEnabled) this.opts.logger.info({}, 'superfluous member cleanup is off (--enable-member-cleanup=false)');
     await Promise.all([
       this.defrag.run(signal).catch((err: unknown) => this.opts.logger.error({ err }, 'defragmentation schedule stopped')),
-      this.cleanup.run(signal).catch((err: unknown) => this.opts.logger.error({ err }, 'member cleanup stopped')),
+      cleanupEnabled
+        ? this.cleanup.run(signal).catch((err: unknown) => this.opts.logger.error({ err }, 'member cleanup stopped'))
+        : undefined,
     ]);
   }
 

@@ -145,7 +145,15 @@ export async function updatePeerUrlsWhenReachable(
   for (;;) {
     if (opts.signal?.aborted) return undefined;
     try {
-      await opts.client.maintenance.status({ deadline: new Date(Date.now() + opts.timeoutMs) });
+      const status = (await opts.client.maintenance.status({ deadline: new Date(Date.now() + opts.timeoutMs) })) as unknown as {
+        isLearner?: boolean;
+      };
+      if (status.isLearner) {
+        // A learner refuses MemberList ("rpc not supported for learner"). It was just added (join or rejoin
+        // as learner) with the etcd config's peer URLs, so there is nothing to correct.
+        opts.logger.info({ member: opts.memberName }, 'this member is a learner, added with the etcd config’s peer URLs: not checking them');
+        return 'unchanged';
+      }
       break;
     } catch {
       try {

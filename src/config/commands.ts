@@ -10,6 +10,7 @@ import { etcdConnectionGroup } from './groups/etcd-connection.js';
 import { healthGroup } from './groups/health.js';
 import { httpServerGroup } from './groups/http-server.js';
 import { leaderElectionGroup } from './groups/leader-election.js';
+import { memberCleanupGroup } from './groups/member-cleanup.js';
 import {
   commonGroup,
   defragScheduleGroup,
@@ -109,6 +110,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       use(healthGroup, ['healthConfig']),
       use(leaderElectionGroup, ['leaderElectionConfig']),
       use(exponentialBackoffGroup, ['exponentialBackoffConfig']),
+      use(memberCleanupGroup),
     ],
     validate(cfg: ServerConfig, issues) {
       const secondary = cfg.secondarySnapstoreConfig;

@@ -180,6 +180,8 @@ export interface ServerConfig extends CommonConfig {
   exponentialBackoffConfig: ExponentialBackoffConfig;
   defragmentationSchedule: string;
   useEtcdWrapper: boolean;
+  /** `--enable-member-cleanup` (ours): superfluous member removal on the leader. */
+  enableMemberCleanup: boolean;
 }
 
 export interface SnapshotCommandConfig extends CommonConfig {

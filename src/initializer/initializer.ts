@@ -12,10 +12,18 @@ import { currentRevision } from '../snapshotter/full-snapshot.js';
 import { readWalMetadata } from '../wal/verify.js';
 import type { MemberControl } from '../cluster/members.js';
 import { decideBootstrap, type BootstrapDecision, type FailCode } from './bootstrap.js';
-import { DataDirStatus, dataDirStatusName } from './validation-status.js';
+import { DataDirStatus, dataDirStatusName, type DataDirStatusName } from './validation-status.js';
 import { validateDataDir, type ValidationMode, type ValidationResult } from './validator.js';
 
 export type InitializationOutcome = 'valid' | 'restored' | 'empty-start' | 'bootstrap' | 'joined-as-learner' | 'rejoined-as-learner';
+
+/** What initialization is doing, as it happens (the EtcdMember status reports it). */
+export type InitializationProgress =
+  | { step: 'validated'; valid: boolean; status: DataDirStatusName; reason?: string; clusterSize: number }
+  /** Single node: the data dir is being restored from this full snapshot and these deltas. */
+  | { step: 'restoring'; base: string; deltas: number }
+  /** Multi-node: the bootstrap decision, before it is carried out. */
+  | { step: 'decided'; decision: BootstrapDecision };
 
 /** What a multi-node member needs besides the data dir: who it is and how to reach the cluster. */
 export interface MultiNodeInit {
@@ -60,6 +68,8 @@ export interface InitializerOptions {
   metrics: Metrics;
   /** Required when clusterSize > 1. */
   multiNode?: MultiNodeInit;
+  /** Told each step as it happens; for status reporting only, a throwing callback is ignored. */
+  onProgress?: (progress: InitializationProgress) => void;
 }
 
 /**
@@ -95,6 +105,7 @@ export async function initializeDataDir(mode: ValidationMode, opts: InitializerO
   metrics.validationDurationSeconds.labels(String(valid)).observe((Date.now() - validationStart) / 1000);
   const name = dataDirStatusName(result.status);
   logger.info({ status: name, reason: result.reason, dbRevision: result.dbRevision, latestRevision }, 'data directory validated');
+  report(opts, { step: 'validated', valid, status: name, ...(result.reason ? { reason: result.reason } : {}), clusterSize: opts.clusterSize });
 
   switch (result.status) {
     case DataDirStatus.DataDirectoryValid:
@@ -183,6 +194,7 @@ async function initializeMultiNode(
     'bootstrap decision',
   );
   mn.onDecision?.(decision);
+  report(opts, { step: 'decided', decision });
 
   const wipe = async (): Promise<void> => {
     if (!(await pathExists(dataDir))) return;
@@ -216,6 +228,14 @@ async function initializeMultiNode(
       throw new Error('internal error: multi-node member asked to restore from the snapstore');
     case 'fail':
       throw new InitializationError(decision.code, decision.reason);
+  }
+}
+
+function report(opts: InitializerOptions, progress: InitializationProgress): void {
+  try {
+    opts.onProgress?.(progress);
+  } catch (err) {
+    opts.logger.warn({ err, step: progress.step }, 'initialization progress callback failed');
   }
 }
 
@@ -256,6 +276,7 @@ async function restoreSingleNode(opts: InitializerOptions): Promise<Initializati
     await rm(opts.dataDir, { recursive: true, force: true });
     return 'empty-start';
   }
+  report(opts, { step: 'restoring', base: plan.base.snapName, deltas: plan.deltas.length });
   await executeRestore(store, plan, {
     ...opts.restore,
     binaries: await opts.binaries(),

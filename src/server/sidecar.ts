@@ -13,11 +13,13 @@ import { ExponentialBackoff } from '../snapshotter/backoff.js';
 import { snapshotterFactory } from '../snapshotter/from-config.js';
 import { RotatingStore } from '../snapshotter/store-provider.js';
 import { superviseSnapshotter } from '../snapshotter/supervisor.js';
+import { secondarySyncFromConfig } from '../copier/secondary-sync.js';
 import { latestSet } from '@etcdbrctl/snapstore';
 import { createKubeClient, resolveKubeConnection, type KubeClient } from '../k8s/client.js';
 import { MemberLeaseHeartbeat, etcdIdToHex } from '../k8s/member-lease.js';
 import { FullSnapshotLeaseRenewer, SnapshotLeases, snapshotLeaseHook } from '../k8s/snapshot-leases.js';
-import type { Snapshotter } from '../snapshotter/snapshotter.js';
+import { EtcdMemberStatusPublisher, recordInitialization } from '../k8s/etcd-member-status.js';
+import { LeadershipLost, type Snapshotter } from '../snapshotter/snapshotter.js';
 import { buildHttpServer } from './app.js';
 import { findEtcdBinaries, type EtcdBinaries } from '../etcd/binaries.js';
 import { clusterSize, etcdConfigPath, parseInitialCluster, readEtcdConfigTemplate } from '../initializer/etcd-config.js';
@@ -104,15 +106,31 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   const rc = config.restorationConfig;
   const size = await resolveClusterSize(ctx.env, rc.initialCluster, logger);
   metrics.clusterSize.set(size);
+  // --- EtcdMember status (DEP-04): published whenever Kubernetes is enabled ---
+  const etcdMemberStatus = kube
+    ? new EtcdMemberStatusPublisher({
+        kube,
+        namespace,
+        name: ctx.env.POD_NAME ?? rc.name,
+        clusterSize: size,
+        peerTLSEnabled: rc.initialAdvertisePeerURLs.every((u) => u.startsWith('https://')),
+        // DB sizes change with every write: refreshed at the member lease heartbeat, not every reelection period.
+        sizeRefreshMs: health.heartbeatDuration,
+        clock,
+        logger,
+      })
+    : undefined;
+  etcdMemberStatus?.start();
+  // --- end EtcdMember status ---
   // --- multi-node membership: bootstrap decision, /config cluster view, learner promotion ---
   const multiNode = new MultiNode({ env: ctx.env, connection: conn, ...(kube ? { kube } : {}), namespace, clock, logger, metrics });
   // --- end multi-node membership ---
   let binaries: Promise<EtcdBinaries> | undefined;
   const initState = new InitializationState(
-    async (mode) => {
+    recordInitialization(etcdMemberStatus, async (mode) => {
       // Multi-node: cluster size and member identity from the etcd config as it is now (druid rewrites it on scale-up).
       const mn = size > 1 ? await multiNode.initOptions(ctx.signal) : undefined;
-      await initializeDataDir(mode, {
+      return initializeDataDir(mode, {
         dataDir: rc.dataDir,
         ...(ctx.env.POD_NAMESPACE ? { podNamespace: ctx.env.POD_NAMESPACE } : {}),
         clusterSize: mn?.clusterSize ?? size,
@@ -134,8 +152,9 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
         },
         logger,
         metrics,
+        ...(etcdMemberStatus ? { onProgress: (p) => etcdMemberStatus.onInitializationProgress(p) } : {}),
       });
-    },
+    }),
     logger,
     () => healthState.setHealthy(false),
   );
@@ -171,10 +190,31 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   opts.onListening?.(url);
 
   // --- cluster maintenance: peer URL update at start; defragmentation and member cleanup on the leader ---
-  const maintenance = new ClusterMaintenance({ config, env: ctx.env, clock, logger, metrics });
+  const maintenance = new ClusterMaintenance({
+    config,
+    env: ctx.env,
+    clock,
+    logger,
+    metrics,
+    ...(etcdMemberStatus ? { onMemberDefragmented: (r) => etcdMemberStatus.onMemberDefragmented(r) } : {}),
+  });
   const peerUrlsDone = maintenance.updatePeerUrls(ctx.signal);
   let maintenanceDone = Promise.resolve();
   // --- end cluster maintenance ---
+
+  // --- secondary backup sync: on the leader, copy the backups to the secondary store and GC it there ---
+  const secondarySync = secondarySyncFromConfig({
+    config,
+    secondary: ctx.stores.secondary,
+    resolveSecondary: () => ctx.resolveStore('secondary'),
+    env: ctx.env,
+    primary: store ? () => store.get() : undefined,
+    clock,
+    logger,
+    metrics,
+  });
+  let secondarySyncDone = Promise.resolve();
+  // --- end secondary backup sync ---
 
   const leaderWork = { abort: undefined as AbortController | undefined, done: Promise.resolve() };
   const startLeading = () => {
@@ -183,11 +223,23 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     leaderWork.abort = abort;
     // Cluster maintenance runs on the leader with or without a store (upstream starts defragmentation there too).
     maintenanceDone = Promise.all([maintenanceDone, maintenance.lead(abort.signal)]).then(() => undefined);
+    // --- secondary backup sync ---
+    if (secondarySync) secondarySyncDone = Promise.all([secondarySyncDone, secondarySync.run(abort.signal)]).then(() => undefined);
+    // --- end secondary backup sync ---
     if (!store) {
       // Without a store the leader only reports healthy (upstream).
       healthState.setHealthy(true);
       return;
     }
+    const leaseHook =
+      leases && renewer
+        ? snapshotLeaseHook({
+            leases,
+            renewer,
+            latestDeltas: async () => latestSet(await (await store.get()).list()).deltas,
+            logger,
+          })
+        : undefined;
     const factory = snapshotterFactory({
       connection: conn,
       snapshotter: config.snapshotterConfig,
@@ -197,44 +249,47 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
       clock,
       logger,
       metrics,
-      ...(leases && renewer
-        ? {
-            onSnapshot: snapshotLeaseHook({
-              leases,
-              renewer,
-              latestDeltas: async () => latestSet(await (await store.get()).list()).deltas,
-              logger,
-            }),
-          }
-        : {}),
+      onSnapshot: async (snap, info) => {
+        etcdMemberStatus?.onSnapshot(snap, info);
+        await leaseHook?.(snap);
+      },
     });
     renewer?.start();
-    leaderWork.done = superviseSnapshotter(
-      {
-        ...factory,
-        probeEtcd: async () => {
-          await memberStatus(client, 5_000);
-        },
-        setHealthy: (h) => healthState.setHealthy(h),
-        onActiveSnapshotter: (s) => {
-          active = s;
-        },
-        backoff: new ExponentialBackoff({
-          multiplier: config.exponentialBackoffConfig.multiplier,
-          attemptLimit: config.exponentialBackoffConfig.attemptLimit,
-          thresholdMs: config.exponentialBackoffConfig.thresholdTime,
-        }),
-        schedule: config.snapshotterConfig.schedule,
-        clock,
-        logger,
-        metrics,
-      },
-      abort.signal,
-    ).catch((err: unknown) => logger.error({ err }, 'snapshotter supervisor stopped'));
+    // The previous term's snapshotter may still be finishing a write (an upload under way, the last delta on
+    // shutdown): the new one reads the store only after that, or both would write from the same revision,
+    // and the old supervisor's final "unhealthy" would land after the new one reported healthy.
+    const previousTerm = leaderWork.done;
+    leaderWork.done = previousTerm
+      .then(() =>
+        superviseSnapshotter(
+          {
+            ...factory,
+            probeEtcd: async () => {
+              await memberStatus(client, 5_000);
+            },
+            setHealthy: (h) => healthState.setHealthy(h),
+            onActiveSnapshotter: (s) => {
+              active = s;
+            },
+            backoff: new ExponentialBackoff({
+              multiplier: config.exponentialBackoffConfig.multiplier,
+              attemptLimit: config.exponentialBackoffConfig.attemptLimit,
+              thresholdMs: config.exponentialBackoffConfig.thresholdTime,
+            }),
+            schedule: config.snapshotterConfig.schedule,
+            clock,
+            logger,
+            metrics,
+          },
+          abort.signal,
+        ),
+      )
+      .catch((err: unknown) => logger.error({ err }, 'snapshotter supervisor stopped'));
   };
   const stopLeading = () => {
     healthState.setHealthy(false);
-    leaderWork.abort?.abort();
+    // Only a shutdown writes the buffered events; after a leadership change the next leader catches up.
+    leaderWork.abort?.abort(ctx.signal.aborted ? undefined : new LeadershipLost('this member is no longer the etcd leader'));
     leaderWork.abort = undefined;
     void renewer?.stop();
   };
@@ -247,7 +302,10 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
       onStoppedLeading: stopLeading,
       // Multi-node: a follower that is a learner promotes itself once in sync; etcdbr_is_learner follows etcd.
       onLearner: (st) => multiNode.onLearner(st),
-      onStatus: (_state, st) => multiNode.onStatus(st),
+      onStatus: (_state, st) => {
+        multiNode.onStatus(st);
+        if (st) etcdMemberStatus?.onEtcdStatus(st);
+      },
     },
     clock,
     logger,
@@ -260,9 +318,14 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     await memberLease?.stop();
     await renewer?.stop();
     await leaderWork.done;
+    // --- secondary backup sync ---
+    await secondarySyncDone;
+    await secondarySync?.close();
+    // --- end secondary backup sync ---
     await maintenanceDone;
     await peerUrlsDone;
     await multiNode.settle();
+    await etcdMemberStatus?.stop();
     await http.close();
     await store?.close();
     client.close();

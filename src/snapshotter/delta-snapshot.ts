@@ -7,7 +7,7 @@ import {
   type SnapStore,
   type Snapshot,
 } from '@etcdbrctl/snapstore';
-import type { DeltaPayload } from './delta-buffer.js';
+import { deltaPayloadBatches, type DeltaPayload } from './delta-buffer.js';
 
 /**
  * Saves one delta payload as `Incr-<start>-<last event revision>-<unix>[suffix]`, where `start` is the
@@ -29,7 +29,7 @@ export async function saveDeltaSnapshot(
     createdOn,
     compressionSuffix: suffixForPolicy(compression),
   });
-  const data = pipelineCb(Readable.from([delta.payload]), createCompressStream(compression), () => {});
+  const data = pipelineCb(Readable.from(deltaPayloadBatches(delta)), createCompressStream(compression), () => {});
   await store.save(snap, data, signal ? { signal } : {});
   return snap;
 }

@@ -5,7 +5,7 @@ import type { CompressionConfig, EtcdConnectionConfig, SnapshotterConfig } from 
 import type { Metrics } from '../metrics.js';
 import { GarbageCollector } from './garbage-collector.js';
 import { CronSchedule } from './schedule.js';
-import { Snapshotter } from './snapshotter.js';
+import { Snapshotter, type StoredSnapshotInfo } from './snapshotter.js';
 
 /** How long SIGTERM waits for the last delta snapshot before the process exits. */
 export const FINAL_DELTA_TIMEOUT_MS = 20_000;
@@ -19,8 +19,8 @@ export interface SnapshotterFactoryInput {
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
-  /** After every stored snapshot (Kubernetes leases). */
-  onSnapshot?: (snap: Snapshot) => Promise<void>;
+  /** After every stored snapshot (Kubernetes leases, EtcdMember status). */
+  onSnapshot?: (snap: Snapshot, info: StoredSnapshotInfo) => Promise<void> | void;
 }
 
 /** Builds snapshotters and garbage collectors from the flag groups; shared by `server` and `snapshot`. */

@@ -75,6 +75,11 @@ export async function currentRevision(client: Etcd3, timeoutMs: number): Promise
  * the revision read just before opening the stream, so the name never claims more than the file holds.
  */
 export async function takeFullSnapshot(deps: FullSnapshotDeps, opts: FullSnapshotOptions): Promise<Snapshot> {
+  return (await takeSizedFullSnapshot(deps, opts)).snapshot;
+}
+
+/** takeFullSnapshot, also telling the size of the uncompressed snapshot file (database ‖ sha256). */
+export async function takeSizedFullSnapshot(deps: FullSnapshotDeps, opts: FullSnapshotOptions): Promise<{ snapshot: Snapshot; bytes: number }> {
   const started = Date.now();
   const revisionBefore = await currentRevision(deps.client, opts.connectionTimeoutMs);
   const signals = [AbortSignal.timeout(opts.snapshotTimeoutMs)];
@@ -110,7 +115,7 @@ export async function takeFullSnapshot(deps: FullSnapshotDeps, opts: FullSnapsho
 
     const dbBytes = await saveVerifiedFullSnapshot(deps.store, snap, blobs(), deps.compression, signal);
     deps.logger.info({ snapshot: snap.snapName, revision, dbBytes, durationMs: Date.now() - started }, 'Full snapshot saved');
-    return snap;
+    return { snapshot: snap, bytes: dbBytes };
   } finally {
     signal.removeEventListener('abort', cancel);
     cancel();

@@ -12,7 +12,7 @@ import { watchAllKeys, type AllKeysWatch } from '../etcd/watch.js';
 import type { Metrics } from '../metrics.js';
 import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
 import { saveDeltaSnapshot } from './delta-snapshot.js';
-import { currentRevision, takeFullSnapshot } from './full-snapshot.js';
+import { currentRevision, takeSizedFullSnapshot } from './full-snapshot.js';
 import { isZeroTime, type CronSchedule } from './schedule.js';
 
 export interface SnapshotterConfig {
@@ -35,7 +35,15 @@ export interface SnapshotterDeps {
   logger: Logger;
   metrics: Metrics;
   /** Called after every stored snapshot (leases, status). Errors are logged, never fatal. */
-  onSnapshot?: (snap: Snapshot) => Promise<void> | void;
+  onSnapshot?: (snap: Snapshot, info: StoredSnapshotInfo) => Promise<void> | void;
+}
+
+/** What the snapshotter knows about a snapshot it just stored, besides its name. */
+export interface StoredSnapshotInfo {
+  /** Size of the uncompressed snapshot file (full: database ‖ sha256; delta: JSON ‖ sha256). */
+  uncompressedBytes: number;
+  /** The full snapshot the chain builds on after this one (the snapshot itself for a full). */
+  baseFull: Snapshot | undefined;
 }
 
 /** The chain state that survives loop restarts: what the store holds, newest first. */
@@ -49,6 +57,16 @@ export interface ChainState {
 
 export class SnapshotterStoppedError extends Error {
   override readonly name = 'SnapshotterStoppedError';
+}
+
+/**
+ * Abort reason for `run` when this sidecar stops leading while the process goes on. The next leader's
+ * sidecar (often another process) catches up from the store's last snapshot; writing the buffered events
+ * now could land after it read the store, and two deltas would start at the same revision. So the run only
+ * waits for writes already under way and leaves the buffered events to the next leader (as upstream does).
+ */
+export class LeadershipLost extends Error {
+  override readonly name = 'LeadershipLost';
 }
 
 /**
@@ -184,7 +202,7 @@ export class Snapshotter {
       this.armFullTimer();
       this.armDeltaTimer();
       await Promise.race([stopped, failed]);
-      if (signal.aborted) await this.flushOnStop();
+      if (signal.aborted) await this.flushOnStop(!(signal.reason instanceof LeadershipLost));
     } finally {
       this.running = false;
       this.fatal = undefined;
@@ -252,7 +270,7 @@ export class Snapshotter {
     if (this.buffer.size >= this.config.deltaSnapshotMemoryLimit) {
       const payload = this.buffer.take()!;
       this.deps.logger.info(
-        { bytes: payload.payload.length - 32, limit: this.config.deltaSnapshotMemoryLimit },
+        { bytes: payload.byteLength - 32, limit: this.config.deltaSnapshotMemoryLimit },
         'Delta events memory crossed the memory limit; taking a delta snapshot',
       );
       const save = this.serial(() => this.saveDelta(payload)).then(
@@ -294,8 +312,9 @@ export class Snapshotter {
     const store = await this.deps.store();
     const started = this.deps.clock.now().getTime();
     let snap: Snapshot;
+    let bytes: number;
     try {
-      snap = await takeFullSnapshot(
+      ({ snapshot: snap, bytes } = await takeSizedFullSnapshot(
         {
           client: this.deps.client,
           store,
@@ -304,7 +323,7 @@ export class Snapshotter {
           logger: this.deps.logger,
         },
         { isFinal, snapshotTimeoutMs: this.config.snapshotTimeoutMs, connectionTimeoutMs: this.config.connectionTimeoutMs },
-      );
+      ));
     } catch (err) {
       this.chain.prevFullSucceeded = false;
       this.deps.metrics.snapshotDurationSeconds
@@ -321,7 +340,7 @@ export class Snapshotter {
     this.chain.prevFullSucceeded = true;
     this.deps.metrics.snapshotRequired.labels('Full').set(0);
     this.updateLatestMetrics();
-    await this.notify(snap);
+    await this.notify(snap, bytes);
     if (this.deltasEnabled && this.running) await this.openWatch();
     return snap;
   }
@@ -356,14 +375,14 @@ export class Snapshotter {
     this.chain.prevDeltas.push(snap);
     if (this.buffer.isEmpty) this.deps.metrics.snapshotRequired.labels('Incr').set(0);
     this.updateLatestMetrics();
-    await this.notify(snap);
+    await this.notify(snap, payload.byteLength);
     return snap;
   }
 
-  private async notify(snap: Snapshot): Promise<void> {
+  private async notify(snap: Snapshot, uncompressedBytes: number): Promise<void> {
     if (!this.deps.onSnapshot) return;
     try {
-      await this.deps.onSnapshot(snap);
+      await this.deps.onSnapshot(snap, { uncompressedBytes, baseFull: this.chain.prevFull });
     } catch (err) {
       this.deps.logger.warn({ err, snapshot: snap.snapName }, 'post-snapshot hook failed');
     }
@@ -430,10 +449,17 @@ export class Snapshotter {
     this.fatal?.(e);
   }
 
-  /** SIGTERM: write what is buffered as one last delta, bounded in time (a difference from upstream). */
-  private async flushOnStop(): Promise<void> {
+  /**
+   * SIGTERM: write what is buffered as one last delta, bounded in time (a difference from upstream).
+   * Without `writeBuffered` (leadership lost) only the writes already under way finish.
+   */
+  private async flushOnStop(writeBuffered: boolean): Promise<void> {
     this.clearTimers();
     await this.closeWatch();
+    if (!writeBuffered && !this.buffer.isEmpty) {
+      this.deps.logger.info({}, 'Leadership lost: leaving the buffered events to the next leader, which catches up from the store');
+      this.buffer.clear();
+    }
     if (this.buffer.isEmpty) {
       await this.queue;
       return;

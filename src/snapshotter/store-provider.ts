@@ -15,6 +15,7 @@ import {
 export class RotatingStore {
   private store: SnapStore | undefined;
   private seen: number | undefined;
+  private pending: Promise<SnapStore> | undefined;
 
   constructor(
     private readonly opts: {
@@ -27,6 +28,15 @@ export class RotatingStore {
   ) {}
 
   async get(): Promise<SnapStore> {
+    // Callers in parallel (snapshotter, GC, secondary sync) share one check: two parallel opens would
+    // each close the store the other had just handed out.
+    this.pending ??= this.refresh().finally(() => {
+      this.pending = undefined;
+    });
+    return this.pending;
+  }
+
+  private async refresh(): Promise<SnapStore> {
     if (this.store && (await this.credentialsMtime(this.store.provider)) === this.seen) return this.store;
     const config = await this.opts.resolve();
     if (!config) throw new Error('no storage provider configured');

@@ -80,7 +80,8 @@ export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSi
     if (signal.aborted) break;
 
     const runAbort = new AbortController();
-    const stopRun = () => runAbort.abort();
+    // The reason tells the snapshotter whether to write its buffered events (shutdown) or not (leadership lost).
+    const stopRun = () => runAbort.abort(signal.reason);
     signal.addEventListener('abort', stopRun, { once: true });
     const gc = deps.createGarbageCollector(snapshotter);
     const gcDone = gc.run(runAbort.signal);

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeClock, systemClock } from '../../src/clock.js';
-import { DefragRunner, cancellableCall, type DefragAttemptResult, type DefragJobState } from '../../src/cluster/defrag.js';
+import { DefragRunner, cancellableCall, type DefragAttemptResult, type DefragJobState, type MemberDefragmentation } from '../../src/cluster/defrag.js';
 import { main } from '../../src/cli/main.js';
 import { Metrics } from '../../src/metrics.js';
 import { startTestCluster, type TestCluster } from '../support/cluster.js';
@@ -211,6 +211,42 @@ describe('DefragRunner against a three-member cluster', () => {
       const result = await r.attempt({ done: new Set() }, new AbortController().signal);
       expect(result).toMatchObject({ outcome: 'done', order: [expect.objectContaining({ endpoint: etcd.clientUrl })] });
       expect(await defragCounts(metrics)).toEqual({ [`${etcd.clientUrl}|true`]: 1 });
+    } finally {
+      await etcd.cleanup();
+    }
+  });
+
+  it('tells each member’s result with its id, times and DB sizes (EtcdMember lastDefragmentation)', async () => {
+    const etcd = await startTestEtcd();
+    try {
+      const seen: MemberDefragmentation[] = [];
+      const make = (defragTimeoutMs: number) =>
+        new DefragRunner({
+          clusterClient: async () => new Etcd3({ hosts: etcd.clientUrl }),
+          endpointClient: plainEndpointClient,
+          schedule: '@daily',
+          defragTimeoutMs,
+          statusTimeoutMs: 2_000,
+          clock: systemClock,
+          logger: recordingLogger(),
+          metrics: new Metrics({ defaultMetrics: false }),
+          onMemberDefragmented: (r) => seen.push(r),
+        });
+      const client = new Etcd3({ hosts: etcd.clientUrl });
+      const id = BigInt((await client.cluster.memberList({})).members[0]!.ID).toString(16);
+      client.close();
+      await make(30_000).attempt({ done: new Set() }, new AbortController().signal);
+      expect(seen).toHaveLength(1);
+      expect(seen[0]).toMatchObject({ memberId: id, endpoint: etcd.clientUrl, succeeded: true, message: 'Defragmentation succeeded' });
+      expect(seen[0]!.initialDBSize).toBeGreaterThan(0);
+      expect(seen[0]!.finalDBSize).toBeGreaterThan(0);
+      expect(seen[0]!.endTime.getTime()).toBeGreaterThanOrEqual(seen[0]!.startTime.getTime());
+      // A deadline that has passed before the call: the failure is told too.
+      const failed = await make(0).attempt({ done: new Set() }, new AbortController().signal);
+      expect(failed.outcome).toBe('failed');
+      expect(seen).toHaveLength(2);
+      expect(seen[1]).toMatchObject({ memberId: id, succeeded: false, message: expect.stringMatching(/^Defragmentation failed: /) });
+      expect(seen[1]!.finalDBSize).toBeUndefined();
     } finally {
       await etcd.cleanup();
     }

@@ -83,6 +83,8 @@ const UPSTREAM: Record<string, [type: string, def: unknown, shorthand?: string]>
   'log-level': ['uint32', 4],
   'defragmentation-schedule': ['string', '0 0 */3 * *'],
   'use-etcd-wrapper': ['bool', false],
+  // member cleanup (ours; upstream removed its never-enabled member GC)
+  'enable-member-cleanup': ['bool', true],
   'validation-mode': ['string', 'full'],
   // ls (ours)
   output: ['string', 'text', 'o'],
@@ -123,7 +125,7 @@ const copier = ['max-backups-to-copy', 'max-backup-age', 'max-parallel-copy-oper
 
 /** §1.2: the flag groups of each subcommand (plus --log-level everywhere, ours outside server). */
 const EXPECTED_FLAGS: Record<CommandName, string[]> = {
-  server: ['log-level', 'config-file', 'defragmentation-schedule', 'use-etcd-wrapper', ...connection, ...http, ...snapshotter, ...store(''), ...store('secondary-'), 'secondary-backup-sync-enabled', 'secondary-backup-sync-period', ...compression, ...restoration, ...health, ...leader, ...backoff],
+  server: ['log-level', 'config-file', 'defragmentation-schedule', 'use-etcd-wrapper', ...connection, ...http, ...snapshotter, ...store(''), ...store('secondary-'), 'secondary-backup-sync-enabled', 'secondary-backup-sync-period', ...compression, ...restoration, ...health, ...leader, ...backoff, 'enable-member-cleanup'],
   snapshot: ['log-level', ...connection, ...store(''), ...snapshotter, ...compression, ...backoff, 'defragmentation-schedule'],
   restore: ['log-level', ...restoration, ...store(''), 'dry-run', 'to-revision', 'to-time', 'output'],
   initialize: ['log-level', 'validation-mode', ...restoration, ...store(''), ...connection],
@@ -174,6 +176,7 @@ describe('flag groups match upstream §1.1 / §1.2', () => {
     });
     expect(c.logLevel).toBe(4);
     expect(c.defragmentationSchedule).toBe('0 0 */3 * *');
+    expect(c.enableMemberCleanup).toBe(true);
     // From a config file the struct default applies (upstream quirk §15.1 is flag-only).
     expect(defaultCommandConfig('server', true).etcdConnectionConfig.insecureSkipVerify).toBe(false);
   });

@@ -29,7 +29,7 @@ import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver, type S3rverInstance 
 import { FakeClock, systemClock } from '../../src/clock.js';
 import type { CopierConfig } from '../../src/config/types.js';
 import { CopyError, copyBackups, type CopierDeps } from '../../src/copier/copier.js';
-import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
+import { DeltaBuffer, deltaPayloadBytes } from '../../src/snapshotter/delta-buffer.js';
 import { startFaultyStoreProxy } from '../../e2e/support/faulty-store.js';
 
 const COMPAT = join(import.meta.dirname, '../../../shared/compat/upstream-v0.23');
@@ -126,7 +126,7 @@ function payload(kind: 'Full' | 'Incr', size: number, rev = 1): Buffer {
   if (kind === 'Incr') {
     const b = new DeltaBuffer();
     b.append({ type: 'PUT', key: Buffer.from(`/k/${rev}`), value: randomBytes(size), createRevision: rev, modRevision: rev, version: 1, lease: '0', time: '2026-01-01T00:00:00Z' });
-    return b.take()!.payload;
+    return deltaPayloadBytes(b.take()!);
   }
   const body = randomBytes(Math.ceil(size / 512) * 512);
   return Buffer.concat([body, createHash('sha256').update(body).digest()]);

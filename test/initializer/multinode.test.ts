@@ -19,7 +19,12 @@ import { LearnerPromoter } from '../../src/cluster/promoter.js';
 import type { EtcdConnectionConfig } from '../../src/config/types.js';
 import { freePort } from '../../src/etcd/ports.js';
 import { readEtcdConfigTemplate, renderMemberConfig } from '../../src/initializer/etcd-config.js';
-import { InitializationError, initializeDataDir, type InitializationOutcome } from '../../src/initializer/initializer.js';
+import {
+  InitializationError,
+  initializeDataDir,
+  type InitializationOutcome,
+  type InitializationProgress,
+} from '../../src/initializer/initializer.js';
 import { Metrics } from '../../src/metrics.js';
 import { startEtcdFromConfig, type ConfiguredEtcd } from '../../e2e/support/wrapper.js';
 import { startTestCluster, type TestCluster } from '../support/cluster.js';
@@ -71,7 +76,12 @@ function memberOf(index: number, template: string, extraEnv: Record<string, stri
   return { index, template, mn, log, metrics };
 }
 
-async function initialize(cluster: TestCluster, m: Member, store?: () => Promise<SnapStore>): Promise<InitializationOutcome> {
+async function initialize(
+  cluster: TestCluster,
+  m: Member,
+  store?: () => Promise<SnapStore>,
+  onProgress?: (p: InitializationProgress) => void,
+): Promise<InitializationOutcome> {
   const o = await m.mn.initOptions();
   if (!o) throw new Error('expected a multi-node member');
   return initializeDataDir('full', {
@@ -94,6 +104,7 @@ async function initialize(cluster: TestCluster, m: Member, store?: () => Promise
     },
     logger: m.log.logger,
     metrics: m.metrics,
+    ...(onProgress ? { onProgress } : {}),
   });
 }
 
@@ -227,9 +238,15 @@ describe('multi-node initializer on a 3-member cluster', () => {
     stops.push(() => writer.stop());
 
     const m = memberOf(2, await writeTemplate(c, 2, dir));
-    expect(await initialize(c, m), m.log.text()).toBe('rejoined-as-learner');
+    const progress: InitializationProgress[] = [];
+    expect(await initialize(c, m, undefined, (p) => progress.push(p)), m.log.text()).toBe('rejoined-as-learner');
     const decision = m.log.lines.find((l) => l.msg === 'bootstrap decision');
     expect(decision).toMatchObject({ action: 'rejoin-as-learner' });
+    // What the EtcdMember status is told: validation failed, then the decision.
+    expect(progress).toEqual([
+      { step: 'validated', valid: false, status: 'DataDirectoryNotExist', reason: expect.any(String), clusterSize: 3 },
+      { step: 'decided', decision: expect.objectContaining({ action: 'rejoin-as-learner' }) },
+    ]);
 
     const afterAdd = await members(c.members[0]!.clientUrl);
     expect(afterAdd.map((x) => x.id)).not.toContain(oldId);

@@ -3,7 +3,9 @@ import { pipeline } from 'node:stream/promises';
 import { describe, expect, it } from 'vitest';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
 import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
-import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
+import { createHash } from 'node:crypto';
+import { DeltaBuffer, deltaPayloadBatches, deltaPayloadBytes } from '../../src/snapshotter/delta-buffer.js';
+import { encodeDeltaEvent } from '../../src/backup/delta-format.js';
 
 function put(rev: number, key: string, value: string): DeltaEvent {
   return {
@@ -34,15 +36,44 @@ describe('delta buffer', () => {
     expect(p.lastRevision).toBe(6);
     expect(p.events).toBe(3);
     // size before take = JSON length without the closing bracket
-    const jsonLength = p.payload.length - 32;
+    const bytes = deltaPayloadBytes(p);
+    expect(bytes.length).toBe(p.byteLength);
+    const jsonLength = p.byteLength - 32;
     const b2 = new DeltaBuffer();
     for (const e of events) b2.append(e);
     expect(b2.size).toBe(jsonLength - 1);
     const parsed: DeltaEvent[] = [];
     const parser = new DeltaPayloadParser();
     parser.on('data', (e: DeltaEvent) => parsed.push(e));
-    await pipeline(Readable.from([p.payload]), parser);
+    await pipeline(Readable.from([bytes]), parser);
     expect(parsed.map((e) => e.key.toString())).toEqual(['a', 'b', 'c']);
     expect(b.isEmpty).toBe(true);
+  });
+
+  it('is exactly the upstream JSON array followed by its sha256, however it is batched', () => {
+    const events = Array.from({ length: 500 }, (_, i) => put(10 + i, `/registry/k${i}`, 'v'.repeat(i % 97)));
+    const b = new DeltaBuffer();
+    for (const e of events) b.append(e);
+    const p = b.take()!;
+    const json = Buffer.from(`[${events.map(encodeDeltaEvent).join(',')}]`);
+    const expected = Buffer.concat([json, createHash('sha256').update(json).digest()]);
+    expect(deltaPayloadBytes(p).equals(expected)).toBe(true);
+    for (const batch of [1, 100, 4096, 1 << 20]) {
+      const pieces = [...deltaPayloadBatches(p, batch)];
+      expect(Buffer.concat(pieces).equals(expected)).toBe(true);
+      // Batches never exceed the batch size unless one piece alone does.
+      const largest = Math.max(...p.chunks.map((c) => c.length));
+      for (const piece of pieces) expect(piece.length).toBeLessThanOrEqual(Math.max(batch, largest));
+    }
+  });
+
+  it('starts a fresh hash after take', () => {
+    const b = new DeltaBuffer();
+    b.append(put(1, 'a', 'x'));
+    b.take();
+    b.append(put(2, 'b', 'y'));
+    const p = b.take()!;
+    const json = Buffer.from(`[${encodeDeltaEvent(put(2, 'b', 'y'))}]`);
+    expect(deltaPayloadBytes(p).subarray(-32).equals(createHash('sha256').update(json).digest())).toBe(true);
   });
 });

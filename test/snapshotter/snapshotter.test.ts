@@ -17,7 +17,7 @@ import { systemClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
 import { compact } from '../../src/etcd/ops.js';
 import { CronSchedule } from '../../src/snapshotter/schedule.js';
-import { Snapshotter, type SnapshotterConfig } from '../../src/snapshotter/snapshotter.js';
+import { Snapshotter, type SnapshotterConfig, type StoredSnapshotInfo } from '../../src/snapshotter/snapshotter.js';
 import { startTestEtcd, type TestEtcd } from '../support/etcd.js';
 
 const YEARLY = new CronSchedule('0 0 1 1 *', { timeZone: 'UTC' });
@@ -195,6 +195,48 @@ describe('snapshotter against a real etcd and a Local store', () => {
     stop.abort();
     await running;
     await expectContiguousChain(store, await rev());
+  });
+
+  it('tells onSnapshot the uncompressed size of each stored file and the full the chain builds on', async () => {
+    const seen: Array<{ snap: Snapshot; info: StoredSnapshotInfo }> = [];
+    const s = await Snapshotter.create(
+      {
+        schedule: YEARLY,
+        deltaSnapshotPeriodMs: 60_000,
+        deltaSnapshotMemoryLimit: 10 * 1024 * 1024,
+        snapshotTimeoutMs: 60_000,
+        connectionTimeoutMs: 5_000,
+        compression: 'gzip',
+        finalDeltaTimeoutMs: 5_000,
+      },
+      { client, store: async () => store, clock: systemClock, logger: silentLogger, metrics, onSnapshot: (snap, info) => void seen.push({ snap, info }) },
+    );
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    await until(() => seen.length === 1);
+    for (let i = 0; i < 5; i++) await client.put(`sized${i}`).value('v'.repeat(200));
+    // Stopping writes the buffered events as a last delta (one or more, depending on when they arrived).
+    await new Promise((r) => setTimeout(r, 300));
+    stop.abort();
+    await running;
+    const [full, ...deltas] = seen;
+    expect(full!.snap.kind).toBe('Full');
+    expect(full!.info.baseFull).toBe(full!.snap);
+    expect(deltas.length).toBeGreaterThan(0);
+    for (const d of deltas) {
+      expect(d.snap.kind).toBe('Incr');
+      expect(d.info.baseFull).toBe(full!.snap);
+    }
+    const listed = await store.list();
+    for (const { snap: stored, info } of seen) {
+      // Fetch through the listing: new snapshots carry no store prefix.
+      const snap = listed.find((x) => x.snapName === stored.snapName)!;
+      let bytes = 0;
+      await pipeline(await store.fetch(snap), createDecompressStream(snap.compressionSuffix, snap.snapName), async (source: AsyncIterable<Buffer>) => {
+        for await (const chunk of source) bytes += chunk.length;
+      });
+      expect(info.uncompressedBytes, snap.snapName).toBe(bytes);
+    }
   });
 
   it('rejects on-demand deltas when delta snapshots are disabled', async () => {

@@ -1,10 +1,9 @@
-import { openSnapStore, type SnapStore, type StoreConfig } from '@etcdbrctl/snapstore';
+import { openSnapStore, type SnapStore } from '@etcdbrctl/snapstore';
 import { systemClock } from '../../clock.js';
 import type { CopyCommandConfig } from '../../config/types.js';
 import { CopyError, copyBackups } from '../../copier/copier.js';
+import { saveBufferBytes } from '../../copier/save-buffer.js';
 import type { CommandContext } from '../context.js';
-
-const MiB = 1024 * 1024;
 
 /**
  * `etcdbrctl copy`: copies backups from the source store (`--source-*`, `SOURCE_*` credentials) to the
@@ -49,19 +48,5 @@ export async function run(config: CopyCommandConfig, ctx: CommandContext): Promi
   } finally {
     await source?.close();
     await destination?.close();
-  }
-}
-
-/** What one save into the destination buffers in memory for a large object (see the providers). */
-function saveBufferBytes(c: StoreConfig): number {
-  switch (c.provider) {
-    case 'Local':
-      return 0;
-    case 'S3':
-      return (c.maxParallelChunkUploads + 1) * Math.max(c.minChunkSize, 5 * MiB);
-    case 'ABS':
-      return (c.maxParallelChunkUploads + 1) * c.minChunkSize;
-    case 'GCS':
-      return 2 * c.minChunkSize;
   }
 }

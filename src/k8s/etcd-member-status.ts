@@ -1,0 +1,305 @@
+/**
+ * Publishes this member's `EtcdMember.status` (DEP-04, seeds §7.3) by JSON merge patch on the `/status`
+ * subresource. etcd-druid creates and deletes the EtcdMember; only its member writes the status.
+ *
+ * Updates are coalesced: at most one request is in flight, and whatever the model holds when it ends is
+ * what goes next, so a burst of events costs one or two requests. Publishing is best effort (DEP-04 asks
+ * druid to tolerate stale status): failures are warned and retried with backoff, never fatal. A missing
+ * EtcdMember (older druid, CRD not installed, not created yet) is reported once and looked for again later.
+ * Before the first write the existing `status.transitions` are read, so the history survives restarts.
+ */
+import { PatchStrategy } from '@kubernetes/client-node';
+import type { Logger, Snapshot } from '@etcdbrctl/snapstore';
+import type { Clock, TimerHandle } from '../clock.js';
+import type { MemberDefragmentation } from '../cluster/defrag.js';
+import { ETCD_MEMBER, callOptions } from '../cluster/etcd-member.js';
+import type { EtcdMemberStatus } from '../cluster/leadership.js';
+import {
+  currentState,
+  eventFromInitializationProgress,
+  initialMemberStatus,
+  reduceMemberStatus,
+  snapshotFacts,
+  type EtcdMemberStatusBody,
+  type MemberEvent,
+  type MemberEventInput,
+  type MemberStatusModel,
+} from '../cluster/member-status.js';
+import type { InitializationOutcome, InitializationProgress } from '../initializer/initializer.js';
+import type { StoredSnapshotInfo } from '../snapshotter/snapshotter.js';
+import type { KubeClient } from './client.js';
+import { KubeError, toKubeError } from './errors.js';
+import { withDeadline } from './lease.js';
+
+export interface EtcdMemberStatusPublisherOptions {
+  kube: KubeClient;
+  /** POD_NAMESPACE. */
+  namespace: string;
+  /** POD_NAME: etcd-druid names each EtcdMember after its pod. */
+  name: string;
+  /** From the etcd config: tells the reason of the initial `New` state. */
+  clusterSize: number;
+  peerTLSEnabled: boolean;
+  clock: Clock;
+  logger: Logger;
+  /** Deadline of one request (default 10 s). */
+  requestTimeoutMs?: number;
+  /** Wait after the first failed request, doubled per further failure up to `retryMaxMs` (defaults 1 s, 60 s). */
+  retryMinMs?: number;
+  retryMaxMs?: number;
+  /** Wait before looking again for a missing EtcdMember (default 30 s). */
+  missingRetryMs?: number;
+  /**
+   * A change of dbSize/dbSizeInUse alone is written at most this often (the server passes the member lease
+   * heartbeat period); anything else goes out at once. Default 30 s.
+   */
+  sizeRefreshMs?: number;
+}
+
+export class EtcdMemberStatusPublisher {
+  private model: MemberStatusModel;
+  /** The last status the API server accepted (and its JSON); undefined before the first write. */
+  private sent: string | undefined;
+  private sentBody: EtcdMemberStatusBody | undefined;
+  private lastWriteAt = Number.NEGATIVE_INFINITY;
+  /** Holds back a write that would only change the DB sizes; any other change cancels it. */
+  private sizeTimer: TimerHandle | undefined;
+  /** Whether the EtcdMember's existing history was read (redone after a 404). */
+  private hydrated = false;
+  private inFlight: Promise<void> | undefined;
+  private timer: TimerHandle | undefined;
+  private failures = 0;
+  private missingReported = false;
+  private stopped = false;
+  private readonly what: string;
+
+  constructor(private readonly opts: EtcdMemberStatusPublisherOptions) {
+    if (opts.namespace === '') throw new KubeError('E_KUBE_CONFIG', 'EtcdMember status publishing needs a namespace (POD_NAMESPACE is empty)');
+    if (opts.name === '') throw new KubeError('E_KUBE_CONFIG', 'EtcdMember status publishing needs the member name (POD_NAME is empty)');
+    this.what = `EtcdMember ${opts.namespace}/${opts.name}`;
+    this.model = initialMemberStatus({ at: opts.clock.now(), clusterSize: opts.clusterSize, peerTLSEnabled: opts.peerTLSEnabled });
+  }
+
+  /** The status as this member sees it now (published or not yet). */
+  get status(): EtcdMemberStatusBody {
+    return this.model.status;
+  }
+
+  get state(): ReturnType<typeof currentState> {
+    return currentState(this.model);
+  }
+
+  /** Whether a retry is waiting (tests). */
+  get retryPending(): boolean {
+    return this.timer !== undefined;
+  }
+
+  /** Publishes the initial `New` state (and everything recorded since). */
+  start(): void {
+    this.kick();
+  }
+
+  /** Folds an event into the status, stamped with the current time, and schedules a write. Never throws. */
+  record(event: MemberEventInput): void {
+    try {
+      this.model = reduceMemberStatus(this.model, { ...event, at: this.opts.clock.now() } as MemberEvent);
+    } catch (err) {
+      this.opts.logger.warn({ err, event: event.type }, 'cannot record EtcdMember status event');
+      return;
+    }
+    if (!this.stopped) this.kick();
+  }
+
+  /** The initializer's `onProgress`. */
+  onInitializationProgress(p: InitializationProgress): void {
+    this.record(eventFromInitializationProgress(p));
+  }
+
+  /** The LeadershipWatcher's status observations: ids, role and DB sizes. */
+  onEtcdStatus(st: EtcdMemberStatus): void {
+    this.record({
+      type: 'EtcdStatusObserved',
+      memberId: st.memberId,
+      ...(st.clusterId !== undefined ? { clusterId: st.clusterId } : {}),
+      leaderId: st.leaderId,
+      isLearner: st.isLearner,
+      dbSize: st.dbSize,
+      dbSizeInUse: st.dbSizeInUse,
+    });
+  }
+
+  /** The snapshotter's `onSnapshot`. */
+  onSnapshot(snap: Snapshot, info: StoredSnapshotInfo): void {
+    this.record({
+      type: 'SnapshotStored',
+      snapshot: snapshotFacts(snap, info.uncompressedBytes),
+      ...(info.baseFull ? { baseFull: snapshotFacts(info.baseFull) } : {}),
+    });
+  }
+
+  /** The defragmentation runner's per-member result (only this member's own is kept). */
+  onMemberDefragmented(r: MemberDefragmentation): void {
+    this.record({
+      type: 'MemberDefragmented',
+      memberId: r.memberId,
+      startTime: r.startTime,
+      endTime: r.endTime,
+      succeeded: r.succeeded,
+      message: r.message,
+      ...(r.initialDBSize !== undefined ? { initialDBSize: r.initialDBSize } : {}),
+      ...(r.finalDBSize !== undefined ? { finalDBSize: r.finalDBSize } : {}),
+    });
+  }
+
+  /**
+   * Stops retrying; a write still owed is tried once more (bounded by the request deadline), so the last
+   * state (e.g. the final snapshot at shutdown) reaches the API server when it can.
+   */
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    if (this.timer !== undefined) this.opts.clock.clearTimeout(this.timer);
+    this.timer = undefined;
+    this.kick();
+    await this.whenIdle();
+  }
+
+  /** Resolves when no request is running. */
+  async whenIdle(): Promise<void> {
+    while (this.inFlight !== undefined) await this.inFlight;
+  }
+
+  private kick(): void {
+    if (this.inFlight !== undefined || this.timer !== undefined) return;
+    if (this.sizeTimer !== undefined) this.opts.clock.clearTimeout(this.sizeTimer);
+    this.sizeTimer = undefined;
+    this.inFlight = this.loop().finally(() => {
+      this.inFlight = undefined;
+    });
+  }
+
+  /** Writes until the server holds the latest status, or a failure arms a retry. */
+  private async loop(): Promise<void> {
+    for (;;) {
+      try {
+        if (!this.hydrated) await this.hydrate();
+        const body = this.model.status;
+        const json = JSON.stringify(body);
+        if (json === this.sent) return;
+        const wait = this.lastWriteAt + (this.opts.sizeRefreshMs ?? 30_000) - this.opts.clock.now().getTime();
+        // At stop nothing is held back: it is the last chance to write.
+        if (!this.stopped && wait > 0 && onlySizesDiffer(body, this.sentBody)) {
+          this.sizeTimer = this.opts.clock.setTimeout(() => {
+            this.sizeTimer = undefined;
+            this.kick();
+          }, wait);
+          return;
+        }
+        await this.patchStatus(body);
+        this.sent = json;
+        this.sentBody = body;
+        this.lastWriteAt = this.opts.clock.now().getTime();
+        if (this.failures > 0) this.opts.logger.info({ etcdMember: this.what, failures: this.failures }, 'EtcdMember status update succeeded again');
+        this.failures = 0;
+        this.opts.logger.debug({ etcdMember: this.what, ...this.state }, 'EtcdMember status updated');
+      } catch (err) {
+        this.onFailure(toKubeError(err, `update of ${this.what} status`));
+        return;
+      }
+    }
+  }
+
+  private async hydrate(): Promise<void> {
+    const { kube, namespace, name, clock } = this.opts;
+    const obj = await this.request(`get ${this.what}`, (signal) =>
+      kube.customObjects.getNamespacedCustomObject({ ...ETCD_MEMBER, namespace, name }, callOptions(signal)),
+    );
+    const transitions = (obj as { status?: { transitions?: unknown } } | undefined)?.status?.transitions;
+    this.model = reduceMemberStatus(this.model, { type: 'HistoryLoaded', at: clock.now(), transitions });
+    this.hydrated = true;
+    if (this.missingReported) {
+      this.missingReported = false;
+      this.opts.logger.info({ etcdMember: this.what }, 'EtcdMember found: publishing its status');
+    }
+  }
+
+  private async patchStatus(body: EtcdMemberStatusBody): Promise<void> {
+    const { kube, namespace, name } = this.opts;
+    await this.request(`patch ${this.what} status`, (signal) =>
+      kube.customObjects.patchNamespacedCustomObjectStatus(
+        { ...ETCD_MEMBER, namespace, name, body: { status: body } },
+        callOptions(signal, PatchStrategy.MergePatch),
+      ),
+    );
+  }
+
+  private request<T>(what: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    return withDeadline(this.opts.clock, this.opts.requestTimeoutMs ?? 10_000, what, async (signal) => {
+      try {
+        return await fn(signal);
+      } catch (err) {
+        throw toKubeError(err, what, signal);
+      }
+    });
+  }
+
+  private onFailure(err: KubeError): void {
+    const { logger } = this.opts;
+    if (err.code === 'E_KUBE_NOT_FOUND') {
+      // Deleted or not created yet: when it comes back it has a fresh history to read, and nothing we sent.
+      this.hydrated = false;
+      this.sent = undefined;
+      this.sentBody = undefined;
+      const wait = this.opts.missingRetryMs ?? 30_000;
+      if (!this.missingReported) {
+        this.missingReported = true;
+        logger.warn(
+          { etcdMember: this.what, retryInMs: wait, err },
+          `${this.what} does not exist (etcd-druid creates it; older druid versions have no EtcdMember resource): ` +
+            `its status is published once it exists; looking again every ${wait / 1000} s`,
+        );
+      }
+      this.arm(wait);
+      return;
+    }
+    this.failures++;
+    const min = this.opts.retryMinMs ?? 1_000;
+    const wait = Math.min(this.opts.retryMaxMs ?? 60_000, min * 2 ** Math.min(this.failures - 1, 30));
+    logger.warn({ etcdMember: this.what, err, failures: this.failures, retryInMs: wait }, 'EtcdMember status update failed; retrying');
+    this.arm(wait);
+  }
+
+  private arm(ms: number): void {
+    if (this.stopped) return;
+    this.timer = this.opts.clock.setTimeout(() => {
+      this.timer = undefined;
+      this.kick();
+    }, ms);
+  }
+}
+
+function onlySizesDiffer(a: EtcdMemberStatusBody, b: EtcdMemberStatusBody | undefined): boolean {
+  if (b === undefined) return false;
+  const strip = ({ dbSize: _s, dbSizeInUse: _u, ...rest }: EtcdMemberStatusBody): string => JSON.stringify(rest);
+  return strip(a) === strip(b);
+}
+
+/**
+ * Wraps the server's initialization run (InitializationState's callback) so its start, outcome and failure
+ * reach the status; without a publisher it only drops the outcome.
+ */
+export function recordInitialization(
+  publisher: EtcdMemberStatusPublisher | undefined,
+  run: (mode: 'full' | 'sanity') => Promise<InitializationOutcome>,
+): (mode: 'full' | 'sanity') => Promise<void> {
+  return async (mode) => {
+    publisher?.record({ type: 'InitializationStarted', mode });
+    try {
+      const outcome = await run(mode);
+      publisher?.record({ type: 'InitializationSucceeded', outcome });
+    } catch (err) {
+      publisher?.record({ type: 'InitializationFailed', message: err instanceof Error ? err.message : String(err) });
+      throw err;
+    }
+  };
+}

@@ -1,0 +1,127 @@
+/**
+ * Stopping the snapshotter supervisor because leadership moved (abort reason LeadershipLost, as the sidecar
+ * gives it) leaves the buffered events to the next leader instead of writing them: the next leader's snapshotter may already have read
+ * the store, and two deltas from the same revision would overlap. A shutdown (any other reason) still
+ * writes them. Either way the next leader's catch-up makes the chain whole.
+ */
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openSnapStore, silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
+import { systemClock } from '../../src/clock.js';
+import { Metrics } from '../../src/metrics.js';
+import { ExponentialBackoff } from '../../src/snapshotter/backoff.js';
+import { GarbageCollector } from '../../src/snapshotter/garbage-collector.js';
+import { CronSchedule } from '../../src/snapshotter/schedule.js';
+import { LeadershipLost, Snapshotter } from '../../src/snapshotter/snapshotter.js';
+import { superviseSnapshotter } from '../../src/snapshotter/supervisor.js';
+import { startTestEtcd, type TestEtcd } from '../support/etcd.js';
+
+const YEARLY = new CronSchedule('0 0 1 1 *', { timeZone: 'UTC' });
+
+async function until(cond: () => Promise<boolean> | boolean, what: string, timeoutMs = 15_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+describe('snapshotter stop: leadership lost vs shutdown', () => {
+  let etcd: TestEtcd;
+  let client: Etcd3;
+  let dir: string;
+  let store: SnapStore;
+
+  beforeEach(async () => {
+    etcd = await startTestEtcd();
+    client = new Etcd3({ hosts: etcd.clientUrl });
+    dir = await mkdtemp(join(tmpdir(), 'etcdbr-leadership-lost-'));
+    store = await openSnapStore({
+      provider: 'Local',
+      rootDir: join(dir, 'store'),
+      container: 'store',
+      prefix: 'v2',
+      maxParallelChunkUploads: 5,
+      minChunkSize: 5 * 1024 * 1024,
+      tempDir: dir,
+    });
+  });
+
+  afterEach(async () => {
+    client.close();
+    await store.close();
+    await etcd.cleanup();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  /** A snapshotter whose periodic delta never fires during the test: only the stop can write a delta. */
+  function make(metrics: Metrics): Promise<Snapshotter> {
+    return Snapshotter.create(
+      {
+        schedule: YEARLY,
+        deltaSnapshotPeriodMs: 600_000,
+        deltaSnapshotMemoryLimit: 10 * 1024 * 1024,
+        snapshotTimeoutMs: 60_000,
+        connectionTimeoutMs: 5_000,
+        compression: 'gzip',
+        finalDeltaTimeoutMs: 5_000,
+      },
+      { client, store: async () => store, clock: systemClock, logger: silentLogger, metrics },
+    );
+  }
+
+  /**
+   * The sidecar's leader work on an empty store: the supervisor takes a full snapshot and runs; one put is
+   * buffered; then the work is stopped with `reason`. Returns the put's revision.
+   */
+  async function runAndStop(reason: unknown): Promise<number> {
+    const metrics = new Metrics({ defaultMetrics: false });
+    const stop = new AbortController();
+    const running = superviseSnapshotter(
+      {
+        createSnapshotter: () => make(metrics),
+        createGarbageCollector: (s) =>
+          new GarbageCollector(
+            { policy: 'Exponential', maxBackups: 7, deltaRetentionMs: 0, periodMs: 3_600_000 },
+            { store: async () => store, latestSnapshotRevision: () => s.chain.prevSnapshot?.lastRevision ?? 0, clock: systemClock, logger: silentLogger, metrics },
+          ),
+        probeEtcd: async () => undefined,
+        setHealthy: () => undefined,
+        onActiveSnapshotter: () => undefined,
+        backoff: new ExponentialBackoff(),
+        schedule: '0 0 1 1 *',
+        clock: systemClock,
+        logger: silentLogger,
+        metrics,
+      },
+      stop.signal,
+    );
+    await until(async () => (await store.list()).some((x) => x.kind === 'Full'), 'the full snapshot');
+    const res = await client.put('buffered').value('v');
+    // etcdbr_snapshot_required{kind="Incr"} turns 1 when the watch hands an event to the buffer.
+    await until(async () => (await metrics.snapshotRequired.get()).values.some((v) => v.labels.kind === 'Incr' && v.value === 1), 'the event buffered');
+    stop.abort(reason);
+    await running;
+    return Number(res.header.revision);
+  }
+
+  it('leadership lost: the buffered events are not written; the next leader’s catch-up stores them once', async () => {
+    const revision = await runAndStop(new LeadershipLost('another member leads'));
+    expect((await store.list()).filter((x) => x.kind === 'Incr')).toEqual([]);
+
+    const next = await make(new Metrics({ defaultMetrics: false }));
+    expect(await next.catchUpWithDeltas(new AbortController().signal)).toBe(true);
+    const deltas = (await store.list()).filter((x) => x.kind === 'Incr');
+    expect(deltas.map((d) => [d.startRevision, d.lastRevision])).toEqual([[revision, revision]]);
+  });
+
+  it('shutdown: the buffered events are written as one last delta', async () => {
+    const revision = await runAndStop(undefined);
+    const deltas = (await store.list()).filter((x) => x.kind === 'Incr');
+    expect(deltas.map((d) => [d.startRevision, d.lastRevision])).toEqual([[revision, revision]]);
+  });
+});
