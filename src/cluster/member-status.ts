@@ -9,6 +9,8 @@
 import type { Snapshot } from '@etcdbrctl/snapstore';
 import type { BootstrapDecision } from '../initializer/bootstrap.js';
 import type { InitializationOutcome, InitializationProgress } from '../initializer/initializer.js';
+import type { MemberDefragmentation } from './defrag.js';
+import type { EtcdMemberStatus } from './leadership.js';
 
 export type MemberState = 'New' | 'Initializing' | 'Starting' | 'Started';
 
@@ -153,30 +155,11 @@ export type MemberEvent =
   | { type: 'InitializationSucceeded'; at: Date; outcome: InitializationOutcome }
   | { type: 'InitializationFailed'; at: Date; message: string }
   /** One answer of etcd's Status (ids in hex), from the leadership watcher's periodic check. */
-  | {
-      type: 'EtcdStatusObserved';
-      at: Date;
-      memberId: string;
-      clusterId?: string;
-      leaderId: string;
-      isLearner: boolean;
-      dbSize: number;
-      dbSizeInUse: number;
-    }
+  | ({ type: 'EtcdStatusObserved'; at: Date } & EtcdMemberStatus)
   /** A snapshot this sidecar stored; `baseFull` is the full snapshot the snapshotter's chain builds on. */
   | { type: 'SnapshotStored'; at: Date; snapshot: SnapshotFacts; baseFull?: SnapshotFacts }
   /** A defragmentation the leading sidecar ran on some member; only this member's own is recorded. */
-  | {
-      type: 'MemberDefragmented';
-      at: Date;
-      memberId: string;
-      startTime: Date;
-      endTime: Date;
-      succeeded: boolean;
-      message: string;
-      initialDBSize?: number;
-      finalDBSize?: number;
-    };
+  | ({ type: 'MemberDefragmented'; at: Date } & Omit<MemberDefragmentation, 'name' | 'endpoint'>);
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
