@@ -188,3 +188,19 @@ export class Metrics {
     this.lastNet = { tx, rx };
   }
 }
+
+/** Longest `error` label value of etcdbr_snapshotter_failure. */
+const FAILURE_LABEL_MAX = 120;
+
+/**
+ * The `error` label of etcdbr_snapshotter_failure. Upstream uses the raw error message, whose snapshot
+ * names, revisions, timestamps and addresses make a new time series for almost every failure: over weeks
+ * that is an unbounded set of series in Prometheus. Digit runs become `N` and the text is cut, so one kind
+ * of failure stays one series while the label still says what went wrong.
+ */
+export function failureLabel(err: unknown): string {
+  const message = err instanceof Error ? err.message : String(err);
+  const normalized = message.replace(/[0-9a-f]{16,}/gi, 'X').replace(/\d+/g, 'N').replace(/\s+/g, ' ').trim();
+  return normalized.length > FAILURE_LABEL_MAX ? `${normalized.slice(0, FAILURE_LABEL_MAX - 1)}…` : normalized;
+}
+

@@ -20,7 +20,7 @@ import { isSnapStoreError, type CredentialEnv, type GcResult, type Logger, type 
 import type { Clock } from '../clock.js';
 import { STORE_ENV_PREFIX } from '../config/store.js';
 import type { CopierConfig, ServerConfig } from '../config/types.js';
-import type { Metrics } from '../metrics.js';
+import { failureLabel, type Metrics } from '../metrics.js';
 import { GarbageCollector, type GarbageCollectorConfig } from '../snapshotter/garbage-collector.js';
 import { RotatingStore } from '../snapshotter/store-provider.js';
 import { CopyError, copyBackups, type CopyResult } from './copier.js';
@@ -176,7 +176,7 @@ export class SecondarySync {
       }
       const error = err instanceof Error ? err : new Error(String(err));
       // Object names stay out of the label: a label per failed round would grow without bound.
-      const label = err instanceof CopyError ? 'secondary backup sync: some snapshots could not be copied' : `secondary backup sync: ${error.message}`;
+      const label = err instanceof CopyError ? 'secondary backup sync: some snapshots could not be copied' : `secondary backup sync: ${failureLabel(error)}`;
       metrics.snapshotterFailure.labels(label).inc();
       this.log.error({ err: error, retryInMs: this.config.periodMs }, `secondary backup sync round failed; retrying next period: ${error.message}`);
       return { status: 'failed', error };

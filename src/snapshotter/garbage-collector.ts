@@ -8,7 +8,7 @@ import {
   type Snapshot,
 } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
-import type { Metrics } from '../metrics.js';
+import { failureLabel, type Metrics } from '../metrics.js';
 
 export interface GarbageCollectorConfig {
   policy: GcPolicyKind;
@@ -73,7 +73,7 @@ export class GarbageCollector {
       for (const snap of result.deleted) m.snapshotGcTotal.labels(metricKind(snap), 'true').inc();
       for (const f of result.failed) {
         m.snapshotGcTotal.labels(metricKind(f.snap), 'false').inc();
-        m.snapshotterFailure.labels(f.error instanceof Error ? f.error.message : String(f.error)).inc();
+        m.snapshotterFailure.labels(failureLabel(f.error)).inc();
       }
       if (result.deleted.length > 0 || result.failed.length > 0) {
         this.deps.logger.info(
@@ -83,7 +83,7 @@ export class GarbageCollector {
       }
       return result;
     } catch (err) {
-      m.snapshotterFailure.labels(err instanceof Error ? err.message : String(err)).inc();
+      m.snapshotterFailure.labels(failureLabel(err)).inc();
       this.deps.logger.warn({ err }, 'garbage collection failed');
       return undefined;
     }

@@ -9,7 +9,7 @@ import {
 import type { Clock } from '../clock.js';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { watchAllKeys, type AllKeysWatch } from '../etcd/watch.js';
-import type { Metrics } from '../metrics.js';
+import { failureLabel, type Metrics } from '../metrics.js';
 import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
 import { saveDeltaSnapshot } from './delta-snapshot.js';
 import { currentRevision, takeSizedFullSnapshot } from './full-snapshot.js';
@@ -445,7 +445,7 @@ export class Snapshotter {
 
   private fail(err: unknown): void {
     const e = err instanceof Error ? err : new Error(String(err));
-    this.deps.metrics.snapshotterFailure.labels(e.message).inc();
+    this.deps.metrics.snapshotterFailure.labels(failureLabel(e)).inc();
     this.fatal?.(e);
   }
 

@@ -1,6 +1,6 @@
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
-import type { Metrics } from '../metrics.js';
+import { failureLabel, type Metrics } from '../metrics.js';
 import type { ExponentialBackoff } from './backoff.js';
 import type { GarbageCollector } from './garbage-collector.js';
 import { fullSnapshotMaxTimeWindowHours } from './schedule.js';
@@ -53,7 +53,7 @@ export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSi
       snapshotter = await deps.createSnapshotter();
     } catch (err) {
       logger.error({ err }, 'cannot create the snapshotter');
-      deps.metrics.snapshotterFailure.labels((err as Error).message).inc();
+      deps.metrics.snapshotterFailure.labels(failureLabel(err)).inc();
       deps.backoff.start();
       continue;
     }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Metrics } from '../../src/metrics.js';
+import { Metrics, failureLabel } from '../../src/metrics.js';
 
 describe('metrics', () => {
   it('exposes every etcdbr_* series of upstream pre-initialised to zero', async () => {
@@ -40,5 +40,21 @@ describe('metrics', () => {
     a.clusterSize.set(3);
     expect(await b.registry.metrics()).toContain('etcdbr_cluster_size 0');
     expect(await a.registry.metrics()).toContain('etcdbr_cluster_size 3');
+  });
+});
+
+describe('failure label', () => {
+  it('keeps one series per kind of failure, whatever the names and numbers in it', () => {
+    const a = failureLabel(new Error('cannot save Full-00000000-00001234-1795219404.gz to 10.0.0.7:9000: timeout after 30000ms'));
+    const b = failureLabel(new Error('cannot save Full-00000000-00098765-1795299999.gz to 10.0.0.8:9000: timeout after 30000ms'));
+    expect(a).toBe(b);
+    expect(a).toBe('cannot save Full-N-N-N.gz to N.N.N.N:N: timeout after Nms');
+  });
+
+  it('hides long hex ids and cuts long messages', () => {
+    expect(failureLabel(new Error('member 8e9e05c52164694d not found'))).toBe('member X not found');
+    const long = failureLabel('x'.repeat(500));
+    expect(long.length).toBe(120);
+    expect(long.endsWith('…')).toBe(true);
   });
 });
