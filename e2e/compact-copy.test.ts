@@ -1,18 +1,21 @@
 /**
  * `etcdbrctl compact` and `etcdbrctl copy` as processes (bin/etcdbrctl), black-box: flags, environment,
  * exit codes and output, against an upstream v0.23 store, s3rver and a fake Kubernetes API for the lease.
- * Acceptance cases 45 and 46 (upstream-reference.md §13.4) end to end.
+ * Acceptance cases 45 and 46 (upstream-reference.md §13.4) end to end, and a copy killed with SIGKILL
+ * mid-copy (Local and S3 destinations): nothing partial becomes visible and a re-run completes it.
  */
-import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { cp, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openSnapStore, type SnapStore } from '@etcdbrctl/snapstore';
+import { LOCAL_TEMP_PREFIX } from '../snapstore/src/providers/local.js';
 import { startLocalEtcd } from '../src/etcd/local-etcd.js';
-import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from '../snapstore/test/support/s3rver.js';
+import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver, UPLOAD_PART_MARKER } from '../snapstore/test/support/s3rver.js';
 import { etcdBinaries } from '../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../test/support/etcd-dump.js';
 import { FakeKubeApiServer, LEASES } from '../test/support/fake-kube.js';
@@ -33,24 +36,41 @@ async function tempDir(tag: string): Promise<string> {
 
 interface Exit {
   code: number | null;
+  signal: NodeJS.Signals | null;
   stdout: string;
   stderr: string;
 }
 
-/** Runs bin/etcdbrctl to its end (killed after 120 s). */
-function etcdbrctl(args: string[], env: NodeJS.ProcessEnv = {}, cwd?: string): Promise<Exit> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd ? { cwd } : {}) });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-    child.once('exit', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
+interface Running {
+  child: ChildProcess;
+  exited: Promise<Exit>;
+}
+
+/** Starts bin/etcdbrctl; a test that fails before the process ended still has it killed. */
+function startEtcdbrctl(args: string[], env: NodeJS.ProcessEnv = {}, cwd?: string): Running {
+  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd ? { cwd } : {}) });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  // 'close', not 'exit': the last output may still be in the pipes when the process has exited.
+  const exited = new Promise<Exit>((resolve) => child.once('close', (code, signal) => resolve({ code, signal, stdout, stderr })));
+  cleanups.push(async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    await exited;
   });
+  return { child, exited };
+}
+
+/** Runs bin/etcdbrctl to its end (killed after 120 s). */
+async function etcdbrctl(args: string[], env: NodeJS.ProcessEnv = {}, cwd?: string): Promise<Exit> {
+  const { child, exited } = startEtcdbrctl(args, env, cwd);
+  const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+  try {
+    return await exited;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function storeFiles(root: string): Promise<Map<string, string>> {
@@ -209,5 +229,163 @@ describe('etcdbrctl copy', () => {
     expect(r.stderr).toContain(`etcdbrctl copy: snapshot ${victim} in the source store is corrupt`);
     expect(r.stderr).toContain('1 snapshot(s) failed, 4 copied, 0 already present');
     expect((await readdir(join(dest, 'v2'))).sort()).toEqual((await readdir(join(root, 'v2'))).filter((n) => n !== victim).sort());
+  });
+});
+
+describe('etcdbrctl copy killed with SIGKILL mid-copy', () => {
+  const FULL_MIB = 40;
+  const MiB = 1024 * 1024;
+  const sha256 = (b: Buffer): Buffer => createHash('sha256').update(b).digest();
+
+  /**
+   * A Local store of 3 full snapshots of 40 MiB (bbolt-sized random bodies) each followed by 3 gzip
+   * deltas of ~256 KiB, every object with a valid sha256 trailer, so the copier's integrity check passes.
+   * Returns snapshot name → sha256 of the stored bytes.
+   */
+  async function writeLargeSource(root: string): Promise<Map<string, string>> {
+    const v2 = join(root, 'v2');
+    await mkdir(v2, { recursive: true });
+    const out = new Map<string, string>();
+    const put = async (name: string, bytes: Buffer): Promise<void> => {
+      await writeFile(join(v2, name), bytes);
+      out.set(name, sha256(bytes).toString('hex'));
+    };
+    const rev8 = (n: number): string => String(n).padStart(8, '0');
+    let rev = 0;
+    let second = 1_795_300_000;
+    for (let f = 0; f < 3; f++) {
+      rev += 1000;
+      const body = randomBytes(FULL_MIB * MiB);
+      await put(`Full-00000000-${rev8(rev)}-${++second}`, Buffer.concat([body, sha256(body)]));
+      for (let d = 0; d < 3; d++) {
+        const events = Buffer.from(
+          JSON.stringify([{ type: 'put', kv: { key: Buffer.from(`/k/${rev + 1}`).toString('base64'), value: randomBytes(192 * 1024).toString('base64') } }]),
+        );
+        await put(`Incr-${rev8(rev + 1)}-${rev8(rev + 100)}-${++second}.gz`, gzipSync(Buffer.concat([events, sha256(events)])));
+        rev += 100;
+      }
+    }
+    return out;
+  }
+
+  /** Snapshot name → sha256, for every snapshot the store lists, read back through the store. */
+  async function listedContents(store: SnapStore): Promise<Map<string, string>> {
+    const out = new Map<string, string>();
+    for (const s of await store.list()) {
+      const h = createHash('sha256');
+      for await (const c of await store.fetch(s)) h.update(c as Buffer);
+      out.set(s.snapName, h.digest('hex'));
+    }
+    return out;
+  }
+
+  interface Destination {
+    flags: string[];
+    env: NodeJS.ProcessEnv;
+    open(): Promise<SnapStore>;
+    /** True once the destination shows the copy under way: an object committed and another half-written. */
+    underWay(): Promise<boolean>;
+    /** What the destination holds outside the listing API: committed object names, and half-written leftovers. */
+    raw(): Promise<{ objects: string[]; partial: string[] }>;
+  }
+
+  /** Polls until `cond` holds or the process ends; SIGKILLs it in the first case. */
+  async function killWhen(run: Running, cond: () => Promise<boolean>, pollMs: number): Promise<Exit> {
+    let ended = false;
+    void run.exited.then(() => (ended = true));
+    while (!ended) {
+      if (await cond()) {
+        run.child.kill('SIGKILL');
+        break;
+      }
+      await new Promise((r) => setTimeout(r, pollMs));
+    }
+    return run.exited;
+  }
+
+  async function killMidCopyThenResume(source: string, expected: Map<string, string>, dest: Destination): Promise<void> {
+    const flags = ['copy', '--source-storage-provider=Local', `--source-store-container=${source}`, ...dest.flags];
+    const killed = await killWhen(startEtcdbrctl(flags, dest.env), () => dest.underWay(), 5);
+    expect(killed.signal, `the copy ended before it could be killed mid-copy: ${killed.stdout}${killed.stderr}`).toBe('SIGKILL');
+
+    // Whatever is visible is whole: each listed object is byte-identical to its source; the interrupted
+    // objects exist only as leftovers no listing shows.
+    const store = await dest.open();
+    cleanups.push(() => store.close());
+    const visible = await listedContents(store);
+    expect(visible.size).toBeGreaterThan(0);
+    expect(visible.size).toBeLessThan(expected.size);
+    for (const [name, hash] of visible) expect(hash, name).toBe(expected.get(name));
+    const raw = await dest.raw();
+    expect(raw.objects.sort()).toEqual([...visible.keys()].sort());
+    expect(raw.partial.length).toBeGreaterThan(0);
+
+    const resumed = await etcdbrctl(flags, dest.env);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    const m = /^Copied (\d+) snapshot\(s\), \d+ bytes; (\d+) already present\n$/.exec(resumed.stdout);
+    expect(m, resumed.stdout).not.toBeNull();
+    expect(Number(m?.[1])).toBe(expected.size - visible.size);
+    expect(Number(m?.[2])).toBe(visible.size);
+    expect(await listedContents(store)).toEqual(expected);
+    expect((await dest.raw()).objects.sort()).toEqual([...expected.keys()].sort());
+
+    const third = await etcdbrctl(flags, dest.env);
+    expect(third.code, third.stderr).toBe(0);
+    expect(third.stdout).toBe(`Copied 0 snapshot(s), 0 bytes; ${expected.size} already present\n`);
+  }
+
+  it('Local → Local: killed while objects are half-written, nothing partial is listed; a re-run completes, a third copies nothing', async () => {
+    const dir = await tempDir('copy-kill-local');
+    const source = join(dir, 'source');
+    const expected = await writeLargeSource(source);
+    const dest = join(dir, 'dest');
+    const v2 = join(dest, 'v2');
+    await mkdir(v2, { recursive: true });
+    const entries = async () => readdir(v2).catch(() => [] as string[]);
+    const isTemp = (name: string) => name.startsWith(LOCAL_TEMP_PREFIX);
+    await killMidCopyThenResume(source, expected, {
+      flags: ['--storage-provider=Local', `--store-container=${dest}`],
+      env: {},
+      open: () => openSnapStore({ provider: 'Local', rootDir: dest, container: dest, prefix: 'v2', maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: dir }),
+      async underWay() {
+        const names = await entries();
+        return names.some(isTemp) && names.some((n) => !isTemp(n));
+      },
+      // The half-written objects stay behind as hidden temp files, which no listing shows and nothing
+      // reads; the re-run writes those objects again under fresh temp names.
+      async raw() {
+        const names = await entries();
+        return { objects: names.filter((n) => !isTemp(n)), partial: names.filter(isTemp) };
+      },
+    });
+  });
+
+  it('Local → S3: killed with a multipart upload in flight, nothing partial is listed; a re-run completes, a third copies nothing', async () => {
+    const dir = await tempDir('copy-kill-s3');
+    const source = join(dir, 'source');
+    const expected = await writeLargeSource(source);
+    const s3 = await startS3rver({ bucket: 'dest' });
+    cleanups.push(() => s3.stop());
+    const credentials = { accessKeyID: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY, region: 'us-east-1', s3ForcePathStyle: true };
+    await writeFile(join(dir, 's3.json'), JSON.stringify(credentials));
+    // s3rver has no ListMultipartUploads; its data directory shows unfinished uploads and their parts.
+    const rawKeys = async () => {
+      const keys = await s3.rawKeys();
+      return {
+        objects: keys.filter((k) => !k.includes(UPLOAD_PART_MARKER)).map((k) => k.replace(/^v2\//, '')),
+        partial: keys.filter((k) => k.includes(UPLOAD_PART_MARKER)),
+      };
+    };
+    await killMidCopyThenResume(source, expected, {
+      flags: ['--storage-provider=S3', '--store-container=dest', `--store-endpoint-override=${s3.endpoint}`],
+      env: { AWS_APPLICATION_CREDENTIALS_JSON: join(dir, 's3.json') },
+      open: () =>
+        openSnapStore({ provider: 'S3', container: 'dest', prefix: 'v2', endpointOverride: s3.endpoint, maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: dir, credentials }),
+      async underWay() {
+        const { objects, partial } = await rawKeys();
+        return objects.length > 0 && partial.some((k) => k.includes('/part='));
+      },
+      raw: rawKeys,
+    });
   });
 });
