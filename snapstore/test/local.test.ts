@@ -1,11 +1,11 @@
-import { mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { PassThrough, Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LocalStoreConfig } from '../src/config.js';
 import { isSnapStoreError } from '../src/errors.js';
-import { openLocalStore } from '../src/providers/local.js';
+import { STALE_TEMP_AGE_MS, openLocalStore } from '../src/providers/local.js';
 import type { Snapshot } from '../src/snapshot.js';
 import type { SnapStore } from '../src/store.js';
 import { describeSnapStoreConformance, readAll, testSnapshot } from './conformance.js';
@@ -102,6 +102,32 @@ describe('Local provider specifics', () => {
     expect(await filesUnder(path.join(root, 'p', 'v2'))).toEqual([snap.snapName]);
     const listed = await store.list();
     expect(listed.map((s) => s.sizeBytes)).toEqual([1024]);
+  });
+
+  it('removes temp files of saves that died an hour ago or more when opened, and nothing else', async () => {
+    const dir = path.join(root, 'stale', 'v2');
+    const v1dir = path.join(root, 'stale', 'v1', 'Backup-1700000000');
+    await mkdir(v1dir, { recursive: true });
+    await mkdir(dir, { recursive: true });
+    const longAgo = new Date(Date.now() - STALE_TEMP_AGE_MS - 60_000);
+    const files = {
+      deadV2: path.join(dir, '.etcd-backup-dead01'),
+      deadV1: path.join(v1dir, '.etcd-backup-dead02'),
+      live: path.join(dir, '.etcd-backup-live01'),
+      oldSnapshot: path.join(dir, 'Full-00000000-00000001-1700000000'),
+      oldOther: path.join(dir, '.keep'),
+    };
+    for (const f of Object.values(files)) await writeFile(f, 'x');
+    for (const f of [files.deadV2, files.deadV1, files.oldSnapshot, files.oldOther]) await utimes(f, longAgo, longAgo);
+    const store = await open('stale/v2');
+    // The dead temp files in v2 and in a v1 folder are gone; a fresh one (a save under way) stays, and so
+    // does every old file that is not a temp file.
+    expect(await filesUnder(path.join(root, 'stale'))).toEqual([
+      'v2/.etcd-backup-live01',
+      'v2/.keep',
+      'v2/Full-00000000-00000001-1700000000',
+    ]);
+    expect((await store.list()).map((x) => x.snapName)).toEqual(['Full-00000000-00000001-1700000000']);
   });
 
   it('delete removes an emptied v1 snapshot directory but keeps one that still has objects', async () => {

@@ -22,6 +22,12 @@ import { abortReason, describeError, saveFailed } from './common.js';
 /** Temp files of unfinished saves; listing skips them (upstream's temp prefix, hidden). */
 export const LOCAL_TEMP_PREFIX = '.etcd-backup-';
 
+/**
+ * A temp file untouched this long belongs to a save that died (kill -9, crash, power loss): a live save
+ * writes continuously, so its modification time is always recent.
+ */
+export const STALE_TEMP_AGE_MS = 60 * 60 * 1000;
+
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
 
@@ -40,7 +46,46 @@ export async function openLocalStore(config: LocalStoreConfig): Promise<SnapStor
       { cause: err },
     );
   }
+  // v1 snapshots (a folder per full snapshot) are saved beside v2, in the sibling `v1` folder.
+  const prefixDir = store.resolve(config.prefix);
+  const staleBefore = Date.now() - STALE_TEMP_AGE_MS;
+  await sweepStaleTempFiles(prefixDir, staleBefore, store.log);
+  if (path.basename(prefixDir) === 'v2') await sweepStaleTempFiles(path.join(path.dirname(prefixDir), 'v1'), staleBefore, store.log);
   return store;
+}
+
+/**
+ * Removes temp files of saves that died, below `dir` (v2 is flat; v1 has a folder per full snapshot).
+ * They are never listed, so nothing else would ever reclaim their space. Best effort: a failure is logged,
+ * never fatal.
+ */
+export async function sweepStaleTempFiles(dir: string, olderThanMs: number, logger: Logger): Promise<string[]> {
+  const removed: string[] = [];
+  const walk = async (d: string, depth: number): Promise<void> => {
+    let entries;
+    try {
+      entries = await readdir(d, { withFileTypes: true });
+    } catch (err) {
+      if (!isCode(err, 'ENOENT')) logger.warn({ err, dir: d }, 'cannot read local store directory to remove stale temp files');
+      return;
+    }
+    for (const e of entries) {
+      const p = path.join(d, e.name);
+      if (e.isDirectory() && depth < 2) await walk(p, depth + 1);
+      else if (e.isFile() && e.name.startsWith(LOCAL_TEMP_PREFIX)) {
+        try {
+          if ((await stat(p)).mtimeMs >= olderThanMs) continue;
+          await unlink(p);
+          removed.push(p);
+        } catch (err) {
+          if (!isCode(err, 'ENOENT')) logger.warn({ err, file: p }, 'cannot remove stale temp file of an interrupted save');
+        }
+      }
+    }
+  };
+  await walk(dir, 0);
+  if (removed.length > 0) logger.info({ files: removed }, 'removed temp files of interrupted saves');
+  return removed;
 }
 
 class LocalSnapStore implements SnapStore {
@@ -49,6 +94,10 @@ class LocalSnapStore implements SnapStore {
   private readonly root: string;
   private readonly logger: Logger;
   private closed = false;
+
+  get log(): Logger {
+    return this.logger;
+  }
 
   constructor(config: LocalStoreConfig) {
     this.prefix = config.prefix;
