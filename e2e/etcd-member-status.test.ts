@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../src/etcd/ports.js';
 import { etcdBinaries } from '../test/support/etcd.js';
 import { ETCD_MEMBERS, FakeKubeApiServer, LEASES } from '../test/support/fake-kube.js';
-import { startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+import { LEASE_RENEWAL_FLAGS, localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
 import { runWrapper, type ConfiguredEtcd } from './support/wrapper.js';
 
 const COMPAT = join(import.meta.dirname, '../../shared/compat/upstream-v0.23');
@@ -107,9 +107,7 @@ describe('etcdbrctl server publishes the EtcdMember status', () => {
     sidecar = await startSidecar(
       [
         `--endpoints=http://127.0.0.1:${clientPort}`,
-        '--storage-provider=Local',
-        `--store-container=${store}`,
-        `--snapstore-temp-directory=${join(dir, 'snaptmp')}`,
+        ...localStoreFlags(store, join(dir, 'snaptmp')),
         `--data-dir=${dataDir}`,
         `--restoration-temp-snapshots-dir=${join(dir, 'restoration.tmp')}`,
         `--name=${POD}`,
@@ -118,11 +116,7 @@ describe('etcdbrctl server publishes the EtcdMember status', () => {
         '--schedule=0 0 1 1 *',
         '--delta-snapshot-period=1s',
         '--reelection-period=2s',
-        '--enable-snapshot-lease-renewal=true',
-        '--full-snapshot-lease-name=etcd-main-full-snap',
-        '--delta-snapshot-lease-name=etcd-main-delta-snap',
-        '--enable-member-lease-renewal=true',
-        '--k8s-heartbeat-duration=1s',
+        ...LEASE_RENEWAL_FLAGS,
       ],
       { KUBECONFIG: join(dir, 'kubeconfig'), POD_NAMESPACE: NS, POD_NAME: POD, ETCD_CONF: join(dir, 'etcd.conf.yaml') },
     );

@@ -7,7 +7,7 @@ import { startLocalEtcd } from '../src/etcd/local-etcd.js';
 import { freePort } from '../src/etcd/ports.js';
 import { etcdBinaries } from '../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../test/support/etcd-dump.js';
-import { startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+import { localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
 
 const COMPAT = join(import.meta.dirname, '../../shared/compat/upstream-v0.23');
 
@@ -69,9 +69,7 @@ describe('initialization through the etcd-wrapper protocol', () => {
 
   const flags = (store: string, extra: string[] = []) => [
     `--endpoints=http://127.0.0.1:${clientPort}`,
-    '--storage-provider=Local',
-    `--store-container=${store}`,
-    `--snapstore-temp-directory=${join(dir, 'snaptmp')}`,
+    ...localStoreFlags(store, join(dir, 'snaptmp')),
     `--data-dir=${join(dir, 'var', 'new.etcd')}`,
     `--restoration-temp-snapshots-dir=${join(dir, 'restoration.tmp')}`,
     '--name=etcd-main-0',

@@ -5,7 +5,7 @@ import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeKubeApiServer, LEASES } from '../test/support/fake-kube.js';
 import { startTestEtcd, type TestEtcd } from '../test/support/etcd.js';
-import { startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+import { LEASE_RENEWAL_FLAGS, localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
 
 type LeaseSpec = { holderIdentity?: string; renewTime?: string };
 const specOf = (l: object | undefined): LeaseSpec => ((l as { spec?: unknown } | undefined)?.spec ?? {}) as LeaseSpec;
@@ -38,17 +38,11 @@ describe('etcdbrctl server renews snapshot and member leases in Kubernetes', () 
     sidecar = await startSidecar(
       [
         `--endpoints=${etcd.clientUrl}`,
-        '--storage-provider=Local',
-        `--store-container=${join(dir, 'store')}`,
-        `--snapstore-temp-directory=${join(dir, 'tmp')}`,
+        ...localStoreFlags(join(dir, 'store'), join(dir, 'tmp')),
         '--schedule=0 0 1 1 *',
         '--delta-snapshot-period=1s',
         '--reelection-period=2s',
-        '--enable-snapshot-lease-renewal=true',
-        '--full-snapshot-lease-name=etcd-main-full-snap',
-        '--delta-snapshot-lease-name=etcd-main-delta-snap',
-        '--enable-member-lease-renewal=true',
-        '--k8s-heartbeat-duration=1s',
+        ...LEASE_RENEWAL_FLAGS,
       ],
       { KUBECONFIG: join(dir, 'kubeconfig'), POD_NAMESPACE: ns, POD_NAME: 'etcd-main-0' },
     );

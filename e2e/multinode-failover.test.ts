@@ -16,8 +16,9 @@ import { etcdBinaries } from '../test/support/etcd.js';
 import { writeTemplate } from '../test/cluster/multinode-support.js';
 import type { EtcdBinaries } from '../src/etcd/binaries.js';
 import type { LocalEtcd } from '../src/etcd/local-etcd.js';
-import { etcdLeader, healthz, openLocalStore, readChain, restoreIntoEtcd, snapshotCounts } from './support/multinode.js';
-import { startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+import { openLocalStore } from '../test/support/local-store.js';
+import { etcdLeader, healthz, readChain, restoreIntoEtcd, snapshotCounts, startMemberSidecar } from './support/multinode.js';
+import { localStoreFlags, waitFor, type SidecarProcess } from './support/sidecar.js';
 import { runWrapper, type ConfiguredEtcd } from './support/wrapper.js';
 
 /** The shortest period upstream's validation allows is just above 1 s. */
@@ -131,30 +132,17 @@ describe('three sidecars sharing one store: one snapshotter, failover on a leade
     cluster = await startTestCluster(3, { start: false });
     const c = cluster;
     binaries = await etcdBinaries();
-    for (const [i, m] of c.members.entries()) {
-      const template = await writeTemplate(c, i, dir);
+    for (const i of c.members.keys()) {
       sidecars.push(
-        await startSidecar(
-          [
-            `--endpoints=${m.clientUrl}`,
-            `--data-dir=${m.dataDir}`,
-            `--name=${m.name}`,
-            `--initial-cluster=${c.initialCluster}`,
-            `--initial-advertise-peer-urls=${m.peerUrl}`,
-            `--initial-cluster-token=${c.token}`,
-            `--reelection-period=${REELECTION_MS}ms`,
-            '--etcd-connection-timeout-leader-election=2s',
-            // One store for all three, as in production.
-            '--storage-provider=Local',
-            `--store-container=${storeDir}`,
-            `--snapstore-temp-directory=${join(dir, `tmp-${i}`)}`,
-            `--delta-snapshot-period=${DELTA_PERIOD_MS}ms`,
-            `--schedule=${dailyScheduleJustPassed()}`,
-            // No garbage collection during the test: every object written stays for the chain check.
-            '--garbage-collection-period=1h',
-          ],
-          { ETCD_CONF: template, POD_NAME: m.name },
-        ),
+        await startMemberSidecar(c, i, await writeTemplate(c, i, dir), [
+          `--reelection-period=${REELECTION_MS}ms`,
+          // One store for all three, as in production.
+          ...localStoreFlags(storeDir, join(dir, `tmp-${i}`)),
+          `--delta-snapshot-period=${DELTA_PERIOD_MS}ms`,
+          `--schedule=${dailyScheduleJustPassed()}`,
+          // No garbage collection during the test: every object written stays for the chain check.
+          '--garbage-collection-period=1h',
+        ]),
       );
     }
     await Promise.all(

@@ -13,8 +13,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { startTestCluster, type TestCluster } from '../test/support/cluster.js';
 import { etcdBinaries } from '../test/support/etcd.js';
 import { writeTemplate } from '../test/cluster/multinode-support.js';
-import { openLocalStore, readChain } from './support/multinode.js';
-import { startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+import { openLocalStore } from '../test/support/local-store.js';
+import { readChain, startMemberSidecar } from './support/multinode.js';
+import { localStoreFlags, waitFor, type SidecarProcess } from './support/sidecar.js';
 import { runWrapper, type ConfiguredEtcd } from './support/wrapper.js';
 
 interface MemberView {
@@ -45,27 +46,13 @@ describe('scale-up 1 → 3 through sidecars and the etcd-wrapper protocol', () =
     cluster = await startTestCluster(3, { start: false });
     const c = cluster;
     const binaries = await etcdBinaries();
-    const sidecarFor = async (i: number, template: string) => {
-      const m = c.members[i]!;
-      return startSidecar(
-        [
-          `--endpoints=${m.clientUrl}`,
-          `--data-dir=${m.dataDir}`,
-          `--name=${m.name}`,
-          `--initial-cluster=${c.initialCluster}`,
-          `--initial-advertise-peer-urls=${m.peerUrl}`,
-          `--initial-cluster-token=${c.token}`,
-          '--reelection-period=1500ms',
-          '--etcd-connection-timeout-leader-election=2s',
-          '--storage-provider=Local',
-          `--store-container=${storeDir}`,
-          `--snapstore-temp-directory=${join(dir, `tmp-${i}`)}`,
-          '--delta-snapshot-period=1s',
-          '--garbage-collection-period=1h',
-        ],
-        { ETCD_CONF: template, POD_NAME: m.name },
-      );
-    };
+    const sidecarFor = (i: number, template: string) =>
+      startMemberSidecar(c, i, template, [
+        '--reelection-period=1500ms',
+        ...localStoreFlags(storeDir, join(dir, `tmp-${i}`)),
+        '--delta-snapshot-period=1s',
+        '--garbage-collection-period=1h',
+      ]);
 
     // One replica: the etcd config names only member 0.
     sidecars.push(await sidecarFor(0, await writeTemplate(c, 0, dir, { members: [0] })));

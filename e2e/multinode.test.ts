@@ -11,7 +11,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { startTestCluster, type TestCluster } from '../test/support/cluster.js';
 import { etcdBinaries } from '../test/support/etcd.js';
 import { writeTemplate } from '../test/cluster/multinode-support.js';
-import { startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+import { startMemberSidecar } from './support/multinode.js';
+import { waitFor, type SidecarProcess } from './support/sidecar.js';
 import { runWrapper, type ConfiguredEtcd } from './support/wrapper.js';
 
 describe('multi-node cluster through sidecars and the etcd-wrapper protocol', () => {
@@ -32,23 +33,8 @@ describe('multi-node cluster through sidecars and the etcd-wrapper protocol', ()
     cluster = await startTestCluster(3, { start: false });
     const c = cluster;
     const binaries = await etcdBinaries();
-    for (const [i, m] of c.members.entries()) {
-      const template = await writeTemplate(c, i, dir);
-      sidecars.push(
-        await startSidecar(
-          [
-            `--endpoints=${m.clientUrl}`,
-            `--data-dir=${m.dataDir}`,
-            `--name=${m.name}`,
-            `--initial-cluster=${c.initialCluster}`,
-            `--initial-advertise-peer-urls=${m.peerUrl}`,
-            `--initial-cluster-token=${c.token}`,
-            '--reelection-period=2s',
-            '--etcd-connection-timeout-leader-election=2s',
-          ],
-          { ETCD_CONF: template, POD_NAME: m.name },
-        ),
-      );
+    for (const i of c.members.keys()) {
+      sidecars.push(await startMemberSidecar(c, i, await writeTemplate(c, i, dir), ['--reelection-period=2s']));
     }
 
     // Fresh bootstrap (seeds cases 1/2): no member is reachable, so every sidecar answers "bootstrap".

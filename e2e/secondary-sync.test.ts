@@ -5,15 +5,15 @@
  * garbage-collected with the primary's policy, and SIGTERM must stop the sync cleanly.
  */
 import { createHash } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openSnapStore, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
-import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver, type S3rverInstance } from '../snapstore/test/support/s3rver.js';
-import { startTestEtcd, type TestEtcd } from '../test/support/etcd.js';
-import { startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+import { S3RVER_CREDENTIALS, startS3rver, type S3rverInstance } from '../snapstore/test/support/s3rver.js';
+import { startEtcdWithClient, type EtcdWithClient, type TestEtcd } from '../test/support/etcd.js';
+import { openLocalStore } from '../test/support/local-store.js';
+import { localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
 
 const MiB = 1024 * 1024;
 
@@ -24,6 +24,7 @@ async function sha256(store: SnapStore, snap: Snapshot): Promise<string> {
 }
 
 describe('etcdbrctl server (process) with secondary backup sync: Local primary, S3 secondary', () => {
+  let etcdEnv: EtcdWithClient;
   let etcd: TestEtcd;
   let client: Etcd3;
   let dir: string;
@@ -34,34 +35,36 @@ describe('etcdbrctl server (process) with secondary backup sync: Local primary, 
   let env: NodeJS.ProcessEnv;
 
   beforeEach(async () => {
-    etcd = await startTestEtcd();
-    client = new Etcd3({ hosts: etcd.clientUrl });
-    dir = await mkdtemp(join(tmpdir(), 'etcdbr-e2e-secsync-'));
+    etcdEnv = await startEtcdWithClient('etcdbr-e2e-secsync-');
+    ({ etcd, client, dir } = etcdEnv);
     s3 = await startS3rver({ bucket: 'secondary' });
-    const credentials = { accessKeyID: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY, region: 'us-east-1', s3ForcePathStyle: true };
-    await writeFile(join(dir, 'secondary-s3.json'), JSON.stringify(credentials));
+    await writeFile(join(dir, 'secondary-s3.json'), JSON.stringify(S3RVER_CREDENTIALS));
     env = { SECONDARY_AWS_APPLICATION_CREDENTIALS_JSON: join(dir, 'secondary-s3.json') };
-    const common = { maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: dir };
-    primary = await openSnapStore({ ...common, provider: 'Local', rootDir: join(dir, 'primary'), container: 'primary', prefix: 'v2' });
-    secondary = await openSnapStore({ ...common, provider: 'S3', container: 'secondary', prefix: 'backups/v2', endpointOverride: s3.endpoint, credentials });
+    primary = await openLocalStore(join(dir, 'primary'), dir);
+    secondary = await openSnapStore({
+      provider: 'S3',
+      container: 'secondary',
+      prefix: 'backups/v2',
+      endpointOverride: s3.endpoint,
+      maxParallelChunkUploads: 5,
+      minChunkSize: 5 * MiB,
+      tempDir: dir,
+      credentials: S3RVER_CREDENTIALS,
+    });
   });
 
   afterEach(async () => {
     await sidecar?.stop('SIGKILL');
     sidecar = undefined;
-    client.close();
     await primary.close();
     await secondary.close();
     await s3.stop();
-    await etcd.cleanup();
-    await rm(dir, { recursive: true, force: true });
+    await etcdEnv.cleanup();
   });
 
   const flags = (extra: string[] = []) => [
     `--endpoints=${etcd.clientUrl}`,
-    '--storage-provider=Local',
-    `--store-container=${join(dir, 'primary')}`,
-    `--snapstore-temp-directory=${join(dir, 'tmp')}`,
+    ...localStoreFlags(join(dir, 'primary'), join(dir, 'tmp')),
     '--schedule=0 0 1 1 *',
     '--delta-snapshot-period=1s',
     '--reelection-period=2s',

@@ -1,13 +1,13 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openSnapStore, type SnapStore } from '@etcdbrctl/snapstore';
-import { startTestEtcd, type TestEtcd } from '../test/support/etcd.js';
-import { startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+import type { SnapStore } from '@etcdbrctl/snapstore';
+import { startEtcdWithClient, type EtcdWithClient, type TestEtcd } from '../test/support/etcd.js';
+import { openLocalStore } from '../test/support/local-store.js';
+import { localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
 
 describe('etcdbrctl server (process) with a Local store', () => {
+  let etcdEnv: EtcdWithClient;
   let etcd: TestEtcd;
   let client: Etcd3;
   let dir: string;
@@ -15,34 +15,21 @@ describe('etcdbrctl server (process) with a Local store', () => {
   let sidecar: SidecarProcess | undefined;
 
   beforeEach(async () => {
-    etcd = await startTestEtcd();
-    client = new Etcd3({ hosts: etcd.clientUrl });
-    dir = await mkdtemp(join(tmpdir(), 'etcdbr-e2e-server-'));
-    store = await openSnapStore({
-      provider: 'Local',
-      rootDir: join(dir, 'store'),
-      container: 'store',
-      prefix: 'v2',
-      maxParallelChunkUploads: 5,
-      minChunkSize: 5 * 1024 * 1024,
-      tempDir: dir,
-    });
+    etcdEnv = await startEtcdWithClient('etcdbr-e2e-server-');
+    ({ etcd, client, dir } = etcdEnv);
+    store = await openLocalStore(join(dir, 'store'), dir);
   });
 
   afterEach(async () => {
     await sidecar?.stop('SIGKILL');
     sidecar = undefined;
-    client.close();
     await store.close();
-    await etcd.cleanup();
-    await rm(dir, { recursive: true, force: true });
+    await etcdEnv.cleanup();
   });
 
   const flags = (extra: string[] = []) => [
     `--endpoints=${etcd.clientUrl}`,
-    '--storage-provider=Local',
-    `--store-container=${join(dir, 'store')}`,
-    `--snapstore-temp-directory=${join(dir, 'tmp')}`,
+    ...localStoreFlags(join(dir, 'store'), join(dir, 'tmp')),
     '--schedule=0 0 1 1 *',
     // Long enough that no periodic delta races the on-demand one below (which must start right after the
     // full), and that the writes before SIGTERM can only reach the store through the final flush.

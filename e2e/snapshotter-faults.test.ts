@@ -5,20 +5,18 @@
  * After every fault the store must hold a chain that etcd's own history confirms: from the newest full,
  * contiguous deltas covering every later revision exactly once.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { pipeline } from 'node:stream/promises';
-import { Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createDecompressStream, openSnapStore, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
-import type { DeltaEvent } from '../src/backup/delta-format.js';
-import { DeltaPayloadParser } from '../src/backup/delta-parse.js';
+import { openSnapStore, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { startLocalEtcd, type LocalEtcd } from '../src/etcd/local-etcd.js';
-import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver, type S3rverInstance } from '../snapstore/test/support/s3rver.js';
-import { etcdBinaries, startTestEtcd, type TestEtcd } from '../test/support/etcd.js';
+import { S3RVER_CREDENTIALS, startS3rver, type S3rverInstance } from '../snapstore/test/support/s3rver.js';
+import { readDeltaEvents } from '../test/support/deltas.js';
+import { etcdBinaries, startEtcdWithClient, type EtcdWithClient, type TestEtcd } from '../test/support/etcd.js';
+import { openLocalStore } from '../test/support/local-store.js';
 import { startFaultyStoreProxy, type FaultyStoreProxy } from './support/faulty-store.js';
-import { startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+import { localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
 
 /**
  * A daily schedule whose last tick was a minute ago: the next tick is ~24 h away, so a restarted
@@ -31,14 +29,6 @@ function dailyScheduleJustPassed(): string {
 }
 
 const BACKOFF = ['--backoff-multiplier=2', '--backoff-attempt-limit=0', '--backoff-threshold-time=1s'];
-
-async function readEvents(store: SnapStore, snap: Snapshot): Promise<DeltaEvent[]> {
-  const events: DeltaEvent[] = [];
-  const parser = new DeltaPayloadParser(snap.snapName);
-  parser.on('data', (e: DeltaEvent) => events.push(e));
-  await pipeline(await store.fetch(snap), createDecompressStream(snap.compressionSuffix, snap.snapName), parser);
-  return events;
-}
 
 const eventLine = (type: string, key: Buffer, value: Buffer, mod: number | string) =>
   `${type} ${key.toString('hex')} ${value.toString('hex')} ${mod}`;
@@ -86,7 +76,7 @@ async function expectContiguousChain(store: SnapStore, client: Etcd3, upTo: numb
   const ours: string[] = [];
   for (const d of deltas) {
     expect(d.startRevision, `${d.snapName} starts right after its predecessor`).toBe(next);
-    const evs = await readEvents(store, d);
+    const evs = await readDeltaEvents(store, d);
     expect(evs.length).toBeGreaterThan(0);
     expect(evs[0]!.modRevision).toBeGreaterThanOrEqual(d.startRevision);
     expect(evs.at(-1)!.modRevision).toBe(d.lastRevision);
@@ -128,6 +118,7 @@ const healthStatus = async (url: string) => (await fetch(`${url}/healthz`)).stat
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('etcdbrctl server: snapshotter behaviour and faults (process, real etcd)', () => {
+  let etcdEnv: EtcdWithClient;
   let etcd: TestEtcd;
   let restarted: LocalEtcd | undefined;
   let client: Etcd3;
@@ -136,9 +127,8 @@ describe('etcdbrctl server: snapshotter behaviour and faults (process, real etcd
   const cleanups: Array<() => Promise<unknown>> = [];
 
   beforeEach(async () => {
-    etcd = await startTestEtcd();
-    client = new Etcd3({ hosts: etcd.clientUrl });
-    dir = await mkdtemp(join(tmpdir(), 'etcdbr-e2e-faults-'));
+    etcdEnv = await startEtcdWithClient('etcdbr-e2e-faults-');
+    ({ etcd, client, dir } = etcdEnv);
   });
 
   afterEach(async (ctx) => {
@@ -147,32 +137,20 @@ describe('etcdbrctl server: snapshotter behaviour and faults (process, real etcd
     await sidecar?.stop('SIGKILL');
     sidecar = undefined;
     for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
-    client.close();
     await restarted?.stop();
     restarted = undefined;
-    await etcd.cleanup();
-    await rm(dir, { recursive: true, force: true });
+    await etcdEnv.cleanup();
   });
 
   async function localStore(): Promise<SnapStore> {
-    const store = await openSnapStore({
-      provider: 'Local',
-      rootDir: join(dir, 'store'),
-      container: 'store',
-      prefix: 'v2',
-      maxParallelChunkUploads: 5,
-      minChunkSize: 5 * 1024 * 1024,
-      tempDir: dir,
-    });
+    const store = await openLocalStore(join(dir, 'store'), dir);
     cleanups.push(() => store.close());
     return store;
   }
 
   const localFlags = (extra: string[] = []) => [
     `--endpoints=${etcd.clientUrl}`,
-    '--storage-provider=Local',
-    `--store-container=${join(dir, 'store')}`,
-    `--snapstore-temp-directory=${join(dir, 'tmp')}`,
+    ...localStoreFlags(join(dir, 'store'), join(dir, 'tmp')),
     `--schedule=${dailyScheduleJustPassed()}`,
     '--delta-snapshot-period=1s',
     '--garbage-collection-period=1h',
@@ -251,7 +229,7 @@ describe('etcdbrctl server: snapshotter behaviour and faults (process, real etcd
     expect(Date.now() - started).toBeLessThan(30_000);
     for (const d of (await objects(store)).filter((x) => x.kind === 'Incr')) {
       // ~1.4 KiB of JSON per event: a cut happens at the first event reaching 4 KiB.
-      expect((await readEvents(store, d)).length).toBeLessThanOrEqual(3);
+      expect((await readDeltaEvents(store, d)).length).toBeLessThanOrEqual(3);
     }
   });
 
@@ -320,9 +298,8 @@ describe('etcdbrctl server: snapshotter behaviour and faults (process, real etcd
       cleanups.push(() => s3.stop());
       proxy = await startFaultyStoreProxy(s3.endpoint);
       cleanups.push(() => proxy.stop());
-      const credentials = { accessKeyID: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY, region: 'us-east-1', s3ForcePathStyle: true };
       const credFile = join(dir, 's3.json');
-      await writeFile(credFile, JSON.stringify(credentials));
+      await writeFile(credFile, JSON.stringify(S3RVER_CREDENTIALS));
       env = { AWS_APPLICATION_CREDENTIALS_JSON: credFile };
       // The test reads the bucket directly, not through the proxy.
       store = await openSnapStore({
@@ -333,7 +310,7 @@ describe('etcdbrctl server: snapshotter behaviour and faults (process, real etcd
         maxParallelChunkUploads: 3,
         minChunkSize: 5 * 1024 * 1024,
         tempDir: dir,
-        credentials,
+        credentials: S3RVER_CREDENTIALS,
       });
       cleanups.push(() => store.close());
     });

@@ -1,19 +1,39 @@
 /**
- * Shared pieces of the multi-node process tests: who leads (asked of etcd itself), what each sidecar's
- * /metrics says it did, the store's delta chain read back event by event, and a restore of the store
- * through `etcdbrctl restore` into an etcd the test can read.
+ * Shared pieces of the multi-node process tests: each member's sidecar started the etcd-druid way, who
+ * leads (asked of etcd itself), what each sidecar's /metrics says it did, the store's delta chain read back
+ * event by event, and a restore of the store through `etcdbrctl restore` into an etcd the test can read.
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import { Etcd3 } from 'etcd3';
-import { createDecompressStream, openSnapStore, sortSnapshots, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
-import type { DeltaEvent } from '../../src/backup/delta-format.js';
-import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
+import { sortSnapshots, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { memberStatus } from '../../src/cluster/leadership.js';
 import { startLocalEtcd, type LocalEtcd } from '../../src/etcd/local-etcd.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
-import { BIN } from './sidecar.js';
+import type { TestCluster } from '../../test/support/cluster.js';
+import { readDeltaEvents } from '../../test/support/deltas.js';
+import { BIN, startSidecar, type SidecarProcess } from './sidecar.js';
+
+/**
+ * `etcdbrctl server` for member `index` of `cluster` as etcd-druid starts it: the member's etcd, data dir
+ * and place in the cluster as flags, its etcd config template in ETCD_CONF, the pod name; `extraFlags` after.
+ */
+export function startMemberSidecar(cluster: TestCluster, index: number, template: string, extraFlags: string[]): Promise<SidecarProcess> {
+  const m = cluster.members[index]!;
+  return startSidecar(
+    [
+      `--endpoints=${m.clientUrl}`,
+      `--data-dir=${m.dataDir}`,
+      `--name=${m.name}`,
+      `--initial-cluster=${cluster.initialCluster}`,
+      `--initial-advertise-peer-urls=${m.peerUrl}`,
+      `--initial-cluster-token=${cluster.token}`,
+      '--etcd-connection-timeout-leader-election=2s',
+      ...extraFlags,
+    ],
+    { ETCD_CONF: template, POD_NAME: m.name },
+  );
+}
 
 /** The raft leader as `clientUrl` sees it: its hex id and name; undefined when that member knows none. */
 export async function etcdLeader(clientUrl: string): Promise<{ id: string; name: string } | undefined> {
@@ -60,27 +80,6 @@ export async function snapshotCounts(sidecarUrl: string): Promise<SnapshotCounts
 export async function healthz(sidecarUrl: string): Promise<{ status: number; body: unknown }> {
   const res = await fetch(`${sidecarUrl}/healthz`, { signal: AbortSignal.timeout(10_000) });
   return { status: res.status, body: await res.json() };
-}
-
-/** The store a sidecar with `--storage-provider=Local --store-container=<dir>` writes to. */
-export function openLocalStore(dir: string, tempDir: string): Promise<SnapStore> {
-  return openSnapStore({
-    provider: 'Local',
-    rootDir: dir,
-    container: dir,
-    prefix: 'v2',
-    maxParallelChunkUploads: 5,
-    minChunkSize: 5 * 1024 * 1024,
-    tempDir,
-  });
-}
-
-async function readDeltaEvents(store: SnapStore, snap: Snapshot): Promise<DeltaEvent[]> {
-  const events: DeltaEvent[] = [];
-  const parser = new DeltaPayloadParser(snap.snapName);
-  parser.on('data', (e: DeltaEvent) => events.push(e));
-  await pipeline(await store.fetch(snap), createDecompressStream(snap.compressionSuffix, snap.snapName), parser);
-  return events;
 }
 
 export interface ChainReport {

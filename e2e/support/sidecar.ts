@@ -70,3 +70,17 @@ export async function waitFor<T>(probe: () => Promise<T | undefined>, what: stri
     await new Promise((r) => setTimeout(r, 100));
   }
 }
+
+/** The flags of a Local store at `storeDir`, with `tempDir` as `--snapstore-temp-directory`. */
+export function localStoreFlags(storeDir: string, tempDir: string): string[] {
+  return ['--storage-provider=Local', `--store-container=${storeDir}`, `--snapstore-temp-directory=${tempDir}`];
+}
+
+/** Snapshot and member lease renewal as etcd-druid configures it (its lease names), with a 1 s heartbeat. */
+export const LEASE_RENEWAL_FLAGS: readonly string[] = [
+  '--enable-snapshot-lease-renewal=true',
+  '--full-snapshot-lease-name=etcd-main-full-snap',
+  '--delta-snapshot-lease-name=etcd-main-delta-snap',
+  '--enable-member-lease-renewal=true',
+  '--k8s-heartbeat-duration=1s',
+];

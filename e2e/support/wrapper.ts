@@ -3,11 +3,12 @@
  * (status → start → status … Successful), fetch `/config`, write it to a file and start etcd with
  * `--config-file`, exactly as the wrapper hands the served config to its embedded etcd.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse } from 'yaml';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
+import { killOnProcessExit } from '../../src/etcd/local-etcd.js';
 
 export interface ConfiguredEtcd {
   /** The config etcd was started with, as parsed from `/config`. */
@@ -23,40 +24,17 @@ export interface ConfiguredEtcd {
   kill(signal: NodeJS.Signals): Promise<void>;
 }
 
-const live = new Set<ChildProcess>();
-let hooked = false;
-function killAllAtExit(): void {
-  if (hooked) return;
-  hooked = true;
-  process.on('exit', () => {
-    for (const c of live) {
-      try {
-        c.kill('SIGKILL');
-      } catch {
-        /* gone */
-      }
-    }
-  });
-}
-
 /** Starts etcd on a config file (YAML as served by `/config`). */
 export async function startEtcdFromConfig(binaries: EtcdBinaries, configPath: string, config: Record<string, unknown>): Promise<ConfiguredEtcd> {
-  killAllAtExit();
   const child = spawn(binaries.etcd, [`--config-file=${configPath}`], { stdio: ['ignore', 'ignore', 'pipe'] });
-  live.add(child);
+  killOnProcessExit(child);
   let tail = '';
   child.stderr?.setEncoding('utf8').on('data', (d: string) => {
     tail = (tail + d).slice(-32 * 1024);
   });
   const exited = new Promise<number | null>((resolve) => {
-    child.once('exit', (code) => {
-      live.delete(child);
-      resolve(code);
-    });
-    child.once('error', () => {
-      live.delete(child);
-      resolve(-1);
-    });
+    child.once('exit', (code) => resolve(code));
+    child.once('error', () => resolve(-1));
   });
   const clientUrl = String(config['advertise-client-urls']).split(',')[0]!;
   let stopping: Promise<void> | undefined;

@@ -9,13 +9,13 @@ import { tmpdir } from 'node:os';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AbsStoreConfig } from '../src/config.js';
-import { isSnapStoreError } from '../src/errors.js';
 import { absContainerUrl, blockId, cutBlocks, openAbsStore } from '../src/providers/abs.js';
 import type { AbsStoreOptions } from '../src/providers/abs.js';
 import type { Snapshot } from '../src/snapshot.js';
 import type { SnapStore } from '../src/store.js';
-import { describeSnapStoreConformance, generatedStream, pseudoRandomBytes, testSnapshot } from './conformance.js';
+import { describeSnapStoreConformance, expectCode, generatedStream, pseudoRandomBytes, testSnapshot } from './conformance.js';
 import { AZURITE_ACCOUNT, AZURITE_KEY, startAzurite, type Azurite } from './support/azurite.js';
+import { closedPort } from './support/ports.js';
 
 const MiB = 1024 * 1024;
 const CONTAINER = 'snapshots';
@@ -48,26 +48,7 @@ function config(az: Azurite, over: Partial<AbsStoreConfig> = {}): AbsStoreConfig
   };
 }
 
-/** A port nothing listens on (bound once by us, then released). */
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const { port } = s.address() as AddressInfo;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
 const FAST_RETRY: AbsStoreOptions['retry'] = { maxTries: 2, retryDelayInMs: 50, maxRetryDelayInMs: 100, tryTimeoutInMs: 5_000 };
-
-async function expectCode(p: Promise<unknown>, code: string): Promise<Error> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(isSnapStoreError(err), `expected SnapStoreError ${code}, got ${String(err)}`).toBe(true);
-  expect((err as { code: string }).code).toBe(code);
-  return err as Error;
-}
 
 describeSnapStoreConformance('ABS on Azurite', async () => {
   const az = await azurite();

@@ -5,7 +5,6 @@
 import { createHash } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { Transform } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   createCompressStream,
@@ -16,25 +15,11 @@ import {
 } from '../src/codec.js';
 import type { CompressionPolicy } from '../src/codec.js';
 import { SnapStoreError, isSnapStoreError } from '../src/errors.js';
-import { buildGoProgram } from './support/go.js';
-import type { GoProgram } from './support/go.js';
+import { goProgramOnFirstRun } from './support/go.js';
+import { randomBytes, through } from './support/streams.js';
 
 const POLICIES: CompressionPolicy[] = ['gzip', 'lzw', 'zlib', 'zstd'];
 const SUFFIX: Record<CompressionPolicy, string> = { gzip: '.gz', lzw: '.Z', zlib: '.zlib', zstd: '.zst' };
-
-/** Deterministic pseudo-random bytes (mulberry32). */
-function randomBytes(n: number, seed: number): Buffer {
-  const out = Buffer.allocUnsafe(n);
-  let a = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = (t ^ (t >>> 14)) & 0xff;
-  }
-  return out;
-}
 
 /** Repetitive JSON like etcd's kube objects. */
 function kubeText(n: number, seed: number): Buffer {
@@ -49,25 +34,6 @@ function kubeText(n: number, seed: number): Buffer {
     len += s.length;
   }
   return Buffer.from(parts.join('')).subarray(0, n);
-}
-
-function* chunksOf(data: Buffer, size: number): Generator<Buffer> {
-  for (let i = 0; i < data.length; i += size) yield data.subarray(i, i + size);
-}
-
-async function through(t: Transform, data: Buffer, chunkSize = 65536): Promise<Buffer> {
-  const out: Buffer[] = [];
-  await pipeline(
-    Readable.from(chunksOf(data, chunkSize)),
-    t,
-    new Writable({
-      write(chunk: Buffer, _enc, cb) {
-        out.push(chunk);
-        cb();
-      },
-    }),
-  );
-  return Buffer.concat(out);
 }
 
 const compress = (policy: CompressionPolicy | undefined, data: Buffer, chunkSize?: number): Promise<Buffer> =>
@@ -330,18 +296,8 @@ describe('backpressure', () => {
 });
 
 describe('against Go compress/{gzip,zlib,lzw} as upstream uses them', () => {
-  // Built on first use inside each test (not in a hook), so a missing Go toolchain fails every one of these tests
-  // with the install hint instead of leaving them skipped.
-  let built: Promise<GoProgram> | undefined;
-  const go = {
-    async run(args: readonly string[], stdin?: Uint8Array): Promise<Buffer> {
-      built ??= buildGoProgram('codechelper');
-      return (await built).run(args, stdin);
-    },
-  };
-  afterAll(async () => {
-    await (await built?.catch(() => undefined))?.cleanup();
-  });
+  const go = goProgramOnFirstRun('codechelper');
+  afterAll(() => go.cleanup());
 
   const inputs = (): Array<[string, Buffer]> => [
     ['empty', Buffer.alloc(0)],

@@ -160,7 +160,8 @@ function captureLogger(): Logger & { warnings: unknown[] } {
   };
 }
 
-async function expectCode(p: Promise<unknown>, code: string): Promise<unknown> {
+/** Expects `p` to reject with a SnapStoreError of `code`, and returns that error. */
+export async function expectCode(p: Promise<unknown>, code: string): Promise<Error> {
   let err: unknown;
   try {
     await p;
@@ -170,7 +171,7 @@ async function expectCode(p: Promise<unknown>, code: string): Promise<unknown> {
   expect(err, `expected rejection with ${code}`).toBeDefined();
   expect(isSnapStoreError(err), `expected a SnapStoreError, got ${String(err)}`).toBe(true);
   expect((err as { code: string }).code).toBe(code);
-  return err;
+  return err as Error;
 }
 
 async function mapLimit<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {

@@ -12,6 +12,7 @@ import type { GcPlan } from '../src/retention.js';
 import { planGarbageCollection } from '../src/retention.js';
 import type { Snapshot, SnapshotKind } from '../src/snapshot.js';
 import type { SnapStore } from '../src/store.js';
+import { listedSnapshot } from './support/snapshots.js';
 
 /** Keys of listed snapshots, computed here on purpose (not with the code under test). */
 function keyOf(s: Snapshot): string {
@@ -58,21 +59,7 @@ const recorder = (): Logger & { lines: string[] } => {
 
 const T0 = Date.UTC(2026, 2, 18, 8, 0, 0);
 function snap(kind: SnapshotKind, start: number, last: number, minutes: number, extra: Partial<Snapshot> = {}): Snapshot {
-  const unix = T0 / 1000 + minutes * 60;
-  const p8 = (n: number): string => String(n).padStart(8, '0');
-  return {
-    kind,
-    startRevision: start,
-    lastRevision: last,
-    createdOn: new Date(unix * 1000),
-    snapDir: '',
-    snapName: `${kind}-${p8(start)}-${p8(last)}-${unix}.gz`,
-    prefix: 'etcd-main/v2/',
-    compressionSuffix: '.gz',
-    isChunk: false,
-    isFinal: false,
-    ...extra,
-  };
+  return listedSnapshot(kind, start, last, T0 / 1000 + minutes * 60, extra);
 }
 
 /** Full at rev `base`, then `n` deltas of 10 revisions, starting at `minutes`. */

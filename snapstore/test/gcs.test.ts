@@ -3,20 +3,18 @@
  * (support/fake-gcs.ts; no GCS emulator exists here). The provider does not know it is a fake: it
  * gets an `http://` endpoint override, which upstream treats as an unauthenticated emulator.
  */
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { Readable } from 'node:stream';
 import { Storage } from '@google-cloud/storage';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { GcsStoreConfig } from '../src/config.js';
-import { isSnapStoreError } from '../src/errors.js';
 import { gcsEndpoint, openGcsStore } from '../src/providers/gcs.js';
 import type { GcsStoreOptions } from '../src/providers/gcs.js';
 import type { Snapshot } from '../src/snapshot.js';
 import type { SnapStore } from '../src/store.js';
-import { describeSnapStoreConformance, generatedStream, pseudoRandomBytes, readAll, testSnapshot } from './conformance.js';
+import { describeSnapStoreConformance, expectCode, generatedStream, pseudoRandomBytes, readAll, testSnapshot } from './conformance.js';
 import { FakeGcsServer } from './support/fake-gcs.js';
+import { closedPort } from './support/ports.js';
 
 const MiB = 1024 * 1024;
 const BUCKET = 'snapshots';
@@ -46,24 +44,6 @@ function config(fake: FakeGcsServer, over: Partial<GcsStoreConfig> = {}): GcsSto
 }
 
 const FAST: GcsStoreOptions = { retry: { maxRetries: 0 }, timeoutMs: 5_000 };
-
-async function closedPort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const { port } = s.address() as AddressInfo;
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
-
-async function expectCode(p: Promise<unknown>, code: string): Promise<Error> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(isSnapStoreError(err), `expected SnapStoreError ${code}, got ${String(err)}`).toBe(true);
-  expect((err as { code: string }).code).toBe(code);
-  return err as Error;
-}
 
 describeSnapStoreConformance('GCS on the fake JSON API', async () => {
   const fake = await fakeGcs();

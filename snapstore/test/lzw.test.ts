@@ -6,25 +6,10 @@ import { createHash } from 'node:crypto';
 import { createReadStream, readdirSync } from 'node:fs';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { Transform } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
 import { LzwDecoder, LzwEncoder } from '../src/lzw.js';
-import { buildGoProgram } from './support/go.js';
-import type { GoProgram } from './support/go.js';
-
-/** Deterministic pseudo-random bytes (mulberry32), so failures reproduce. */
-function randomBytes(n: number, seed: number): Buffer {
-  const out = Buffer.allocUnsafe(n);
-  let a = seed >>> 0;
-  for (let i = 0; i < n; i++) {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    out[i] = (t ^ (t >>> 14)) & 0xff;
-  }
-  return out;
-}
+import { goProgramOnFirstRun } from './support/go.js';
+import { randomBytes, through } from './support/streams.js';
 
 /** Text with the repetitiveness of etcd's kube objects. */
 function kubeText(n: number, seed: number): Buffer {
@@ -39,26 +24,6 @@ function kubeText(n: number, seed: number): Buffer {
     len += s.length;
   }
   return Buffer.from(parts.join('')).subarray(0, n);
-}
-
-function* chunksOf(data: Buffer, size: number): Generator<Buffer> {
-  if (data.length === 0) return;
-  for (let i = 0; i < data.length; i += size) yield data.subarray(i, i + size);
-}
-
-async function through(t: Transform, data: Buffer, chunkSize = 65536): Promise<Buffer> {
-  const out: Buffer[] = [];
-  await pipeline(
-    Readable.from(chunksOf(data, chunkSize)),
-    t,
-    new Writable({
-      write(chunk: Buffer, _enc, cb) {
-        out.push(chunk);
-        cb();
-      },
-    }),
-  );
-  return Buffer.concat(out);
 }
 
 const encode = (data: Buffer, chunkSize?: number): Promise<Buffer> => through(new LzwEncoder(), data, chunkSize);
@@ -260,18 +225,8 @@ describe('lzw decoder', () => {
 });
 
 describe('lzw against Go compress/lzw (LSB, 8)', () => {
-  // Built on first use inside each test (not in a hook), so a missing Go toolchain fails every one of these tests
-  // with the install hint instead of leaving them skipped.
-  let built: Promise<GoProgram> | undefined;
-  const go = {
-    async run(args: readonly string[], stdin?: Uint8Array): Promise<Buffer> {
-      built ??= buildGoProgram('codechelper');
-      return (await built).run(args, stdin);
-    },
-  };
-  afterAll(async () => {
-    await (await built?.catch(() => undefined))?.cleanup();
-  });
+  const go = goProgramOnFirstRun('codechelper');
+  afterAll(() => go.cleanup());
 
   const inputs = (): Array<[string, Buffer]> => [
     ['empty', Buffer.alloc(0)],

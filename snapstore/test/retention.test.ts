@@ -8,6 +8,7 @@ import { isSnapStoreError } from '../src/errors.js';
 import { planGarbageCollection } from '../src/retention.js';
 import type { GcPlan, GcPolicy } from '../src/retention.js';
 import type { Snapshot, SnapshotKind } from '../src/snapshot.js';
+import { listedSnapshot } from './support/snapshots.js';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -15,21 +16,7 @@ const DAY = 24 * HOUR;
 
 /** A listed v2 snapshot built by hand. `at` is a time in ms (second precision, as parsed names are). */
 function snap(kind: SnapshotKind, start: number, last: number, at: number, extra: Partial<Snapshot> = {}): Snapshot {
-  const unix = Math.floor(at / 1000);
-  const p8 = (n: number): string => String(n).padStart(8, '0');
-  return {
-    kind,
-    startRevision: start,
-    lastRevision: last,
-    createdOn: new Date(unix * 1000),
-    snapDir: '',
-    snapName: `${kind}-${p8(start)}-${p8(last)}-${unix}.gz`,
-    prefix: 'etcd-main/v2/',
-    compressionSuffix: '.gz',
-    isChunk: false,
-    isFinal: false,
-    ...extra,
-  };
+  return listedSnapshot(kind, start, last, Math.floor(at / 1000), extra);
 }
 
 function chunkOf(parent: Snapshot, n: number, extra: Partial<Snapshot> = {}): Snapshot {

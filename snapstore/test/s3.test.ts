@@ -16,6 +16,7 @@ import type { Snapshot } from '../src/snapshot.js';
 import type { SnapStore } from '../src/store.js';
 import { describeSnapStoreConformance, generatedStream, readAll, testSnapshot } from './conformance.js';
 import type { ConformanceHarness } from './conformance.js';
+import { closedPort } from './support/ports.js';
 import {
   S3RVER_ACCESS_KEY,
   S3RVER_SECRET_KEY,
@@ -50,15 +51,6 @@ function s3Config(
     },
     ...(opts.logger ? { logger: opts.logger } : {}),
   };
-}
-
-/** A port that was free a moment ago and has nothing listening now. */
-async function closedPort(): Promise<number> {
-  const srv = http.createServer();
-  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
-  const { port } = srv.address() as AddressInfo;
-  await new Promise<void>((r) => srv.close(() => r()));
-  return port;
 }
 
 // Part retries too: by default a failed part waits 1+2+4+8+16 s before the save gives up.

@@ -26,6 +26,7 @@ import {
   tryParseSnapshotKey,
 } from '../src/snapshot.js';
 import type { Snapshot, SnapshotKind } from '../src/snapshot.js';
+import { listedSnapshot } from './support/snapshots.js';
 
 const COMPAT = '/work/shared/compat/upstream-v0.23';
 
@@ -55,30 +56,6 @@ function expectBadName(fn: () => unknown, fragment: string): void {
     return;
   }
   throw new Error('expected E_BAD_NAME');
-}
-
-/** A listed v2 snapshot, built by hand (not through the code under test). */
-function listed(
-  kind: SnapshotKind,
-  start: number,
-  last: number,
-  unix: number,
-  extra: Partial<Snapshot> = {},
-): Snapshot {
-  const p8 = (n: number): string => String(n).padStart(8, '0');
-  return {
-    kind,
-    startRevision: start,
-    lastRevision: last,
-    createdOn: new Date(unix * 1000),
-    snapDir: '',
-    snapName: `${kind}-${p8(start)}-${p8(last)}-${unix}.gz`,
-    prefix: 'etcd-main/v2/',
-    compressionSuffix: '.gz',
-    isChunk: false,
-    isFinal: false,
-    ...extra,
-  };
 }
 
 const names = (list: readonly Snapshot[]): string[] =>
@@ -391,15 +368,15 @@ describe('keys and prefixes', () => {
 
 describe('ordering and selection', () => {
   it('sorts by last revision, then complete before chunk, then creation second (acceptance 7)', () => {
-    const a = listed('Full', 0, 100, 1000);
-    const chunk2 = listed('Full', 0, 100, 900, { isChunk: true, chunkNumber: 2 });
-    const chunk1 = listed('Full', 0, 100, 900, { isChunk: true, chunkNumber: 1 });
-    const b = listed('Incr', 101, 200, 1100);
-    const bEarlier = listed('Incr', 150, 200, 1050);
-    const c = listed('Incr', 201, 300, 1200);
+    const a = listedSnapshot('Full', 0, 100, 1000);
+    const chunk2 = listedSnapshot('Full', 0, 100, 900, { isChunk: true, chunkNumber: 2 });
+    const chunk1 = listedSnapshot('Full', 0, 100, 900, { isChunk: true, chunkNumber: 1 });
+    const b = listedSnapshot('Incr', 101, 200, 1100);
+    const bEarlier = listedSnapshot('Incr', 150, 200, 1050);
+    const c = listedSnapshot('Incr', 201, 300, 1200);
     // same second, different milliseconds: equal (Go compares Unix() seconds); stable keeps input order
-    const d1 = listed('Incr', 301, 400, 1300, { createdOn: new Date(1300_900), snapName: 'd1' });
-    const d2 = listed('Incr', 301, 400, 1300, { createdOn: new Date(1300_100), snapName: 'd2' });
+    const d1 = listedSnapshot('Incr', 301, 400, 1300, { createdOn: new Date(1300_900), snapName: 'd1' });
+    const d2 = listedSnapshot('Incr', 301, 400, 1300, { createdOn: new Date(1300_100), snapName: 'd2' });
     const input = [c, chunk2, b, d1, a, d2, chunk1, bEarlier];
     const sorted = sortSnapshots(input);
     expect(names(sorted)).toEqual(names([a, chunk1, chunk2, bEarlier, b, c, d1, d2]));
@@ -412,37 +389,37 @@ describe('ordering and selection', () => {
   });
 
   it('latest set: newest full and later deltas ascending; chunks ignored (acceptance 4, 7)', () => {
-    const f1 = listed('Full', 0, 100, 1000);
-    const d1 = listed('Incr', 101, 200, 1100);
-    const f2 = listed('Full', 0, 200, 1150);
-    const d2 = listed('Incr', 201, 300, 1200);
-    const d3 = listed('Incr', 301, 400, 1300);
+    const f1 = listedSnapshot('Full', 0, 100, 1000);
+    const d1 = listedSnapshot('Incr', 101, 200, 1100);
+    const f2 = listedSnapshot('Full', 0, 200, 1150);
+    const d2 = listedSnapshot('Incr', 201, 300, 1200);
+    const d3 = listedSnapshot('Incr', 301, 400, 1300);
     // a chunk of an in-flight full with the highest revision must not become the base
-    const chunk = listed('Full', 0, 500, 1400, { isChunk: true, chunkNumber: 1 });
+    const chunk = listedSnapshot('Full', 0, 500, 1400, { isChunk: true, chunkNumber: 1 });
     const set = latestSet([d3, chunk, f1, d2, f2, d1]);
     expect(set.full).toBe(f2);
     expect(names(set.deltas)).toEqual(names([d2, d3]));
   });
 
   it('latest set without a full: undefined + all deltas', () => {
-    const d1 = listed('Incr', 101, 200, 1100);
-    const d2 = listed('Incr', 201, 300, 1200);
+    const d1 = listedSnapshot('Incr', 101, 200, 1100);
+    const d2 = listedSnapshot('Incr', 201, 300, 1200);
     expect(latestSet([d2, d1])).toEqual({ full: undefined, deltas: [d1, d2] });
     expect(latestSet([])).toEqual({ full: undefined, deltas: [] });
   });
 
   it('latest set: a final full is the base (the compat final-gzip case)', () => {
-    const f = listed('Full', 0, 397, 1540, { isFinal: true, snapName: 'Full-00000000-00000397-1540.gz.final' });
-    const d = listed('Incr', 366, 394, 1540);
+    const f = listedSnapshot('Full', 0, 397, 1540, { isFinal: true, snapName: 'Full-00000000-00000397-1540.gz.final' });
+    const d = listedSnapshot('Incr', 366, 394, 1540);
     expect(latestSet([d, f])).toEqual({ full: f, deltas: [] });
   });
 
   it('latestFulls: newest n fulls, newest first', () => {
-    const f1 = listed('Full', 0, 100, 1000);
-    const f2 = listed('Full', 0, 200, 2000);
-    const f3 = listed('Full', 0, 300, 3000);
-    const d = listed('Incr', 301, 400, 3100);
-    const chunk = listed('Full', 0, 500, 3200, { isChunk: true, chunkNumber: 1 });
+    const f1 = listedSnapshot('Full', 0, 100, 1000);
+    const f2 = listedSnapshot('Full', 0, 200, 2000);
+    const f3 = listedSnapshot('Full', 0, 300, 3000);
+    const d = listedSnapshot('Incr', 301, 400, 3100);
+    const chunk = listedSnapshot('Full', 0, 500, 3200, { isChunk: true, chunkNumber: 1 });
     const list = [f1, f2, f3, d, chunk];
     expect(latestFulls(list, 2)).toEqual([f3, f2]);
     expect(latestFulls(list, 4)).toEqual([f3, f2, f1]);
@@ -450,14 +427,14 @@ describe('ordering and selection', () => {
   });
 
   it('filteredBackups: groups by full, newest first, deltas newest first', () => {
-    const orphan = listed('Incr', 1, 50, 900);
-    const f1 = listed('Full', 0, 100, 1000);
-    const d11 = listed('Incr', 101, 150, 1050);
-    const d12 = listed('Incr', 151, 200, 1100);
-    const f2 = listed('Full', 0, 200, 2000);
-    const f3 = listed('Full', 0, 300, 3000);
-    const d31 = listed('Incr', 301, 400, 3100);
-    const d32 = listed('Incr', 401, 500, 3200);
+    const orphan = listedSnapshot('Incr', 1, 50, 900);
+    const f1 = listedSnapshot('Full', 0, 100, 1000);
+    const d11 = listedSnapshot('Incr', 101, 150, 1050);
+    const d12 = listedSnapshot('Incr', 151, 200, 1100);
+    const f2 = listedSnapshot('Full', 0, 200, 2000);
+    const f3 = listedSnapshot('Full', 0, 300, 3000);
+    const d31 = listedSnapshot('Incr', 301, 400, 3100);
+    const d32 = listedSnapshot('Incr', 401, 500, 3200);
     const list = [orphan, f1, d11, d12, f2, f3, d31, d32];
     expect(filteredBackups(list, -1)).toEqual([f3, d32, d31, f2, f1, d12, d11]);
     expect(filteredBackups(list, 1)).toEqual([f3, d32, d31]);
@@ -485,10 +462,10 @@ describe('ordering and selection', () => {
 
   it('isDeletable honours the immutability expiry', () => {
     const now = new Date('2026-03-18T12:00:00Z');
-    expect(isDeletable(listed('Full', 0, 1, 1), now)).toBe(true);
-    expect(isDeletable(listed('Full', 0, 1, 1, { immutabilityExpiryTime: new Date('2026-03-18T12:00:01Z') }), now)).toBe(false);
-    expect(isDeletable(listed('Full', 0, 1, 1, { immutabilityExpiryTime: new Date('2026-03-18T12:00:00Z') }), now)).toBe(false);
-    expect(isDeletable(listed('Full', 0, 1, 1, { immutabilityExpiryTime: new Date('2026-03-18T11:59:59Z') }), now)).toBe(true);
+    expect(isDeletable(listedSnapshot('Full', 0, 1, 1), now)).toBe(true);
+    expect(isDeletable(listedSnapshot('Full', 0, 1, 1, { immutabilityExpiryTime: new Date('2026-03-18T12:00:01Z') }), now)).toBe(false);
+    expect(isDeletable(listedSnapshot('Full', 0, 1, 1, { immutabilityExpiryTime: new Date('2026-03-18T12:00:00Z') }), now)).toBe(false);
+    expect(isDeletable(listedSnapshot('Full', 0, 1, 1, { immutabilityExpiryTime: new Date('2026-03-18T11:59:59Z') }), now)).toBe(true);
   });
 });
 

@@ -4,12 +4,11 @@
  * scale-up, and the member drops it once promoted. Read only when Kubernetes is enabled; a missing resource
  * (older druid, no CRD) simply means "no annotation".
  */
-import { Observable, PatchStrategy } from '@kubernetes/client-node';
-import type { ConfigurationOptions, ObservableMiddleware, RequestContext, ResponseContext } from '@kubernetes/client-node';
+import { PatchStrategy } from '@kubernetes/client-node';
 import type { Clock } from '../clock.js';
 import type { KubeClient } from '../k8s/client.js';
 import { toKubeError } from '../k8s/errors.js';
-import { withDeadline } from '../k8s/lease.js';
+import { requestOptions, withDeadline } from '../k8s/lease.js';
 
 export const CREATE_AS_LEARNER_ANNOTATION = 'druid.gardener.cloud/create-as-learner';
 
@@ -20,28 +19,13 @@ export interface EtcdMemberRef {
   name: string;
 }
 
-/** Per-request middleware for customObjects calls: the abort signal and, for patches, the content type. */
-export function callOptions(signal: AbortSignal, contentType?: string): ConfigurationOptions {
-  const middleware: ObservableMiddleware = {
-    pre(ctx: RequestContext): Observable<RequestContext> {
-      ctx.setSignal(signal);
-      if (contentType !== undefined) ctx.setHeaderParam('Content-Type', contentType);
-      return new Observable(Promise.resolve(ctx));
-    },
-    post(res: ResponseContext): Observable<ResponseContext> {
-      return new Observable(Promise.resolve(res));
-    },
-  };
-  return { middleware: [middleware], middlewareMergeStrategy: 'append' };
-}
-
 /** Whether the EtcdMember carries `create-as-learner: "true"`; false when there is no EtcdMember. */
 export async function readCreateAsLearner(kube: KubeClient, ref: EtcdMemberRef, clock: Clock, timeoutMs: number): Promise<boolean> {
   const what = `get EtcdMember ${ref.namespace}/${ref.name}`;
   return withDeadline(clock, timeoutMs, what, async (signal) => {
     let obj: unknown;
     try {
-      obj = await kube.customObjects.getNamespacedCustomObject({ ...ETCD_MEMBER, ...ref }, callOptions(signal));
+      obj = await kube.customObjects.getNamespacedCustomObject({ ...ETCD_MEMBER, ...ref }, requestOptions(signal));
     } catch (err) {
       const e = toKubeError(err, what, signal);
       if (e.code === 'E_KUBE_NOT_FOUND') return false;
@@ -59,7 +43,7 @@ export async function clearCreateAsLearner(kube: KubeClient, ref: EtcdMemberRef,
     try {
       await kube.customObjects.patchNamespacedCustomObject(
         { ...ETCD_MEMBER, ...ref, body: { metadata: { annotations: { [CREATE_AS_LEARNER_ANNOTATION]: null } } } },
-        callOptions(signal, PatchStrategy.MergePatch),
+        requestOptions(signal, PatchStrategy.MergePatch),
       );
     } catch (err) {
       const e = toKubeError(err, what, signal);

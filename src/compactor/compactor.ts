@@ -19,7 +19,7 @@ import type { LocalEtcd } from '../etcd/local-etcd.js';
 import { compact } from '../etcd/ops.js';
 import type { SnapshotLeases } from '../k8s/snapshot-leases.js';
 import { planRestore } from '../restorer/plan.js';
-import { backendPath, executeRestore, reenableAuth } from '../restorer/restore.js';
+import { backendPath, executeRestore, reenableAuth, restoreSettings } from '../restorer/restore.js';
 import { currentRevision, saveVerifiedFullSnapshot, takeFullSnapshot } from '../snapshotter/full-snapshot.js';
 
 /** Upstream `etcdDialTimeout`: bounds the revision read on the local etcd. */
@@ -100,18 +100,10 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
   let client: Etcd3 | undefined;
   try {
     const restored = await executeRestore(store, plan, {
+      ...restoreSettings(rc),
       binaries,
       dataDir,
       tempDir,
-      name: rc.name,
-      initialCluster: rc.initialCluster,
-      initialClusterToken: rc.initialClusterToken,
-      initialAdvertisePeerUrls: rc.initialAdvertisePeerURLs,
-      skipHashCheck: rc.skipHashCheck,
-      maxFetchers: rc.maxFetchers,
-      embeddedEtcdQuotaBytes: rc.embeddedEtcdQuotaBytes,
-      maxRequestBytes: rc.maxRequestBytes,
-      maxTxnOps: rc.maxTxnOps,
       keepEtcdRunning: true,
       logger,
       ...(signal ? { signal } : {}),

@@ -25,13 +25,14 @@ export function cronScheduleError(spec: string): string | undefined {
   const fields = s.split(/\s+/).filter((f) => f !== '');
   if (fields.length !== 5) return `expected exactly 5 fields, found ${fields.length}: ${s}`;
   for (let i = 0; i < 5; i++) {
-    const err = fieldError(fields[i] as string, BOUNDS[i] as Bounds);
+    const err = fieldError(fields[i] as string, CRON_FIELD_BOUNDS[i] as CronFieldBounds);
     if (err !== undefined) return err;
   }
   return undefined;
 }
 
-interface Bounds {
+/** The values a cron field may take (robfig's bounds), and the names it accepts for some. */
+export interface CronFieldBounds {
   min: number;
   max: number;
   names?: Readonly<Record<string, number>>;
@@ -39,7 +40,8 @@ interface Bounds {
 
 const MONTHS = { jan: 1, feb: 2, mar: 3, apr: 4, may: 5, jun: 6, jul: 7, aug: 8, sep: 9, oct: 10, nov: 11, dec: 12 };
 const DAYS = { sun: 0, mon: 1, tue: 2, wed: 3, thu: 4, fri: 5, sat: 6 };
-const BOUNDS: readonly Bounds[] = [
+/** Minute, hour, day of month, month, day of week. */
+export const CRON_FIELD_BOUNDS: readonly CronFieldBounds[] = [
   { min: 0, max: 59 },
   { min: 0, max: 23 },
   { min: 1, max: 31 },
@@ -76,7 +78,7 @@ function parseIntStrict(expr: string, whole: string): number | string {
   return n;
 }
 
-function fieldError(field: string, b: Bounds): string | undefined {
+function fieldError(field: string, b: CronFieldBounds): string | undefined {
   for (const expr of field.split(',')) {
     const rangeAndStep = expr.split('/');
     if (rangeAndStep.length > 2) return `too many slashes: ${expr}`;
@@ -112,7 +114,7 @@ function fieldError(field: string, b: Bounds): string | undefined {
   return undefined;
 }
 
-function nameOrInt(s: string, b: Bounds, expr: string): number | string {
+function nameOrInt(s: string, b: CronFieldBounds, expr: string): number | string {
   const named = b.names?.[s.toLowerCase()];
   if (named !== undefined) return named;
   return parseIntStrict(s, expr);

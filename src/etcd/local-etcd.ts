@@ -45,7 +45,18 @@ export interface LocalEtcdOptions {
 const live = new Set<ChildProcess>();
 let exitHookInstalled = false;
 
-// A local etcd must never outlive the process that started it, even when that process crashes.
+/**
+ * SIGKILLs `child` if this process exits while it still runs: a local etcd must never outlive the process
+ * that started it, even when that process crashes.
+ */
+export function killOnProcessExit(child: ChildProcess): void {
+  installExitHook();
+  live.add(child);
+  const forget = (): void => void live.delete(child);
+  child.once('exit', forget);
+  child.once('error', forget);
+}
+
 function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
@@ -80,7 +91,6 @@ export async function startLocalEtcd(opts: LocalEtcdOptions): Promise<LocalEtcd>
 class PortInUseError extends Error {}
 
 async function startOnce(opts: LocalEtcdOptions): Promise<LocalEtcd> {
-  installExitHook();
   const host = opts.host ?? '127.0.0.1';
   const name = opts.name ?? 'default';
   const clientPort = opts.clientPort || (await freePort(host));
@@ -111,21 +121,15 @@ async function startOnce(opts: LocalEtcdOptions): Promise<LocalEtcd> {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, ...opts.env },
   });
-  live.add(child);
+  killOnProcessExit(child);
   let tail = '';
   child.stderr?.setEncoding('utf8');
   child.stderr?.on('data', (chunk: string) => {
     tail = (tail + chunk).slice(-TAIL_BYTES);
   });
   const exited = new Promise<number | null>((resolve) => {
-    child.once('exit', (code) => {
-      live.delete(child);
-      resolve(code);
-    });
-    child.once('error', () => {
-      live.delete(child);
-      resolve(-1);
-    });
+    child.once('exit', (code) => resolve(code));
+    child.once('error', () => resolve(-1));
   });
 
   let stopping: Promise<void> | undefined;

@@ -12,7 +12,7 @@ import { PatchStrategy } from '@kubernetes/client-node';
 import type { Logger, Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock, TimerHandle } from '../clock.js';
 import type { MemberDefragmentation } from '../cluster/defrag.js';
-import { ETCD_MEMBER, callOptions } from '../cluster/etcd-member.js';
+import { ETCD_MEMBER } from '../cluster/etcd-member.js';
 import type { EtcdMemberStatus } from '../cluster/leadership.js';
 import {
   currentState,
@@ -29,7 +29,7 @@ import type { InitializationOutcome, InitializationProgress } from '../initializ
 import type { StoredSnapshotInfo } from '../snapshotter/snapshotter.js';
 import type { KubeClient } from './client.js';
 import { KubeError, toKubeError } from './errors.js';
-import { withDeadline } from './lease.js';
+import { requestOptions, withDeadline } from './lease.js';
 
 export interface EtcdMemberStatusPublisherOptions {
   kube: KubeClient;
@@ -212,7 +212,7 @@ export class EtcdMemberStatusPublisher {
   private async hydrate(): Promise<void> {
     const { kube, namespace, name, clock } = this.opts;
     const obj = await this.request(`get ${this.what}`, (signal) =>
-      kube.customObjects.getNamespacedCustomObject({ ...ETCD_MEMBER, namespace, name }, callOptions(signal)),
+      kube.customObjects.getNamespacedCustomObject({ ...ETCD_MEMBER, namespace, name }, requestOptions(signal)),
     );
     const transitions = (obj as { status?: { transitions?: unknown } } | undefined)?.status?.transitions;
     this.model = reduceMemberStatus(this.model, { type: 'HistoryLoaded', at: clock.now(), transitions });
@@ -228,7 +228,7 @@ export class EtcdMemberStatusPublisher {
     await this.request(`patch ${this.what} status`, (signal) =>
       kube.customObjects.patchNamespacedCustomObjectStatus(
         { ...ETCD_MEMBER, namespace, name, body: { status: body } },
-        callOptions(signal, PatchStrategy.MergePatch),
+        requestOptions(signal, PatchStrategy.MergePatch),
       ),
     );
   }

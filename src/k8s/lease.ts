@@ -61,10 +61,10 @@ export async function mergePatchLease(kube: KubeClient, ref: LeaseRef, patch: Le
 }
 
 /**
- * Per-request middleware: the abort signal (client-node has no other way to pass one) and, for patches, the
- * content type, because the generated client defaults to JSON patch.
+ * Per-request middleware for every call we make (leases, EtcdMembers): the abort signal (client-node has no
+ * other way to pass one) and, for patches, the content type, because the generated client defaults to JSON patch.
  */
-function requestOptions(signal: AbortSignal, contentType?: string): ConfigurationOptions {
+export function requestOptions(signal: AbortSignal, contentType?: string): ConfigurationOptions {
   // The generated object-parameter API hands call options to the Observable layer, hence ObservableMiddleware.
   const middleware: ObservableMiddleware = {
     pre(ctx: RequestContext): Observable<RequestContext> {

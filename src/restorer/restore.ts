@@ -5,6 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { Etcd3 } from 'etcd3';
 import { createDecompressStream, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { setAuthEnabled } from '../bbolt/patch.js';
+import type { RestorationConfig } from '../config/types.js';
 import { restoreBaseSnapshot } from '../etcd/base-restore.js';
 import type { EtcdBinaries } from '../etcd/binaries.js';
 import { startLocalEtcd, type LocalEtcd } from '../etcd/local-etcd.js';
@@ -37,6 +38,34 @@ export interface RestoreOptions {
   replaceExisting?: boolean;
   logger: Logger;
   signal?: AbortSignal;
+}
+
+/** The restore options the restoration flags (`--name` … `--max-txn-ops`) set, other than the directories. */
+export type RestoreSettings = Pick<
+  RestoreOptions,
+  | 'name'
+  | 'initialCluster'
+  | 'initialClusterToken'
+  | 'initialAdvertisePeerUrls'
+  | 'skipHashCheck'
+  | 'maxFetchers'
+  | 'embeddedEtcdQuotaBytes'
+  | 'maxRequestBytes'
+  | 'maxTxnOps'
+>;
+
+export function restoreSettings(rc: RestorationConfig): RestoreSettings {
+  return {
+    name: rc.name,
+    initialCluster: rc.initialCluster,
+    initialClusterToken: rc.initialClusterToken,
+    initialAdvertisePeerUrls: rc.initialAdvertisePeerURLs,
+    skipHashCheck: rc.skipHashCheck,
+    maxFetchers: rc.maxFetchers,
+    embeddedEtcdQuotaBytes: rc.embeddedEtcdQuotaBytes,
+    maxRequestBytes: rc.maxRequestBytes,
+    maxTxnOps: rc.maxTxnOps,
+  };
 }
 
 export interface RestoreResult {

@@ -24,6 +24,7 @@ import { buildHttpServer } from './app.js';
 import { findEtcdBinaries, type EtcdBinaries } from '../etcd/binaries.js';
 import { clusterSize, etcdConfigPath, parseInitialCluster, readEtcdConfigTemplate } from '../initializer/etcd-config.js';
 import { initializeDataDir } from '../initializer/initializer.js';
+import { restoreSettings } from '../restorer/restore.js';
 import { InitializationState } from './initialization.js';
 import { registerInitRoutes } from './init-routes.js';
 import { HealthState } from './health.js';
@@ -138,18 +139,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
         ...(store ? { store: () => store.get() } : {}),
         ...(ctx.stores.primary ? { snapstoreTempDir: ctx.stores.primary.tempDir } : {}),
         binaries: () => (binaries ??= findEtcdBinaries({ etcdBin: ctx.env.ETCD_BIN, path: ctx.env.PATH ?? '' })),
-        restore: {
-          tempDir: rc.tempDir,
-          name: rc.name,
-          initialCluster: rc.initialCluster,
-          initialClusterToken: rc.initialClusterToken,
-          initialAdvertisePeerUrls: rc.initialAdvertisePeerURLs,
-          skipHashCheck: rc.skipHashCheck,
-          maxFetchers: rc.maxFetchers,
-          embeddedEtcdQuotaBytes: rc.embeddedEtcdQuotaBytes,
-          maxRequestBytes: rc.maxRequestBytes,
-          maxTxnOps: rc.maxTxnOps,
-        },
+        restore: { ...restoreSettings(rc), tempDir: rc.tempDir },
         logger,
         metrics,
         ...(etcdMemberStatus ? { onProgress: (p) => etcdMemberStatus.onInitializationProgress(p) } : {}),

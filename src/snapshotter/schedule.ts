@@ -13,7 +13,7 @@ import {
   type MonthRange,
   type SixtyRange,
 } from 'cron-parser';
-import { cronScheduleError } from '../config/cron.js';
+import { CRON_FIELD_BOUNDS, cronScheduleError, type CronFieldBounds } from '../config/cron.js';
 import { parseGoDurationNs } from '../config/values.js';
 
 /**
@@ -141,7 +141,7 @@ function buildPlan(s: string): Plan {
     return toPlan(f);
   }
   const parts = s.split(/\s+/);
-  const [minute, hour, dom, month, dow] = parts.map((p, i) => parseField(p, BOUNDS[i] as Bounds));
+  const [minute, hour, dom, month, dow] = parts.map((p, i) => parseField(p, CRON_FIELD_BOUNDS[i] as CronFieldBounds));
   if (minute === undefined || hour === undefined || dom === undefined || month === undefined || dow === undefined) {
     throw new CronScheduleError(s, `expected exactly 5 fields, found ${parts.length}: ${s}`);
   }
@@ -176,22 +176,6 @@ function toPlan(f: SpecFields): Plan {
   }
 }
 
-interface Bounds {
-  min: number;
-  max: number;
-  names?: Readonly<Record<string, number>>;
-}
-
-const MONTH_NAMES = { jan: 1, feb: 2, mar: 3, apr: 4, may: 5, jun: 6, jul: 7, aug: 8, sep: 9, oct: 10, nov: 11, dec: 12 };
-const DAY_NAMES = { sun: 0, mon: 1, tue: 2, wed: 3, thu: 4, fri: 5, sat: 6 };
-const BOUNDS: readonly Bounds[] = [
-  { min: 0, max: 59 },
-  { min: 0, max: 23 },
-  { min: 1, max: 31 },
-  { min: 1, max: 12, names: MONTH_NAMES },
-  { min: 0, max: 6, names: DAY_NAMES },
-];
-
 function range(min: number, max: number): number[] {
   return Array.from({ length: max - min + 1 }, (_, i) => min + i);
 }
@@ -214,7 +198,7 @@ const DESCRIPTORS: Readonly<Record<string, SpecFields>> = {
  * (`N/step` means `N-max/step`). The star bit is set by a `*`/`?` item unless its step is > 1, so `*` and `*\/1`
  * count as unrestricted while `*\/2` and `1-31` count as restricted.
  */
-function parseField(field: string, b: Bounds): { values: number[]; star: boolean } {
+function parseField(field: string, b: CronFieldBounds): { values: number[]; star: boolean } {
   const values = new Set<number>();
   let star = false;
   for (const expr of field.split(',')) {
@@ -247,7 +231,7 @@ function parseField(field: string, b: Bounds): { values: number[]; star: boolean
   return { values: [...values].sort((x, y) => x - y), star };
 }
 
-function nameOrInt(s: string, b: Bounds): number {
+function nameOrInt(s: string, b: CronFieldBounds): number {
   return b.names?.[s.toLowerCase()] ?? (/^[+-]?[0-9]+$/.test(s) ? Number(s) : NaN);
 }
 

@@ -7,30 +7,22 @@
  * fixture stores go through the same program as a control.
  */
 import { createReadStream } from 'node:fs';
-import { mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
-import { Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createDecompressStream,
-  openSnapStore,
-  silentLogger,
-  type CompressionPolicy,
-  type SnapStore,
-  type Snapshot,
-} from '@etcdbrctl/snapstore';
+import { createDecompressStream, type CompressionPolicy, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
 import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
-import { systemClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
-import { CronSchedule } from '../../src/snapshotter/schedule.js';
-import { Snapshotter } from '../../src/snapshotter/snapshotter.js';
 import { buildGoProgram, type GoProgram } from '../../snapstore/test/support/go.js';
-import { startTestEtcd, type TestEtcd } from '../support/etcd.js';
+import { readDeltaEvents } from '../support/deltas.js';
+import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
+import { openLocalStore } from '../support/local-store.js';
+import { createTestSnapshotter } from '../support/snapshotter.js';
 
 const GO_DIR = fileURLToPath(new URL('./go/', import.meta.url));
 const FIXTURES = '/work/shared/compat/upstream-v0.23';
@@ -82,14 +74,6 @@ function etcdLine(type: 'Put' | 'Delete', kv: RawWatchKv): string {
 /** Drops the trailing time field of a dump line. */
 const withoutTime = (line: string) => line.slice(0, line.lastIndexOf(' '));
 
-async function readOurEvents(store: SnapStore, snap: Snapshot): Promise<DeltaEvent[]> {
-  const events: DeltaEvent[] = [];
-  const parser = new DeltaPayloadParser(snap.snapName);
-  parser.on('data', (e: DeltaEvent) => events.push(e));
-  await pipeline(await store.fetch(snap), createDecompressStream(snap.compressionSuffix, snap.snapName), parser);
-  return events;
-}
-
 async function readOurFile(path: string, name: string, suffix: string): Promise<DeltaEvent[]> {
   const events: DeltaEvent[] = [];
   const parser = new DeltaPayloadParser(name);
@@ -117,22 +101,19 @@ afterAll(async () => {
 
 describe('Go restorer reads the deltas and fulls we write', () => {
   const POLICIES: Array<CompressionPolicy | undefined> = ['gzip', 'zlib', 'lzw', undefined];
-  let etcd: TestEtcd;
+  let etcdEnv: EtcdWithClient;
   let client: Etcd3;
   let dir: string;
   const stores: SnapStore[] = [];
 
   beforeAll(async () => {
-    etcd = await startTestEtcd();
-    client = new Etcd3({ hosts: etcd.clientUrl });
-    dir = await mkdtemp(join(tmpdir(), 'etcdbr-go-compat-'));
+    etcdEnv = await startEtcdWithClient('etcdbr-go-compat-');
+    ({ client, dir } = etcdEnv);
   });
 
   afterAll(async () => {
-    client?.close();
     await Promise.all(stores.map((s) => s.close()));
-    await etcd?.cleanup();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    await etcdEnv?.cleanup();
   });
 
   it('every event of a varied workload, under gzip, zlib, lzw and no compression', async () => {
@@ -140,28 +121,12 @@ describe('Go restorer reads the deltas and fulls we write', () => {
     const runs = await Promise.all(
       POLICIES.map(async (policy) => {
         const name = policy ?? 'none';
-        const store = await openSnapStore({
-          provider: 'Local',
-          rootDir: join(dir, name),
-          container: 'store',
-          prefix: 'v2',
-          maxParallelChunkUploads: 5,
-          minChunkSize: 5 * 1024 * 1024,
-          tempDir: dir,
-        });
+        const store = await openLocalStore(join(dir, name), dir);
         stores.push(store);
-        const snapshotter = await Snapshotter.create(
-          {
-            schedule: new CronSchedule('0 0 1 1 *', { timeZone: 'UTC' }),
-            deltaSnapshotPeriodMs: 1000,
-            // Low enough that the 500 KiB value cuts a delta by memory, not by the timer.
-            deltaSnapshotMemoryLimit: 256 * 1024,
-            snapshotTimeoutMs: 60_000,
-            connectionTimeoutMs: 5_000,
-            compression: policy,
-            finalDeltaTimeoutMs: 10_000,
-          },
-          { client, store: async () => store, clock: systemClock, logger: silentLogger, metrics },
+        const snapshotter = await createTestSnapshotter(
+          { client, store, metrics },
+          // Low enough that the 500 KiB value cuts a delta by memory, not by the timer.
+          { deltaSnapshotMemoryLimit: 256 * 1024, compression: policy, finalDeltaTimeoutMs: 10_000 },
         );
         const stop = new AbortController();
         const running = snapshotter.run(stop.signal, true);
@@ -264,7 +229,7 @@ describe('Go restorer reads the deltas and fulls we write', () => {
         expect(Math.min(...revs)).toBeGreaterThanOrEqual(d.startRevision);
         expect(revs.at(-1)).toBe(d.lastRevision);
         // Our own parser is the second reader: same fields, and our time strings are Go's own formatting.
-        const ours = (await readOurEvents(r.store, d)).map(ourLine);
+        const ours = (await readDeltaEvents(r.store, d)).map(ourLine);
         expect(f.lines, f.name).toEqual(ours);
         goLines.push(...f.lines);
         next = d.lastRevision + 1;

@@ -1,4 +1,4 @@
-import { copyFile, open, writeFile } from 'node:fs/promises';
+import { copyFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkConsistency } from '../../src/bbolt/check.js';
@@ -7,7 +7,7 @@ import { BoltDB, BoltError, element, isBranch, isLeaf } from '../../src/bbolt/db
 import type { Page } from '../../src/bbolt/db.js';
 import { findFlockHolder } from '../../src/bbolt/lock.js';
 import { latestRevision } from '../../src/bbolt/revision.js';
-import { makeEtcdDataDir } from './fixture.js';
+import { makeEtcdDataDir, patchFile } from './fixture.js';
 import type { EtcdDataDir } from './fixture.js';
 
 let fx: EtcdDataDir;
@@ -58,15 +58,6 @@ async function middleLeaf(db: BoltDB): Promise<{ leaf: Page; parent: Page }> {
     const child = await db.treePage(element(parent, Math.floor(parent.count / 2)).child);
     if (isLeaf(child)) return { leaf: child, parent };
     parent = child;
-  }
-}
-
-async function patch(p: string, position: number, bytes: Buffer): Promise<void> {
-  const fh = await open(p, 'r+');
-  try {
-    await fh.write(bytes, 0, bytes.length, position);
-  } finally {
-    await fh.close();
   }
 }
 
@@ -135,7 +126,7 @@ describe('bbolt reader on a real etcd backend', () => {
     a.writeUInt32LE(a.readUInt32LE(4) + 16, 4);
     const b = Buffer.from(e0);
     b.writeUInt32LE(b.readUInt32LE(4) - 16, 4);
-    await patch(p, id * 4096 + 16, Buffer.concat([a, b]));
+    await patchFile(p, id * 4096 + 16, Buffer.concat([a, b]));
     const r = await checkConsistency(p);
     expect(r.ok).toBe(false);
     expect(r.problems).toContainEqual({ pageId: id, message: `page ${id}: keys 0 and 1 are not sorted` });
@@ -149,13 +140,13 @@ describe('bbolt reader on a real etcd backend', () => {
       const { leaf, parent } = await middleLeaf(db);
       return { leafId: leaf.id, branchId: parent.id };
     });
-    await patch(p, leafId * 4096, Buffer.alloc(4096));
+    await patchFile(p, leafId * 4096, Buffer.alloc(4096));
     const r = await checkConsistency(p);
     expect(r.problems).toContainEqual({ pageId: leafId, message: `page ${leafId}: header identifies as page 0` });
 
     const q = await scratch();
     const junk = Buffer.alloc(4096 - 16, 0xa5);
-    await patch(q, branchId * 4096 + 16, junk);
+    await patchFile(q, branchId * 4096 + 16, junk);
     const r2 = await checkConsistency(q);
     expect(r2.ok).toBe(false);
     expect(r2.problems.some((x) => x.pageId === branchId)).toBe(true);
@@ -168,13 +159,13 @@ describe('bbolt reader on a real etcd backend', () => {
     const elem = parent.id * 4096 + 16 + i * 16;
     const beyond = Buffer.alloc(8);
     beyond.writeUInt32LE(hwm + 5, 0);
-    await patch(p, elem + 8, beyond);
+    await patchFile(p, elem + 8, beyond);
     const r = await checkConsistency(p);
     expect(r.problems).toContainEqual({ pageId: hwm + 5, message: `page ${hwm + 5}: out of bounds (high-water mark ${hwm})` });
 
     const q = await scratch();
     // Element i+1 points at element i's child.
-    await patch(q, elem + 16 + 8, parent.buf.subarray(16 + i * 16 + 8, 16 + i * 16 + 16));
+    await patchFile(q, elem + 16 + 8, parent.buf.subarray(16 + i * 16 + 8, 16 + i * 16 + 16));
     const r2 = await checkConsistency(q);
     const dup = element(parent, i).child;
     expect(r2.problems).toContainEqual({ pageId: dup, message: `page ${dup}: multiple references` });
@@ -183,7 +174,7 @@ describe('bbolt reader on a real etcd backend', () => {
   it('falls back to the other meta page when the current one is damaged', async () => {
     const p = await scratch();
     const before = await withDb(p, async (db) => ({ metaPage: db.metaPage, txid: db.meta.txid }));
-    await patch(p, before.metaPage * 4096 + 16 + 20, Buffer.from([0xff]));
+    await patchFile(p, before.metaPage * 4096 + 16 + 20, Buffer.from([0xff]));
     await withDb(p, async (db) => {
       expect(db.metaPage).toBe(1 - before.metaPage);
       expect(db.meta.txid).toBe(before.txid - 1);
@@ -201,8 +192,8 @@ describe('bbolt reader on a real etcd backend', () => {
     await expect(checkConsistency(garbage)).rejects.toMatchObject({ code: 'E_BOLT_INVALID' });
 
     const p = await scratch();
-    await patch(p, 16, Buffer.alloc(4));
-    await patch(p, 4096 + 16, Buffer.alloc(4));
+    await patchFile(p, 16, Buffer.alloc(4));
+    await patchFile(p, 4096 + 16, Buffer.alloc(4));
     await expect(BoltDB.open(p)).rejects.toThrow(/no valid meta page; meta 0: bad magic/);
 
     const empty = join(fx.root, 'empty');

@@ -2,7 +2,7 @@
  * Real etcd data dirs for the bbolt, WAL and validator tests: an etcd (3.4 here) on free ports writes the
  * data, is stopped, and its data dir is what the tests read. Copies let each test corrupt its own.
  */
-import { cp, mkdtemp, rm } from 'node:fs/promises';
+import { cp, mkdtemp, open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
@@ -101,4 +101,14 @@ export async function copyDataDir(src: EtcdDataDir, name: string): Promise<strin
   const dir = join(src.root, name, 'data');
   await cp(src.dataDir, dir, { recursive: true });
   return dir;
+}
+
+/** Overwrites the file at `path` with `bytes` from `position` on, in place (to corrupt it on purpose). */
+export async function patchFile(path: string, position: number, bytes: Buffer): Promise<void> {
+  const fh = await open(path, 'r+');
+  try {
+    await fh.write(bytes, 0, bytes.length, position);
+  } finally {
+    await fh.close();
+  }
 }

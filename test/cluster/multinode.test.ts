@@ -15,9 +15,10 @@ import type { ClusterClientFactory } from '../../src/cluster/members.js';
 import { MultiNode } from '../../src/cluster/multinode.js';
 import type { EtcdConnectionConfig } from '../../src/config/types.js';
 import { readEtcdConfigTemplate, renderMemberConfig } from '../../src/initializer/etcd-config.js';
-import { createKubeClient, type KubeClient } from '../../src/k8s/client.js';
+import type { KubeClient } from '../../src/k8s/client.js';
 import { Metrics } from '../../src/metrics.js';
-import { ETCD_MEMBERS, FakeKubeApiServer } from '../support/fake-kube.js';
+import { startFakeKubeWithClient } from '../k8s/support.js';
+import { ETCD_MEMBERS, type FakeKubeApiServer } from '../support/fake-kube.js';
 import { collectingLogger } from './multinode-support.js';
 
 const CONNECTION = { serviceEndpoints: [], connectionTimeout: 5_000, insecureTransport: true } as unknown as EtcdConnectionConfig;
@@ -119,8 +120,7 @@ describe('EtcdMember create-as-learner annotation', () => {
   let fake: FakeKubeApiServer;
   let kube: KubeClient;
   beforeAll(async () => {
-    fake = await FakeKubeApiServer.start();
-    kube = await createKubeClient({ kind: 'server', server: fake.url });
+    ({ fake, kube } = await startFakeKubeWithClient());
   });
   afterAll(async () => {
     await fake?.stop();

@@ -4,14 +4,13 @@
  * snapshot of the same chain. Failure paths leave the store, the disk and the process table as they were.
  */
 import { createHash } from 'node:crypto';
-import { cp, mkdir, mkdtemp, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { readFileSync, readdirSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { Etcd3 } from 'etcd3';
-import { afterEach, describe, expect, it } from 'vitest';
-import { latestSet, openSnapStore, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import { describe, expect, it } from 'vitest';
+import { latestSet, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { FakeClock } from '../../src/clock.js';
 import { compactSnapshots, type CompactConfig } from '../../src/compactor/compactor.js';
 import type { CompactorConfig, RestorationConfig } from '../../src/config/types.js';
@@ -23,8 +22,12 @@ import { readAuthEnabled } from '../../src/bbolt/patch.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
 import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';
+import { cleanupAfterEach } from '../support/cleanups.js';
 import { etcdBinaries, startTestEtcd } from '../support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../support/etcd-dump.js';
+import { openLocalStore } from '../support/local-store.js';
+import { recordingLogger } from '../support/logger.js';
+import { restoreOptions } from '../support/restore.js';
 
 const COMPAT = join(import.meta.dirname, '../../../shared/compat/upstream-v0.23');
 const cases = readdirSync(COMPAT, { withFileTypes: true })
@@ -33,27 +36,11 @@ const cases = readdirSync(COMPAT, { withFileTypes: true })
 
 const NOW = new Date('2027-01-02T03:04:05Z');
 
-const cleanups: Array<() => Promise<void>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()?.();
-});
-
-async function tempDir(tag: string): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), `etcdbr-compact-${tag}-`));
-  cleanups.push(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
+const cleanups = cleanupAfterEach();
+const tempDir = (tag: string) => cleanups.tempDir(`etcdbr-compact-${tag}-`);
 
 async function localStore(root: string, dir: string): Promise<SnapStore> {
-  const store = await openSnapStore({
-    provider: 'Local',
-    rootDir: root,
-    container: 'snapstore',
-    prefix: 'v2',
-    maxParallelChunkUploads: 5,
-    minChunkSize: 5 * 1024 * 1024,
-    tempDir: dir,
-  });
+  const store = await openLocalStore(root, dir);
   cleanups.push(() => store.close());
   return store;
 }
@@ -99,38 +86,12 @@ function config(dir: string): CompactConfig {
   return { restoration: restoration(dir), compactor: COMPACTOR };
 }
 
-interface LogLine {
-  level: string;
-  msg: string;
-}
-function recordingLogger(): Logger & { lines: LogLine[] } {
-  const lines: LogLine[] = [];
-  const at = (level: string) => (obj: object | string, msg?: string) => {
-    lines.push({ level, msg: typeof obj === 'string' ? obj : (msg ?? '') });
-  };
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
-
 /** Restores a store's latest chain into a fresh dir and dumps it (the local etcd is stopped afterwards). */
 async function restoreAndDump(store: SnapStore, dir: string, extra?: (client: Etcd3) => Promise<void>): Promise<EtcdDump> {
   const binaries = await etcdBinaries();
   const dataDir = join(dir, `verify-${Math.random().toString(36).slice(2)}`);
   const plan = planRestore(await store.list());
-  await executeRestore(store, plan, {
-    binaries,
-    dataDir,
-    tempDir: join(dir, 'verify-tmp'),
-    name: 'default',
-    initialCluster: 'default=http://127.0.0.1:2380',
-    initialClusterToken: 'etcd-cluster',
-    initialAdvertisePeerUrls: ['http://127.0.0.1:2380'],
-    skipHashCheck: false,
-    maxFetchers: 3,
-    embeddedEtcdQuotaBytes: 8 * 1024 ** 3,
-    maxRequestBytes: 10 * 1024 * 1024,
-    maxTxnOps: 10240,
-    logger: recordingLogger(),
-  });
+  await executeRestore(store, plan, restoreOptions(binaries, dir, { dataDir, tempDir: join(dir, 'verify-tmp') }));
   const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
   try {
     if (extra) {
@@ -410,21 +371,7 @@ describe('compact: a base snapshot with etcd auth enabled', () => {
     // The restore of the compacted full needs no replay (auth untouched): anonymous refused, root served.
     const binaries = await etcdBinaries();
     const dataDir = join(dir, 'restored');
-    await executeRestore(store, planRestore(await store.list()), {
-      binaries,
-      dataDir,
-      tempDir: join(dir, 'verify-tmp'),
-      name: 'default',
-      initialCluster: 'default=http://127.0.0.1:2380',
-      initialClusterToken: 'etcd-cluster',
-      initialAdvertisePeerUrls: ['http://127.0.0.1:2380'],
-      skipHashCheck: false,
-      maxFetchers: 3,
-      embeddedEtcdQuotaBytes: 8 * 1024 ** 3,
-      maxRequestBytes: 10 * 1024 * 1024,
-      maxTxnOps: 10240,
-      logger: recordingLogger(),
-    });
+    await executeRestore(store, planRestore(await store.list()), restoreOptions(binaries, dir, { dataDir, tempDir: join(dir, 'verify-tmp') }));
     expect(await readAuthEnabled(backendPath(dataDir))).toBe(true);
     const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
     const anon = new Etcd3({ hosts: etcd.clientUrl });

@@ -5,41 +5,29 @@
  * count, age and the final-snapshot wait; failures (outage, corrupt or unreadable source) commit nothing
  * partial and name the object.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { createHash } from 'node:crypto';
+import { cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import {
-  createCompressStream,
-  newSnapshot,
-  openSnapStore,
-  policyForSuffix,
-  type CompressionSuffix,
-  type Logger,
-  type SnapStore,
-  type Snapshot,
-  type StoreConfig,
-} from '@etcdbrctl/snapstore';
+import { Readable } from 'node:stream';
+import { afterAll, describe, expect, it } from 'vitest';
+import { createCompressStream, newSnapshot, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { openS3Store } from '../../snapstore/src/providers/s3.js';
 import { AZURITE_ACCOUNT, AZURITE_KEY, startAzurite, type Azurite } from '../../snapstore/test/support/azurite.js';
 import { FakeGcsServer } from '../../snapstore/test/support/fake-gcs.js';
-import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver, type S3rverInstance } from '../../snapstore/test/support/s3rver.js';
+import { S3RVER_CREDENTIALS, startS3rver, type S3rverInstance } from '../../snapstore/test/support/s3rver.js';
 import { FakeClock, systemClock } from '../../src/clock.js';
 import type { CopierConfig } from '../../src/config/types.js';
 import { CopyError, copyBackups, type CopierDeps } from '../../src/copier/copier.js';
-import { DeltaBuffer, deltaPayloadBytes } from '../../src/snapshotter/delta-buffer.js';
 import { startFaultyStoreProxy } from '../../e2e/support/faulty-store.js';
+import { cleanupAfterEach } from '../support/cleanups.js';
+import { recordingLogger } from '../support/logger.js';
+import { bytesOf, putSnapshot, snapshotPayload, testStores, withFetchProgress } from './support.js';
 
 const COMPAT = join(import.meta.dirname, '../../../shared/compat/upstream-v0.23');
 const MiB = 1024 * 1024;
 const DAY = 24 * 60 * 60 * 1000;
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()?.();
-});
+const cleanups = cleanupAfterEach();
 
 // Emulators are started once for the file, on first use.
 const lazy = <T>(start: () => Promise<T>, stop: (t: T) => Promise<unknown>) => {
@@ -60,23 +48,9 @@ const azurite = lazy(
 );
 const fakeGcs = lazy(() => FakeGcsServer.start({ buckets: ['copy'] }), (g: FakeGcsServer) => g.stop());
 
-async function tempDir(tag: string): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), `etcdbr-copy-${tag}-`));
-  cleanups.push(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
+const tempDir = (tag: string) => cleanups.tempDir(`etcdbr-copy-${tag}-`);
 
-const base = (prefix: string, dir: string) => ({ container: 'copy', prefix, maxParallelChunkUploads: 3, minChunkSize: 5 * MiB, tempDir: dir });
-const s3Credentials = { region: 'us-east-1', accessKeyID: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY, s3ForcePathStyle: true };
-
-async function open(config: StoreConfig): Promise<SnapStore> {
-  const store = await openSnapStore(config);
-  cleanups.push(() => store.close());
-  return store;
-}
-const local = (root: string, dir: string, prefix = 'v2') => open({ ...base(prefix, dir), provider: 'Local', rootDir: root });
-const s3 = async (prefix: string, dir: string) =>
-  open({ ...base(prefix, dir), provider: 'S3', endpointOverride: (await s3rver()).endpoint, credentials: s3Credentials });
+const { base, open, local, s3 } = testStores(cleanups, 'copy', s3rver);
 const abs = async (prefix: string, dir: string) =>
   open({
     ...base(prefix, dir),
@@ -86,28 +60,10 @@ const abs = async (prefix: string, dir: string) =>
   });
 const gcs = async (prefix: string, dir: string) => open({ ...base(prefix, dir), provider: 'GCS', endpointOverride: (await fakeGcs()).endpoint });
 
-interface LogLine {
-  level: string;
-  msg: string;
-}
-function recordingLogger(): Logger & { lines: LogLine[] } {
-  const lines: LogLine[] = [];
-  const at = (level: string) => (obj: object | string, msg?: string) => {
-    lines.push({ level, msg: typeof obj === 'string' ? obj : (msg ?? '') });
-  };
-  return { lines, debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error') };
-}
-
 const ALL: CopierConfig = { maxBackupsToCopy: -1, maxBackupAge: -1, maxParallelCopyOperations: 10, waitForFinalSnapshot: false, waitForFinalSnapshotTimeout: 0 };
 
 function deps(source: SnapStore, destination: SnapStore, over: Partial<CopierDeps> = {}): CopierDeps {
   return { source, destination, logger: recordingLogger(), clock: systemClock, finalSnapshotPollMs: 50, ...over };
-}
-
-async function bytesOf(store: SnapStore, snap: Snapshot): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of await store.fetch(snap)) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
 }
 
 /** `<v1|v2>/<snapDir>/<name without .final>` → sha256 of the stored bytes, for every object. */
@@ -119,35 +75,6 @@ async function contents(store: SnapStore): Promise<Map<string, string>> {
     out.set(key, createHash('sha256').update(await bytesOf(store, s)).digest('hex'));
   }
   return out;
-}
-
-/** A valid payload: random bbolt-sized body (full) or delta JSON, followed by sha256(body). */
-function payload(kind: 'Full' | 'Incr', size: number, rev = 1): Buffer {
-  if (kind === 'Incr') {
-    const b = new DeltaBuffer();
-    b.append({ type: 'PUT', key: Buffer.from(`/k/${rev}`), value: randomBytes(size), createRevision: rev, modRevision: rev, version: 1, lease: '0', time: '2026-01-01T00:00:00Z' });
-    return deltaPayloadBytes(b.take()!);
-  }
-  const body = randomBytes(Math.ceil(size / 512) * 512);
-  return Buffer.concat([body, createHash('sha256').update(body).digest()]);
-}
-
-async function put(store: SnapStore, snap: Snapshot, data: Buffer): Promise<void> {
-  const codec = createCompressStream(policyForSuffix(snap.compressionSuffix));
-  await store.save(snap, Readable.from([data]).pipe(codec));
-}
-
-async function putSnapshot(
-  store: SnapStore,
-  kind: 'Full' | 'Incr',
-  start: number,
-  last: number,
-  createdOn: Date,
-  opts: { suffix?: CompressionSuffix; isFinal?: boolean; size?: number } = {},
-): Promise<Snapshot> {
-  const snap = newSnapshot({ kind, startRevision: start, lastRevision: last, createdOn, compressionSuffix: opts.suffix ?? '', isFinal: opts.isFinal ?? false });
-  await put(store, snap, payload(kind, opts.size ?? 2048, last));
-  return snap;
 }
 
 /**
@@ -328,24 +255,11 @@ describe('failures', () => {
     const proxy = await startFaultyStoreProxy(server.endpoint);
     cleanups.push(() => proxy.stop());
     // The source stream of the big object switches the destination off when half of it went through.
-    const source: SnapStore = Object.assign(Object.create(inner) as SnapStore, {
-      fetch: async (snap: Snapshot) => {
-        const raw = await inner.fetch(snap);
-        if (snap.snapName !== big.snapName) return raw;
-        let seen = 0;
-        return raw.pipe(
-          new Transform({
-            transform(chunk: Buffer, _enc, cb) {
-              seen += chunk.length;
-              if (seen >= 6 * MiB && proxy.mode === 'up') proxy.setMode('down');
-              cb(null, chunk);
-            },
-          }),
-        );
-      },
+    const source = withFetchProgress(inner, big.snapName, (seen) => {
+      if (seen >= 6 * MiB && proxy.mode === 'up') proxy.setMode('down');
     });
     const tuning = { maxAttempts: 2, partRetries: 1, partRetryBaseDelayMs: 20, connectionTimeoutMs: 2_000 };
-    const viaProxy = await openS3Store({ ...base('outage/v2', dir), provider: 'S3', endpointOverride: proxy.endpoint, credentials: s3Credentials }, tuning);
+    const viaProxy = await openS3Store({ ...base('outage/v2', dir), provider: 'S3', endpointOverride: proxy.endpoint, credentials: S3RVER_CREDENTIALS }, tuning);
     cleanups.push(() => viaProxy.close());
     const direct = await s3('outage/v2', dir);
 
@@ -403,7 +317,7 @@ describe('failures', () => {
     const snap = newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: 7, createdOn: new Date('2027-01-01T00:00:00Z'), compressionSuffix: '.gz' });
     // A valid gzip member, cut short.
     const chunks: Buffer[] = [];
-    for await (const c of Readable.from([payload('Full', 64 * 1024)]).pipe(createCompressStream('gzip'))) chunks.push(c as Buffer);
+    for await (const c of Readable.from([snapshotPayload('Full', 64 * 1024)]).pipe(createCompressStream('gzip'))) chunks.push(c as Buffer);
     const gz = Buffer.concat(chunks);
     await source.save(snap, Readable.from([gz.subarray(0, gz.length - 100)]));
     const dest = await local(join(dir, 'dest'), dir);

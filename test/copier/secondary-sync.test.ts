@@ -5,26 +5,14 @@
  * applies the policy and never runs during a round; an abort mid-copy commits nothing partial; an
  * unreachable secondary or a bad object fails the round (logged, counted) and the next round retries.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable, Transform } from 'node:stream';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import {
-  createCompressStream,
-  newSnapshot,
-  openSnapStore,
-  policyForSuffix,
-  type CompressionSuffix,
-  type GcResult,
-  type Logger,
-  type SnapStore,
-  type Snapshot,
-  type StoreConfig,
-} from '@etcdbrctl/snapstore';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { GcResult, Logger, SnapStore, Snapshot } from '@etcdbrctl/snapstore';
 import { openS3Store } from '../../snapstore/src/providers/s3.js';
-import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver, UPLOAD_PART_MARKER, type S3rverInstance } from '../../snapstore/test/support/s3rver.js';
+import { S3RVER_CREDENTIALS, startS3rver, UPLOAD_PART_MARKER, type S3rverInstance } from '../../snapstore/test/support/s3rver.js';
 import { commandFlagSet } from '../../src/cli/help.js';
 import { FakeClock } from '../../src/clock.js';
 import { buildCommandConfig } from '../../src/config/build.js';
@@ -38,17 +26,15 @@ import {
   type SyncRound,
 } from '../../src/copier/secondary-sync.js';
 import { Metrics } from '../../src/metrics.js';
-import { DeltaBuffer, deltaPayloadBytes } from '../../src/snapshotter/delta-buffer.js';
 import { startFaultyStoreProxy } from '../../e2e/support/faulty-store.js';
+import { cleanupAfterEach } from '../support/cleanups.js';
+import { bytesOf, putSnapshot, testStores, withFetchProgress } from './support.js';
 
 const MiB = 1024 * 1024;
 const HOUR = 60 * 60 * 1000;
 const T0 = new Date('2027-03-01T10:00:00Z');
 
-const cleanups: Array<() => Promise<unknown>> = [];
-afterEach(async () => {
-  while (cleanups.length > 0) await cleanups.pop()?.();
-});
+const cleanups = cleanupAfterEach();
 
 let s3rverStarted: Promise<S3rverInstance> | undefined;
 const s3rver = () => (s3rverStarted ??= startS3rver({ bucket: 'sync' }));
@@ -56,23 +42,9 @@ afterAll(async () => {
   if (s3rverStarted) await (await s3rverStarted).stop();
 });
 
-async function tempDir(tag: string): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), `etcdbr-secsync-${tag}-`));
-  cleanups.push(() => rm(dir, { recursive: true, force: true }));
-  return dir;
-}
+const tempDir = (tag: string) => cleanups.tempDir(`etcdbr-secsync-${tag}-`);
 
-const base = (prefix: string, dir: string) => ({ container: 'sync', prefix, maxParallelChunkUploads: 3, minChunkSize: 5 * MiB, tempDir: dir });
-const s3Credentials = { region: 'us-east-1', accessKeyID: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY, s3ForcePathStyle: true };
-
-async function open(config: StoreConfig): Promise<SnapStore> {
-  const store = await openSnapStore(config);
-  cleanups.push(() => store.close());
-  return store;
-}
-const local = (root: string, dir: string) => open({ ...base('v2', dir), provider: 'Local', rootDir: root });
-const s3 = async (prefix: string, dir: string) =>
-  open({ ...base(prefix, dir), provider: 'S3', endpointOverride: (await s3rver()).endpoint, credentials: s3Credentials });
+const { base, local, s3 } = testStores(cleanups, 'sync', s3rver);
 
 interface LogLine {
   level: string;
@@ -106,37 +78,6 @@ function queue<T>() {
       return items.length;
     },
   };
-}
-
-/** A valid payload: a bbolt-sized random body (full) or a delta JSON array, then sha256 of it. */
-function payload(kind: 'Full' | 'Incr', size: number, rev: number): Buffer {
-  if (kind === 'Incr') {
-    const b = new DeltaBuffer();
-    b.append({ type: 'PUT', key: Buffer.from(`/k/${rev}`), value: randomBytes(size), createRevision: rev, modRevision: rev, version: 1, lease: '0', time: '2027-01-01T00:00:00Z' });
-    return deltaPayloadBytes(b.take()!);
-  }
-  const body = randomBytes(Math.ceil(size / 512) * 512);
-  return Buffer.concat([body, createHash('sha256').update(body).digest()]);
-}
-
-async function putSnapshot(
-  store: SnapStore,
-  kind: 'Full' | 'Incr',
-  start: number,
-  last: number,
-  createdOn: Date,
-  opts: { suffix?: CompressionSuffix; isFinal?: boolean; size?: number } = {},
-): Promise<Snapshot> {
-  const snap = newSnapshot({ kind, startRevision: start, lastRevision: last, createdOn, compressionSuffix: opts.suffix ?? '', isFinal: opts.isFinal ?? false });
-  const codec = createCompressStream(policyForSuffix(snap.compressionSuffix));
-  await store.save(snap, Readable.from([payload(kind, opts.size ?? 2048, last)]).pipe(codec));
-  return snap;
-}
-
-async function bytesOf(store: SnapStore, snap: Snapshot): Promise<Buffer> {
-  const chunks: Buffer[] = [];
-  for await (const c of await store.fetch(snap)) chunks.push(c as Buffer);
-  return Buffer.concat(chunks);
 }
 
 /** Name without `.final` → sha256 of the stored bytes. */
@@ -299,22 +240,9 @@ describe('sync rounds', () => {
 
     let h!: Harness;
     let run!: ReturnType<Harness['start']>;
-    const primary: SnapStore = Object.assign(Object.create(inner) as SnapStore, {
-      fetch: async (snap: Snapshot) => {
-        const raw = await inner.fetch(snap);
-        if (snap.snapName !== big.snapName) return raw;
-        let seen = 0;
-        return raw.pipe(
-          new Transform({
-            transform(chunk: Buffer, _enc, cb) {
-              seen += chunk.length;
-              // Leadership ends when half of the big object went through.
-              if (seen >= 6 * MiB && !run.abort.signal.aborted) run.abort.abort(new Error('leadership lost'));
-              cb(null, chunk);
-            },
-          }),
-        );
-      },
+    const primary = withFetchProgress(inner, big.snapName, (seen) => {
+      // Leadership ends when half of the big object went through.
+      if (seen >= 6 * MiB && !run.abort.signal.aborted) run.abort.abort(new Error('leadership lost'));
     });
     h = harness({ periodMs: HOUR, gc: { ...NO_GC, periodMs: 60_000 } }, { primary: async () => primary, secondary: async () => secondary });
     run = h.start();
@@ -346,7 +274,7 @@ describe('failed rounds', () => {
     cleanups.push(() => proxy.stop());
     proxy.setMode('down');
     const viaProxy = await openS3Store(
-      { ...base('unreachable/v2', dir), provider: 'S3', endpointOverride: proxy.endpoint, credentials: s3Credentials },
+      { ...base('unreachable/v2', dir), provider: 'S3', endpointOverride: proxy.endpoint, credentials: S3RVER_CREDENTIALS },
       { maxAttempts: 2, partRetries: 1, partRetryBaseDelayMs: 20, connectionTimeoutMs: 2_000 },
     );
     cleanups.push(() => viaProxy.close());
@@ -488,7 +416,7 @@ describe('secondarySyncFromConfig', () => {
     const dir = await tempDir('factory');
     const server = await s3rver();
     const credFile = join(dir, 'secondary-s3.json');
-    await writeFile(credFile, JSON.stringify(s3Credentials));
+    await writeFile(credFile, JSON.stringify(S3RVER_CREDENTIALS));
     // The unprefixed variable points at nothing usable: only SECONDARY_ may be read for the secondary.
     const env = { SECONDARY_AWS_APPLICATION_CREDENTIALS_JSON: credFile, AWS_APPLICATION_CREDENTIALS_JSON: join(dir, 'missing.json') };
     const config = serverConfig(

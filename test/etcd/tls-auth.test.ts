@@ -11,11 +11,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createDecompressStream, openSnapStore, silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
+import { createDecompressStream, silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
 import { createEtcdClient, type EtcdClientOptions } from '../../src/etcd/client.js';
 import { memberStatus } from '../../src/cluster/leadership.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { createTestPki, enableEtcdAuth, startTlsEtcd, type TestPki, type TlsEtcd } from '../support/certs.js';
+import { openLocalStore } from '../support/local-store.js';
 
 const ROOT_PASSWORD = 's3cr3t';
 
@@ -215,15 +216,7 @@ describe('etcd with authentication enabled (over mutual TLS)', () => {
     const dir = await mkdtemp(join(tmpdir(), 'etcdbr-tls-full-'));
     let store: SnapStore | undefined;
     try {
-      store = await openSnapStore({
-        provider: 'Local',
-        rootDir: join(dir, 'store'),
-        container: 'store',
-        prefix: 'v2',
-        maxParallelChunkUploads: 5,
-        minChunkSize: 5 * 1024 * 1024,
-        tempDir: dir,
-      });
+      store = await openLocalStore(join(dir, 'store'), dir);
       const snap = await takeFullSnapshot(
         { client: c, store, compression: 'gzip', now: () => new Date(), logger: silentLogger },
         { isFinal: false, snapshotTimeoutMs: 60_000, connectionTimeoutMs: 5_000 },
@@ -250,15 +243,7 @@ describe('etcd with authentication enabled (over mutual TLS)', () => {
     const dir = await mkdtemp(join(tmpdir(), 'etcdbr-tls-full-'));
     let store: SnapStore | undefined;
     try {
-      store = await openSnapStore({
-        provider: 'Local',
-        rootDir: join(dir, 'store'),
-        container: 'store',
-        prefix: 'v2',
-        maxParallelChunkUploads: 5,
-        minChunkSize: 5 * 1024 * 1024,
-        tempDir: dir,
-      });
+      store = await openLocalStore(join(dir, 'store'), dir);
       await expect(
         takeFullSnapshot(
           { client: c, store, compression: undefined, now: () => new Date(), logger: silentLogger },

@@ -7,7 +7,7 @@ import { DataDirStatus, dataDirStatusName } from '../../src/initializer/validati
 import { goPathDir, validateDataDir } from '../../src/initializer/validator.js';
 import type { ValidateDataDirOptions } from '../../src/initializer/validator.js';
 import { scanWal } from '../../src/wal/reader.js';
-import { copyDataDir, makeEtcdDataDir } from '../bbolt/fixture.js';
+import { copyDataDir, makeEtcdDataDir, patchFile } from '../bbolt/fixture.js';
 import type { EtcdDataDir } from '../bbolt/fixture.js';
 import { startTestEtcd } from '../support/etcd.js';
 
@@ -34,15 +34,6 @@ const statusOf = async (o: Partial<ValidateDataDirOptions> & { dataDir: string }
   dataDirStatusName((await validate(o)).status);
 
 const dbOf = (d: string): string => join(d, 'member', 'snap', 'db');
-
-async function patch(p: string, position: number, bytes: Buffer): Promise<void> {
-  const fh = await open(p, 'r+');
-  try {
-    await fh.write(bytes, 0, bytes.length, position);
-  } finally {
-    await fh.close();
-  }
-}
 
 /** Page ids of bucket "key": its root and a leaf in the middle (off the right-most path). */
 async function keyPages(dbPath: string): Promise<{ root: number; middleLeaf: number; pageSize: number }> {
@@ -123,14 +114,14 @@ describe('validateDataDir', () => {
   it('reports a broken page on the way to the last revision as BoltDBCorrupt', async () => {
     const d = await copy();
     const { root, pageSize } = await keyPages(dbOf(d));
-    await patch(dbOf(d), root * pageSize, Buffer.alloc(pageSize));
+    await patchFile(dbOf(d), root * pageSize, Buffer.alloc(pageSize));
     expect(await statusOf({ dataDir: d, latestSnapshotRevision: 5 })).toBe('BoltDBCorrupt');
   });
 
   it('catches a bbolt page corrupted in the middle in full mode only', async () => {
     const d = await copy();
     const { middleLeaf, pageSize } = await keyPages(dbOf(d));
-    await patch(dbOf(d), middleLeaf * pageSize, Buffer.alloc(pageSize));
+    await patchFile(dbOf(d), middleLeaf * pageSize, Buffer.alloc(pageSize));
     expect(await statusOf({ dataDir: d, latestSnapshotRevision: fx.revision })).toBe('DataDirectoryValid');
     const full = await validate({ dataDir: d, mode: 'full', latestSnapshotRevision: fx.revision });
     expect(full.status).toBe(DataDirStatus.DataDirectoryCorrupt);

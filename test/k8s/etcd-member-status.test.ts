@@ -5,10 +5,10 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { newSnapshot } from '@etcdbrctl/snapstore';
 import { FakeClock } from '../../src/clock.js';
-import { createKubeClient, type KubeClient } from '../../src/k8s/client.js';
+import type { KubeClient } from '../../src/k8s/client.js';
 import { EtcdMemberStatusPublisher, recordInitialization, type EtcdMemberStatusPublisherOptions } from '../../src/k8s/etcd-member-status.js';
-import { ETCD_MEMBERS, FakeKubeApiServer } from '../support/fake-kube.js';
-import { recordingLogger } from './support.js';
+import { ETCD_MEMBERS, type FakeKubeApiServer } from '../support/fake-kube.js';
+import { recordingLogger, startFakeKubeWithClient } from './support.js';
 
 const NS = 'shoot--dev--status';
 const NAME = 'etcd-main-0';
@@ -20,8 +20,7 @@ let fake: FakeKubeApiServer;
 let kube: KubeClient;
 
 beforeAll(async () => {
-  fake = await FakeKubeApiServer.start();
-  kube = await createKubeClient({ kind: 'server', server: fake.url });
+  ({ fake, kube } = await startFakeKubeWithClient());
 });
 afterAll(async () => {
   await fake?.stop();

@@ -1,7 +1,7 @@
 /** Member lease heartbeat (upstream §9.1) through the real @kubernetes/client-node against the fake API. */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/clock.js';
-import { createKubeClient, type KubeClient } from '../../src/k8s/client.js';
+import type { KubeClient } from '../../src/k8s/client.js';
 import { isKubeError } from '../../src/k8s/errors.js';
 import {
   MemberLeaseHeartbeat,
@@ -13,8 +13,8 @@ import {
   type MemberIdentity,
   type MemberLeaseOptions,
 } from '../../src/k8s/member-lease.js';
-import { FakeKubeApiServer, LEASES } from '../support/fake-kube.js';
-import { micro, recordingLogger, seedLease } from './support.js';
+import { LEASES, type FakeKubeApiServer } from '../support/fake-kube.js';
+import { micro, recordingLogger, seedLease, startFakeKubeWithClient } from './support.js';
 
 const NS = 'shoot--dev--one';
 const MEMBER = 'etcd-main-0';
@@ -24,8 +24,7 @@ let fake: FakeKubeApiServer;
 let kube: KubeClient;
 
 beforeAll(async () => {
-  fake = await FakeKubeApiServer.start();
-  kube = await createKubeClient({ kind: 'server', server: fake.url });
+  ({ fake, kube } = await startFakeKubeWithClient());
 });
 afterAll(async () => {
   await fake?.stop();

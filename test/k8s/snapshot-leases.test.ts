@@ -8,7 +8,7 @@ import { createKubeClient, type KubeClient } from '../../src/k8s/client.js';
 import { isKubeError } from '../../src/k8s/errors.js';
 import { FullSnapshotLeaseRenewer, SnapshotLeases, snapshotLeaseHook } from '../../src/k8s/snapshot-leases.js';
 import { FakeKubeApiServer, LEASES } from '../support/fake-kube.js';
-import { deltaSnapshot, fullSnapshot, micro, recordingLogger, seedLease } from './support.js';
+import { deltaSnapshot, fullSnapshot, micro, recordingLogger, seedLease, startFakeKubeWithClient } from './support.js';
 
 const NS = 'shoot--dev--one';
 const FULL = 'etcd-main-full-snap';
@@ -20,8 +20,7 @@ let fake: FakeKubeApiServer;
 let kube: KubeClient;
 
 beforeAll(async () => {
-  fake = await FakeKubeApiServer.start();
-  kube = await createKubeClient({ kind: 'server', server: fake.url });
+  ({ fake, kube } = await startFakeKubeWithClient());
 });
 afterAll(async () => {
   await fake?.stop();

@@ -1,11 +1,26 @@
-/** Shared pieces of the k8s tests: a recording logger, snapshot records, temp dirs, a self-signed cert. */
-import { execFileSync } from 'node:child_process';
+/**
+ * Shared pieces of the k8s tests: the fake API with a client on it, a recording logger, snapshot records,
+ * temp dirs, a self-signed cert.
+ */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newSnapshot } from '@etcdbrctl/snapstore';
 import type { Logger, Snapshot } from '@etcdbrctl/snapstore';
-import { LEASES, type FakeKubeApiServer, type KubeObject } from '../support/fake-kube.js';
+import { createKubeClient, type KubeClient } from '../../src/k8s/client.js';
+import { writeSelfSignedCert } from '../support/certs.js';
+import { FakeKubeApiServer, LEASES, type KubeObject } from '../support/fake-kube.js';
+
+/** The fake API server and a client connected straight to its URL; the caller stops `fake`. */
+export async function startFakeKubeWithClient(): Promise<{ fake: FakeKubeApiServer; kube: KubeClient }> {
+  const fake = await FakeKubeApiServer.start();
+  try {
+    return { fake, kube: await createKubeClient({ kind: 'server', server: fake.url }) };
+  } catch (err) {
+    await fake.stop();
+    throw err;
+  }
+}
 
 export interface LogLine {
   level: 'debug' | 'info' | 'warn' | 'error';
@@ -66,17 +81,7 @@ export async function tempDir(prefix = 'etcdbr-k8s-'): Promise<TempDir> {
 
 /** A self-signed certificate for 127.0.0.1 (openssl is part of the base image). */
 export async function selfSignedCert(dir: string): Promise<{ cert: string; key: string; certFile: string }> {
-  const certFile = join(dir, 'tls.crt');
-  const keyFile = join(dir, 'tls.key');
-  execFileSync(
-    'openssl',
-    [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-      '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', '/CN=kubernetes',
-      '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    ],
-    { stdio: 'pipe' },
-  );
+  const { certFile, keyFile } = await writeSelfSignedCert(dir, 'kubernetes');
   return { cert: await readFile(certFile, 'utf8'), key: await readFile(keyFile, 'utf8'), certFile };
 }
 

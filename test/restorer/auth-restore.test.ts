@@ -7,19 +7,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
+import type { SnapStore } from '@etcdbrctl/snapstore';
 import { checkConsistency } from '../../src/bbolt/check.js';
 import { readAuthEnabled } from '../../src/bbolt/patch.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
-import { systemClock } from '../../src/clock.js';
-import { Metrics } from '../../src/metrics.js';
 import { planRestore } from '../../src/restorer/plan.js';
 import { backendPath, executeRestore, reenableAuth } from '../../src/restorer/restore.js';
-import { CronSchedule } from '../../src/snapshotter/schedule.js';
-import { Snapshotter } from '../../src/snapshotter/snapshotter.js';
 import { etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
-import { client, dump, openLocalStore, restoreOptions, sleep, type Dump } from './support.js';
+import { openLocalStore } from '../support/local-store.js';
+import { restoreOptions } from '../support/restore.js';
+import { createTestSnapshotter } from '../support/snapshotter.js';
+import { client, dump, sleep, type Dump } from './support.js';
 
 const ROOT = { username: 'root', password: 'r00t-pw' };
 
@@ -66,18 +65,7 @@ describe('restore of a store whose base snapshot has auth enabled (case 37)', ()
     store = await openLocalStore(join(dir, 'store'), dir);
     fullOnly = await openLocalStore(join(dir, 'full-only'), dir);
 
-    const snapshotter = await Snapshotter.create(
-      {
-        schedule: new CronSchedule('0 0 1 1 *', { timeZone: 'UTC' }),
-        deltaSnapshotPeriodMs: 3_600_000,
-        deltaSnapshotMemoryLimit: 10 * 1024 * 1024,
-        snapshotTimeoutMs: 60_000,
-        connectionTimeoutMs: 5_000,
-        compression: 'gzip',
-        finalDeltaTimeoutMs: 10_000,
-      },
-      { client: c, store: async () => store, clock: systemClock, logger: silentLogger, metrics: new Metrics({ defaultMetrics: false }) },
-    );
+    const snapshotter = await createTestSnapshotter({ client: c, store }, { deltaSnapshotPeriodMs: 3_600_000, finalDeltaTimeoutMs: 10_000 });
     const stop = new AbortController();
     const running = snapshotter.run(stop.signal, true);
     const cut = async () => {

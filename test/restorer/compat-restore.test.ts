@@ -3,12 +3,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { openSnapStore, silentLogger } from '@etcdbrctl/snapstore';
 import { planRestore } from '../../src/restorer/plan.js';
 import { executeRestore } from '../../src/restorer/restore.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { etcdBinaries } from '../support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../support/etcd-dump.js';
+import { openLocalStore } from '../support/local-store.js';
+import { restoreOptions } from '../support/restore.js';
 
 const COMPAT = join(import.meta.dirname, '../../../shared/compat/upstream-v0.23');
 const cases = readdirSync(COMPAT, { withFileTypes: true })
@@ -22,33 +23,11 @@ describe('restore of the upstream v0.23 stores reproduces expected.json', () => 
     const expected = JSON.parse(readFileSync(join(COMPAT, name, 'expected.json'), 'utf8')) as EtcdDump;
     const dir = await mkdtemp(join(tmpdir(), `etcdbr-compat-${name}-`));
     try {
-      const store = await openSnapStore({
-        provider: 'Local',
-        rootDir: join(COMPAT, name, 'snapstore'),
-        container: 'snapstore',
-        prefix: 'v2',
-        maxParallelChunkUploads: 5,
-        minChunkSize: 5 * 1024 * 1024,
-        tempDir: dir,
-      });
+      const store = await openLocalStore(join(COMPAT, name, 'snapstore'), dir);
       const plan = planRestore(await store.list());
       const binaries = await etcdBinaries();
       const dataDir = join(dir, 'data');
-      const result = await executeRestore(store, plan, {
-        binaries,
-        dataDir,
-        tempDir: join(dir, 'restore-tmp'),
-        name: 'default',
-        initialCluster: 'default=http://127.0.0.1:2380',
-        initialClusterToken: 'etcd-cluster',
-        initialAdvertisePeerUrls: ['http://127.0.0.1:2380'],
-        skipHashCheck: false,
-        maxFetchers: 3,
-        embeddedEtcdQuotaBytes: 8 * 1024 ** 3,
-        maxRequestBytes: 10 * 1024 * 1024,
-        maxTxnOps: 10240,
-        logger: silentLogger,
-      });
+      const result = await executeRestore(store, plan, restoreOptions(binaries, dir, { dataDir }));
       expect(result.restored).toBe(true);
       expect(result.revision).toBe(expected.revision);
       const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });

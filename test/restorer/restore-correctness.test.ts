@@ -13,31 +13,16 @@ import { newSnapshot, silentLogger, type SnapStore, type Snapshot } from '@etcdb
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
-import { systemClock } from '../../src/clock.js';
-import { Metrics } from '../../src/metrics.js';
 import { planRestore } from '../../src/restorer/plan.js';
 import { executeRestore } from '../../src/restorer/restore.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
-import { CronSchedule } from '../../src/snapshotter/schedule.js';
-import { Snapshotter } from '../../src/snapshotter/snapshotter.js';
+import { readDeltaEvents } from '../support/deltas.js';
 import { etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
-import {
-  client,
-  copyFullAs,
-  dump,
-  dumpDataDir,
-  exists,
-  fingerprint,
-  openLocalStore,
-  readEvents,
-  recordingLogger,
-  restoreOptions,
-  sleep,
-  writeDelta,
-  type Dump,
-} from './support.js';
+import { openLocalStore } from '../support/local-store.js';
+import { restoreOptions } from '../support/restore.js';
+import { createTestSnapshotter } from '../support/snapshotter.js';
+import { client, copyFullAs, dump, dumpDataDir, exists, fingerprint, recordingLogger, sleep, writeDelta, type Dump } from './support.js';
 
-const YEARLY = new CronSchedule('0 0 1 1 *', { timeZone: 'UTC' });
 const MiB = 1024 * 1024;
 
 describe('restore of stores written by our snapshotter', () => {
@@ -69,23 +54,10 @@ describe('restore of stores written by our snapshotter', () => {
     for (let i = 0; i < 40; i++) await c.put(`/base/k${i}`).value(`base-${i}`);
     await c.put('/base/empty').value('');
 
-    const snapshotter = await Snapshotter.create(
-      {
-        schedule: YEARLY,
-        deltaSnapshotPeriodMs: 3_600_000, // deltas only when cut() or the memory limit asks
-        deltaSnapshotMemoryLimit: 2 * MiB,
-        snapshotTimeoutMs: 60_000,
-        connectionTimeoutMs: 5_000,
-        compression: 'gzip',
-        finalDeltaTimeoutMs: 10_000,
-      },
-      {
-        client: c,
-        store: async () => store,
-        clock: systemClock,
-        logger: silentLogger,
-        metrics: new Metrics({ defaultMetrics: false }),
-      },
+    const snapshotter = await createTestSnapshotter(
+      { client: c, store },
+      // Deltas only when cut() or the memory limit asks.
+      { deltaSnapshotPeriodMs: 3_600_000, deltaSnapshotMemoryLimit: 2 * MiB, finalDeltaTimeoutMs: 10_000 },
     );
     const stop = new AbortController();
     const running = snapshotter.run(stop.signal, true);
@@ -168,7 +140,7 @@ describe('restore of stores written by our snapshotter', () => {
     deltas = plan.deltas;
     expect(deltas.length).toBeGreaterThanOrEqual(5);
     events = [];
-    for (const d of deltas) events.push(...(await readEvents(store, d)));
+    for (const d of deltas) events.push(...(await readDeltaEvents(store, d)));
     expect(events.at(-1)!.modRevision).toBe(finalDump.revision);
   }, 300_000);
 

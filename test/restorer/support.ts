@@ -1,17 +1,13 @@
 /**
- * Helpers for the restorer's integration tests: a Local store, default restore options, dumps of a live
- * etcd (optionally at a past revision, optionally with credentials), reading and re-cutting delta chains.
+ * Helpers for the restorer's integration tests: dumps of a live etcd (optionally at a past revision,
+ * optionally with credentials) and re-cutting delta chains.
  */
 import { createHash } from 'node:crypto';
 import { readFile, readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { pipeline } from 'node:stream/promises';
 import { Etcd3, type IOptions } from 'etcd3';
 import {
-  createDecompressStream,
   newSnapshot,
-  openSnapStore,
-  silentLogger,
   type CompressionPolicy,
   type CompressionSuffix,
   type Logger,
@@ -19,43 +15,10 @@ import {
   type Snapshot,
 } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
-import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
-import type { RestoreOptions } from '../../src/restorer/restore.js';
 import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
 import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';
-
-export async function openLocalStore(rootDir: string, tempDir: string): Promise<SnapStore> {
-  return openSnapStore({
-    provider: 'Local',
-    rootDir,
-    container: 'store',
-    prefix: 'v2',
-    maxParallelChunkUploads: 5,
-    minChunkSize: 5 * 1024 * 1024,
-    tempDir,
-  });
-}
-
-export function restoreOptions(binaries: EtcdBinaries, dir: string, over: Partial<RestoreOptions> = {}): RestoreOptions {
-  return {
-    binaries,
-    dataDir: join(dir, 'data'),
-    tempDir: join(dir, 'restore-tmp'),
-    name: 'default',
-    initialCluster: 'default=http://127.0.0.1:2380',
-    initialClusterToken: 'etcd-cluster',
-    initialAdvertisePeerUrls: ['http://127.0.0.1:2380'],
-    skipHashCheck: false,
-    maxFetchers: 3,
-    embeddedEtcdQuotaBytes: 8 * 1024 ** 3,
-    maxRequestBytes: 10 * 1024 * 1024,
-    maxTxnOps: 10240,
-    logger: silentLogger,
-    ...over,
-  };
-}
 
 /** A kv as compared between source and restore: leases aside (restore drops them, as upstream). */
 export interface Kv {
@@ -105,14 +68,6 @@ export async function dumpDataDir(binaries: EtcdBinaries, dataDir: string): Prom
     c.close();
     await etcd.stop();
   }
-}
-
-export async function readEvents(store: SnapStore, snap: Snapshot): Promise<DeltaEvent[]> {
-  const events: DeltaEvent[] = [];
-  const parser = new DeltaPayloadParser(snap.snapName);
-  parser.on('data', (e: DeltaEvent) => events.push(e));
-  await pipeline(await store.fetch(snap), createDecompressStream(snap.compressionSuffix, snap.snapName), parser);
-  return events;
 }
 
 /** Writes `events` as one delta named `Incr-<start>-<lastRevision ?? last event>`. */

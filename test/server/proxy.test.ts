@@ -1,12 +1,38 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Snapshot } from '@etcdbrctl/snapstore';
+import { freePort } from '../../src/etcd/ports.js';
 import { HealthState } from '../../src/server/health.js';
 import { Resources, fakeSnapshotter, localStore, request, saveSnapshot, snap, startServer } from './support.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
+
+/** An HTTP server on a free loopback port, closed after the test. Returns its URL. */
+async function startHttpServer(handler: RequestListener): Promise<string> {
+  const server = createServer(handler);
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  res.add(
+    () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  );
+  return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+}
+
+/** A stand-in leading sidecar: healthy on /healthz, every other request goes to `handle`. Returns its URL. */
+function startFakeLeader(handle: (req: IncomingMessage, resp: ServerResponse) => void): Promise<string> {
+  return startHttpServer((req, resp) => {
+    if (req.url === '/healthz') {
+      resp.end('{"health":true}');
+      return;
+    }
+    handle(req, resp);
+  });
+}
 
 /** A leading sidecar (snapshotter running, healthy) and a follower that knows where it is. */
 async function leaderAndFollower(opts: { leaderHealthy?: boolean; full?: () => Promise<Snapshot> } = {}) {
@@ -121,18 +147,9 @@ describe('delegation to the leading sidecar', () => {
   });
 
   it('answers 405 when the leader\'s /healthz does not answer in time', async () => {
-    const hanging = createServer(() => {
+    const url = await startHttpServer(() => {
       // Never answers.
     });
-    await new Promise<void>((resolve) => hanging.listen(0, '127.0.0.1', resolve));
-    res.add(
-      () =>
-        new Promise<void>((resolve) => {
-          hanging.closeAllConnections();
-          hanging.close(() => resolve());
-        }),
-    );
-    const url = `http://127.0.0.1:${(hanging.address() as AddressInfo).port}`;
     const store = await localStore(res);
     const follower = await startServer(res, {
       store: () => store,
@@ -159,23 +176,8 @@ describe('delegation to the leading sidecar', () => {
   });
 
   it('answers 502 when the leader goes away between health check and forwarding', async () => {
-    // A fake leader: healthy on /healthz, then drops the connection of the forwarded request.
-    const flaky = createServer((req, resp) => {
-      if (req.url === '/healthz') {
-        resp.end('{"health":true}');
-        return;
-      }
-      req.socket.destroy();
-    });
-    await new Promise<void>((resolve) => flaky.listen(0, '127.0.0.1', resolve));
-    res.add(
-      () =>
-        new Promise<void>((resolve) => {
-          flaky.closeAllConnections();
-          flaky.close(() => resolve());
-        }),
-    );
-    const url = `http://127.0.0.1:${(flaky.address() as AddressInfo).port}`;
+    // Healthy on /healthz, then drops the connection of the forwarded request.
+    const url = await startFakeLeader((req) => req.socket.destroy());
     const store = await localStore(res);
     const follower = await startServer(res, { store: () => store, leaderProxy: { findLeaderUrl: async () => url } });
     const a = await request(`${follower.url}/snapshot/full`);
@@ -185,11 +187,7 @@ describe('delegation to the leading sidecar', () => {
 
   it('forwards method, path, query and body unchanged', async () => {
     const seen: Array<{ method?: string; url?: string; body: string; headers: Record<string, unknown> }> = [];
-    const leader = createServer((req, resp) => {
-      if (req.url === '/healthz') {
-        resp.end('{"health":true}');
-        return;
-      }
+    const url = await startFakeLeader((req, resp) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
@@ -199,15 +197,6 @@ describe('delegation to the leading sidecar', () => {
         resp.end('accepted by leader');
       });
     });
-    await new Promise<void>((resolve) => leader.listen(0, '127.0.0.1', resolve));
-    res.add(
-      () =>
-        new Promise<void>((resolve) => {
-          leader.closeAllConnections();
-          leader.close(() => resolve());
-        }),
-    );
-    const url = `http://127.0.0.1:${(leader.address() as AddressInfo).port}`;
     const store = await localStore(res);
     const follower = await startServer(res, { store: () => store, leaderProxy: { findLeaderUrl: async () => `${url}/` } });
     const a = await request(`${follower.url}/snapshot/full?final=true&x=1`, {
@@ -229,25 +218,12 @@ describe('delegation to the leading sidecar', () => {
 
   it('streams large answers from the leader', async () => {
     const big = 'x'.repeat(3 * 1024 * 1024);
-    const leader = createServer((req, resp) => {
-      if (req.url === '/healthz') {
-        resp.end('{"health":true}');
-        return;
-      }
+    const url = await startFakeLeader((_req, resp) => {
       // Chunked, no Content-Length: relayed as a stream.
       resp.setHeader('content-type', 'application/octet-stream');
       resp.write(big.slice(0, 1024));
       resp.end(big.slice(1024));
     });
-    await new Promise<void>((resolve) => leader.listen(0, '127.0.0.1', resolve));
-    res.add(
-      () =>
-        new Promise<void>((resolve) => {
-          leader.closeAllConnections();
-          leader.close(() => resolve());
-        }),
-    );
-    const url = `http://127.0.0.1:${(leader.address() as AddressInfo).port}`;
     const store = await localStore(res);
     const follower = await startServer(res, { store: () => store, leaderProxy: { findLeaderUrl: async () => url } });
     const a = await request(`${follower.url}/snapshot/latest`);
@@ -256,11 +232,3 @@ describe('delegation to the leading sidecar', () => {
     expect(a.headers['content-type']).toBe('application/octet-stream');
   });
 });
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((resolve) => s.listen(0, '127.0.0.1', resolve));
-  const { port } = s.address() as AddressInfo;
-  await new Promise<void>((resolve) => s.close(() => resolve()));
-  return port;
-}

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
@@ -6,7 +5,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { newSnapshot, openSnapStore } from '@etcdbrctl/snapstore';
+import { newSnapshot } from '@etcdbrctl/snapstore';
 import type { Snapshot, SnapStore } from '@etcdbrctl/snapstore';
 import { pino } from 'pino';
 import type { HttpServerConfig } from '../../src/config/types.js';
@@ -15,6 +14,8 @@ import { buildHttpServer } from '../../src/server/app.js';
 import type { HttpServer } from '../../src/server/app.js';
 import { HealthState } from '../../src/server/health.js';
 import type { HttpServerDeps, SnapshotterControl } from '../../src/server/types.js';
+import { writeSelfSignedCert } from '../support/certs.js';
+import { openLocalStore } from '../support/local-store.js';
 
 /** Everything a test started; `cleanup()` stops servers and removes directories, also after failures. */
 export class Resources {
@@ -78,15 +79,7 @@ export async function startServer(res: Resources, deps: Partial<HttpServerDeps> 
 /** A Local store in a temp dir, the way the CLI opens it (effective prefix `v2`). */
 export async function localStore(res: Resources): Promise<SnapStore> {
   const dir = await res.tmpDir();
-  const store = await openSnapStore({
-    provider: 'Local',
-    rootDir: dir,
-    container: '',
-    prefix: 'v2',
-    maxParallelChunkUploads: 5,
-    minChunkSize: 5 * 1024 * 1024,
-    tempDir: dir,
-  });
+  const store = await openLocalStore(dir, dir);
   res.add(() => store.close());
   return store;
 }
@@ -170,17 +163,6 @@ export interface SelfSigned {
 
 /** A throw-away self-signed certificate for 127.0.0.1 and localhost. */
 export async function selfSigned(res: Resources): Promise<SelfSigned> {
-  const dir = await res.tmpDir();
-  const certFile = join(dir, 'tls.crt');
-  const keyFile = join(dir, 'tls.key');
-  execFileSync(
-    'openssl',
-    [
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-      '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', '/CN=localhost',
-      '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    ],
-    { stdio: 'pipe' },
-  );
+  const { certFile, keyFile } = await writeSelfSignedCert(await res.tmpDir(), 'localhost');
   return { certFile, keyFile, cert: await readFile(certFile) };
 }

@@ -1,49 +1,32 @@
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { readFile, readdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { buffer } from 'node:stream/consumers';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  createDecompressStream,
-  newSnapshot,
-  openSnapStore,
-  silentLogger,
-  type SnapStore,
-} from '@etcdbrctl/snapstore';
+import { createDecompressStream, newSnapshot, silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
 import { saveVerifiedFullSnapshot, takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
-import { etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
+import { etcdBinaries, startEtcdWithClient, startTestEtcd, type EtcdWithClient } from '../support/etcd.js';
+import { openLocalStore } from '../support/local-store.js';
 
 describe('full snapshot to a Local store', () => {
-  let etcd: TestEtcd;
+  let etcdEnv: EtcdWithClient;
   let client: Etcd3;
   let dir: string;
   let store: SnapStore;
 
   beforeAll(async () => {
-    etcd = await startTestEtcd();
-    client = new Etcd3({ hosts: etcd.clientUrl });
-    dir = await mkdtemp(join(tmpdir(), 'etcdbr-full-'));
-    store = await openSnapStore({
-      provider: 'Local',
-      rootDir: join(dir, 'store'),
-      container: 'store',
-      prefix: 'v2',
-      maxParallelChunkUploads: 5,
-      minChunkSize: 5 * 1024 * 1024,
-      tempDir: join(dir, 'tmp'),
-    });
+    etcdEnv = await startEtcdWithClient('etcdbr-full-');
+    ({ client, dir } = etcdEnv);
+    store = await openLocalStore(join(dir, 'store'), join(dir, 'tmp'));
     for (let i = 0; i < 200; i++) await client.put(`/registry/k${i}`).value(`value-${i}-${'x'.repeat(i * 10)}`);
   });
 
   afterAll(async () => {
-    client?.close();
     await store?.close();
-    await etcd?.cleanup();
-    if (dir) await rm(dir, { recursive: true, force: true });
+    await etcdEnv?.cleanup();
   });
 
   it.each([['gzip'], ['zstd'], [undefined]] as const)(

@@ -4,22 +4,19 @@
  * the store, and two deltas from the same revision would overlap. A shutdown (any other reason) still
  * writes them. Either way the next leader's catch-up makes the chain whole.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openSnapStore, silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
+import { silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
 import { systemClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
 import { ExponentialBackoff } from '../../src/snapshotter/backoff.js';
 import { GarbageCollector } from '../../src/snapshotter/garbage-collector.js';
-import { CronSchedule } from '../../src/snapshotter/schedule.js';
-import { LeadershipLost, Snapshotter } from '../../src/snapshotter/snapshotter.js';
+import { LeadershipLost, type Snapshotter } from '../../src/snapshotter/snapshotter.js';
 import { superviseSnapshotter } from '../../src/snapshotter/supervisor.js';
-import { startTestEtcd, type TestEtcd } from '../support/etcd.js';
-
-const YEARLY = new CronSchedule('0 0 1 1 *', { timeZone: 'UTC' });
+import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
+import { openLocalStore } from '../support/local-store.js';
+import { createTestSnapshotter } from '../support/snapshotter.js';
 
 async function until(cond: () => Promise<boolean> | boolean, what: string, timeoutMs = 15_000): Promise<void> {
   const end = Date.now() + timeoutMs;
@@ -31,47 +28,24 @@ async function until(cond: () => Promise<boolean> | boolean, what: string, timeo
 }
 
 describe('snapshotter stop: leadership lost vs shutdown', () => {
-  let etcd: TestEtcd;
+  let etcdEnv: EtcdWithClient;
   let client: Etcd3;
-  let dir: string;
   let store: SnapStore;
 
   beforeEach(async () => {
-    etcd = await startTestEtcd();
-    client = new Etcd3({ hosts: etcd.clientUrl });
-    dir = await mkdtemp(join(tmpdir(), 'etcdbr-leadership-lost-'));
-    store = await openSnapStore({
-      provider: 'Local',
-      rootDir: join(dir, 'store'),
-      container: 'store',
-      prefix: 'v2',
-      maxParallelChunkUploads: 5,
-      minChunkSize: 5 * 1024 * 1024,
-      tempDir: dir,
-    });
+    etcdEnv = await startEtcdWithClient('etcdbr-leadership-lost-');
+    client = etcdEnv.client;
+    store = await openLocalStore(join(etcdEnv.dir, 'store'), etcdEnv.dir);
   });
 
   afterEach(async () => {
-    client.close();
     await store.close();
-    await etcd.cleanup();
-    await rm(dir, { recursive: true, force: true });
+    await etcdEnv.cleanup();
   });
 
   /** A snapshotter whose periodic delta never fires during the test: only the stop can write a delta. */
   function make(metrics: Metrics): Promise<Snapshotter> {
-    return Snapshotter.create(
-      {
-        schedule: YEARLY,
-        deltaSnapshotPeriodMs: 600_000,
-        deltaSnapshotMemoryLimit: 10 * 1024 * 1024,
-        snapshotTimeoutMs: 60_000,
-        connectionTimeoutMs: 5_000,
-        compression: 'gzip',
-        finalDeltaTimeoutMs: 5_000,
-      },
-      { client, store: async () => store, clock: systemClock, logger: silentLogger, metrics },
-    );
+    return createTestSnapshotter({ client, store, metrics }, { deltaSnapshotPeriodMs: 600_000 });
   }
 
   /**

@@ -1,34 +1,16 @@
-import { mkdtemp, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import {
-  createDecompressStream,
-  openSnapStore,
-  silentLogger,
-  type SnapStore,
-  type Snapshot,
-} from '@etcdbrctl/snapstore';
+import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
-import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
-import { systemClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
 import { compact } from '../../src/etcd/ops.js';
-import { CronSchedule } from '../../src/snapshotter/schedule.js';
-import { Snapshotter, type SnapshotterConfig, type StoredSnapshotInfo } from '../../src/snapshotter/snapshotter.js';
-import { startTestEtcd, type TestEtcd } from '../support/etcd.js';
-
-const YEARLY = new CronSchedule('0 0 1 1 *', { timeZone: 'UTC' });
-
-async function readEvents(store: SnapStore, snap: Snapshot): Promise<DeltaEvent[]> {
-  const events: DeltaEvent[] = [];
-  const parser = new DeltaPayloadParser(snap.snapName);
-  parser.on('data', (e: DeltaEvent) => events.push(e));
-  await pipeline(await store.fetch(snap), createDecompressStream(snap.compressionSuffix, snap.snapName), parser);
-  return events;
-}
+import type { Snapshotter, SnapshotterConfig, StoredSnapshotInfo } from '../../src/snapshotter/snapshotter.js';
+import { readDeltaEvents } from '../support/deltas.js';
+import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
+import { openLocalStore } from '../support/local-store.js';
+import { createTestSnapshotter } from '../support/snapshotter.js';
 
 async function until(cond: () => Promise<boolean> | boolean, timeoutMs = 15_000): Promise<void> {
   const end = Date.now() + timeoutMs;
@@ -49,7 +31,7 @@ async function expectContiguousChain(store: SnapStore, upTo: number): Promise<De
   const all: DeltaEvent[] = [];
   for (const d of deltas) {
     expect(d.startRevision).toBe(expectStart);
-    const evs = await readEvents(store, d);
+    const evs = await readDeltaEvents(store, d);
     expect(evs.length).toBeGreaterThan(0);
     expect(evs.at(-1)!.modRevision).toBe(d.lastRevision);
     for (const e of evs) expect(e.modRevision).toBeGreaterThanOrEqual(d.startRevision);
@@ -63,49 +45,25 @@ async function expectContiguousChain(store: SnapStore, upTo: number): Promise<De
 }
 
 describe('snapshotter against a real etcd and a Local store', () => {
-  let etcd: TestEtcd;
+  let etcdEnv: EtcdWithClient;
   let client: Etcd3;
-  let dir: string;
   let store: SnapStore;
   let metrics: Metrics;
 
   beforeEach(async () => {
-    etcd = await startTestEtcd();
-    client = new Etcd3({ hosts: etcd.clientUrl });
-    dir = await mkdtemp(join(tmpdir(), 'etcdbr-snapshotter-'));
-    store = await openSnapStore({
-      provider: 'Local',
-      rootDir: join(dir, 'store'),
-      container: 'store',
-      prefix: 'v2',
-      maxParallelChunkUploads: 5,
-      minChunkSize: 5 * 1024 * 1024,
-      tempDir: dir,
-    });
+    etcdEnv = await startEtcdWithClient('etcdbr-snapshotter-');
+    client = etcdEnv.client;
+    store = await openLocalStore(join(etcdEnv.dir, 'store'), etcdEnv.dir);
     metrics = new Metrics({ defaultMetrics: false });
   });
 
   afterEach(async () => {
-    client.close();
     await store.close();
-    await etcd.cleanup();
-    await rm(dir, { recursive: true, force: true });
+    await etcdEnv.cleanup();
   });
 
   function make(overrides: Partial<SnapshotterConfig> = {}): Promise<Snapshotter> {
-    return Snapshotter.create(
-      {
-        schedule: YEARLY,
-        deltaSnapshotPeriodMs: 1000,
-        deltaSnapshotMemoryLimit: 10 * 1024 * 1024,
-        snapshotTimeoutMs: 60_000,
-        connectionTimeoutMs: 5_000,
-        compression: 'gzip',
-        finalDeltaTimeoutMs: 5_000,
-        ...overrides,
-      },
-      { client, store: async () => store, clock: systemClock, logger: silentLogger, metrics },
-    );
+    return createTestSnapshotter({ client, store, metrics }, overrides);
   }
 
   const rev = async () => Number((await client.get('foo').exec()).header.revision);
@@ -149,7 +107,7 @@ describe('snapshotter against a real etcd and a Local store', () => {
     await expectContiguousChain(store, await rev());
     for (const d of (await store.list()).filter((x) => x.kind === 'Incr')) {
       // Each event is ~1.4 KiB of JSON; a cut happens at the first event reaching 4 KiB, so at most 3.
-      expect((await readEvents(store, d)).length).toBeLessThanOrEqual(3);
+      expect((await readDeltaEvents(store, d)).length).toBeLessThanOrEqual(3);
     }
   });
 
@@ -199,17 +157,9 @@ describe('snapshotter against a real etcd and a Local store', () => {
 
   it('tells onSnapshot the uncompressed size of each stored file and the full the chain builds on', async () => {
     const seen: Array<{ snap: Snapshot; info: StoredSnapshotInfo }> = [];
-    const s = await Snapshotter.create(
-      {
-        schedule: YEARLY,
-        deltaSnapshotPeriodMs: 60_000,
-        deltaSnapshotMemoryLimit: 10 * 1024 * 1024,
-        snapshotTimeoutMs: 60_000,
-        connectionTimeoutMs: 5_000,
-        compression: 'gzip',
-        finalDeltaTimeoutMs: 5_000,
-      },
-      { client, store: async () => store, clock: systemClock, logger: silentLogger, metrics, onSnapshot: (snap, info) => void seen.push({ snap, info }) },
+    const s = await createTestSnapshotter(
+      { client, store, metrics, onSnapshot: (snap, info) => void seen.push({ snap, info }) },
+      { deltaSnapshotPeriodMs: 60_000 },
     );
     const stop = new AbortController();
     const running = s.run(stop.signal, true);

@@ -2,6 +2,7 @@
  * A throw-away PKI made with the `openssl` CLI, and etcd processes that serve TLS with it.
  * Everything lives in one temp dir per call; `cleanup()` removes it.
  */
+import { randomBytes } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -63,8 +64,21 @@ async function makeLeaf(dir: string, name: string, ca: CertFiles, cn: string, ex
   await openssl(['req', '-new', ...EC_KEY, '-keyout', keyFile, '-out', csr, '-subj', `/CN=${cn}`]);
   await writeFile(ext, `${['basicConstraints=CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment', ...extensions].join('\n')}\n`);
   await openssl([
-    'x509', '-req', '-in', csr, '-CA', ca.certFile, '-CAkey', ca.keyFile, '-CAcreateserial',
+    'x509', '-req', '-in', csr, '-CA', ca.certFile, '-CAkey', ca.keyFile,
+    // A random serial per leaf: -CAcreateserial shares one ca.srl file, which leaves signed in parallel race on.
+    '-set_serial', `0x${randomBytes(8).toString('hex')}`,
     '-out', certFile, '-days', '2', '-extfile', ext,
+  ]);
+  return { certFile, keyFile };
+}
+
+/** A self-signed certificate for IP 127.0.0.1 and DNS localhost, written as `<dir>/tls.crt` and `<dir>/tls.key`. */
+export async function writeSelfSignedCert(dir: string, commonName: string): Promise<CertFiles> {
+  const certFile = join(dir, 'tls.crt');
+  const keyFile = join(dir, 'tls.key');
+  await openssl([
+    'req', '-x509', ...EC_KEY, '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', `/CN=${commonName}`,
+    '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
   ]);
   return { certFile, keyFile };
 }

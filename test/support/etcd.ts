@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Etcd3 } from 'etcd3';
 import { findEtcdBinaries, type EtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd, type LocalEtcd, type LocalEtcdOptions } from '../../src/etcd/local-etcd.js';
 
@@ -33,4 +34,37 @@ export async function startTestEtcd(opts: Partial<LocalEtcdOptions> = {}): Promi
     await rm(dir, { recursive: true, force: true });
     throw err;
   }
+}
+
+export interface EtcdWithClient {
+  etcd: TestEtcd;
+  client: Etcd3;
+  /** A fresh temp dir for the test's own files (stores, restores), apart from etcd's. */
+  dir: string;
+  /** Closes the client, stops etcd and removes both temp dirs. */
+  cleanup(): Promise<void>;
+}
+
+/** {@link startTestEtcd}, a client on it and a scratch dir named `<dirPrefix>…`: how most etcd tests begin. */
+export async function startEtcdWithClient(dirPrefix: string): Promise<EtcdWithClient> {
+  const etcd = await startTestEtcd();
+  const client = new Etcd3({ hosts: etcd.clientUrl });
+  let dir: string;
+  try {
+    dir = await mkdtemp(join(tmpdir(), dirPrefix));
+  } catch (err) {
+    client.close();
+    await etcd.cleanup();
+    throw err;
+  }
+  return {
+    etcd,
+    client,
+    dir,
+    async cleanup() {
+      client.close();
+      await etcd.cleanup();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 }

@@ -5,20 +5,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { scanWal } from '../../src/wal/reader.js';
 import { loadNewestSnapshot } from '../../src/wal/snap.js';
 import { readWalMetadata, verifyWal } from '../../src/wal/verify.js';
-import { copyDataDir, makeEtcdDataDir } from '../bbolt/fixture.js';
+import { copyDataDir, makeEtcdDataDir, patchFile } from '../bbolt/fixture.js';
 import type { EtcdDataDir } from '../bbolt/fixture.js';
 import { TestWal, entry, hardState, metadata, walSnapshot } from './encoder.js';
 
 const META = metadata(0x1234n, 0xabcdn);
-
-async function patch(p: string, position: number, bytes: Buffer): Promise<void> {
-  const fh = await open(p, 'r+');
-  try {
-    await fh.write(bytes, 0, bytes.length, position);
-  } finally {
-    await fh.close();
-  }
-}
 
 /** Frame offsets of the records (crc records excluded) in one segment. */
 async function frames(path: string): Promise<{ offset: number; type: number }[]> {
@@ -149,7 +140,7 @@ describe('verifyWal on hand-built segments', () => {
     const big = recs[recs.length - 1]!;
     // The second sector-aligned 512 bytes inside the big record's body.
     const sector = Math.ceil((big.offset + 8) / 512) * 512 + 512;
-    await patch(p, sector, Buffer.alloc(512));
+    await patchFile(p, sector, Buffer.alloc(512));
     const r = await verifyWal(d);
     expect(r.ok).toBe(true);
     expect(r.repairable?.message).toMatch(/torn record \(crc mismatch, zeroed sector\)/);
@@ -233,7 +224,7 @@ describe('verifyWal and .snap files of a real etcd', () => {
     const names = (await readdir(snapOf(d))).filter((x) => x.endsWith('.snap')).sort();
     expect(names.length).toBeGreaterThan(1);
     const newest = names[names.length - 1]!;
-    await patch(join(snapOf(d), newest), 20, Buffer.from('garbage'));
+    await patchFile(join(snapOf(d), newest), 20, Buffer.from('garbage'));
     await writeFile(join(snapOf(d), 'ffffffffffffffff-ffffffffffffffff.snap'), '');
     const s = await loadNewestSnapshot(snapOf(d));
     expect(s.snapshot?.name).toBe(names[names.length - 2]);

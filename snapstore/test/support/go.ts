@@ -70,6 +70,23 @@ export async function buildGoProgram(name: string, helpersDir: string = GO_HELPE
   };
 }
 
+/**
+ * `name` built on the first `run`, inside the test that runs it, so a missing Go toolchain fails each such
+ * test with the install hint instead of failing a hook and leaving them skipped. `cleanup` removes the build.
+ */
+export function goProgramOnFirstRun(name: string): Pick<GoProgram, 'run' | 'cleanup'> {
+  let built: Promise<GoProgram> | undefined;
+  return {
+    async run(args, stdin) {
+      built ??= buildGoProgram(name);
+      return (await built).run(args, stdin);
+    },
+    async cleanup() {
+      await (await built?.catch(() => undefined))?.cleanup();
+    },
+  };
+}
+
 function runBinary(bin: string, args: readonly string[], stdin?: Uint8Array): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const child = spawn(bin, args, { stdio: ['pipe', 'pipe', 'pipe'] });

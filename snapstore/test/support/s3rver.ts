@@ -14,9 +14,18 @@ import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import os from 'node:os';
 import path from 'node:path';
+import type { S3Credentials } from '../../src/config.js';
 
 export const S3RVER_ACCESS_KEY = 'S3RVER';
 export const S3RVER_SECRET_KEY = 'S3RVER';
+
+/** What a client of s3rver needs, as a credentials file holds it: its keys and path-style addressing. */
+export const S3RVER_CREDENTIALS: S3Credentials = {
+  region: 'us-east-1',
+  accessKeyID: S3RVER_ACCESS_KEY,
+  secretAccessKey: S3RVER_SECRET_KEY,
+  s3ForcePathStyle: true,
+};
 
 export interface S3rverInstance {
   /** `http://127.0.0.1:<port>` */

@@ -2,6 +2,7 @@ import type { InitializeCommandConfig } from '../../config/types.js';
 import { STORE_ENV_PREFIX } from '../../config/store.js';
 import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/binaries.js';
 import { initializeDataDir } from '../../initializer/initializer.js';
+import { restoreSettings } from '../../restorer/restore.js';
 import { Metrics } from '../../metrics.js';
 import { RotatingStore } from '../../snapshotter/store-provider.js';
 import type { CommandContext } from '../context.js';
@@ -25,19 +26,7 @@ export async function run(config: InitializeCommandConfig, ctx: CommandContext):
       ...(store ? { store: () => store.get() } : {}),
       ...(ctx.stores.primary ? { snapstoreTempDir: ctx.stores.primary.tempDir } : {}),
       binaries: () => (binaries ??= findEtcdBinaries({ etcdBin: ctx.env.ETCD_BIN, path: ctx.env.PATH ?? '' })),
-      restore: {
-        tempDir: rc.tempDir,
-        name: rc.name,
-        initialCluster: rc.initialCluster,
-        initialClusterToken: rc.initialClusterToken,
-        initialAdvertisePeerUrls: rc.initialAdvertisePeerURLs,
-        skipHashCheck: rc.skipHashCheck,
-        maxFetchers: rc.maxFetchers,
-        embeddedEtcdQuotaBytes: rc.embeddedEtcdQuotaBytes,
-        maxRequestBytes: rc.maxRequestBytes,
-        maxTxnOps: rc.maxTxnOps,
-        signal: ctx.signal,
-      },
+      restore: { ...restoreSettings(rc), tempDir: rc.tempDir, signal: ctx.signal },
       logger: ctx.logger,
       metrics: new Metrics({ defaultMetrics: false }),
     });

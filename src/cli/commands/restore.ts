@@ -2,7 +2,7 @@ import { openSnapStore } from '@etcdbrctl/snapstore';
 import type { RestoreCommandConfig } from '../../config/types.js';
 import { findEtcdBinaries } from '../../etcd/binaries.js';
 import { planRestore, type RestorePlan, type RestoreTarget } from '../../restorer/plan.js';
-import { executeRestore } from '../../restorer/restore.js';
+import { executeRestore, restoreSettings } from '../../restorer/restore.js';
 import type { CommandContext } from '../context.js';
 
 /**
@@ -33,18 +33,10 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
     const rc = config.restorationConfig;
     const binaries = await findEtcdBinaries({ etcdBin: ctx.env.ETCD_BIN, path: ctx.env.PATH ?? '' });
     const result = await executeRestore(store, plan, {
+      ...restoreSettings(rc),
       binaries,
       dataDir: rc.dataDir,
       tempDir: rc.tempDir,
-      name: rc.name,
-      initialCluster: rc.initialCluster,
-      initialClusterToken: rc.initialClusterToken,
-      initialAdvertisePeerUrls: rc.initialAdvertisePeerURLs,
-      skipHashCheck: rc.skipHashCheck,
-      maxFetchers: rc.maxFetchers,
-      embeddedEtcdQuotaBytes: rc.embeddedEtcdQuotaBytes,
-      maxRequestBytes: rc.maxRequestBytes,
-      maxTxnOps: rc.maxTxnOps,
       logger: ctx.logger,
       signal: ctx.signal,
     });

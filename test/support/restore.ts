@@ -1,0 +1,27 @@
+import { join } from 'node:path';
+import { silentLogger } from '@etcdbrctl/snapstore';
+import type { EtcdBinaries } from '../../src/etcd/binaries.js';
+import type { RestoreOptions } from '../../src/restorer/restore.js';
+
+/**
+ * Restore options with the restoration flags' defaults for a single member `default` (peer
+ * 127.0.0.1:2380), into `<dir>/data` with scratch space in `<dir>/restore-tmp`; `over` wins.
+ */
+export function restoreOptions(binaries: EtcdBinaries, dir: string, over: Partial<RestoreOptions> = {}): RestoreOptions {
+  return {
+    binaries,
+    dataDir: join(dir, 'data'),
+    tempDir: join(dir, 'restore-tmp'),
+    name: 'default',
+    initialCluster: 'default=http://127.0.0.1:2380',
+    initialClusterToken: 'etcd-cluster',
+    initialAdvertisePeerUrls: ['http://127.0.0.1:2380'],
+    skipHashCheck: false,
+    maxFetchers: 3,
+    embeddedEtcdQuotaBytes: 8 * 1024 ** 3,
+    maxRequestBytes: 10 * 1024 * 1024,
+    maxTxnOps: 10240,
+    logger: silentLogger,
+    ...over,
+  };
+}

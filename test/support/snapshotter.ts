@@ -1,0 +1,44 @@
+import type { Etcd3 } from 'etcd3';
+import { silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
+import { systemClock } from '../../src/clock.js';
+import { Metrics } from '../../src/metrics.js';
+import { CronSchedule } from '../../src/snapshotter/schedule.js';
+import { Snapshotter, type SnapshotterConfig, type SnapshotterDeps } from '../../src/snapshotter/snapshotter.js';
+
+/** A full-snapshot schedule that never fires during a test: only the start-up full (or none) is taken. */
+export const YEARLY = new CronSchedule('0 0 1 1 *', { timeZone: 'UTC' });
+
+/** Snapshotter settings for tests: yearly fulls, deltas every second, gzip; `overrides` win. */
+export function testSnapshotterConfig(overrides: Partial<SnapshotterConfig> = {}): SnapshotterConfig {
+  return {
+    schedule: YEARLY,
+    deltaSnapshotPeriodMs: 1000,
+    deltaSnapshotMemoryLimit: 10 * 1024 * 1024,
+    snapshotTimeoutMs: 60_000,
+    connectionTimeoutMs: 5_000,
+    compression: 'gzip',
+    finalDeltaTimeoutMs: 5_000,
+    ...overrides,
+  };
+}
+
+export interface TestSnapshotterDeps {
+  client: Etcd3;
+  store: SnapStore;
+  /** A fresh registry when not given. */
+  metrics?: Metrics;
+  onSnapshot?: SnapshotterDeps['onSnapshot'];
+}
+
+/** A snapshotter on `client` and `store` with the system clock and a silent logger. */
+export function createTestSnapshotter(deps: TestSnapshotterDeps, overrides: Partial<SnapshotterConfig> = {}): Promise<Snapshotter> {
+  const { client, store, metrics = new Metrics({ defaultMetrics: false }), onSnapshot } = deps;
+  return Snapshotter.create(testSnapshotterConfig(overrides), {
+    client,
+    store: async () => store,
+    clock: systemClock,
+    logger: silentLogger,
+    metrics,
+    ...(onSnapshot ? { onSnapshot } : {}),
+  });
+}
