@@ -17,6 +17,9 @@ export interface EtcdClientOptions {
   connectionTimeoutMs: number;
 }
 
+/** Per-connection and per-stream HTTP/2 receive window of our etcd clients. */
+export const ETCD_FLOW_CONTROL_WINDOW_BYTES = 4 * 1024 * 1024;
+
 /**
  * Builds an etcd3 client. TLS is used when an endpoint is https, TLS files are given or
  * `--insecure-transport=false`, otherwise plain text (the default). With TLS every endpoint is dialled
@@ -36,6 +39,11 @@ export async function createEtcdClient(opts: EtcdClientOptions): Promise<Etcd3> 
       // Snapshot and watch responses can be large (values up to --max-request-bytes, 1.5 MiB by default in etcd).
       'grpc.max_receive_message_length': -1,
       'grpc.max_send_message_length': -1,
+      // HTTP/2 flow control: with the default 64 KiB window etcd may send only two snapshot messages before
+      // it waits for our WINDOW_UPDATE, so every moment our one thread spends hashing, compressing or in GC
+      // stalls etcd too. A larger window lets etcd stream ahead while we work (bounded: at most this much
+      // is buffered per connection).
+      'grpc-node.flow_control_window': ETCD_FLOW_CONTROL_WINDOW_BYTES,
     },
   };
   if (useTls) {
