@@ -47,6 +47,7 @@ import { createEtcdClient } from '../../src/etcd/client.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
 import { MiB, arg, gc, measured, median, quietAwsNodeWarning, round1, round3, table } from './support/measure.js';
+import { fillEtcd } from './support/fill.js';
 import type { Run } from './support/measure.js';
 
 const RSS_TARGET_MB = 150;
@@ -234,27 +235,6 @@ function runInChild(name: string, setup: Setup): Promise<RunResult> {
   });
 }
 
-async function fill(endpoint: string, mb: number): Promise<{ keys: number; bytes: number; seconds: number }> {
-  const script = path.join(benchDir, 'support', 'fill-etcd.ts');
-  return new Promise((resolve, reject) => {
-    // Its own process and heap; always through tsx, whether this bench runs from TypeScript or bundled.
-    const proc = spawn(process.execPath, ['--conditions=development', '--import', 'tsx', script, `--endpoint=${endpoint}`, `--mb=${mb}`], {
-      cwd: path.resolve(benchDir, '..', '..'),
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let out = '';
-    proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-    proc.once('error', reject);
-    proc.once('exit', (code) => {
-      if (code !== 0) return reject(new Error(`filling etcd failed (exit ${code})`));
-      try {
-        resolve(JSON.parse(out.trim().split('\n').pop() ?? '') as { keys: number; bytes: number; seconds: number });
-      } catch (e) {
-        reject(e as Error);
-      }
-    });
-  });
-}
 
 /** A self-signed certificate for 127.0.0.1 (openssl CLI), so s3rver can serve https as real S3 does. */
 function selfSignedCert(dir: string): { keyFile: string; certFile: string } {
@@ -289,7 +269,7 @@ async function main(): Promise<void> {
   let inProcess: Awaited<ReturnType<typeof openCases>> | undefined;
   try {
     console.log(`etcd ${(await etcdBinaries()).version} at ${etcd.clientUrl}, filling with ~${dbMB} MiB ...`);
-    const filled = await fill(etcd.clientUrl, dbMB);
+    const filled = await fillEtcd(benchDir, etcd.clientUrl, dbMB);
     const probe = await createEtcdClient({ endpoints: [etcd.clientUrl], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 });
     const status = await probe.maintenance.status().finally(() => probe.close());
     const dbBytes = Number(status.dbSize);

@@ -40,6 +40,7 @@ import { planRestore, type RestorePlan } from '../../src/restorer/plan.js';
 import { executeRestore, type RestoreOptions } from '../../src/restorer/restore.js';
 import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
 import { MiB, arg, measured, median, round1, round3, table } from './support/measure.js';
+import { fillEtcd } from './support/fill.js';
 import type { Run } from './support/measure.js';
 import { baseSnapshot, floorLoop, writeLargeDelta, writeSmallPutChain } from './support/restore-chain.js';
 
@@ -192,26 +193,6 @@ function streamingOnly(store: SnapStore): SnapStore {
   };
 }
 
-async function fill(endpoint: string, mb: number): Promise<{ keys: number; bytes: number; seconds: number }> {
-  const script = path.join(benchDir, 'support', 'fill-etcd.ts');
-  return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, ['--conditions=development', '--import', 'tsx', script, `--endpoint=${endpoint}`, `--mb=${mb}`], {
-      cwd: path.resolve(benchDir, '..', '..'),
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    let out = '';
-    proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
-    proc.once('error', reject);
-    proc.once('exit', (code) => {
-      if (code !== 0) return reject(new Error(`filling etcd failed (exit ${code})`));
-      try {
-        resolve(JSON.parse(out.trim().split('\n').pop() ?? '') as { keys: number; bytes: number; seconds: number });
-      } catch (e) {
-        reject(e as Error);
-      }
-    });
-  });
-}
 
 async function benchBase(binaries: EtcdBinaries, tmp: string, runs: number, dbMB: number): Promise<BaseResult> {
   const storeRoot = path.join(tmp, 'base-store');
@@ -219,7 +200,7 @@ async function benchBase(binaries: EtcdBinaries, tmp: string, runs: number, dbMB
   const src = await startTestEtcd({ quotaBackendBytes: 8 * 1024 * MiB });
   let base: Snapshot;
   try {
-    const filled = await fill(src.clientUrl, dbMB);
+    const filled = await fillEtcd(benchDir, src.clientUrl, dbMB);
     console.log(`  filled ${round1(filled.bytes / MiB)} MiB in ${filled.keys} keys (${round1(filled.seconds)} s)`);
     const c = new Etcd3({ hosts: src.clientUrl });
     try {
