@@ -27,6 +27,7 @@ import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
 import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
+import { compactionRestoration } from '../../test/support/restore.js';
 import { dumpEtcd } from '../../test/support/etcd-dump.js';
 import { arg, measured, round1, table, type Run } from './support/measure.js';
 
@@ -36,24 +37,7 @@ const hotKeys = arg('hot-keys', 5_000);
 const valueBytes = arg('value-bytes', 256);
 const perDelta = arg('per-delta', 1_000);
 
-function restoration(dir: string): RestorationConfig {
-  return {
-    initialCluster: 'default=http://127.0.0.1:2380',
-    initialClusterToken: 'etcd-cluster',
-    dataDir: path.join(dir, 'compaction.etcd'),
-    tempDir: path.join(dir, 'compaction.tmp'),
-    name: 'default',
-    autoCompactionRetention: '30m',
-    autoCompactionMode: 'periodic',
-    initialAdvertisePeerURLs: ['http://127.0.0.1:2380'],
-    maxTxnOps: 10240,
-    maxRequestBytes: 10 * 1024 * 1024,
-    maxCallSendMsgSize: 10 * 1024 * 1024,
-    embeddedEtcdQuotaBytes: 8 * 1024 ** 3,
-    maxFetchers: 6,
-    skipHashCheck: false,
-  };
-}
+const restoration = (dir: string): RestorationConfig => compactionRestoration(dir);
 
 /** A base full snapshot from a real etcd holding `baseKeys` values. */
 async function baseSnapshot(store: SnapStore): Promise<Snapshot> {

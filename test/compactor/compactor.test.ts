@@ -27,7 +27,7 @@ import { etcdBinaries, startTestEtcd } from '../support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../support/etcd-dump.js';
 import { openLocalStore } from '../support/local-store.js';
 import { recordingLogger } from '../support/logger.js';
-import { restoreOptions } from '../support/restore.js';
+import { compactionRestoration, restoreOptions } from '../support/restore.js';
 
 const COMPAT = join(import.meta.dirname, '../../../shared/compat/upstream-v0.23');
 const cases = readdirSync(COMPAT, { withFileTypes: true })
@@ -52,25 +52,8 @@ async function compatCopy(name: string, dir: string): Promise<SnapStore> {
   return localStore(root, dir);
 }
 
-function restoration(dir: string, over: Partial<RestorationConfig> = {}): RestorationConfig {
-  return {
-    initialCluster: 'default=http://127.0.0.1:2380',
-    initialClusterToken: 'etcd-cluster',
-    dataDir: join(dir, 'compaction.etcd'),
-    tempDir: join(dir, 'compaction.tmp'),
-    name: 'default',
-    autoCompactionRetention: '30m',
-    autoCompactionMode: 'periodic',
-    initialAdvertisePeerURLs: ['http://127.0.0.1:2380'],
-    maxTxnOps: 10240,
-    maxRequestBytes: 10 * 1024 * 1024,
-    maxCallSendMsgSize: 10 * 1024 * 1024,
-    embeddedEtcdQuotaBytes: 8 * 1024 ** 3,
-    maxFetchers: 3,
-    skipHashCheck: false,
-    ...over,
-  };
-}
+const restoration = (dir: string, over: Partial<RestorationConfig> = {}): RestorationConfig =>
+  compactionRestoration(dir, { maxFetchers: 3, ...over });
 
 const COMPACTOR: CompactorConfig = {
   defragment: true,

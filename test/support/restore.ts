@@ -1,5 +1,7 @@
 import { join } from 'node:path';
 import { silentLogger } from '@etcdbrctl/snapstore';
+import { restorationGroup } from '../../src/config/groups/restoration.js';
+import type { RestorationConfig } from '../../src/config/types.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import type { RestoreOptions } from '../../src/restorer/restore.js';
 
@@ -22,6 +24,21 @@ export function restoreOptions(binaries: EtcdBinaries, dir: string, over: Partia
     maxRequestBytes: 10 * 1024 * 1024,
     maxTxnOps: 10240,
     logger: silentLogger,
+    ...over,
+  };
+}
+
+/**
+ * The `compact` Job's restoration config for a temp dir: upstream's flag defaults (restorationGroup), with
+ * the data and temp dirs under `dir` and loopback peer URLs.
+ */
+export function compactionRestoration(dir: string, over: Partial<RestorationConfig> = {}): RestorationConfig {
+  return {
+    ...restorationGroup.defaults(),
+    initialCluster: 'default=http://127.0.0.1:2380',
+    initialAdvertisePeerURLs: ['http://127.0.0.1:2380'],
+    dataDir: join(dir, 'compaction.etcd'),
+    tempDir: join(dir, 'compaction.tmp'),
     ...over,
   };
 }
