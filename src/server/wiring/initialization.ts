@@ -1,0 +1,78 @@
+/**
+ * What the etcd-wrapper's `/initialization/start` runs: data-dir validation and, when needed, a restore or
+ * a multi-node join, reported to the EtcdMember status. Also the cluster size the sidecar starts with.
+ */
+import type { StoreConfig } from '@etcdbrctl/snapstore';
+import type { Env } from '../../cli/context.js';
+import type { MultiNode } from '../../cluster/multinode.js';
+import type { ServerConfig } from '../../config/types.js';
+import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/binaries.js';
+import { clusterSize, etcdConfigPath, parseInitialCluster, readEtcdConfigTemplate } from '../../initializer/etcd-config.js';
+import { initializeDataDir } from '../../initializer/initializer.js';
+import { recordInitialization, type EtcdMemberStatusPublisher } from '../../k8s/etcd-member-status.js';
+import type { Logger } from '../../log.js';
+import type { Metrics } from '../../metrics.js';
+import { restoreSettings } from '../../restorer/restore.js';
+import type { RotatingStore } from '../../snapshotter/store-provider.js';
+import type { HealthState } from '../health.js';
+import { InitializationState } from '../initialization.js';
+
+export function wireInitialization(input: {
+  config: ServerConfig;
+  env: Env;
+  /** Aborted on shutdown; stops waiting for the multi-node cluster view. */
+  signal: AbortSignal;
+  /** The cluster size at start; above 1 the etcd config is read again at each initialization. */
+  clusterSize: number;
+  multiNode: MultiNode;
+  store: RotatingStore | undefined;
+  primaryStore: StoreConfig | undefined;
+  etcdMemberStatus: EtcdMemberStatusPublisher | undefined;
+  health: HealthState;
+  logger: Logger;
+  metrics: Metrics;
+}): InitializationState {
+  const { env, multiNode, store, primaryStore, etcdMemberStatus, logger, metrics } = input;
+  const rc = input.config.restorationConfig;
+  const size = input.clusterSize;
+  let binaries: Promise<EtcdBinaries> | undefined;
+  return new InitializationState(
+    recordInitialization(etcdMemberStatus, async (mode) => {
+      // Multi-node: cluster size and member identity from the etcd config as it is now (druid rewrites it on scale-up).
+      const mn = size > 1 ? await multiNode.initOptions(input.signal) : undefined;
+      return initializeDataDir(mode, {
+        dataDir: rc.dataDir,
+        ...(env.POD_NAMESPACE ? { podNamespace: env.POD_NAMESPACE } : {}),
+        clusterSize: mn?.clusterSize ?? size,
+        ...(mn ? { multiNode: mn.multiNode } : {}),
+        ...(store ? { store: () => store.get() } : {}),
+        ...(primaryStore ? { snapstoreTempDir: primaryStore.tempDir } : {}),
+        binaries: () => (binaries ??= findEtcdBinaries({ etcdBin: env.ETCD_BIN, path: env.PATH ?? '' })),
+        restore: { ...restoreSettings(rc), tempDir: rc.tempDir },
+        logger,
+        metrics,
+        ...(etcdMemberStatus ? { onProgress: (p) => etcdMemberStatus.onInitializationProgress(p) } : {}),
+      });
+    }),
+    logger,
+    () => input.health.setHealthy(false),
+  );
+}
+
+/**
+ * Cluster size from the etcd config's initial-cluster (upstream reads it at start and fails without the
+ * file); without the file we fall back to `--initial-cluster` so a plain local run works.
+ */
+export async function resolveClusterSize(
+  env: Readonly<Record<string, string | undefined>>,
+  initialCluster: string,
+  logger: { warn(o: object, m: string): void },
+): Promise<number> {
+  const path = etcdConfigPath(env);
+  try {
+    return clusterSize(await readEtcdConfigTemplate(path));
+  } catch (err) {
+    logger.warn({ err, path }, 'cannot read the etcd config file; taking the cluster size from --initial-cluster');
+    return Math.max(1, parseInitialCluster(initialCluster).length);
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * The sidecar's Kubernetes side, kept in one place because every part of it exists only when a flag turns
+ * Kubernetes on: snapshot leases and their renewer, the member lease heartbeat, the EtcdMember status.
+ */
+import type { Etcd3 } from 'etcd3';
+import type { Snapshot } from '@etcdbrctl/snapstore';
+import type { Env } from '../../cli/context.js';
+import type { Clock } from '../../clock.js';
+import type { ServerConfig } from '../../config/types.js';
+import { createKubeClient, resolveKubeConnection, type KubeClient } from '../../k8s/client.js';
+import { EtcdMemberStatusPublisher } from '../../k8s/etcd-member-status.js';
+import { MemberLeaseHeartbeat, etcdIdToHex } from '../../k8s/member-lease.js';
+import { FullSnapshotLeaseRenewer, SnapshotLeases } from '../../k8s/snapshot-leases.js';
+import type { Logger } from '../../log.js';
+
+export interface KubeParts {
+  /** Undefined when neither snapshot nor member lease renewal is enabled. */
+  kube: KubeClient | undefined;
+  /** POD_NAMESPACE, '' when unset (only allowed without Kubernetes). */
+  namespace: string;
+  leases: SnapshotLeases | undefined;
+  renewer: FullSnapshotLeaseRenewer | undefined;
+  memberLease: MemberLeaseHeartbeat | undefined;
+}
+
+/** Connects to Kubernetes when a lease flag asks for it and builds the leases; nothing is started yet. */
+export async function wireKube(input: {
+  config: ServerConfig;
+  env: Env;
+  client: Etcd3;
+  /** The newest full snapshot the active snapshotter knows, for the full snapshot lease. */
+  latestFull: () => Snapshot | undefined;
+  clock: Clock;
+  logger: Logger;
+}): Promise<KubeParts> {
+  const { config, env, client, clock, logger } = input;
+  const health = config.healthConfig;
+  let kube: KubeClient | undefined;
+  if (health.snapshotLeaseRenewalEnabled || health.memberLeaseRenewalEnabled) {
+    kube = await createKubeClient(resolveKubeConnection({ env }));
+  }
+  const namespace = env.POD_NAMESPACE ?? '';
+  if (kube && namespace === '') throw new Error('POD_NAMESPACE must be set when lease renewal is enabled');
+  const leases =
+    kube && health.snapshotLeaseRenewalEnabled
+      ? new SnapshotLeases({
+          kube,
+          namespace,
+          fullSnapshotLeaseName: health.fullSnapshotLeaseName,
+          deltaSnapshotLeaseName: health.deltaSnapshotLeaseName,
+          clock,
+          logger,
+        })
+      : undefined;
+  const renewer = leases ? new FullSnapshotLeaseRenewer({ leases, latestFull: input.latestFull, clock, logger }) : undefined;
+  const memberLease =
+    kube && health.memberLeaseRenewalEnabled
+      ? new MemberLeaseHeartbeat({
+          kube,
+          namespace,
+          memberName: env.POD_NAME ?? config.restorationConfig.name,
+          memberIdentity: async () => {
+            const st = (await client.maintenance.status()) as unknown as {
+              header: { member_id: string; cluster_id: string };
+              leader: string;
+            };
+            return {
+              memberId: etcdIdToHex(st.header.member_id),
+              clusterId: etcdIdToHex(st.header.cluster_id),
+              isLeader: st.header.member_id === st.leader,
+            };
+          },
+          peerTLSEnabled: config.restorationConfig.initialAdvertisePeerURLs.every((u) => u.startsWith('https://')),
+          clock,
+          logger,
+          heartbeatMs: health.heartbeatDuration,
+          timeoutMs: config.etcdConnectionConfig.connectionTimeout,
+        })
+      : undefined;
+  return { kube, namespace, leases, renewer, memberLease };
+}
+
+/**
+ * The EtcdMember status (DEP-04), published whenever Kubernetes is enabled. Apart from `wireKube` because
+ * it needs the cluster size, which is resolved only after the Kubernetes client exists.
+ */
+export function startEtcdMemberStatus(
+  parts: KubeParts,
+  input: { config: ServerConfig; env: Env; clusterSize: number; clock: Clock; logger: Logger },
+): EtcdMemberStatusPublisher | undefined {
+  const { kube, namespace } = parts;
+  const { config, clock, logger } = input;
+  const rc = config.restorationConfig;
+  const publisher = kube
+    ? new EtcdMemberStatusPublisher({
+        kube,
+        namespace,
+        name: input.env.POD_NAME ?? rc.name,
+        clusterSize: input.clusterSize,
+        peerTLSEnabled: rc.initialAdvertisePeerURLs.every((u) => u.startsWith('https://')),
+        // DB sizes change with every write: refreshed at the member lease heartbeat, not every reelection period.
+        sizeRefreshMs: config.healthConfig.heartbeatDuration,
+        clock,
+        logger,
+      })
+    : undefined;
+  publisher?.start();
+  return publisher;
+}
