@@ -249,13 +249,18 @@ async function child(name: string): Promise<void> {
 /** Runs one case in a fresh process with the same node flags (tsx or bundled) and reads its result. */
 function runInChild(name: string, setup: Setup): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [...process.execArgv, process.argv[1] as string, `--child=${name}`, `--setup=${JSON.stringify(setup)}`], {
+    // BENCH_CHILD_FLAGS: node flags for every measured process, e.g. '--cpu-prof --cpu-prof-dir=/tmp/p' or
+    // '--heap-prof --heap-prof-dir=/tmp/p' to see where a case's time or allocations go.
+    const prof = (process.env.BENCH_CHILD_FLAGS ?? '').split(' ').filter((f) => f !== '');
+    const proc = spawn(process.execPath, [...process.execArgv, ...prof, process.argv[1] as string, `--child=${name}`, `--setup=${JSON.stringify(setup)}`], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';
     proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
     proc.once('error', reject);
     proc.once('exit', (code) => {
+      // What the flags printed (e.g. --trace-gc) comes before the result line: passed on to stderr.
+      if (prof.length > 0) process.stderr.write(out.trim().split('\n').slice(0, -1).map((l) => `  [${name}] ${l}\n`).join(''));
       if (code !== 0) return reject(new Error(`run of ${name} failed (exit ${code})`));
       try {
         const parsed = JSON.parse(out.trim().split('\n').pop() ?? '') as RunResult & { out: number | null };
