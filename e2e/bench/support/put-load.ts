@@ -11,13 +11,16 @@
  * counter stamped into a random-looking buffer). Prints one JSON line: puts, seconds, putsPerSecond,
  * lastRevision, errors.
  *
- * Why raw gRPC over node:http2 and not the etcd3 client: through etcd3 (even its RPC layer) one put cost
- * this process about 300 µs of CPU, nearly four times what etcd itself spends on it (about 85 µs), so on
- * a 2-core machine the generator, not etcd or the sidecar, capped the load at about 3,700 puts/s. A put
- * here is one HTTP/2 stream carrying a hand-encoded `etcdserverpb.PutRequest` (key = field 1, value =
- * field 2) and a `PutResponse` whose header revision (field 1 → field 3) is read back.
+ * Why raw gRPC and not the etcd3 client: through etcd3 (even its RPC layer) one put cost this process
+ * about 300 µs of CPU, nearly four times what etcd itself spends on it (about 85 µs), and through
+ * node:http2 still about 130 µs, so on a 2-core machine the generator, not etcd or the sidecar, capped
+ * the load. A put here is one HTTP/2 stream of our own minimal client (h2-unary-client.ts) carrying a
+ * hand-encoded `etcdserverpb.PutRequest` (key = field 1, value = field 2) and a `PutResponse` whose
+ * header revision (field 1 → field 3) is read back.
  */
-import http2 from 'node:http2';
+import { H2UnaryClient } from './h2-unary-client.js';
+
+const PUT_PATH = '/etcdserverpb.KV/Put';
 
 function num(name: string, fallback: number): number {
   const hit = process.argv.find((a) => a.startsWith(`--${name}=`));
@@ -95,43 +98,8 @@ function revisionOf(response: Buffer): number {
   throw new Error('PutResponse without a header revision');
 }
 
-function put(session: http2.ClientHttp2Session, frame: Buffer): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const stream = session.request({
-      ':method': 'POST',
-      ':path': '/etcdserverpb.KV/Put',
-      'content-type': 'application/grpc',
-      te: 'trailers',
-    });
-    const chunks: Buffer[] = [];
-    let status: string | undefined;
-    let message = '';
-    stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-    stream.on('response', (headers) => {
-      // A trailers-only answer (errors) carries grpc-status in the response headers.
-      if (headers['grpc-status'] !== undefined) {
-        status = String(headers['grpc-status']);
-        message = String(headers['grpc-message'] ?? '');
-      }
-    });
-    stream.on('trailers', (trailers) => {
-      status = String(trailers['grpc-status']);
-      message = String(trailers['grpc-message'] ?? '');
-    });
-    stream.on('error', reject);
-    stream.on('close', () => {
-      if (status !== '0') {
-        reject(new Error(`put failed: grpc-status ${status ?? 'missing'} ${decodeURIComponent(message)}`));
-        return;
-      }
-      try {
-        resolve(revisionOf(Buffer.concat(chunks)));
-      } catch (err) {
-        reject(err instanceof Error ? err : new Error(String(err)));
-      }
-    });
-    stream.end(frame);
-  });
+async function put(client: H2UnaryClient, frame: Buffer): Promise<number> {
+  return revisionOf(await client.call(PUT_PATH, frame));
 }
 
 async function main(): Promise<void> {
@@ -144,8 +112,9 @@ async function main(): Promise<void> {
   const concurrency = num('concurrency', 64);
   const keys = num('keys', 50_000);
   const total = Math.round(rate * seconds);
-  const session = http2.connect(endpoint);
-  session.on('error', (err) => process.stderr.write(`  load: connection error: ${err.message}\n`));
+  const client = await H2UnaryClient.connect(endpoint, {
+    onError: (err) => process.stderr.write(`  load: connection error: ${err.message}\n`),
+  });
   const template = Buffer.alloc(valueBytes);
   let x = 0x9e3779b9;
   for (let i = 0; i < valueBytes; i++) {
@@ -165,17 +134,17 @@ async function main(): Promise<void> {
   const worker = async (): Promise<void> => {
     // Stops at the deadline even if the rate was not reached (the machine may be too slow for it).
     while (issued < total && Date.now() < deadline) {
-      const allowed = ((Date.now() - t0) / 1000) * rate;
-      if (issued >= allowed) {
-        await new Promise((r) => setTimeout(r, Math.max(1, Math.ceil(((issued - allowed) / rate) * 1000))));
-        continue;
-      }
+      // Each put has a due time (n / rate after the start); a worker claims the next one and sleeps once
+      // until it is due, instead of polling (64 workers polling on 1 ms timers cost more than the puts).
       const n = issued++;
+      const wait = t0 + (n / rate) * 1000 - Date.now();
+      if (wait >= 1) await new Promise((r) => setTimeout(r, wait));
+      if (Date.now() >= deadline) break;
       const value = Buffer.from(template);
       value.write(String(n).padStart(12, '0'), 0, 'latin1');
       const key = Buffer.from(`/registry/load/key-${String(n % keys).padStart(6, '0')}`);
       try {
-        const rev = await put(session, putFrame(key, value));
+        const rev = await put(client, putFrame(key, value));
         if (rev > lastRevision) lastRevision = rev;
         done++;
       } catch (err) {
@@ -191,7 +160,7 @@ async function main(): Promise<void> {
   try {
     await Promise.all(Array.from({ length: concurrency }, worker));
   } finally {
-    session.close();
+    await client.close();
   }
   if (firstError !== undefined) process.stderr.write(`  load: ${errors} errors, the first: ${firstError}\n`);
   const secs = (Date.now() - t0) / 1000;
