@@ -79,6 +79,9 @@ interface Setup {
 
 interface RunResult {
   run: Run;
+  /** CPU seconds etcd and s3rver spent during the run (read from /proc by the parent). */
+  etcdCpu?: number;
+  s3rverCpu?: number;
   /** Bytes of the stored object or file, or that reached the sink; NaN for the null store. */
   out: number;
 }
@@ -246,6 +249,18 @@ async function child(name: string): Promise<void> {
   }
 }
 
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux); NaN where unreadable. */
+async function processCpuSeconds(pid: number): Promise<number> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th of the line.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+  } catch {
+    return NaN;
+  }
+}
+
 /** Runs one case in a fresh process with the same node flags (tsx or bundled) and reads its result. */
 function runInChild(name: string, setup: Setup): Promise<RunResult> {
   return new Promise((resolve, reject) => {
@@ -342,7 +357,11 @@ async function main(): Promise<void> {
           const { run, value } = await measured(inProcess.cases.get(name) as () => Promise<number>);
           res = { run, out: value };
         } else {
+          const before = await Promise.all([processCpuSeconds(etcd.pid), processCpuSeconds(s3rver.pid)]);
           res = await runInChild(name, setup);
+          const after = await Promise.all([processCpuSeconds(etcd.pid), processCpuSeconds(s3rver.pid)]);
+          res.etcdCpu = after[0] - before[0];
+          res.s3rverCpu = after[1] - before[1];
         }
         results.get(name)?.push(res);
         const { run } = res;
@@ -367,6 +386,8 @@ async function main(): Promise<void> {
         maxPeakRssMB: round1(Math.max(...rs.map((x) => x.run.peakRssMB))),
         rssGrowthMB: round1(median(rs.map((x) => x.run.peakRssMB - x.run.baselineRssMB))),
         outMB: round1(median(rs.map((x) => x.out)) / MiB),
+        etcdCpuSeconds: round3(median(rs.map((x) => x.etcdCpu ?? NaN))),
+        s3rverCpuSeconds: round3(median(rs.map((x) => x.s3rverCpu ?? NaN))),
       };
     });
     console.log(
@@ -376,13 +397,15 @@ async function main(): Promise<void> {
     const dash = (s: { name: string }, v: string): string => (s.name === 'etcdctl' ? '-' : v);
     console.log(
       table(
-        ['case', 'seconds', 'MiB/s', 'x etcdctl', 'cpu s', 'RSS start', 'RSS peak', 'peak - start', 'out MiB'],
+        ['case', 'seconds', 'MiB/s', 'x etcdctl', 'cpu s', 'etcd cpu s', 's3rver cpu s', 'RSS start', 'RSS peak', 'peak - start', 'out MiB'],
         summary.map((s) => [
           s.name,
           s.seconds.toFixed(2),
           s.mibPerSec.toFixed(1),
           s.ratio.toFixed(2),
           dash(s, s.cpuSeconds.toFixed(2)),
+          Number.isFinite(s.etcdCpuSeconds) ? s.etcdCpuSeconds.toFixed(2) : '-',
+          Number.isFinite(s.s3rverCpuSeconds) && s.s3rverCpuSeconds > 0 ? s.s3rverCpuSeconds.toFixed(2) : '-',
           dash(s, s.startRssMB.toFixed(1)),
           dash(s, s.peakRssMB.toFixed(1)),
           dash(s, s.rssGrowthMB.toFixed(1)),
@@ -397,12 +420,16 @@ async function main(): Promise<void> {
       .map((x) => {
         const floorCase = byName.get(x.name.replace(/\/(none|zstd)$/, '/floor-$1'));
         const bound = floorCase ? Math.max(etcdctlSeconds, floorCase.seconds) : etcdctlSeconds;
-        return { name: x.name, ratio: x.ratio, floorRatio: floorCase ? round3(floorCase.seconds / etcdctlSeconds) : undefined, overBound: round3(x.seconds / bound) };
+        // How busy the whole machine was: our process, etcd and s3rver together against every core for the run.
+        const machineCpu = x.cpuSeconds + x.etcdCpuSeconds + (Number.isFinite(x.s3rverCpuSeconds) ? x.s3rverCpuSeconds : 0);
+        const cpuShare = round3(machineCpu / (os.cpus().length * x.seconds));
+        return { name: x.name, ratio: x.ratio, floorRatio: floorCase ? round3(floorCase.seconds / etcdctlSeconds) : undefined, overBound: round3(x.seconds / bound), cpuShare };
       });
     for (const v of verdicts) {
       console.log(
         `  ${v.name.padEnd(10)} ${v.ratio.toFixed(2)}x etcdctl: ${v.ratio <= RATIO_TARGET ? 'met' : 'NOT met'}` +
-          (v.floorRatio === undefined ? '' : `; emulator floor alone ${v.floorRatio.toFixed(2)}x etcdctl, ours ${v.overBound.toFixed(2)}x max(etcdctl, floor)`),
+          (v.floorRatio === undefined ? '' : `; emulator floor alone ${v.floorRatio.toFixed(2)}x etcdctl, ours ${v.overBound.toFixed(2)}x max(etcdctl, floor)`) +
+          (Number.isFinite(v.cpuShare) ? `; ours + etcd + s3rver kept ${Math.round(v.cpuShare * 100)}% of ${os.cpus().length} cores busy` : ''),
       );
     }
     const likeForLike = verdicts.filter((v) => v.name.startsWith('local/'));

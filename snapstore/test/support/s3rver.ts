@@ -33,6 +33,8 @@ export interface S3rverInstance {
   bucket: string;
   /** s3rver's data directory. */
   directory: string;
+  /** The s3rver process (benchmarks read its CPU time). */
+  pid: number;
   /**
    * Every object key in the bucket, read from s3rver's directory, plus one entry per stored part of
    * an unfinished multipart upload, named `<key>#upload=<uploadId>/part=<n>` so it sorts under the
@@ -124,6 +126,7 @@ export async function startS3rver(opts: S3rverOptions = {}): Promise<S3rverInsta
     endpoint: `${opts.tls ? 'https' : 'http'}://127.0.0.1:${port}`,
     bucket,
     directory,
+    pid: child.pid ?? -1,
     rawKeys: () => s3rverRawKeys(bucketDir),
     async stop() {
       if (child.exitCode === null && child.signalCode === null) {
