@@ -8,16 +8,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../test/support/cleanups.js';
 import { startEtcdWithClient } from '../test/support/etcd.js';
+import type { PutLoadResult as LoadResult } from './bench/support/put-load-result.js';
 
 const SCRIPT = join(import.meta.dirname, 'bench/support/put-load.ts');
-
-interface LoadResult {
-  puts: number;
-  seconds: number;
-  putsPerSecond: number;
-  lastRevision: number;
-  errors: number;
-}
 
 function runLoad(args: string[]): Promise<{ result: LoadResult; stderr: string }> {
   return new Promise((resolve, reject) => {

@@ -37,20 +37,13 @@ import { Snapshotter } from '../../src/snapshotter/snapshotter.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { etcdBinaries } from '../../test/support/etcd.js';
 import { MiB, arg, measured, median, round1, table } from './support/measure.js';
+import type { PutLoadResult as LoadResult } from './support/put-load-result.js';
 
 /** This bench's directory; ETCDBR_BENCH_DIR when it runs bundled (scripts/bench.mjs --compiled). */
 const benchDir = process.env.ETCDBR_BENCH_DIR ?? path.dirname(fileURLToPath(import.meta.url));
 const LIMIT = 10 * MiB;
 const PERIOD_MS = 20_000;
 const RSS_TARGET_MB = 200;
-
-interface LoadResult {
-  puts: number;
-  seconds: number;
-  putsPerSecond: number;
-  lastRevision: number;
-  errors: number;
-}
 
 function runLoad(endpoint: string, rate: number, seconds: number, valueBytes: number): Promise<LoadResult> {
   const script = path.join(benchDir, 'support', 'put-load.ts');

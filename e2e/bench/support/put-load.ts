@@ -19,6 +19,7 @@
  * header revision (field 1 → field 3) is read back.
  */
 import { H2UnaryClient } from './h2-unary-client.js';
+import type { PutLoadResult } from './put-load-result.js';
 
 const PUT_PATH = '/etcdserverpb.KV/Put';
 
@@ -164,7 +165,8 @@ async function main(): Promise<void> {
   }
   if (firstError !== undefined) process.stderr.write(`  load: ${errors} errors, the first: ${firstError}\n`);
   const secs = (Date.now() - t0) / 1000;
-  console.log(JSON.stringify({ puts: done, seconds: secs, putsPerSecond: Math.round(done / secs), lastRevision, errors }));
+  const result: PutLoadResult = { puts: done, seconds: secs, putsPerSecond: Math.round(done / secs), lastRevision, errors };
+  console.log(JSON.stringify(result));
 }
 
 await main();
