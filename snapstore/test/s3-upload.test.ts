@@ -11,7 +11,7 @@ import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Logger } from '../src/logger.js';
 import { silentLogger } from '../src/logger.js';
-import { PartBufferPool, UploadFailedError, uploadStream } from '../src/providers/s3-upload.js';
+import { IdleBuffers, PartBufferPool, UploadFailedError, uploadStream } from '../src/providers/s3-upload.js';
 import type { PartRetryPolicy, StreamUploadOptions } from '../src/providers/s3-upload.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from './support/s3rver.js';
 import type { S3rverInstance } from './support/s3rver.js';
@@ -118,11 +118,11 @@ async function startFaultProxy(target: string) {
 }
 
 /** Deterministic bytes in uneven chunks; counts what was pulled so tests can see backpressure. */
-function source(size: number, opts: { chunk?: number; failAfter?: number } = {}) {
+function source(size: number, opts: { chunk?: number; failAfter?: number; seed?: number } = {}) {
   const chunk = opts.chunk ?? 100_003;
   const hash = createHash('sha256');
   let produced = 0;
-  let x = 0x12345678;
+  let x = opts.seed ?? 0x12345678;
   const stream = new Readable({
     highWaterMark: 64 * 1024,
     read() {
@@ -372,6 +372,41 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     expect(await stored(opts.key)).toEqual({ size: 8 * PART + 5, hex: src.digest() });
   });
 
+  it("reuses the part buffers an earlier upload left, after a failed upload too, and stores each upload's own bytes", async () => {
+    /** Counts the buffers an upload got from the idle set instead of allocating them. */
+    class CountingIdle extends IdleBuffers {
+      hits = 0;
+      override take(bytes: number): Buffer | undefined {
+        const buf = super.take(bytes);
+        if (buf) this.hits++;
+        return buf;
+      }
+    }
+    const idle = new CountingIdle(3);
+    proxy.reset(() => undefined);
+    const first = source(3 * PART + 7, { chunk: 65_536 });
+    const o1 = options({ concurrency: 2, idleBuffers: idle });
+    const r1 = await uploadStream(first.stream, o1);
+    expect(idle.hits).toBe(0);
+    expect(idle.size).toBe(r1.buffersAllocated);
+
+    // A failing upload takes the idle buffers and, once its requests have ended, gives them back.
+    proxy.reset((s) => (isPart(s) && partNo(s) === 2 ? { fail: 403, code: 'AccessDenied' } : undefined));
+    const failing = source(4 * PART, { chunk: 65_536, seed: 0x0badf00d });
+    await failure(uploadStream(failing.stream, options({ concurrency: 2, idleBuffers: idle })));
+    expect(idle.hits).toBeGreaterThan(0);
+    expect(idle.size).toBe(3);
+
+    proxy.reset(() => undefined);
+    const hitsBefore = idle.hits;
+    const second = source(4 * PART + 3, { chunk: 65_536, seed: 0x7e57ab1e });
+    const o2 = options({ concurrency: 2, idleBuffers: idle });
+    const r2 = await uploadStream(second.stream, o2);
+    expect(idle.hits - hitsBefore).toBe(r2.buffersAllocated);
+    expect(await stored(o1.key)).toEqual({ size: 3 * PART + 7, hex: first.digest() });
+    expect(await stored(o2.key)).toEqual({ size: 4 * PART + 3, hex: second.digest() });
+  });
+
   it('sends SSE-C parameters on create, parts and complete, and a CRC32 checksum by default', async () => {
     const key = '0123456789abcdef0123456789abcdef';
     const ssec = {
@@ -511,6 +546,37 @@ describe('uploadStream over https, against a scripted request handler', () => {
   });
 });
 
+describe('IdleBuffers', () => {
+  it('keeps at most its capacity and hands out only buffers of the asked size', () => {
+    const idle = new IdleBuffers(2);
+    const [a, b, c] = [Buffer.alloc(16), Buffer.alloc(16), Buffer.alloc(16)];
+    idle.keep(a);
+    idle.keep(b);
+    idle.keep(c);
+    expect(idle.size).toBe(2);
+    expect(idle.take(32)).toBeUndefined();
+    expect([idle.take(16), idle.take(16)]).toEqual(expect.arrayContaining([a, b]));
+    expect(idle.take(16)).toBeUndefined();
+  });
+
+  it('is where a part pool takes from first and gives back to on release', () => {
+    const idle = new IdleBuffers(4);
+    const kept = Buffer.alloc(16);
+    idle.keep(kept);
+    const pool = new PartBufferPool(16, 2, idle);
+    const first = pool.take();
+    const second = pool.take();
+    expect(first).toBe(kept);
+    expect(second).not.toBe(kept);
+    expect(pool.allocated).toBe(2);
+    pool.give(first);
+    pool.give(second);
+    expect(idle.size).toBe(0);
+    pool.release();
+    expect(idle.size).toBe(2);
+  });
+});
+
 describe('PartBufferPool', () => {
   it('allocates lazily up to its capacity and hands the same buffers out again', () => {
     const pool = new PartBufferPool(16, 2);
@@ -524,5 +590,14 @@ describe('PartBufferPool', () => {
     pool.give(b);
     expect(pool.take()).toBe(b);
     expect(pool.allocated).toBe(2);
+  });
+
+  it('takes a buffer given back twice only once', () => {
+    const pool = new PartBufferPool(16, 2);
+    const a = pool.take();
+    pool.give(a);
+    pool.give(a);
+    expect(pool.take()).toBe(a);
+    expect(pool.take()).not.toBe(a);
   });
 });

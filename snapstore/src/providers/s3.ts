@@ -32,7 +32,7 @@ import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnaps
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import { abortReason, describeError, isNetworkError, saveFailed } from './common.js';
-import { DEFAULT_PART_RETRY, UploadFailedError, errorName, httpStatus, uploadStream } from './s3-upload.js';
+import { DEFAULT_PART_RETRY, IdleBuffers, UploadFailedError, errorName, httpStatus, uploadStream } from './s3-upload.js';
 import type { PartRetryPolicy } from './s3-upload.js';
 
 /** Tag (S3) that hides a snapshot version from listings unless `includeExcluded` (upstream). */
@@ -199,6 +199,8 @@ class S3SnapStore implements SnapStore {
   private readonly bucket: string;
   private readonly logger: Logger;
   private readonly partSize: number;
+  /** One upload's worth of part buffers, kept between uploads (see IdleBuffers). */
+  private readonly idleParts: IdleBuffers;
   private readonly queueSize: number;
   private warnedVersioning = false;
 
@@ -214,6 +216,7 @@ class S3SnapStore implements SnapStore {
     this.logger = config.logger ?? silentLogger;
     this.partSize = Math.max(config.minChunkSize, S3_MIN_PART_SIZE);
     this.queueSize = Math.max(1, config.maxParallelChunkUploads);
+    this.idleParts = new IdleBuffers(this.queueSize + 1);
   }
 
   private where(key: string): string {
@@ -383,6 +386,7 @@ class S3SnapStore implements SnapStore {
         key,
         partSize: this.partSize,
         concurrency: this.queueSize,
+        idleBuffers: this.idleParts,
         writeParams: this.ssec ?? {},
         unsignedPayload: true, // applied to https requests only; plain http keeps the signed body hash
         retry: this.partRetry,
