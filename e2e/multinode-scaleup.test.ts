@@ -99,10 +99,12 @@ describe('scale-up 1 → 3 through sidecars and the etcd-wrapper protocol', () =
         );
         await waitFor(
           async () => {
+            // etcd applies a promotion before the sidecar gets the answer: also wait for both sidecars to log it.
+            if (![1, 2].every((i) => /promoted learner to a voting member/.test(sidecars[i]!.logs()))) return undefined;
             const list = await client.cluster.memberList({});
             return list.members.length === 3 && list.members.every((m) => !m.isLearner && m.name !== '') ? true : undefined;
           },
-          'three voting members',
+          'three voting members, each promotion logged by its sidecar',
           180_000,
         );
       } finally {
