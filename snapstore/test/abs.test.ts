@@ -5,12 +5,14 @@
  */
 import { createServer, request as httpRequest, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createHash } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AbsStoreConfig } from '../src/config.js';
 import { absContainerUrl, blockId, cutBlocks, openAbsStore } from '../src/providers/abs.js';
 import type { AbsStoreOptions } from '../src/providers/abs.js';
+import { IdleBuffers } from '../src/providers/part-buffers.js';
 import type { Snapshot } from '../src/snapshot.js';
 import type { SnapStore } from '../src/store.js';
 import { describeSnapStoreConformance, expectCode, generatedStream, pseudoRandomBytes, testSnapshot } from './conformance.js';
@@ -104,12 +106,34 @@ describe('ABS block helpers', () => {
   it('cuts a stream into blocks of exactly the block size', async () => {
     const src = Readable.from([Buffer.alloc(3, 1), Buffer.alloc(10, 2), Buffer.alloc(0), Buffer.alloc(2, 3)]);
     const blocks: Buffer[] = [];
-    for await (const b of cutBlocks(src, 4)) blocks.push(Buffer.from(b));
+    for await (const b of cutBlocks(src, 4)) blocks.push(Buffer.from(b.bytes));
     expect(blocks.map((b) => b.length)).toEqual([4, 4, 4, 3]);
     expect(Buffer.concat(blocks)).toEqual(Buffer.concat([Buffer.alloc(3, 1), Buffer.alloc(10, 2), Buffer.alloc(2, 3)]));
     const none: Buffer[] = [];
-    for await (const b of cutBlocks(Readable.from([]), 4)) none.push(b);
+    for await (const b of cutBlocks(Readable.from([]), 4)) none.push(b.bytes);
     expect(none).toEqual([]);
+  });
+
+  it('fills buffers from take, one per block, and takes none beyond the last byte', async () => {
+    const given: Buffer[] = [];
+    const take = (): Buffer => {
+      const b = Buffer.alloc(4, 0xee);
+      given.push(b);
+      return b;
+    };
+    const cut: Array<{ bytes: string; buffer: Buffer }> = [];
+    for await (const b of cutBlocks(Readable.from([Buffer.from('abcdefgh')]), 4, take)) cut.push({ bytes: b.bytes.toString(), buffer: b.buffer });
+    expect(cut.map((c) => c.bytes)).toEqual(['abcd', 'efgh']);
+    expect(given).toHaveLength(2);
+    expect(cut.map((c) => c.buffer)).toEqual(given);
+
+    given.length = 0;
+    const last: Array<{ bytes: string; buffer: Buffer }> = [];
+    for await (const b of cutBlocks(Readable.from([Buffer.from('abcdef')]), 4, take)) last.push({ bytes: b.bytes.toString(), buffer: b.buffer });
+    // The short last block is a view of a whole buffer, and that buffer is what goes back.
+    expect(last.map((c) => c.bytes)).toEqual(['abcd', 'ef']);
+    expect(last[1]!.buffer).toBe(given[1]);
+    expect(last[1]!.buffer.length).toBe(4);
   });
 });
 
@@ -255,6 +279,52 @@ describe('ABS provider on Azurite', () => {
       expect(proxy.stages).toBe(8);
       const got = (await store.list()).find((s) => s.snapName === snap.snapName) as Snapshot;
       expect(got.sizeBytes).toBe(total);
+    });
+
+    it("reuses one save's block buffers in the next, after a failed save too, and stores each save's own bytes", async () => {
+      /** Counts the buffers a save got from the idle set instead of allocating them. */
+      class CountingIdle extends IdleBuffers {
+        hits = 0;
+        override take(bytes: number): Buffer | undefined {
+          const buf = super.take(bytes);
+          if (buf) this.hits++;
+          return buf;
+        }
+      }
+      const idleBlocks = new CountingIdle(3);
+      const store = await open(
+        { endpointOverride: `${proxy.origin}/${AZURITE_ACCOUNT}`, maxParallelChunkUploads: 2 },
+        { retry: FAST_RETRY, idleBlocks },
+      );
+      const digest = (b: Buffer): string => createHash('sha256').update(b).digest('hex');
+      const blobOf = (snap: Snapshot) => az.containerClient(CONTAINER).getBlockBlobClient(`${store.prefix}/${snap.snapName}`);
+
+      proxy.reset();
+      const first = testSnapshot('Full', 0, 20, 1_700_000_020);
+      const firstBytes = pseudoRandomBytes(3 * 5 * MiB + 7, 11);
+      await store.save(first, Readable.from([firstBytes]));
+      expect(idleBlocks.hits).toBe(0);
+      // How many it needed depends on how fast blocks were staged: 2 in flight plus 1 being filled at most.
+      const kept = idleBlocks.size;
+      expect(kept).toBeGreaterThanOrEqual(1);
+      expect(kept).toBeLessThanOrEqual(3);
+
+      // A save whose third block is rejected takes the idle buffers and gives them back once its requests ended.
+      proxy.reset();
+      proxy.failStage = 3;
+      await expectCode(store.save(testSnapshot('Full', 0, 21, 1_700_000_021), generatedStream(5 * 5 * MiB).stream), 'E_SAVE_FAILED');
+      expect(idleBlocks.hits).toBeGreaterThanOrEqual(1);
+      expect(idleBlocks.hits).toBeLessThanOrEqual(kept);
+      expect(idleBlocks.size).toBeGreaterThanOrEqual(1);
+
+      proxy.reset();
+      const hitsBefore = idleBlocks.hits;
+      const second = testSnapshot('Full', 0, 22, 1_700_000_022);
+      const secondBytes = pseudoRandomBytes(4 * 5 * MiB + 3, 12);
+      await store.save(second, Readable.from([secondBytes]));
+      expect(idleBlocks.hits - hitsBefore).toBeGreaterThanOrEqual(1);
+      expect(digest(await blobOf(first).downloadToBuffer())).toBe(digest(firstBytes));
+      expect(digest(await blobOf(second).downloadToBuffer())).toBe(digest(secondBytes));
     });
 
     it('a rejected block fails the save, commits nothing and cleans up the staged blocks', async () => {

@@ -4,7 +4,8 @@
  * A save streams the input into blocks of exactly `minChunkSize` bytes (upstream's fixed ABS chunk
  * size), stages up to `maxParallelChunkUploads` of them at once and commits the block list only when
  * the input ended cleanly, so the blob appears whole or not at all. Memory stays bounded at
- * `maxParallelChunkUploads + 1` blocks; nothing is spooled to disk (upstream writes a temp file first).
+ * `maxParallelChunkUploads + 1` blocks, reused block after block and kept between the saves of one
+ * store; nothing is spooled to disk (upstream writes a temp file first).
  */
 import path from 'node:path';
 import { addAbortSignal } from 'node:stream';
@@ -19,6 +20,7 @@ import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnaps
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import { abortReason, describeError, isAbortError, isNetworkError, saveFailed } from './common.js';
+import { IdleBuffers, PartBufferPool } from './part-buffers.js';
 
 /** Blob index tag that hides a snapshot from everything but garbage collection. */
 export const ABS_EXCLUDE_TAG = 'x-etcd-snapshot-exclude';
@@ -49,6 +51,8 @@ export interface AbsStoreOptions {
   retry?: AbsRetryOptions;
   /** Check at open that the container exists, as upstream does. Default true. */
   verifyContainer?: boolean;
+  /** Where block buffers wait between saves; by default one save's worth per store. For tests. */
+  idleBlocks?: IdleBuffers;
 }
 
 const DEFAULT_RETRY: Required<AbsRetryOptions> = {
@@ -100,7 +104,7 @@ export async function openAbsStore(config: AbsStoreConfig, options: AbsStoreOpti
     userAgentOptions: { userAgentPrefix: 'etcdbrctl' },
   };
   const client = new ContainerClient(url, credential, pipelineOptions);
-  const store = new AbsSnapStore(config, client, url);
+  const store = new AbsSnapStore(config, client, url, options.idleBlocks);
   if (options.verifyContainer ?? true) await store.verifyContainer();
   return store;
 }
@@ -111,6 +115,8 @@ class AbsSnapStore implements SnapStore {
   private readonly logger: Logger;
   private readonly blockSize: number;
   private readonly parallel: number;
+  /** One save's worth of block buffers, kept between saves (see IdleBuffers). */
+  private readonly idleBlocks: IdleBuffers;
   private closed = false;
 
   constructor(
@@ -118,6 +124,7 @@ class AbsSnapStore implements SnapStore {
     private readonly client: ContainerClient,
     /** Names the endpoint in every message. */
     private readonly url: string,
+    idleBlocks?: IdleBuffers,
   ) {
     this.prefix = config.prefix;
     this.logger = config.logger ?? silentLogger;
@@ -126,6 +133,7 @@ class AbsSnapStore implements SnapStore {
     if (!Number.isSafeInteger(this.blockSize) || this.blockSize <= 0) {
       throw new SnapStoreError('E_CONFIG', `ABS block size (min chunk size) ${config.minChunkSize} is not a positive integer`);
     }
+    this.idleBlocks = idleBlocks ?? new IdleBuffers(this.parallel + 1);
   }
 
   async verifyContainer(): Promise<void> {
@@ -204,6 +212,8 @@ class AbsSnapStore implements SnapStore {
     const onAbort = (): void => stop.abort(signal ? abortReason(signal) : undefined);
     signal?.addEventListener('abort', onAbort, { once: true });
     const inflight = new Set<Promise<void>>();
+    // Staged blocks in flight plus the one being filled; a block goes back once its request settled.
+    const pool = new PartBufferPool(this.blockSize, this.parallel + 1, this.idleBlocks);
     let failure: unknown;
     let committedBefore: boolean | undefined;
     try {
@@ -212,18 +222,21 @@ class AbsSnapStore implements SnapStore {
       addAbortSignal(stop.signal, data);
       committedBefore = await this.exists(blob, stop.signal);
       const blockIds: string[] = [];
-      for await (const block of cutBlocks(data, this.blockSize)) {
+      for await (const block of cutBlocks(data, this.blockSize, () => pool.take())) {
         if (blockIds.length >= MAX_BLOCKS) {
           throw new Error(`more than ${MAX_BLOCKS} blocks of ${this.blockSize} bytes; raise --min-chunk-size`);
         }
         const id = blockId(blockIds.length + 1);
         blockIds.push(id);
-        const staged: Promise<void> = blob.stageBlock(id, block, block.length, { abortSignal: requests.signal }).then(
+        const { bytes, buffer } = block;
+        const staged: Promise<void> = blob.stageBlock(id, bytes, bytes.length, { abortSignal: requests.signal }).then(
           () => {
             inflight.delete(staged);
+            pool.give(buffer);
           },
           (err: unknown) => {
             inflight.delete(staged);
+            pool.give(buffer);
             failure ??= err;
             stop.abort();
           },
@@ -259,6 +272,9 @@ class AbsSnapStore implements SnapStore {
       throw saveFailed(this.mapSaveError(cause, key), what);
     } finally {
       signal?.removeEventListener('abort', onAbort);
+      // Every stage request has settled by now (on failure the catch waited for them), so no request
+      // can still read a buffer that goes back. The one cutBlocks was filling is left to the GC.
+      pool.release();
     }
   }
 
@@ -344,26 +360,41 @@ export function blockId(partNumber: number): string {
   return Buffer.from(String(partNumber).padStart(10, '0')).toString('base64');
 }
 
-/** Cuts a byte stream into blocks of exactly `size` bytes (the last one shorter, none for no input). */
-export async function* cutBlocks(src: AsyncIterable<unknown>, size: number): AsyncGenerator<Buffer> {
-  let block = Buffer.allocUnsafe(size);
+/** One block cut from the input: `bytes` to send, a view of `buffer`, which goes back to the pool. */
+export interface CutBlock {
+  bytes: Buffer;
+  buffer: Buffer;
+}
+
+/**
+ * Cuts `src` into blocks of exactly `size` bytes (the last one shorter, none for no input), copied into
+ * buffers from `take`, which must be `size` bytes long. A buffer is the caller's once yielded; the next block takes a new one.
+ */
+export async function* cutBlocks(
+  src: AsyncIterable<unknown>,
+  size: number,
+  take: () => Buffer = () => Buffer.allocUnsafe(size),
+): AsyncGenerator<CutBlock> {
+  // Taken when the first byte for it arrives, so an input that ends on a block boundary takes no spare.
+  let block: Buffer | undefined;
   let filled = 0;
   for await (const piece of src) {
     const bytes = toBytes(piece);
     let offset = 0;
     while (offset < bytes.length) {
+      block ??= take();
       const n = Math.min(size - filled, bytes.length - offset);
       block.set(bytes.subarray(offset, offset + n), filled);
       filled += n;
       offset += n;
       if (filled === size) {
-        yield block;
-        block = Buffer.allocUnsafe(size);
+        yield { bytes: block, buffer: block };
+        block = undefined;
         filled = 0;
       }
     }
   }
-  if (filled > 0) yield block.subarray(0, filled);
+  if (block && filled > 0) yield { bytes: block.subarray(0, filled), buffer: block };
 }
 
 function toBytes(piece: unknown): Uint8Array {

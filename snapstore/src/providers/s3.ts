@@ -32,7 +32,8 @@ import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnaps
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import { abortReason, describeError, isNetworkError, saveFailed } from './common.js';
-import { DEFAULT_PART_RETRY, IdleBuffers, UploadFailedError, errorName, httpStatus, uploadStream } from './s3-upload.js';
+import { IdleBuffers } from './part-buffers.js';
+import { DEFAULT_PART_RETRY, UploadFailedError, errorName, httpStatus, uploadStream } from './s3-upload.js';
 import type { PartRetryPolicy } from './s3-upload.js';
 
 /** Tag (S3) that hides a snapshot version from listings unless `includeExcluded` (upstream). */
