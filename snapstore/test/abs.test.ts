@@ -12,10 +12,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AbsStoreConfig } from '../src/config.js';
 import { absContainerUrl, blockId, cutBlocks, openAbsStore } from '../src/providers/abs.js';
 import type { AbsStoreOptions } from '../src/providers/abs.js';
-import { IdleBuffers } from '../src/providers/part-buffers.js';
 import type { Snapshot } from '../src/snapshot.js';
 import type { SnapStore } from '../src/store.js';
 import { describeSnapStoreConformance, expectCode, generatedStream, pseudoRandomBytes, testSnapshot } from './conformance.js';
+import { CountingIdleBuffers } from './support/counting-idle.js';
 import { AZURITE_ACCOUNT, AZURITE_KEY, startAzurite, type Azurite } from './support/azurite.js';
 import { closedPort } from './support/ports.js';
 
@@ -282,16 +282,7 @@ describe('ABS provider on Azurite', () => {
     });
 
     it("reuses one save's block buffers in the next, after a failed save too, and stores each save's own bytes", async () => {
-      /** Counts the buffers a save got from the idle set instead of allocating them. */
-      class CountingIdle extends IdleBuffers {
-        hits = 0;
-        override take(bytes: number): Buffer | undefined {
-          const buf = super.take(bytes);
-          if (buf) this.hits++;
-          return buf;
-        }
-      }
-      const idleBlocks = new CountingIdle(3);
+      const idleBlocks = new CountingIdleBuffers(3);
       const store = await open(
         { endpointOverride: `${proxy.origin}/${AZURITE_ACCOUNT}`, maxParallelChunkUploads: 2 },
         { retry: FAST_RETRY, idleBlocks },

@@ -11,9 +11,9 @@ import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Logger } from '../src/logger.js';
 import { silentLogger } from '../src/logger.js';
-import { IdleBuffers } from '../src/providers/part-buffers.js';
 import { UploadFailedError, uploadStream } from '../src/providers/s3-upload.js';
 import type { PartRetryPolicy, StreamUploadOptions } from '../src/providers/s3-upload.js';
+import { CountingIdleBuffers } from './support/counting-idle.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from './support/s3rver.js';
 import type { S3rverInstance } from './support/s3rver.js';
 
@@ -374,16 +374,7 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
   });
 
   it("reuses the part buffers an earlier upload left, after a failed upload too, and stores each upload's own bytes", async () => {
-    /** Counts the buffers an upload got from the idle set instead of allocating them. */
-    class CountingIdle extends IdleBuffers {
-      hits = 0;
-      override take(bytes: number): Buffer | undefined {
-        const buf = super.take(bytes);
-        if (buf) this.hits++;
-        return buf;
-      }
-    }
-    const idle = new CountingIdle(3);
+    const idle = new CountingIdleBuffers(3);
     proxy.reset(() => undefined);
     const first = source(3 * PART + 7, { chunk: 65_536 });
     const o1 = options({ concurrency: 2, idleBuffers: idle });
