@@ -274,13 +274,31 @@ describe('etcdbrctl snapshot', () => {
         io,
         { homeDir: dir, signal: stop.signal },
       );
-      await until(() => (/full snapshot after defragmentation/.test(stderr) ? true : undefined), 'the post-defrag full snapshot', 30_000);
+      const fulls = async (): Promise<string[]> =>
+        (await readdir(join(dir, 'store'), { recursive: true }).catch(() => [] as string[]))
+          .filter((f) => /(^|\/)Full-/.test(f))
+          .map((f) => f.slice(f.lastIndexOf('/') + 1));
+      const initial = await until(async () => ((await fulls()).length > 0 ? fulls() : undefined), 'the initial full snapshot', 30_000);
+      // A write after it, so a later full has a higher revision and cannot share the initial one's name
+      // (same revision in the same second is the same object).
+      const client = new Etcd3({ hosts: etcd.clientUrl });
+      try {
+        await client.put('after-initial-full').value('1');
+      } finally {
+        client.close();
+      }
+      const afterDefrag = (): string | undefined =>
+        stderr
+          .split('\n')
+          .filter((l) => l.includes('full snapshot after defragmentation'))
+          .map((l) => (JSON.parse(l) as { snapshot: string }).snapshot)
+          .find((name) => !initial.includes(name));
+      const post = await until(afterDefrag, 'a post-defrag full snapshot after the write', 30_000);
       stop.abort();
       expect(await code).toBe(0);
       expect(stderr).not.toMatch(/callback after defragmentation failed/);
-      const files = await readdir(join(dir, 'store'), { recursive: true });
-      // The initial full snapshot and at least one after defragmentation.
-      expect(files.filter((f) => /(^|\/)Full-/.test(f)).length).toBeGreaterThanOrEqual(2);
+      const stored = await fulls();
+      expect(stored).toEqual(expect.arrayContaining([...initial, post]));
     } finally {
       stop.abort();
       await code?.catch(() => undefined);
