@@ -130,6 +130,8 @@ export interface MemberStatusModel {
   readonly pendingStart: { reason: TransitionReason; message: string } | undefined;
   /** Exact uncompressed bytes behind `snapshots.accumulatedDeltaSize`. */
   readonly accumulatedDeltaBytes: number;
+  /** Whether the snapshots block the EtcdMember held was looked at already (it is taken over at most once). */
+  readonly snapshotsAdopted: boolean;
 }
 
 /** Transitions kept in the status: the list grows with every restart, so only the newest ones stay. */
@@ -146,8 +148,11 @@ export interface SnapshotFacts {
 }
 
 export type MemberEvent =
-  /** What the EtcdMember already holds (read once before the first write); any JSON, checked here. */
-  | { type: 'HistoryLoaded'; at: Date; transitions: unknown }
+  /**
+   * What the EtcdMember already holds (read once before the first write): its transitions and its
+   * snapshots block; any JSON, checked here.
+   */
+  | { type: 'HistoryLoaded'; at: Date; transitions: unknown; snapshots?: unknown }
   | { type: 'InitializationStarted'; at: Date; mode: 'full' | 'sanity' }
   | { type: 'DataDirValidated'; at: Date; valid: boolean; singleNode: boolean; detail: string }
   | { type: 'RestorationStarted'; at: Date; message: string }
@@ -182,6 +187,7 @@ export function initialMemberStatus(opts: { at: Date; clusterSize: number; peerT
     initializing: false,
     pendingStart: undefined,
     accumulatedDeltaBytes: 0,
+    snapshotsAdopted: false,
   };
 }
 
@@ -195,7 +201,7 @@ export function currentState(model: MemberStatusModel): { state: MemberState; su
 export function reduceMemberStatus(model: MemberStatusModel, event: MemberEvent): MemberStatusModel {
   switch (event.type) {
     case 'HistoryLoaded':
-      return adoptHistory(model, parseTransitions(event.transitions));
+      return adoptSnapshots(adoptHistory(model, parseTransitions(event.transitions)), parseSnapshots(event.snapshots));
     case 'InitializationStarted': {
       const sanity = event.mode === 'sanity';
       const next = { ...model, initializing: true, pendingStart: undefined };
@@ -431,6 +437,72 @@ function adoptHistory(model: MemberStatusModel, previous: StateTransition[]): Me
     startup: undefined,
     status: { ...model.status, transitions: [...older, ...own].slice(-MAX_TRANSITIONS) },
   };
+}
+
+/**
+ * Takes over the snapshots block an earlier sidecar published, so that after a restart the deltas added
+ * to the same full keep counting from its `accumulatedDeltaSize` instead of from zero (the stored deltas
+ * only show compressed sizes). Deltas this sidecar stored before the EtcdMember was read are added when
+ * they build on that same full; once this sidecar stored a full itself, or the chain differs, its own
+ * block stands. Looked at once only, so reading the EtcdMember again cannot count anything twice.
+ */
+function adoptSnapshots(model: MemberStatusModel, previous: { snapshots: SnapshotsStatus; accumulatedBytes: number } | undefined): MemberStatusModel {
+  if (model.snapshotsAdopted) return model;
+  const adopted = { ...model, snapshotsAdopted: true };
+  if (previous === undefined) return adopted;
+  const own = model.status.snapshots;
+  if (own === undefined) return { ...withStatus(adopted, { snapshots: previous.snapshots }), accumulatedDeltaBytes: previous.accumulatedBytes };
+  // A full this sidecar stored has its uncompressed size; one it only built deltas on has none.
+  const onSameFull = own.lastFull !== undefined && own.lastFull.size === undefined && own.lastFull.name === previous.snapshots.lastFull?.name;
+  if (!onSameFull) return adopted;
+  const accumulated = previous.accumulatedBytes + model.accumulatedDeltaBytes;
+  const lastDelta = own.lastDelta ?? previous.snapshots.lastDelta;
+  return {
+    ...withStatus(adopted, {
+      snapshots: { ...previous.snapshots, ...(lastDelta ? { lastDelta } : {}), accumulatedDeltaSize: formatQuantity(accumulated) },
+    }),
+    accumulatedDeltaBytes: accumulated,
+  };
+}
+
+/** A `status.snapshots` someone else may have written, when its lastFull and accumulatedDeltaSize are well-formed. */
+export function parseSnapshots(value: unknown): { snapshots: SnapshotsStatus; accumulatedBytes: number } | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as Record<string, unknown>;
+  const lastFull = parseSnapshotStatus(v.lastFull);
+  const accumulatedBytes = typeof v.accumulatedDeltaSize === 'string' ? parseBinaryQuantity(v.accumulatedDeltaSize) : undefined;
+  if (lastFull === undefined || accumulatedBytes === undefined) return undefined;
+  const lastDelta = parseSnapshotStatus(v.lastDelta);
+  return {
+    snapshots: { lastFull, ...(lastDelta ? { lastDelta } : {}), accumulatedDeltaSize: formatQuantity(accumulatedBytes) },
+    accumulatedBytes,
+  };
+}
+
+function parseSnapshotStatus(value: unknown): SnapshotStatus | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as Record<string, unknown>;
+  if (typeof v.name !== 'string' || typeof v.timestamp !== 'string') return undefined;
+  if (!Number.isSafeInteger(v.startRevision) || !Number.isSafeInteger(v.endRevision)) return undefined;
+  return {
+    timestamp: v.timestamp,
+    name: v.name,
+    ...(typeof v.size === 'string' ? { size: v.size } : {}),
+    startRevision: v.startRevision as number,
+    endRevision: v.endRevision as number,
+  };
+}
+
+/**
+ * The byte count of a quantity in the form formatQuantity writes (digits, optionally one binary suffix);
+ * undefined for anything else, such as decimal suffixes or fractions, which no sidecar writes here.
+ */
+export function parseBinaryQuantity(q: string): number | undefined {
+  const m = /^(\d+)(Ki|Mi|Gi|Ti|Pi|Ei)?$/.exec(q);
+  if (!m) return undefined;
+  const power = m[2] === undefined ? 0 : BINARY_SUFFIXES.indexOf(m[2] as (typeof BINARY_SUFFIXES)[number]);
+  const bytes = Number(m[1]) * 1024 ** power;
+  return Number.isSafeInteger(bytes) ? bytes : undefined;
 }
 
 const STATES: ReadonlySet<string> = new Set(['New', 'Initializing', 'Starting', 'Started']);

@@ -214,8 +214,13 @@ export class EtcdMemberStatusPublisher {
     const obj = await this.request(`get ${this.what}`, (signal) =>
       kube.customObjects.getNamespacedCustomObject({ ...ETCD_MEMBER, namespace, name }, requestOptions(signal)),
     );
-    const transitions = (obj as { status?: { transitions?: unknown } } | undefined)?.status?.transitions;
-    this.model = reduceMemberStatus(this.model, { type: 'HistoryLoaded', at: clock.now(), transitions });
+    const status = (obj as { status?: { transitions?: unknown; snapshots?: unknown } } | undefined)?.status;
+    this.model = reduceMemberStatus(this.model, {
+      type: 'HistoryLoaded',
+      at: clock.now(),
+      transitions: status?.transitions,
+      snapshots: status?.snapshots,
+    });
     this.hydrated = true;
     if (this.missingReported) {
       this.missingReported = false;

@@ -7,6 +7,7 @@ import {
   formatKubeTime,
   formatQuantity,
   initialMemberStatus,
+  parseBinaryQuantity,
   parseTransitions,
   reduceMemberStatus,
   type MemberEvent,
@@ -345,6 +346,59 @@ describe('snapshots', () => {
     expect(m.status.snapshots?.accumulatedDeltaSize).toBe('3Ki');
   });
 
+  it('after a restart, deltas on the same full go on from the accumulatedDeltaSize the EtcdMember holds', () => {
+    const f = full(10, 20480);
+    const before = run(
+      start(),
+      { type: 'SnapshotStored', snapshot: f },
+      { type: 'SnapshotStored', snapshot: delta(11, 20, 2048), baseFull: f },
+    ).status.snapshots;
+    const restarted = run(start(), { type: 'HistoryLoaded', transitions: [], snapshots: JSON.parse(JSON.stringify(before)) as unknown });
+    expect(restarted.status.snapshots).toEqual(before);
+    const listed = full(10); // the full as the snapshotter lists it after the restart: no uncompressed size
+    const m = run(restarted, { type: 'SnapshotStored', snapshot: delta(21, 30, 1024), baseFull: listed });
+    expect(m.status.snapshots?.accumulatedDeltaSize).toBe('3Ki');
+    expect(m.status.snapshots?.lastFull).toEqual(before?.lastFull);
+    // A delta on a newer full than the one published starts the sum anew.
+    const newer = full(40);
+    const other = run(restarted, { type: 'SnapshotStored', snapshot: delta(41, 50, 100), baseFull: newer });
+    expect(other.status.snapshots?.accumulatedDeltaSize).toBe('100');
+    expect(other.status.snapshots?.lastFull?.name).toBe(newer.name);
+  });
+
+  it('a published snapshots block is taken over only when well-formed, and never over what this sidecar stored', () => {
+    const f = full(10, 4096);
+    const published = { lastFull: { timestamp: '2026-05-06T07:00:00Z', name: f.name, startRevision: 0, endRevision: 10 }, accumulatedDeltaSize: '2Mi' };
+    for (const bad of [undefined, 'x', { ...published, accumulatedDeltaSize: '1.5Gi' }, { ...published, accumulatedDeltaSize: '2M' }, { ...published, lastFull: { name: 7 } }]) {
+      expect(run(start(), { type: 'HistoryLoaded', transitions: [], snapshots: bad }).status.snapshots).toBeUndefined();
+    }
+    expect(run(start(), { type: 'HistoryLoaded', transitions: [], snapshots: published }).accumulatedDeltaBytes).toBe(2 * 1024 * 1024);
+    const own = run(start(), { type: 'SnapshotStored', snapshot: full(12, 1024) }, { type: 'HistoryLoaded', transitions: [], snapshots: published });
+    expect(own.status.snapshots?.lastFull?.endRevision).toBe(12);
+    expect(own.accumulatedDeltaBytes).toBe(0);
+  });
+
+  it('deltas stored before the EtcdMember was read add to its sum when they build on its full, once', () => {
+    const published = {
+      lastFull: { timestamp: '2026-05-06T07:00:00Z', name: full(10).name, size: '4Ki', startRevision: 0, endRevision: 10 },
+      lastDelta: { timestamp: '2026-05-06T07:00:00Z', name: delta(11, 15, 1).name, startRevision: 11, endRevision: 15 },
+      accumulatedDeltaSize: '1Ki',
+    };
+    const early = run(start(), { type: 'SnapshotStored', snapshot: delta(16, 20, 1024), baseFull: full(10) });
+    const loaded = run(early, { type: 'HistoryLoaded', transitions: [], snapshots: published });
+    expect(loaded.status.snapshots).toEqual({
+      lastFull: published.lastFull,
+      lastDelta: expect.objectContaining({ startRevision: 16, endRevision: 20 }),
+      accumulatedDeltaSize: '2Ki',
+    });
+    const again = run(loaded, { type: 'HistoryLoaded', transitions: [], snapshots: loaded.status.snapshots });
+    expect(again.status.snapshots?.accumulatedDeltaSize).toBe('2Ki');
+    // On another full the sidecar's own count stands.
+    const elsewhere = run(start(), { type: 'SnapshotStored', snapshot: delta(31, 40, 10), baseFull: full(30) }, { type: 'HistoryLoaded', transitions: [], snapshots: published });
+    expect(elsewhere.status.snapshots?.accumulatedDeltaSize).toBe('10');
+    expect(elsewhere.status.snapshots?.lastFull?.endRevision).toBe(30);
+  });
+
   it('a delta with no full anywhere (empty store) still counts', () => {
     const m = run(start(), { type: 'SnapshotStored', snapshot: delta(1, 5, 10) });
     expect(m.status.snapshots).toEqual({ lastDelta: expect.objectContaining({ endRevision: 5 }), accumulatedDeltaSize: '10' });
@@ -496,8 +550,13 @@ describe('formats', () => {
     [6 * 2 ** 30, '6Gi'],
     [3.5 * 2 ** 30, '3584Mi'],
     [2 ** 50, '1Pi'],
-  ])('quantity of %d bytes is %s', (bytes, q) => {
+  ])('quantity of %d bytes is %s, and reads back', (bytes, q) => {
     expect(formatQuantity(bytes)).toBe(q);
+    expect(parseBinaryQuantity(q)).toBe(bytes);
+  });
+
+  it('reads back only the forms it writes', () => {
+    for (const q of ['', '1.5Gi', '2M', '1e3', '-1', '1Ki ', '1ki', '99999999999999999Ei']) expect(parseBinaryQuantity(q), q).toBeUndefined();
   });
 
   it('refuses a negative or fractional byte count', () => {

@@ -297,6 +297,21 @@ describe('EtcdMemberStatusPublisher', () => {
       finalDBSize: '1Mi',
     });
     await pub.stop();
+
+    // A restarted sidecar reads the EtcdMember first: its next delta on the same full adds to the published sum.
+    const restarted = publisher();
+    restarted.pub.start();
+    restarted.pub.onEtcdStatus(leaderStatus);
+    const next = newSnapshot({ kind: 'Incr', startRevision: 13, lastRevision: 20, createdOn: new Date('2026-05-06T07:05:00Z'), compressionSuffix: '.gz' });
+    const listedFull = newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: 10, createdOn: new Date('2026-05-06T07:00:05Z'), compressionSuffix: '.gz' });
+    restarted.pub.onSnapshot(next, { uncompressedBytes: 324, baseFull: listedFull });
+    await restarted.pub.whenIdle();
+    expect(statusOf()?.snapshots).toMatchObject({
+      lastFull: { name: full.snapName, size: '3Mi' },
+      lastDelta: { name: next.snapName, size: '324' },
+      accumulatedDeltaSize: '1Ki',
+    });
+    await restarted.pub.stop();
   });
 
   it('holds back a change of the DB sizes alone until sizeRefreshMs after the last write; other changes go at once', async () => {
