@@ -446,7 +446,7 @@ function adoptHistory(model: MemberStatusModel, previous: StateTransition[]): Me
  * they build on that same full; once this sidecar stored a full itself, or the chain differs, its own
  * block stands. Looked at once only, so reading the EtcdMember again cannot count anything twice.
  */
-function adoptSnapshots(model: MemberStatusModel, previous: { snapshots: SnapshotsStatus; accumulatedBytes: number } | undefined): MemberStatusModel {
+function adoptSnapshots(model: MemberStatusModel, previous: PublishedSnapshots | undefined): MemberStatusModel {
   if (model.snapshotsAdopted) return model;
   const adopted = { ...model, snapshotsAdopted: true };
   if (previous === undefined) return adopted;
@@ -465,8 +465,14 @@ function adoptSnapshots(model: MemberStatusModel, previous: { snapshots: Snapsho
   };
 }
 
+/** A snapshots block read from the EtcdMember, with its accumulatedDeltaSize as bytes. */
+export interface PublishedSnapshots {
+  snapshots: SnapshotsStatus;
+  accumulatedBytes: number;
+}
+
 /** A `status.snapshots` someone else may have written, when its lastFull and accumulatedDeltaSize are well-formed. */
-export function parseSnapshots(value: unknown): { snapshots: SnapshotsStatus; accumulatedBytes: number } | undefined {
+export function parseSnapshots(value: unknown): PublishedSnapshots | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const v = value as Record<string, unknown>;
   const lastFull = parseSnapshotStatus(v.lastFull);

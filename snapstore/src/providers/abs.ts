@@ -368,7 +368,8 @@ export interface CutBlock {
 
 /**
  * Cuts `src` into blocks of exactly `size` bytes (the last one shorter, none for no input), copied into
- * buffers from `take`, which must be `size` bytes long. A buffer is the caller's once yielded; the next block takes a new one.
+ * buffers from `take`, which must be `size` bytes long. A buffer is the caller's once yielded; the next
+ * block takes a new one.
  */
 export async function* cutBlocks(
   src: AsyncIterable<unknown>,

@@ -3,6 +3,7 @@
  * upload, reused part after part, and kept between the uploads of one store. Both stores send one
  * buffer per request and must not touch it again until that request has settled.
  */
+
 /**
  * At most `capacity` buffers of `size` bytes, allocated on first need and then reused. Lazily, so a
  * small delta snapshot costs one buffer, not the whole pool (and allocUnsafeSlow leaves pages that are
