@@ -6,29 +6,15 @@
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { H2UnaryClient } from './bench/support/h2-unary-client.js';
+import { putFrame } from './bench/support/put-frame.js';
 import { cleanupAfterEach } from '../test/support/cleanups.js';
 import { startEtcdWithClient, startTestEtcd } from '../test/support/etcd.js';
 
 const PUT = '/etcdserverpb.KV/Put';
 
-function varint(value: number): number[] {
-  const out: number[] = [];
-  let v = value;
-  while (v >= 0x80) {
-    out.push((v & 0x7f) | 0x80);
-    v = Math.floor(v / 128);
-  }
-  out.push(v);
-  return out;
-}
-
-/** A gRPC-framed etcdserverpb.PutRequest{key = 1, value = 2}. */
+/** A gRPC-framed etcdserverpb.PutRequest{key = 1, value = 2}, as the load generator sends it. */
 function putBody(key: string, value: Buffer): Buffer {
-  const k = Buffer.from(key);
-  const message = Buffer.concat([Buffer.from([0x0a, ...varint(k.length)]), k, Buffer.from([0x12, ...varint(value.length)]), value]);
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(message.length, 1);
-  return Buffer.concat([prefix, message]);
+  return putFrame(Buffer.from(key), value);
 }
 
 /** PutResponse.header (field 1) .revision (field 3), from a gRPC-framed response. */

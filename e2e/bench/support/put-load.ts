@@ -19,6 +19,7 @@
  * header revision (field 1 → field 3) is read back.
  */
 import { H2UnaryClient } from './h2-unary-client.js';
+import { putFrame } from './put-frame.js';
 import type { PutLoadResult } from './put-load-result.js';
 
 const PUT_PATH = '/etcdserverpb.KV/Put';
@@ -26,25 +27,6 @@ const PUT_PATH = '/etcdserverpb.KV/Put';
 function num(name: string, fallback: number): number {
   const hit = process.argv.find((a) => a.startsWith(`--${name}=`));
   return hit === undefined ? fallback : Number(hit.slice(name.length + 3));
-}
-
-function varint(value: number): Buffer {
-  const bytes: number[] = [];
-  let v = value;
-  while (v >= 0x80) {
-    bytes.push((v & 0x7f) | 0x80);
-    v = Math.floor(v / 128);
-  }
-  bytes.push(v);
-  return Buffer.from(bytes);
-}
-
-/** A gRPC message frame (uncompressed flag, big-endian length) around a PutRequest{key, value}. */
-function putFrame(key: Buffer, value: Buffer): Buffer {
-  const body = Buffer.concat([Buffer.of(0x0a), varint(key.length), key, Buffer.of(0x12), varint(value.length), value]);
-  const prefix = Buffer.alloc(5);
-  prefix.writeUInt32BE(body.length, 1);
-  return Buffer.concat([prefix, body]);
 }
 
 interface Field {
