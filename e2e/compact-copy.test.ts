@@ -20,8 +20,9 @@ import { etcdBinaries } from '../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../test/support/etcd-dump.js';
 import { FakeKubeApiServer, LEASES } from '../test/support/fake-kube.js';
 import { BIN } from './support/sidecar.js';
+import { UPSTREAM_V023 } from '../test/support/fixtures.js';
 
-const COMPAT = join(import.meta.dirname, '../../shared/compat/upstream-v0.23');
+const COMPAT = UPSTREAM_V023;
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {

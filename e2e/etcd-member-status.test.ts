@@ -13,8 +13,9 @@ import { etcdBinaries } from '../test/support/etcd.js';
 import { ETCD_MEMBERS, FakeKubeApiServer, LEASES } from '../test/support/fake-kube.js';
 import { LEASE_RENEWAL_FLAGS, localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
 import { runWrapper, type ConfiguredEtcd } from './support/wrapper.js';
+import { UPSTREAM_V023 } from '../test/support/fixtures.js';
 
-const COMPAT = join(import.meta.dirname, '../../shared/compat/upstream-v0.23');
+const COMPAT = UPSTREAM_V023;
 const NS = 'shoot--dev--member-status';
 const POD = 'etcd-main-0';
 

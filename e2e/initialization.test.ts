@@ -8,8 +8,9 @@ import { freePort } from '../src/etcd/ports.js';
 import { etcdBinaries } from '../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../test/support/etcd-dump.js';
 import { localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+import { UPSTREAM_V023 } from '../test/support/fixtures.js';
 
-const COMPAT = join(import.meta.dirname, '../../shared/compat/upstream-v0.23');
+const COMPAT = UPSTREAM_V023;
 
 /** Follows etcd-wrapper's client: poll status every 100 ms, start on New, stop at Successful. */
 async function wrapperHandshake(url: string, mode: 'full' | 'sanity'): Promise<string[]> {

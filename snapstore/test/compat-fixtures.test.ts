@@ -11,8 +11,9 @@ import { pipeline } from 'node:stream/promises';
 import type { Transform } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { createCompressStream, createDecompressStream } from '../src/codec.js';
+import { UPSTREAM_V023 } from '../../test/support/fixtures.js';
 
-const COMPAT_ROOT = '/work/shared/compat/upstream-v0.23';
+const COMPAT_ROOT = UPSTREAM_V023;
 
 interface FixtureFile {
   caseName: string;

@@ -10,6 +10,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { LzwDecoder, LzwEncoder } from '../src/lzw.js';
 import { goProgramOnFirstRun } from './support/go.js';
 import { randomBytes, through } from './support/streams.js';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { UPSTREAM_V023 } from '../../test/support/fixtures.js';
 
 /** Text with the repetitiveness of etcd's kube objects. */
 function kubeText(n: number, seed: number): Buffer {
@@ -295,7 +298,7 @@ describe('lzw against Go compress/lzw (LSB, 8)', () => {
 });
 
 describe('LzwDecoder in a pipeline with a slow consumer (regression: a parked write was never released)', () => {
-  const dir = new URL('../../../shared/compat/upstream-v0.23/lzw/snapstore/v2/', import.meta.url);
+  const dir = pathToFileURL(join(UPSTREAM_V023, 'lzw', 'snapstore', 'v2') + '/');
   const files = readdirSync(dir).map((f) => new URL(f, dir));
   it.each(files.map((f) => [f.pathname.split('/').at(-1)!, f] as const))('%s decodes completely', async (_name, file) => {
     let total = 0;

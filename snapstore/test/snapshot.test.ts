@@ -27,8 +27,9 @@ import {
 } from '../src/snapshot.js';
 import type { Snapshot, SnapshotKind } from '../src/snapshot.js';
 import { listedSnapshot } from './support/snapshots.js';
+import { UPSTREAM_V023 } from '../../test/support/fixtures.js';
 
-const COMPAT = '/work/shared/compat/upstream-v0.23';
+const COMPAT = UPSTREAM_V023;
 
 /** Parses `key` and returns a compact view of the fields that matter. */
 function view(s: Snapshot): Record<string, unknown> {

@@ -7,8 +7,9 @@ import { gunzipSync, inflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { encodeDeltaEvent, formatRfc3339Nano, type DeltaEvent } from '../../src/backup/delta-format.js';
 import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
+import { UPSTREAM_V023 } from '../support/fixtures.js';
 
-const COMPAT = join(import.meta.dirname, '../../../shared/compat/upstream-v0.23');
+const COMPAT = UPSTREAM_V023;
 
 /** Decompressed payloads of the upstream gzip/zlib/none deltas (lzw is covered by the codec tests). */
 function upstreamDeltaPayloads(): Array<{ name: string; payload: Buffer }> {

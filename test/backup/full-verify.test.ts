@@ -6,8 +6,9 @@ import { pipeline } from 'node:stream/promises';
 import { gunzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { FullSnapshotVerifier } from '../../src/backup/full-verify.js';
+import { UPSTREAM_V023 } from '../support/fixtures.js';
 
-const COMPAT = join(import.meta.dirname, '../../../shared/compat/upstream-v0.23');
+const COMPAT = UPSTREAM_V023;
 
 async function verify(chunks: Buffer[], offThread = true): Promise<{ out: Buffer; verifier: FullSnapshotVerifier }> {
   const got: Buffer[] = [];

@@ -23,9 +23,10 @@ import { readDeltaEvents } from '../support/deltas.js';
 import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
 import { openLocalStore } from '../support/local-store.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
+import { UPSTREAM_V023 } from '../support/fixtures.js';
 
 const GO_DIR = fileURLToPath(new URL('./go/', import.meta.url));
-const FIXTURES = '/work/shared/compat/upstream-v0.23';
+const FIXTURES = UPSTREAM_V023;
 const FIXTURE_CASES = ['none', 'gzip', 'lzw', 'zlib', 'compacted-gzip', 'two-fulls-gzip', 'final-gzip'];
 
 /** One decoded delta file as ebrcheck prints it. */

@@ -4,9 +4,10 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { LsRow } from '../../src/cli/commands/ls.js';
 import { main } from '../../src/cli/main.js';
+import { UPSTREAM_V023 } from '../support/fixtures.js';
 
 /** Written by upstream v0.23.0 with the Local provider (see its workload.md). */
-const FIXTURE = '/work/shared/compat/upstream-v0.23/gzip/snapstore';
+const FIXTURE = join(UPSTREAM_V023, 'gzip', 'snapstore');
 
 async function run(argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   let stdout = '';

@@ -28,8 +28,9 @@ import { dumpEtcd, type EtcdDump } from '../support/etcd-dump.js';
 import { openLocalStore } from '../support/local-store.js';
 import { recordingLogger } from '../support/logger.js';
 import { compactionRestoration, restoreOptions } from '../support/restore.js';
+import { UPSTREAM_V023 } from '../support/fixtures.js';
 
-const COMPAT = join(import.meta.dirname, '../../../shared/compat/upstream-v0.23');
+const COMPAT = UPSTREAM_V023;
 const cases = readdirSync(COMPAT, { withFileTypes: true })
   .filter((d) => d.isDirectory())
   .map((d) => d.name);

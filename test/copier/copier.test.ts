@@ -22,8 +22,9 @@ import { startFaultyStoreProxy } from '../../e2e/support/faulty-store.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 import { recordingLogger } from '../support/logger.js';
 import { bytesOf, putSnapshot, snapshotPayload, testStores, withFetchProgress } from './support.js';
+import { UPSTREAM_V023 } from '../support/fixtures.js';
 
-const COMPAT = join(import.meta.dirname, '../../../shared/compat/upstream-v0.23');
+const COMPAT = UPSTREAM_V023;
 const MiB = 1024 * 1024;
 const DAY = 24 * 60 * 60 * 1000;
 
