@@ -10,7 +10,7 @@
 # The full (non-slim) Node image ships python3, make and g++, which node-gyp needs when zstd-napi has no
 # prebuilt binary for the platform. Same Node version and Debian release (bookworm, glibc) as the runtime
 # stage, so the compiled addon loads there.
-FROM node:20.20.2-bookworm AS build
+FROM node:24.21.0-bookworm AS build
 WORKDIR /app
 # Manifests first: the dependency layer is rebuilt only when they change. npm ci installs the root package
 # and the snapstore workspace from the lock file (node_modules/@etcdbrctl/snapstore -> ../../snapstore).
@@ -24,9 +24,10 @@ COPY src src
 COPY bin bin
 # tsc -b tsconfig.build.json: src/ -> dist/, snapstore/src/ -> snapstore/dist/.
 RUN npm run build
-# Drops devDependencies (typescript, vitest, emulators, ...). --ignore-scripts: the addons that stay were
-# built by npm ci above and must not be rebuilt.
-RUN npm prune --omit=dev --ignore-scripts --no-audit --no-fund
+# Drops devDependencies (typescript, vitest, emulators, ...) and optional ones (the Node binary package
+# that gives npm scripts Node 24 on machines with an older Node; the image has its own Node).
+# --ignore-scripts: the addons that stay were built by npm ci above and must not be rebuilt.
+RUN npm prune --omit=dev --omit=optional --ignore-scripts --no-audit --no-fund
 
 # --- etcd: the official binaries, for restore (etcdutl snapshot restore) and the local etcd that replays
 # delta snapshots. 3.5.27 is the etcd upstream etcd-backup-restore (v0.42+) and etcd-wrapper build on.
@@ -38,7 +39,7 @@ FROM gcr.io/etcd-development/etcd:v3.5.27 AS etcd
 # while this tag pins the exact Node release, the same one the build stage compiled the zstd-napi addon
 # for. The slim image has no compiler or build tools; npm, npx, corepack and yarn are deleted below, so
 # nothing in the image can install packages. What remains beyond distroless is a shell and dpkg.
-FROM node:20.20.2-bookworm-slim AS runtime
+FROM node:24.21.0-bookworm-slim AS runtime
 RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
         /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-v* \
     && mkdir -p /home/nonroot \

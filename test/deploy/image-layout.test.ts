@@ -34,6 +34,7 @@ const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   engines: { node: string };
   scripts: Record<string, string>;
   devDependencies: Record<string, string>;
+  optionalDependencies?: Record<string, string>;
 };
 const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as {
   packages: Record<string, { dev?: boolean; optional?: boolean; devOptional?: boolean; link?: boolean }>;
@@ -427,6 +428,11 @@ describe('the final stage, replayed', () => {
     for (const dev of Object.keys(pkg.devDependencies).filter((d) => lock.packages[`node_modules/${d}`]?.dev === true)) {
       expect(existsSync(join(app, 'node_modules', dev)), dev).toBe(false);
     }
+    // The Node binary packages (optional, for npm scripts on an older Node) never reach the image.
+    for (const nodeBin of Object.keys(pkg.optionalDependencies ?? {})) {
+      expect(existsSync(join(app, 'node_modules', nodeBin)), nodeBin).toBe(false);
+    }
+    expect(Object.keys(pkg.optionalDependencies ?? {}).length).toBeGreaterThan(0);
   });
 
   it('links the workspace package to its compiled dist, and keeps the compiled zstd addon', () => {
