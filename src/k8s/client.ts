@@ -183,12 +183,22 @@ function loadKubeconfigs(kc: KubeConfig, paths: readonly string[]): void {
     } catch (err) {
       throw new KubeError('E_KUBE_CONFIG', `kubeconfig ${file} cannot be read: ${(err as Error).message}`, { cause: err });
     }
-    for (const c of one.getClusters()) if (!clusters.some((x) => x.name === c.name)) clusters.push(c);
+    for (const c of one.getClusters()) if (!clusters.some((x) => x.name === c.name)) clusters.push(withPlainHttpAllowed(c));
     for (const u of one.getUsers()) if (!users.some((x) => x.name === u.name)) users.push(u);
     for (const c of one.getContexts()) if (!contexts.some((x) => x.name === c.name)) contexts.push(c);
     if (currentContext === '' && one.getCurrentContext()) currentContext = one.getCurrentContext();
   }
   kc.loadFromOptions({ clusters, users, contexts, currentContext });
+}
+
+/**
+ * client-node refuses an `http://` server unless `insecure-skip-tls-verify` is set, but kubeconfigs for plain
+ * HTTP API servers (kind, local proxies, `kubectl proxy`) do not carry it, and client-go accepts them: with
+ * no TLS there is nothing to verify. https servers keep exactly the verification their kubeconfig asks for.
+ */
+function withPlainHttpAllowed(cluster: Cluster): Cluster {
+  if (!/^http:\/\//i.test(cluster.server) || cluster.skipTLSVerify) return cluster;
+  return { ...cluster, skipTLSVerify: true };
 }
 
 async function readOptional(file: string): Promise<string | undefined> {

@@ -1,5 +1,5 @@
 /** Building the Kubernetes client: explicit server, kubeconfig files, in-cluster service account over TLS. */
-import { mkdir, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKubeClient, resolveKubeConnection, SERVICE_ACCOUNT_DIR } from '../../src/k8s/client.js';
@@ -46,6 +46,36 @@ describe('createKubeClient', () => {
     expect(lease.spec?.holderIdentity).toBe('a');
 
     await expect(createKubeClient({ kind: 'kubeconfig', paths: [file], context: 'nope' })).rejects.toThrow(/has no context "nope"/);
+  });
+
+  it('kubeconfig with a plain http:// server and no insecure-skip-tls-verify (as users write it): accepted, as client-go does', async () => {
+    const file = join(dir.path, 'kubeconfig-http');
+    await writeFile(file, plain!.kubeconfig({ namespace: NS }));
+    expect(await readFile(file, 'utf8')).not.toContain('insecure-skip-tls-verify');
+    const kube = await createKubeClient({ kind: 'kubeconfig', paths: [file] });
+    const lease = await kube.coordination.readNamespacedLease({ name: 'lease-a', namespace: NS });
+    expect(lease.spec?.holderIdentity).toBe('a');
+  });
+
+  it('kubeconfig with insecure-skip-tls-verify: plain http and an https server with an untrusted certificate', async () => {
+    const httpFile = join(dir.path, 'kubeconfig-http-insecure');
+    await writeFile(httpFile, plain!.kubeconfig({ insecureSkipTlsVerify: true }));
+    const overHttp = await createKubeClient({ kind: 'kubeconfig', paths: [httpFile] });
+    expect((await overHttp.coordination.readNamespacedLease({ name: 'lease-a', namespace: NS })).spec?.holderIdentity).toBe('a');
+
+    const httpsFile = join(dir.path, 'kubeconfig-https-insecure');
+    await writeFile(httpsFile, secured!.kubeconfig({ insecureSkipTlsVerify: true }));
+    const overTls = await createKubeClient({ kind: 'kubeconfig', paths: [httpsFile] });
+    expect((await overTls.coordination.readNamespacedLease({ name: 'lease-b', namespace: NS })).spec?.holderIdentity).toBe('b');
+  });
+
+  it('kubeconfig over https keeps verifying the server certificate: no CA and no insecure flag is refused', async () => {
+    const file = join(dir.path, 'kubeconfig-https-unverified');
+    const config = JSON.parse(secured!.kubeconfig()) as { clusters: Array<{ cluster: Record<string, unknown> }> };
+    delete config.clusters[0]!.cluster['certificate-authority-data'];
+    await writeFile(file, JSON.stringify(config));
+    const kube = await createKubeClient({ kind: 'kubeconfig', paths: [file] });
+    await expect(kube.coordination.readNamespacedLease({ name: 'lease-b', namespace: NS })).rejects.toThrow(/self[- ]signed|certificate/i);
   });
 
   it('several kubeconfig files merge first-wins (KUBECONFIG list)', async () => {

@@ -222,13 +222,14 @@ export class FakeKubeApiServer {
   }
 
   /**
-   * A kubeconfig (JSON, which is valid YAML) pointing at this server. Plain HTTP needs
-   * `insecure-skip-tls-verify`, which is what client libraries require for http:// servers.
+   * A kubeconfig (JSON, which is valid YAML) pointing at this server, as users write one: over TLS with the
+   * server's CA, over plain HTTP with nothing but the server URL. `insecureSkipTlsVerify` adds
+   * `insecure-skip-tls-verify: true` (and, over TLS, leaves the CA out), the other form users write.
    */
-  kubeconfig(opts: { token?: string; namespace?: string } = {}): string {
+  kubeconfig(opts: { token?: string; namespace?: string; insecureSkipTlsVerify?: boolean } = {}): string {
     const cluster: Record<string, string | boolean> = { server: this.url };
-    if (this.opts.tls) cluster['certificate-authority-data'] = Buffer.from(this.opts.tls.cert).toString('base64');
-    else cluster['insecure-skip-tls-verify'] = true;
+    if (opts.insecureSkipTlsVerify) cluster['insecure-skip-tls-verify'] = true;
+    else if (this.opts.tls) cluster['certificate-authority-data'] = Buffer.from(this.opts.tls.cert).toString('base64');
     const user: Record<string, string> = {};
     const token = opts.token ?? this.opts.token;
     if (token !== undefined) user.token = token;
