@@ -101,7 +101,7 @@ export class ClusterMaintenance {
       await updatePeerUrlsWhenReachable({
         client,
         memberName: name,
-        configPeerUrls: memberUrls(template, 'initial-advertise-peer-urls', name),
+        configPeerUrls: memberUrls(template, 'initial-advertise-peer-urls', name, pod),
         useEtcdWrapper: config.useEtcdWrapper,
         wrapperStopUrl: wrapperStopUrl(first, tls, this.opts.wrapperPort ?? ETCD_WRAPPER_PORT),
         ...(ca ? { wrapperCa: ca } : {}),

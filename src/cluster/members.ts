@@ -9,7 +9,7 @@ import type { Etcd3, IMember } from 'etcd3';
 import { systemClock, type Clock } from '../clock.js';
 import type { EtcdClientOptions } from '../etcd/client.js';
 import { createEtcdClient } from '../etcd/client.js';
-import type { EtcdConfigTemplate } from '../initializer/etcd-config.js';
+import { parseLegacyUrlTemplate, type EtcdConfigTemplate } from '../initializer/etcd-config.js';
 import type { ClusterObservation, ObservedMember } from '../initializer/bootstrap.js';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Metrics } from '../metrics.js';
@@ -86,6 +86,9 @@ export function toObservedMember(m: IMember): ObservedMember {
 export function memberOpEndpoints(serviceEndpoints: readonly string[], template: EtcdConfigTemplate | undefined): string[] {
   if (serviceEndpoints.length > 0) return [...serviceEndpoints];
   const value = template?.['advertise-client-urls'];
+  // The legacy template names the client service itself; upstream reaches the members through it.
+  const legacy = parseLegacyUrlTemplate('advertise-client-urls', value);
+  if (legacy) return [`${legacy.scheme}://${legacy.service}:${legacy.port}`];
   const urls: string[] = [];
   const add = (v: unknown): void => {
     if (typeof v === 'string') urls.push(...v.split(',').map((s) => s.trim()).filter(Boolean));

@@ -92,7 +92,7 @@ export class MultiNode {
     const podName = this.opts.env.POD_NAME ?? '';
     if (podName === '') throw new Error('POD_NAME is not set: a member of a multi-node cluster cannot tell which member it is');
     const name = memberName(template, podName);
-    const peerUrls = memberUrls(template, 'initial-advertise-peer-urls', name);
+    const peerUrls = memberUrls(template, 'initial-advertise-peer-urls', name, podName);
     const inInitialCluster = cluster.some(([n]) => n === name);
     // Without its own peer URLs the member cannot be added; fall back to its initial-cluster entry.
     const ownEntry = cluster.find(([n]) => n === name)?.[1];

@@ -16,10 +16,10 @@ export async function readEtcdConfigTemplate(path: string): Promise<EtcdConfigTe
   try {
     text = await readFile(path, 'utf8');
   } catch (err) {
-    throw new Error(`cannot read the etcd config file ${path}: ${(err as Error).message}`, { cause: err });
+    throw new EtcdConfigError(`cannot read the etcd config file ${path}: ${(err as Error).message}`, { cause: err });
   }
   const doc: unknown = parse(text);
-  if (!doc || typeof doc !== 'object' || Array.isArray(doc)) throw new Error(`etcd config file ${path} is not a YAML mapping`);
+  if (!doc || typeof doc !== 'object' || Array.isArray(doc)) throw new EtcdConfigError(`etcd config file ${path} is not a YAML mapping`);
   return doc as EtcdConfigTemplate;
 }
 
@@ -28,7 +28,7 @@ export function parseInitialCluster(value: unknown): Array<[string, string]> {
   if (typeof value !== 'string' || value.trim() === '') return [];
   return value.split(',').map((entry) => {
     const i = entry.indexOf('=');
-    if (i <= 0) throw new Error(`invalid initial-cluster entry ${JSON.stringify(entry)}: expected name=peer-url`);
+    if (i <= 0) throw new EtcdConfigError(`invalid initial-cluster entry ${JSON.stringify(entry)}: expected name=peer-url`);
     return [entry.slice(0, i).trim(), entry.slice(i + 1).trim()] as [string, string];
   });
 }
@@ -44,9 +44,17 @@ export function memberName(template: EtcdConfigTemplate, podName: string): strin
   return typeof prefix === 'string' && prefix !== '' ? `${prefix}-${podName}` : podName;
 }
 
-/** This member's URLs from a `member-name -> [url]` map (or a plain string/list, for hand-written files). */
-export function memberUrls(template: EtcdConfigTemplate, key: string, member: string): string[] {
+/**
+ * This member's URLs from a `member-name -> [url]` map (or a plain string/list, for hand-written files), or
+ * from the legacy template of older etcd-druid releases, `<scheme>@<service>@<namespace>@<port>`, which
+ * stands for `<scheme>://<POD_NAME>.<service>.<namespace>.svc:<port>` (the pod's DNS name behind the headless
+ * service). `podName` is the pod's own name for that expansion; it defaults to the member name, which is the
+ * pod name unless the template sets `member-name-prefix` (which the legacy format predates).
+ */
+export function memberUrls(template: EtcdConfigTemplate, key: string, member: string, podName: string = member): string[] {
   const value = template[key];
+  const legacy = parseLegacyUrlTemplate(key, value);
+  if (legacy) return [`${legacy.scheme}://${podName}.${legacy.service}.${legacy.namespace}.svc:${legacy.port}`];
   if (typeof value === 'string') return value.split(',').map((s) => s.trim()).filter(Boolean);
   if (Array.isArray(value)) return value.map(String);
   if (value && typeof value === 'object') {
@@ -55,6 +63,50 @@ export function memberUrls(template: EtcdConfigTemplate, key: string, member: st
     if (Array.isArray(mine)) return mine.map(String);
   }
   return [];
+}
+
+/** A malformed etcd config file: names the file or the key and what is accepted there. */
+export class EtcdConfigError extends Error {
+  override readonly name = 'EtcdConfigError';
+  readonly code = 'E_ETCD_CONFIG';
+}
+
+/** The legacy URL template `<scheme>@<service>@<namespace>@<port>` of older etcd-druid releases. */
+export interface LegacyUrlTemplate {
+  scheme: 'http' | 'https';
+  service: string;
+  namespace: string;
+  port: number;
+}
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+
+/**
+ * Recognises the legacy template in a config value; undefined for anything else that has no `@` (URL lists,
+ * maps). A value with `@` that is not a well-formed template is an error naming the key and the accepted
+ * forms, rather than a URL etcd would refuse later with a less helpful message.
+ */
+export function parseLegacyUrlTemplate(key: string, value: unknown): LegacyUrlTemplate | undefined {
+  if (typeof value !== 'string' || !value.includes('@')) return undefined;
+  const text = value.trim();
+  const parts = text.split('@');
+  const [scheme, service, namespace, portText] = parts;
+  const port = Number(portText);
+  const wellFormed =
+    parts.length === 4 &&
+    (scheme === 'http' || scheme === 'https') &&
+    DNS_LABEL.test(service ?? '') &&
+    DNS_LABEL.test(namespace ?? '') &&
+    /^\d{1,5}$/.test(portText ?? '') &&
+    port > 0 &&
+    port < 65536;
+  if (!wellFormed) {
+    throw new EtcdConfigError(
+      `etcd config: ${key}: ${JSON.stringify(value)} is not a valid URL template; accepted are a URL list ` +
+        `("https://host:2379,..."), a map of member name to URLs, or the legacy template "<http|https>@<service>@<namespace>@<port>"`,
+    );
+  }
+  return { scheme: scheme as 'http' | 'https', service: service!, namespace: namespace!, port };
 }
 
 export interface ClusterView {
@@ -71,10 +123,10 @@ export interface ClusterView {
  */
 export function renderMemberConfig(template: EtcdConfigTemplate, podName: string, view: ClusterView): EtcdConfigTemplate {
   const name = memberName(template, podName);
-  const peerUrls = memberUrls(template, 'initial-advertise-peer-urls', name);
-  const clientUrls = memberUrls(template, 'advertise-client-urls', name);
-  if (peerUrls.length === 0) throw new Error(`the etcd config has no initial-advertise-peer-urls for member ${name}`);
-  if (clientUrls.length === 0) throw new Error(`the etcd config has no advertise-client-urls for member ${name}`);
+  const peerUrls = memberUrls(template, 'initial-advertise-peer-urls', name, podName);
+  const clientUrls = memberUrls(template, 'advertise-client-urls', name, podName);
+  if (peerUrls.length === 0) throw new EtcdConfigError(`the etcd config has no initial-advertise-peer-urls for member ${name}`);
+  if (clientUrls.length === 0) throw new EtcdConfigError(`the etcd config has no advertise-client-urls for member ${name}`);
   const out: EtcdConfigTemplate = { ...template };
   out.name = name;
   out['initial-advertise-peer-urls'] = peerUrls.join(',');

@@ -1,0 +1,128 @@
+/** The etcd config file (ETCD_CONF): the legacy URL template of older etcd-druid releases, and `/config`. */
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { parse, stringify } from 'yaml';
+import { memberOpEndpoints } from '../../src/cluster/members.js';
+import {
+  EtcdConfigError,
+  memberUrls,
+  parseLegacyUrlTemplate,
+  renderMemberConfig,
+} from '../../src/initializer/etcd-config.js';
+import { InitializationState } from '../../src/server/initialization.js';
+import { registerInitRoutes } from '../../src/server/init-routes.js';
+import { Resources, silentLogger, startServer } from '../server/support.js';
+
+const res = new Resources();
+afterEach(() => res.cleanup());
+
+/** What older etcd-druid releases wrote into the etcd ConfigMap of a 3-member cluster. */
+const LEGACY = {
+  name: 'etcd-main',
+  'data-dir': '/var/etcd/data/new.etcd',
+  'initial-advertise-peer-urls': 'http@etcd-main-peer@shoot--dev--one@2380',
+  'advertise-client-urls': 'https@etcd-main-client@shoot--dev--one@2379',
+  'initial-cluster':
+    'etcd-main-0=http://etcd-main-0.etcd-main-peer.shoot--dev--one.svc:2380,' +
+    'etcd-main-1=http://etcd-main-1.etcd-main-peer.shoot--dev--one.svc:2380,' +
+    'etcd-main-2=http://etcd-main-2.etcd-main-peer.shoot--dev--one.svc:2380',
+};
+
+describe('legacy URL template <scheme>@<service>@<namespace>@<port>', () => {
+  it('parses the template and leaves URL lists and maps alone', () => {
+    expect(parseLegacyUrlTemplate('k', 'http@etcd-main-peer@shoot--dev--one@2380')).toEqual({
+      scheme: 'http',
+      service: 'etcd-main-peer',
+      namespace: 'shoot--dev--one',
+      port: 2380,
+    });
+    expect(parseLegacyUrlTemplate('k', 'https://a:2379,https://b:2379')).toBeUndefined();
+    expect(parseLegacyUrlTemplate('k', { 'etcd-0': ['https://a:2379'] })).toBeUndefined();
+    expect(parseLegacyUrlTemplate('k', undefined)).toBeUndefined();
+  });
+
+  it.each([
+    'http@svc@ns',
+    'ftp@svc@ns@2379',
+    'http@svc@ns@port',
+    'http@svc@ns@70000',
+    'http@Svc_1@ns@2379',
+    'http@svc@ns@2379@extra',
+    'http://user@host:2379',
+  ])('refuses %s with an error naming the key and the accepted forms', (value) => {
+    let caught: unknown;
+    try {
+      parseLegacyUrlTemplate('advertise-client-urls', value);
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(EtcdConfigError);
+    expect((caught as EtcdConfigError).code).toBe('E_ETCD_CONFIG');
+    expect((caught as Error).message).toContain('advertise-client-urls');
+    expect((caught as Error).message).toContain(JSON.stringify(value));
+    expect((caught as Error).message).toContain('<http|https>@<service>@<namespace>@<port>');
+  });
+
+  it("expands to the pod's DNS name behind the service, per member, as upstream does", () => {
+    expect(memberUrls(LEGACY, 'initial-advertise-peer-urls', 'etcd-main-1')).toEqual([
+      'http://etcd-main-1.etcd-main-peer.shoot--dev--one.svc:2380',
+    ]);
+    expect(memberUrls(LEGACY, 'advertise-client-urls', 'etcd-main-2')).toEqual([
+      'https://etcd-main-2.etcd-main-client.shoot--dev--one.svc:2379',
+    ]);
+    // With a member-name prefix the member name is not a host name: the pod name is used for the URL.
+    expect(memberUrls(LEGACY, 'initial-advertise-peer-urls', 'main-etcd-main-1', 'etcd-main-1')).toEqual([
+      'http://etcd-main-1.etcd-main-peer.shoot--dev--one.svc:2380',
+    ]);
+  });
+
+  it('member operations reach the cluster through the client service the template names', () => {
+    expect(memberOpEndpoints([], LEGACY)).toEqual(['https://etcd-main-client:2379']);
+    expect(memberOpEndpoints(['https://given:2379'], LEGACY)).toEqual(['https://given:2379']);
+  });
+
+  it('renderMemberConfig writes real URLs for this member', () => {
+    const out = renderMemberConfig(LEGACY, 'etcd-main-0', { existingMembers: [], learnerPresent: false });
+    expect(out['initial-advertise-peer-urls']).toBe('http://etcd-main-0.etcd-main-peer.shoot--dev--one.svc:2380');
+    expect(out['advertise-client-urls']).toBe('https://etcd-main-0.etcd-main-client.shoot--dev--one.svc:2379');
+    expect(out.name).toBe('etcd-main-0');
+  });
+});
+
+describe('/config over HTTP', () => {
+  async function serve(template: unknown, podName: string): Promise<string> {
+    const dir = await res.tmpDir();
+    const file = join(dir, 'etcd.conf.yaml');
+    await writeFile(file, stringify(template));
+    const state = new InitializationState(async () => {}, silentLogger);
+    const { url } = await startServer(res, {
+      extraRoutes: (app) =>
+        registerInitRoutes(app, {
+          state,
+          env: { ETCD_CONF: file, POD_NAME: podName },
+          clusterView: async () => ({ existingMembers: [], learnerPresent: false }),
+        }),
+    });
+    return url;
+  }
+
+  it('expands the legacy template, so etcd gets URLs it accepts', async () => {
+    const url = await serve(LEGACY, 'etcd-main-2');
+    const r = await fetch(`${url}/config`);
+    expect(r.status).toBe(200);
+    const body = parse(await r.text()) as Record<string, string>;
+    expect(body['initial-advertise-peer-urls']).toBe('http://etcd-main-2.etcd-main-peer.shoot--dev--one.svc:2380');
+    expect(body['advertise-client-urls']).toBe('https://etcd-main-2.etcd-main-client.shoot--dev--one.svc:2379');
+    for (const v of Object.values(body)) if (typeof v === 'string') expect(v).not.toContain('@');
+  });
+
+  it('answers 500 naming the key and the accepted forms for a malformed template', async () => {
+    const url = await serve({ ...LEGACY, 'advertise-client-urls': 'https@etcd-main-client@2379' }, 'etcd-main-0');
+    const r = await fetch(`${url}/config`);
+    expect(r.status).toBe(500);
+    const text = await r.text();
+    expect(text).toContain('advertise-client-urls');
+    expect(text).toContain('<http|https>@<service>@<namespace>@<port>');
+  });
+});
