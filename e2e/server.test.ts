@@ -84,6 +84,24 @@ describe('etcdbrctl server (process) with a Local store', () => {
     expect(list.at(-1)?.lastRevision).toBe(last);
   });
 
+  it('Ctrl-C under npm (two SIGINTs at once) is one orderly shutdown: the last delta is still written', async () => {
+    sidecar = await startSidecar(flags());
+    const s = sidecar;
+    await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 200 ? true : undefined), 'healthz 200');
+    await waitFor(async () => ((await store.list()).some((x) => x.kind === 'Full') ? true : undefined), 'initial full');
+    for (let i = 0; i < 3; i++) await client.put(`/registry/ctrl-c${i}`).value('late');
+    const last = await rev();
+    // The delta period is 1h: these writes reach the store only through the shutdown's last delta, which a
+    // second signal must not cut short (the terminal and npm each deliver one on Ctrl-C).
+    s.child.kill('SIGINT');
+    s.child.kill('SIGINT');
+    expect(await s.exited).toBe(0);
+    expect(s.logs()).not.toContain('exiting now');
+    const list = await store.list();
+    expect(list.at(-1)?.kind).toBe('Incr');
+    expect(list.at(-1)?.lastRevision).toBe(last);
+  });
+
   it('exits on SIGTERM without waiting for a lost etcd to come back', async () => {
     sidecar = await startSidecar(flags());
     const s = sidecar;

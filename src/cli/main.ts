@@ -22,6 +22,7 @@ import type { Logger } from '../log.js';
 import { formatVersionInfo, versionInfo } from '../version.js';
 import type { CliIO, CommandContext, Env } from './context.js';
 import { FlagError } from './flags.js';
+import { StopSignals } from './signals.js';
 import { commandFlagSet, commandHelp, rootFlagSet, rootHelp } from './help.js';
 
 export type CommandRunner<N extends CommandName> = (config: CommandConfigs[N], ctx: CommandContext) => Promise<number>;
@@ -228,16 +229,29 @@ function failed(io: CliIO, logger: Logger, name: string, err: unknown): number {
   return 1;
 }
 
-/** The real process: argv, env, stdio, SIGINT/SIGTERM (a second signal exits at once), umask 0077. */
+/**
+ * The real process: argv, env, stdio, SIGINT/SIGTERM, umask 0077. The first signal starts an orderly
+ * shutdown; a repeat within a short window (Ctrl-C under npm delivers two) is the same request; a signal
+ * after that forces an exit at once, and says so.
+ */
 export async function runFromProcess(): Promise<void> {
   // As upstream: files and directories the process creates are private to its user.
   process.umask(0o077);
   const ac = new AbortController();
-  let signals = 0;
+  const stops = new StopSignals();
   const onSignal = (sig: NodeJS.Signals): void => {
-    signals++;
-    if (signals > 1) process.exit(1);
-    ac.abort(new Error(`received ${sig}`));
+    switch (stops.receive(Date.now())) {
+      case 'shutdown':
+        ac.abort(new Error(`received ${sig}`));
+        return;
+      case 'repeat':
+        return;
+      case 'force':
+        process.stderr.write(
+          `${JSON.stringify({ level: 'warn', time: Date.now(), msg: `received ${sig} again during shutdown: exiting now, without waiting for the last delta snapshot` })}\n`,
+        );
+        process.exit(1);
+    }
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
