@@ -1,14 +1,14 @@
 import type { StoreConfig } from './config.js';
-import type { SnapStore } from './store.js';
+import type { OpenOptions, SnapStore } from './store.js';
 
 /**
  * Opens the store a configuration describes. Providers load lazily so that a Local-only process
  * never loads the cloud SDKs.
  */
-export async function openSnapStore(config: StoreConfig): Promise<SnapStore> {
+export async function openSnapStore(config: StoreConfig, options: OpenOptions = {}): Promise<SnapStore> {
   switch (config.provider) {
     case 'Local':
-      return (await import('./providers/local.js')).openLocalStore(config);
+      return (await import('./providers/local.js')).openLocalStore(config, options);
     case 'S3':
       return (await import('./providers/s3.js')).openS3Store(config);
     case 'ABS':

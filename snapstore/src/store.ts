@@ -30,6 +30,15 @@ export interface SaveOptions {
  * Keys: a snapshot lives at `path.posix.join(prefix, snap.snapDir, snap.snapName)` where `prefix` is
  * the listed `snap.prefix` for fetch/delete, and the store's own prefix for save (see `objectKey`).
  */
+export interface OpenOptions {
+  /**
+   * The caller only reads (ls, restore, a copy's source): the store must already exist. A Local store then
+   * creates no directory and sweeps no temp files, and a missing directory is E_NOT_FOUND naming the path.
+   * Cloud providers never create their bucket or container, so this changes nothing for them.
+   */
+  readOnly?: boolean;
+}
+
 export interface SnapStore {
   readonly provider: ProviderName;
   /** The effective prefix of this store, always ending in `v2` (upstream `<store-prefix>/v2`). */

@@ -22,6 +22,7 @@ import type { Logger } from '../log.js';
 import { formatVersionInfo, versionInfo } from '../version.js';
 import type { CliIO, CommandContext, Env } from './context.js';
 import { FlagError } from './flags.js';
+import { reportFailure } from './failure.js';
 import { StopSignals } from './signals.js';
 import { commandFlagSet, commandHelp, rootFlagSet, rootHelp } from './help.js';
 
@@ -69,13 +70,14 @@ export function storesOf<N extends CommandName>(name: N, config: CommandConfigs[
   }
 }
 
+/** The stores a command never writes to: opened read-only, so a mistyped path is an error, not a new store. */
+export function readsOnly(name: CommandName, role: StoreRole): boolean {
+  return name === 'ls' || name === 'restore' || (name === 'copy' && role === 'source');
+}
+
 function usageError(io: CliIO, message: string, helpCommand: string): number {
   io.stderr.write(`Error: ${message}\nRun '${helpCommand} --help' for usage.\n`);
   return 1;
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 export async function main(argv: readonly string[], env: Env, io: CliIO, options: MainOptions = {}): Promise<number> {
@@ -189,7 +191,9 @@ async function runCommand<N extends CommandName>(
   const roles = new Map(storesOf(name, config));
   const resolveStore = async (role: StoreRole): Promise<StoreConfig | undefined> => {
     const flags = roles.get(role);
-    return flags === undefined ? undefined : buildStoreConfig(flags, { role, env, homeDir, logger });
+    // A store the command only reads gets no scratch directory either: reading creates nothing.
+    const createTempDir = !readsOnly(name, role);
+    return flags === undefined ? undefined : buildStoreConfig(flags, { role, env, homeDir, logger, createTempDir });
   };
   const stores: CommandContext['stores'] = {};
   try {
@@ -219,15 +223,10 @@ async function runCommand<N extends CommandName>(
   try {
     return await run(config, ctx);
   } catch (err) {
-    return failed(io, logger, name, err);
+    return reportFailure(io, logger, `etcdbrctl ${name}`, err);
   }
 }
 
-function failed(io: CliIO, logger: Logger, name: string, err: unknown): number {
-  logger.error({ err }, `${name} failed`);
-  io.stderr.write(`Error: ${errorMessage(err)}\n`);
-  return 1;
-}
 
 /**
  * The real process: argv, env, stdio, SIGINT/SIGTERM, umask 0077. The first signal starts an orderly

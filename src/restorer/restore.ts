@@ -1,6 +1,6 @@
 import { ReadStream, createWriteStream } from 'node:fs';
-import { mkdir, mkdtemp, rename, rm, stat } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, mkdtemp, rename, rm, rmdir, stat } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Etcd3 } from 'etcd3';
 import { createDecompressStream, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
@@ -117,7 +117,9 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
   if (!opts.replaceExisting && (await nonEmptyDir(opts.dataDir))) {
     throw new Error(`data-dir ${opts.dataDir} is not empty: refusing to restore over it`);
   }
-  await mkdir(opts.tempDir, { recursive: true, mode: 0o700 });
+  // The scratch space is ours for this restore only: what we create for it goes again at the end, so a
+  // restore leaves no empty `default.restoration.tmp/` behind in the working directory.
+  const createdTempRoot = await mkdir(opts.tempDir, { recursive: true, mode: 0o700 });
   const scratch = await mkdtemp(join(opts.tempDir, 'restore-'));
   await rm(partDir, { recursive: true, force: true });
   let etcd: LocalEtcd | undefined;
@@ -239,6 +241,19 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
   } finally {
     if (!handedOver) client?.close();
     await rm(scratch, { recursive: true, force: true });
+    if (createdTempRoot !== undefined) await removeEmptyDirsUpTo(opts.tempDir, createdTempRoot);
+  }
+}
+
+/** Removes `dir` and its parents up to and including `top` while they are empty (never anything else). */
+async function removeEmptyDirsUpTo(dir: string, top: string): Promise<void> {
+  for (let d = resolve(dir); ; d = dirname(d)) {
+    try {
+      await rmdir(d);
+    } catch {
+      return; // not empty (someone else's files), or gone: stop there
+    }
+    if (d === resolve(top) || dirname(d) === d) return;
   }
 }
 

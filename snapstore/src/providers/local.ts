@@ -16,7 +16,7 @@ import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
-import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
+import type { ByteRange, ListOptions, OpenOptions, SaveOptions, SnapStore } from '../store.js';
 import { abortReason, describeError, saveFailed } from './common.js';
 
 /** Temp files of unfinished saves; listing skips them (upstream's temp prefix, hidden). */
@@ -31,11 +31,16 @@ export const STALE_TEMP_AGE_MS = 60 * 60 * 1000;
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
 
-export async function openLocalStore(config: LocalStoreConfig): Promise<SnapStore> {
+export async function openLocalStore(config: LocalStoreConfig, options: OpenOptions = {}): Promise<SnapStore> {
   if (!path.isAbsolute(config.rootDir)) {
     throw new SnapStoreError('E_CONFIG', `local store root ${JSON.stringify(config.rootDir)} must be an absolute path`);
   }
   const store = new LocalSnapStore(config);
+  if (options.readOnly) {
+    // Reading never creates or removes anything: a mistyped path is an error, not an empty store.
+    await requireDirectory(config.rootDir);
+    return store;
+  }
   // Upstream creates the prefix directory when the store is constructed.
   try {
     await mkdir(store.resolve(config.prefix), { recursive: true, mode: DIR_MODE });
@@ -52,6 +57,19 @@ export async function openLocalStore(config: LocalStoreConfig): Promise<SnapStor
   await sweepStaleTempFiles(prefixDir, staleBefore, store.log);
   if (path.basename(prefixDir) === 'v2') await sweepStaleTempFiles(path.join(path.dirname(prefixDir), 'v1'), staleBefore, store.log);
   return store;
+}
+
+async function requireDirectory(dir: string): Promise<void> {
+  let isDir: boolean;
+  try {
+    isDir = (await stat(dir)).isDirectory();
+  } catch (err) {
+    if (isCode(err, 'ENOENT')) {
+      throw new SnapStoreError('E_NOT_FOUND', `local store directory ${dir} does not exist: check --store-container (and $HOME for a relative one)`, { cause: err });
+    }
+    throw new SnapStoreError('E_CONFIG', `cannot read local store directory ${dir}: ${describeError(err)}`, { cause: err });
+  }
+  if (!isDir) throw new SnapStoreError('E_CONFIG', `local store path ${dir} is not a directory: check --store-container`);
 }
 
 /**

@@ -7,6 +7,7 @@ import { findEtcdBinaries } from '../../etcd/binaries.js';
 import { createKubeClient, resolveKubeConnection } from '../../k8s/client.js';
 import { SnapshotLeases } from '../../k8s/snapshot-leases.js';
 import type { CommandContext } from '../context.js';
+import { reportFailure } from '../failure.js';
 
 /**
  * `etcdbrctl compact`: the latest full snapshot and its deltas become one new full snapshot (see
@@ -62,9 +63,7 @@ export async function run(config: CompactCommandConfig, ctx: CommandContext): Pr
     ctx.io.stdout.write(`Compacted snapshot name : ${result.snapshot.snapName}\n`);
     return 0;
   } catch (err) {
-    ctx.logger.error({ err }, 'Failed to compact snapshot');
-    ctx.io.stderr.write(`etcdbrctl compact: ${err instanceof Error ? err.message : String(err)}\n`);
-    return 1;
+    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl compact', err);
   } finally {
     await store.close();
   }

@@ -4,6 +4,7 @@ import type { CopyCommandConfig } from '../../config/types.js';
 import { CopyError, copyBackups } from '../../copier/copier.js';
 import { saveBufferBytes } from '../../copier/save-buffer.js';
 import type { CommandContext } from '../context.js';
+import { reportFailure } from '../failure.js';
 
 /**
  * `etcdbrctl copy`: copies backups from the source store (`--source-*`, `SOURCE_*` credentials) to the
@@ -19,7 +20,7 @@ export async function run(config: CopyCommandConfig, ctx: CommandContext): Promi
   let source: SnapStore | undefined;
   let destination: SnapStore | undefined;
   try {
-    source = await openSnapStore(sourceConfig);
+    source = await openSnapStore(sourceConfig, { readOnly: true });
     destination = await openSnapStore(destinationConfig);
     const result = await copyBackups(
       {
@@ -41,8 +42,7 @@ export async function run(config: CopyCommandConfig, ctx: CommandContext): Promi
         `etcdbrctl copy: ${err.result.failures.length} snapshot(s) failed, ${err.result.copied.length} copied, ${err.result.skipped.length} already present\n`,
       );
     } else {
-      ctx.logger.error({ err }, 'copy failed');
-      ctx.io.stderr.write(`etcdbrctl copy: ${err instanceof Error ? err.message : String(err)}\n`);
+      return reportFailure(ctx.io, ctx.logger, 'etcdbrctl copy', err);
     }
     return 1;
   } finally {

@@ -6,6 +6,7 @@ import { restoreSettings } from '../../restorer/restore.js';
 import { Metrics } from '../../metrics.js';
 import { RotatingStore } from '../../snapshotter/store-provider.js';
 import type { CommandContext } from '../context.js';
+import { reportFailure } from '../failure.js';
 
 /**
  * `etcdbrctl initialize`: validate `--data-dir` (`--validation-mode`) and restore it from the store when it
@@ -33,9 +34,7 @@ export async function run(config: InitializeCommandConfig, ctx: CommandContext):
     ctx.logger.info({ outcome, dataDir: rc.dataDir }, 'initialization finished');
     return 0;
   } catch (err) {
-    ctx.logger.error({ err }, 'initialization failed');
-    ctx.io.stderr.write(`etcdbrctl initialize: ${err instanceof Error ? err.message : String(err)}\n`);
-    return 1;
+    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl initialize', err);
   } finally {
     await store?.close();
   }

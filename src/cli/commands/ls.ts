@@ -71,7 +71,7 @@ export async function run(config: LsCommandConfig, ctx: CommandContext): Promise
   }
   let snaps: Snapshot[];
   try {
-    const store = await openSnapStore(storeConfig);
+    const store = await openSnapStore(storeConfig, { readOnly: true });
     try {
       snaps = await store.list({ includeExcluded: config.all });
     } finally {

@@ -4,6 +4,7 @@ import { findEtcdBinaries } from '../../etcd/binaries.js';
 import { planRestore, type RestorePlan, type RestoreTarget } from '../../restorer/plan.js';
 import { executeRestore, restoreSettings } from '../../restorer/restore.js';
 import type { CommandContext } from '../context.js';
+import { reportFailure } from '../failure.js';
 
 /**
  * `etcdbrctl restore`: the newest full snapshot plus the deltas after it into `--data-dir` (which must not
@@ -16,7 +17,7 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
     ctx.io.stderr.write('etcdbrctl restore: --storage-provider is required\n');
     return 1;
   }
-  const store = await openSnapStore(storeConfig);
+  const store = await openSnapStore(storeConfig, { readOnly: true });
   try {
     const target: RestoreTarget = {};
     if (config.toRevision > 0) target.revision = config.toRevision;
@@ -46,9 +47,7 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
     );
     return 0;
   } catch (err) {
-    ctx.logger.error({ err }, 'restore failed');
-    ctx.io.stderr.write(`etcdbrctl restore: ${err instanceof Error ? err.message : String(err)}\n`);
-    return 1;
+    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl restore', err);
   } finally {
     await store.close();
   }

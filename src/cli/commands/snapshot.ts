@@ -8,6 +8,7 @@ import { Metrics } from '../../metrics.js';
 import { snapshotterFactory } from '../../snapshotter/from-config.js';
 import { RotatingStore } from '../../snapshotter/store-provider.js';
 import type { CommandContext } from '../context.js';
+import { reportFailure } from '../failure.js';
 
 /**
  * `etcdbrctl snapshot`: a full snapshot at once, then the snapshot schedule, garbage collection and the
@@ -70,9 +71,7 @@ export async function run(config: SnapshotCommandConfig, ctx: CommandContext): P
     }
     return 0;
   } catch (err) {
-    ctx.logger.error({ err }, 'snapshotter failed');
-    ctx.io.stderr.write(`etcdbrctl snapshot: ${err instanceof Error ? err.message : String(err)}\n`);
-    return 1;
+    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl snapshot', err);
   } finally {
     await store.close();
     client.close();

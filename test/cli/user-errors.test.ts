@@ -1,0 +1,130 @@
+/**
+ * What an operator sees when they get something wrong, from the real process: one line that says what and
+ * where, a non-zero exit, no stack trace (only with --log-level=debug), and nothing created or changed.
+ */
+import { spawn } from 'node:child_process';
+import { cp, mkdir, mkdtemp, readdir, rm, truncate, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { freePort } from '../../src/etcd/ports.js';
+import { UPSTREAM_V023 } from '../support/fixtures.js';
+
+const bin = fileURLToPath(new URL('../../bin/etcdbrctl', import.meta.url));
+const STACK_LINE = /^\s+at /m;
+
+interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function etcdbrctl(args: string[], env: Record<string, string> = {}, cwd?: string): Promise<Ran> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [bin, ...args], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+  });
+}
+
+/** stderr without the AWS SDK's Node version notice that older Node versions print. */
+function errorLines(stderr: string): string[] {
+  return stderr.split('\n').filter((l) => l.startsWith('Error: '));
+}
+
+let dir: string;
+beforeEach(async () => {
+  dir = await mkdtemp(join(tmpdir(), 'etcdbr-user-errors-'));
+});
+afterEach(async () => {
+  await rm(dir, { recursive: true, force: true });
+});
+
+describe('read-only commands on a Local store that does not exist', () => {
+  it.each([
+    ['ls', (store: string, scratch: string) => ['ls', '--storage-provider=Local', `--store-container=${store}`, `--snapstore-temp-directory=${scratch}`]],
+    [
+      'restore --dry-run',
+      (store: string, scratch: string) => ['restore', '--dry-run', '--storage-provider=Local', `--store-container=${store}`, `--snapstore-temp-directory=${scratch}`],
+    ],
+    [
+      'copy (source)',
+      (store: string, scratch: string) => [
+        'copy',
+        '--source-storage-provider=Local',
+        `--source-store-container=${store}`,
+        `--source-snapstore-temp-directory=${scratch}`,
+        '--storage-provider=Local',
+        `--store-container=${join(dir, 'destination')}`,
+        `--snapstore-temp-directory=${join(dir, 'destination')}`,
+      ],
+    ],
+  ])('%s: one line naming the path, exit 1, nothing created', async (_name, argsFor) => {
+    const store = join(dir, 'no-such-store');
+    const r = await etcdbrctl(argsFor(store, join(dir, 'scratch')), {}, dir);
+    expect(r.code).toBe(1);
+    const lines = errorLines(r.stderr);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(`local store directory ${store} does not exist`);
+    expect(r.stderr).not.toMatch(STACK_LINE);
+    // Nothing was created: no store, no scratch dir, no restoration temp dir in the working directory.
+    expect((await readdir(dir)).filter((e) => e !== 'destination').sort()).toEqual([]);
+  });
+});
+
+describe('user errors are one clear line without a stack trace', () => {
+  it('a bad flag value', async () => {
+    const r = await etcdbrctl(['restore', '--storage-provider=Local', `--store-container=${dir}`, '--max-fetchers=abc']);
+    expect(r.code).toBe(1);
+    expect(errorLines(r.stderr)).toEqual(['Error: invalid argument "abc" for "--max-fetchers" flag: strconv.ParseUint: parsing "abc": invalid syntax']);
+    expect(r.stderr).not.toMatch(STACK_LINE);
+  });
+
+  it('a missing credentials file', async () => {
+    const file = join(dir, 'missing', 'credentials.json');
+    const r = await etcdbrctl(['ls', '--storage-provider=S3', '--store-container=bucket'], { AWS_APPLICATION_CREDENTIALS_JSON: file });
+    expect(r.code).toBe(1);
+    const lines = errorLines(r.stderr);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(file);
+    expect(lines[0]).toContain('AWS_APPLICATION_CREDENTIALS_JSON');
+    expect(r.stderr).not.toMatch(STACK_LINE);
+  });
+
+  it('an unreachable store', async () => {
+    const port = await freePort(); // nothing listens there
+    const creds = join(dir, 'creds.json');
+    await writeFile(creds, JSON.stringify({ accessKeyID: 'a', secretAccessKey: 'b', region: 'us-east-1', endpoint: `http://127.0.0.1:${port}`, s3ForcePathStyle: true }));
+    const r = await etcdbrctl(['restore', '--dry-run', '--storage-provider=S3', '--store-container=bucket'], { AWS_APPLICATION_CREDENTIALS_JSON: creds });
+    expect(r.code).toBe(1);
+    const lines = errorLines(r.stderr);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(`127.0.0.1:${port}`);
+    expect(r.stderr).not.toMatch(STACK_LINE);
+  });
+
+  it('a corrupt snapshot in the store: the snapshot is named, the data dir is not created; the stack only at debug level', async () => {
+    const store = join(dir, 'store');
+    await cp(join(UPSTREAM_V023, 'none', 'snapstore'), store, { recursive: true });
+    const full = (await readdir(join(store, 'v2'))).find((f) => f.startsWith('Full-'))!;
+    await truncate(join(store, 'v2', full), 4096 * 3);
+    await mkdir(join(dir, 'work'));
+    const args = ['restore', '--storage-provider=Local', `--store-container=${store}`, `--data-dir=${join(dir, 'work', 'data')}`];
+    const r = await etcdbrctl(args, {}, join(dir, 'work'));
+    expect(r.code).toBe(1);
+    const lines = errorLines(r.stderr);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(full);
+    expect(r.stderr).not.toMatch(STACK_LINE);
+    expect(await readdir(join(dir, 'work'))).toEqual([]);
+
+    const debug = await etcdbrctl([...args, '--log-level=5'], {}, join(dir, 'work')); // logrus 5 = debug
+    expect(debug.code).toBe(1);
+    expect(debug.stderr).toContain('"stack"');
+  });
+});
