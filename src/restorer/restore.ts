@@ -14,6 +14,7 @@ import { currentRevision } from '../snapshotter/full-snapshot.js';
 import { applyDeltaFile } from './apply.js';
 import { fetchDeltasInOrder } from './fetch.js';
 import type { RestorePlan } from './plan.js';
+import { verifyRestoredBackend } from './verify-backend.js';
 
 export interface RestoreOptions {
   binaries: EtcdBinaries;
@@ -227,6 +228,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       await etcd?.stop();
       etcd = undefined;
       if (authEnabled) await setAuthEnabled(backendPath(partDir), true);
+      await verifyRestoredBackend(backendPath(partDir));
       if (opts.replaceExisting) await rm(opts.dataDir, { recursive: true, force: true });
       await rename(partDir, opts.dataDir);
     }
