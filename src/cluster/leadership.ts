@@ -35,11 +35,16 @@ export async function memberStatus(client: Etcd3, timeoutMs: number): Promise<Et
   };
 }
 
+export type LeadershipLossReason = 'follower' | 'unreachable' | 'stopping';
+
 export interface LeadershipCallbacks {
   /** This member became the raft leader: start the leader-only work. */
   onStartedLeading(): void;
-  /** Leadership was lost or can no longer be determined: stop the leader-only work. */
-  onStoppedLeading(): void;
+  /**
+   * Leadership was lost or can no longer be determined: stop the leader-only work. `why`: another member
+   * leads now (`follower`), the local etcd cannot be asked (`unreachable`), or the watcher stops (`stopping`).
+   */
+  onStoppedLeading(why: LeadershipLossReason): void;
   /** A follower that is a learner (multi-node): try to promote it. */
   onLearner?(status: EtcdMemberStatus): void;
   /** Every observation, for status reporting. */
@@ -72,7 +77,7 @@ export class LeadershipWatcher {
       await this.check();
       await this.clock.sleep(this.opts.periodMs, signal).catch(() => undefined);
     }
-    if (this.state === 'Leader') this.callbacks.onStoppedLeading();
+    if (this.state === 'Leader') this.callbacks.onStoppedLeading('stopping');
     this.state = 'Follower';
   }
 
@@ -88,7 +93,7 @@ export class LeadershipWatcher {
       if (status.leaderId === '0') throw new Error('no etcd leader');
     } catch (err) {
       if (this.state !== 'Unknown') this.logger.warn({ err }, 'cannot determine the etcd leader');
-      if (this.state === 'Leader') this.callbacks.onStoppedLeading();
+      if (this.state === 'Leader') this.callbacks.onStoppedLeading('unreachable');
       this.state = 'Unknown';
       this.callbacks.onStatus?.(this.state);
       return this.state;
@@ -97,7 +102,7 @@ export class LeadershipWatcher {
     if (next !== this.state) {
       this.logger.info({ from: this.state, to: next, member: status.memberId, leader: status.leaderId }, 'leadership changed');
       if (next === 'Leader') this.callbacks.onStartedLeading();
-      else if (this.state === 'Leader') this.callbacks.onStoppedLeading();
+      else if (this.state === 'Leader') this.callbacks.onStoppedLeading('follower');
     }
     this.state = next;
     if (next === 'Follower' && status.isLearner) this.callbacks.onLearner?.(status);

@@ -15,7 +15,7 @@ interface RawEvent {
   kv: RawKv;
 }
 interface RawWatchResponse {
-  header: { revision: string };
+  header: { revision: string; cluster_id?: string };
   events: RawEvent[];
 }
 
@@ -24,6 +24,11 @@ export interface WatchHandlers {
   onEvents(events: DeltaEvent[], headerRevision: number): void;
   /** The watch ended with an error (e.g. compacted revision); it will not deliver more events. */
   onError(err: Error): void;
+  /**
+   * Every response's header, before its events: the creation of the watch (again after each reconnect,
+   * which is where an etcd restored to an older revision shows) and every update. `clusterId` is decimal.
+   */
+  onHeader?(revision: number, clusterId: string | undefined): void;
 }
 
 export interface AllKeysWatch {
@@ -57,8 +62,14 @@ export async function watchAllKeys(client: Etcd3, startRevision: number, handler
     .inRange({ start: Buffer.from([0]), end: Buffer.from([0]) })
     .startRevision(String(startRevision))
     .create();
+  const header = (res: unknown): void => {
+    const h = (res as Partial<RawWatchResponse> | undefined)?.header;
+    if (h?.revision !== undefined) handlers.onHeader?.(Number(h.revision), h.cluster_id);
+  };
+  watcher.on('connected', header);
   watcher.on('data', (res) => {
     const r = res as unknown as RawWatchResponse;
+    header(r);
     if (!r.events || r.events.length === 0) return;
     const time = nowRfc3339Nano();
     handlers.onEvents(

@@ -60,6 +60,8 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     logger,
     metrics,
   });
+  // The leader's work is built after the HTTP server; initialization reaches it through this late binding.
+  let leaderWork: LeaderWork | undefined;
   const initState = wireInitialization({
     config,
     env: ctx.env,
@@ -70,6 +72,10 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     primaryStore: ctx.stores.primary,
     etcdMemberStatus,
     health: healthState,
+    leaderTerm: {
+      pause: async () => leaderWork?.pauseForInitialization(),
+      resume: () => leaderWork?.resumeAfterInitialization(),
+    },
     logger,
     metrics,
   });
@@ -98,13 +104,14 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     ...(etcdMemberStatus ? { onMemberDefragmented: (r) => etcdMemberStatus.onMemberDefragmented(r) } : {}),
   });
   const peerUrlsDone = maintenance.updatePeerUrls(ctx.signal);
-  const leaderWork = new LeaderWork({
+  leaderWork = new LeaderWork({
     config,
     env: ctx.env,
     shutdown: ctx.signal,
     secondaryStore: ctx.stores.secondary,
     resolveSecondary: () => ctx.resolveStore('secondary'),
     client,
+    singleMember: size === 1,
     store,
     maintenance,
     leases: k8s.leases,
@@ -124,7 +131,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     { periodMs: config.leaderElectionConfig.reelectionPeriod, timeoutMs: config.leaderElectionConfig.etcdConnectionTimeout },
     {
       onStartedLeading: () => leaderWork.startLeading(),
-      onStoppedLeading: () => leaderWork.stopLeading(),
+      onStoppedLeading: (why) => leaderWork.stopLeading(why),
       // Multi-node: a follower that is a learner promotes itself once in sync; etcdbr_is_learner follows etcd.
       onLearner: (st) => multiNode.onLearner(st),
       onStatus: (_state, st) => {

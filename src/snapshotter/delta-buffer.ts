@@ -61,6 +61,10 @@ export class DeltaBuffer {
     return this.parts.length === 0;
   }
 
+  get firstRevision(): number {
+    return this.first;
+  }
+
   get lastRevision(): number {
     return this.last;
   }

@@ -14,6 +14,7 @@ import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
 import { saveDeltaSnapshot } from './delta-snapshot.js';
 import { currentRevision, takeSizedFullSnapshot } from './full-snapshot.js';
 import { isZeroTime, type CronSchedule } from './schedule.js';
+import { advanceTimeline, continuesTimeline, type TimelinePoint } from './timeline.js';
 
 export interface SnapshotterConfig {
   schedule: CronSchedule;
@@ -69,6 +70,12 @@ export class LeadershipLost extends Error {
   override readonly name = 'LeadershipLost';
 }
 
+/** etcd under the watch is no longer the history the chain records (restored to an older revision, replaced). */
+export class TimelineChangedError extends Error {
+  override readonly name = 'TimelineChangedError';
+  readonly code = 'E_TIMELINE_CHANGED';
+}
+
 /**
  * Full snapshots on a cron schedule and on demand, delta snapshots from a watch of every key: every
  * `--delta-snapshot-period` and whenever the buffered events reach `--delta-snapshot-memory-limit`.
@@ -84,6 +91,10 @@ export class Snapshotter {
   private fullTimer: ReturnType<Clock['setTimeout']> | undefined;
   private deltaTimer: ReturnType<Clock['setTimeout']> | undefined;
   private running = false;
+  /** The newest revision and the cluster ID etcd reported under the current watch. */
+  private timeline: TimelinePoint | undefined;
+  /** Set when etcd left the chain's history; events are ignored until a full snapshot starts a new chain. */
+  private timelineChanged = false;
 
   private constructor(
     private readonly config: SnapshotterConfig,
@@ -118,6 +129,11 @@ export class Snapshotter {
 
   get active(): boolean {
     return this.running;
+  }
+
+  /** etcd's current store revision. */
+  etcdRevision(): Promise<number> {
+    return currentRevision(this.deps.client, this.config.connectionTimeoutMs);
   }
 
   private get prevLastRevision(): number {
@@ -228,6 +244,13 @@ export class Snapshotter {
     });
     const pending: Promise<unknown>[] = [];
     const watch = await watchAllKeys(this.deps.client, this.prevLastRevision + 1, {
+      onHeader: (revision, clusterId) => {
+        this.observeEtcd({ revision, clusterId });
+        if (this.timelineChanged) {
+          watchError = new TimelineChangedError('etcd left the backed-up history while catching up with deltas');
+          reached();
+        }
+      },
       onEvents: (events, headerRevision) => {
         for (const ev of events) this.appendEvent(ev, pending);
         if (headerRevision >= target || this.buffer.lastRevision >= target) reached();
@@ -263,7 +286,7 @@ export class Snapshotter {
   }
 
   private appendEvent(ev: DeltaEvent, pending?: Promise<unknown>[]): void {
-    if (ev.modRevision <= this.prevLastRevision) return;
+    if (this.timelineChanged || ev.modRevision <= this.prevLastRevision) return;
     this.buffer.append(ev);
     this.deps.metrics.snapshotRequired.labels('Incr').set(1);
     // Cut at the limit after every event, so the buffer never holds more than limit + one event.
@@ -284,11 +307,41 @@ export class Snapshotter {
   private async openWatch(): Promise<void> {
     await this.closeWatch();
     this.watch = await watchAllKeys(this.deps.client, this.prevLastRevision + 1, {
+      onHeader: (revision, clusterId) => this.observeEtcd({ revision, clusterId }),
       onEvents: (events) => {
         for (const ev of events) this.appendEvent(ev);
       },
       onError: (err) => this.fail(err),
     });
+  }
+
+  /**
+   * Follows what etcd reports under the watch. When it leaves the chain's history (its revision goes
+   * backwards, its cluster ID changes), the chain is not continued: the buffered events belong to a history
+   * etcd no longer has, so they are dropped, and a full snapshot starts a new chain from what etcd holds now.
+   */
+  private observeEtcd(point: TimelinePoint): void {
+    if (this.timelineChanged) return;
+    const verdict = continuesTimeline(this.timeline, point);
+    if (verdict.continues) {
+      this.timeline = advanceTimeline(this.timeline, point);
+      return;
+    }
+    this.timelineChanged = true;
+    this.deps.logger.warn(
+      {
+        reason: verdict.reason,
+        ...(this.buffer.isEmpty ? {} : { droppedRevisions: `${this.buffer.firstRevision}-${this.buffer.lastRevision}` }),
+        previousSnapshot: this.chain.prevSnapshot?.snapName,
+      },
+      'etcd left the backed-up history: not continuing the delta chain; taking a full snapshot to start a new one',
+    );
+    this.buffer.clear();
+    if (!this.running) return;
+    void this.serial(() => this.fullSnapshot(false)).then(
+      () => this.armFullTimer(),
+      (err: unknown) => this.fail(err),
+    );
   }
 
   private async closeWatch(): Promise<void> {
@@ -306,9 +359,11 @@ export class Snapshotter {
         return prev;
       }
     }
-    // Events up to the full snapshot are inside it; the new watch starts after it.
+    // Events up to the full snapshot are inside it; the new watch starts after it, on a fresh timeline.
     await this.closeWatch();
     this.buffer.clear();
+    this.timeline = undefined;
+    this.timelineChanged = false;
     const store = await this.deps.store();
     const started = this.deps.clock.now().getTime();
     let snap: Snapshot;

@@ -15,9 +15,15 @@ export interface StartupFullSnapshotInput {
   schedule: CronSchedule;
   /** From fullSnapshotMaxTimeWindowHours(schedule). */
   timeWindowHours: number;
+  /**
+   * etcd's current revision and the last revision the store's chain holds (ours). etcd below the store means
+   * it was restored or replaced: its next writes reuse revisions the chain already has.
+   */
+  revisions?: { etcd: number; store: number };
 }
 
 export type StartupFullSnapshotReason =
+  | 'etcd-behind-store'
   | 'no-previous-full'
   | 'previous-full-final'
   | 'previous-full-too-old'
@@ -36,6 +42,7 @@ const HOUR_MS = 3_600_000;
 /** The decision and which upstream branch made it (for logging). */
 export function decideFullSnapshotAtStartup(input: StartupFullSnapshotInput): StartupFullSnapshotDecision {
   const { prevFull, now, schedule, timeWindowHours: window } = input;
+  if (input.revisions && input.revisions.etcd < input.revisions.store) return { required: true, reason: 'etcd-behind-store' };
   if (prevFull === undefined) return { required: true, reason: 'no-previous-full' };
   if (prevFull.isFinal) return { required: true, reason: 'previous-full-final' };
   const ageHours = (now.getTime() - prevFull.createdOn.getTime()) / HOUR_MS;

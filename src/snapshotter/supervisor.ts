@@ -58,12 +58,22 @@ export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSi
       continue;
     }
 
+    let etcdRevision: number;
+    try {
+      etcdRevision = await snapshotter.etcdRevision();
+    } catch (err) {
+      deps.setHealthy(false);
+      logger.warn({ err }, 'cannot read etcd revision; retrying');
+      await clock.sleep(1000, signal).catch(() => undefined);
+      continue;
+    }
     const decision = decideFullSnapshotAtStartup({
       prevFull: snapshotter.chain.prevFull,
       prevFullSucceeded: snapshotter.chain.prevFullSucceeded,
       now: clock.now(),
       schedule: snapshotter.schedule,
       timeWindowHours,
+      revisions: { etcd: etcdRevision, store: snapshotter.chain.prevSnapshot?.lastRevision ?? 0 },
     });
     let startWithFull = decision.required;
     if (!decision.required) {
@@ -75,7 +85,7 @@ export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSi
         startWithFull = true;
       }
     } else {
-      logger.info({ reason: decision.reason }, 'full snapshot required at start-up');
+      logger.info({ reason: decision.reason, etcdRevision }, 'full snapshot required at start-up');
     }
     if (signal.aborted) break;
 

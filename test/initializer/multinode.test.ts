@@ -126,7 +126,7 @@ function watchLeadership(m: Member, clientUrl: string): { stop(): Promise<void> 
     { periodMs: 300, timeoutMs: 2_000 },
     {
       onStartedLeading: () => {},
-      onStoppedLeading: () => {},
+      onStoppedLeading: () => undefined,
       onLearner: (st) => m.mn.onLearner(st),
       onStatus: (_s, st) => m.mn.onStatus(st),
     },

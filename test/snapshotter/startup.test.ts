@@ -205,3 +205,22 @@ describe('previousScheduledSnapshotTime (upstream GetPrevScheduledSnapTime)', ()
     ).toEqual({ required: false, reason: 'previous-full-on-schedule' });
   });
 });
+
+describe('etcd below the store at start-up (ours: etcd was restored or replaced)', () => {
+  const base = {
+    prevFull: { createdOn: new Date('2024-05-10T10:00:00Z'), isFinal: false },
+    prevFullSucceeded: true,
+    now: new Date('2024-05-10T10:20:00Z'),
+    schedule: new CronSchedule('0 */1 * * *', { timeZone: 'UTC' }),
+    timeWindowHours: fullSnapshotMaxTimeWindowHours('0 */1 * * *'),
+  };
+
+  it('a full snapshot starts a new chain when etcd is below the store', () => {
+    expect(decideFullSnapshotAtStartup({ ...base, revisions: { etcd: 99, store: 100 } })).toEqual({ required: true, reason: 'etcd-behind-store' });
+  });
+
+  it('the chain continues when etcd is at or above the store', () => {
+    expect(decideFullSnapshotAtStartup({ ...base, revisions: { etcd: 100, store: 100 } })).toEqual({ required: false, reason: 'previous-full-on-schedule' });
+    expect(decideFullSnapshotAtStartup({ ...base, revisions: { etcd: 150, store: 100 } }).required).toBe(false);
+  });
+});

@@ -8,14 +8,14 @@ import type { MultiNode } from '../../cluster/multinode.js';
 import type { ServerConfig } from '../../config/types.js';
 import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/binaries.js';
 import { clusterSize, etcdConfigPath, parseInitialCluster, readEtcdConfigTemplate } from '../../initializer/etcd-config.js';
-import { initializeDataDir } from '../../initializer/initializer.js';
+import { initializeDataDir, type InitializationOutcome } from '../../initializer/initializer.js';
 import { recordInitialization, type EtcdMemberStatusPublisher } from '../../k8s/etcd-member-status.js';
 import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
 import { restoreSettings } from '../../restorer/restore.js';
 import type { RotatingStore } from '../../snapshotter/store-provider.js';
 import type { HealthState } from '../health.js';
-import { InitializationState } from '../initialization.js';
+import { InitializationState, type ValidationMode } from '../initialization.js';
 
 export function wireInitialization(input: {
   config: ServerConfig;
@@ -29,6 +29,11 @@ export function wireInitialization(input: {
   primaryStore: StoreConfig | undefined;
   etcdMemberStatus: EtcdMemberStatusPublisher | undefined;
   health: HealthState;
+  /**
+   * Ends the leader term (its buffered events written first) before the data dir is touched, and lets it
+   * start again afterwards, so a restore never mixes two histories in the store.
+   */
+  leaderTerm: { pause(): Promise<void>; resume(): void };
   logger: Logger;
   metrics: Metrics;
 }): InitializationState {
@@ -38,25 +43,34 @@ export function wireInitialization(input: {
   let binaries: Promise<EtcdBinaries> | undefined;
   return new InitializationState(
     recordInitialization(etcdMemberStatus, async (mode) => {
-      // Multi-node: cluster size and member identity from the etcd config as it is now (druid rewrites it on scale-up).
-      const mn = size > 1 ? await multiNode.initOptions(input.signal) : undefined;
-      return initializeDataDir(mode, {
-        dataDir: rc.dataDir,
-        ...(env.POD_NAMESPACE ? { podNamespace: env.POD_NAMESPACE } : {}),
-        clusterSize: mn?.clusterSize ?? size,
-        ...(mn ? { multiNode: mn.multiNode } : {}),
-        ...(store ? { store: () => store.get() } : {}),
-        ...(primaryStore ? { snapstoreTempDir: primaryStore.tempDir } : {}),
-        binaries: () => (binaries ??= findEtcdBinaries({ etcdBin: env.ETCD_BIN, path: env.PATH ?? '' })),
-        restore: { ...restoreSettings(rc), tempDir: rc.tempDir },
-        logger,
-        metrics,
-        ...(etcdMemberStatus ? { onProgress: (p) => etcdMemberStatus.onInitializationProgress(p) } : {}),
-      });
+      await input.leaderTerm.pause();
+      try {
+        return await initialize(mode);
+      } finally {
+        input.leaderTerm.resume();
+      }
     }),
     logger,
     () => input.health.setHealthy(false),
   );
+
+  async function initialize(mode: ValidationMode): Promise<InitializationOutcome> {
+    // Multi-node: cluster size and member identity from the etcd config as it is now (druid rewrites it on scale-up).
+    const mn = size > 1 ? await multiNode.initOptions(input.signal) : undefined;
+    return initializeDataDir(mode, {
+      dataDir: rc.dataDir,
+      ...(env.POD_NAMESPACE ? { podNamespace: env.POD_NAMESPACE } : {}),
+      clusterSize: mn?.clusterSize ?? size,
+      ...(mn ? { multiNode: mn.multiNode } : {}),
+      ...(store ? { store: () => store.get() } : {}),
+      ...(primaryStore ? { snapstoreTempDir: primaryStore.tempDir } : {}),
+      binaries: () => (binaries ??= findEtcdBinaries({ etcdBin: env.ETCD_BIN, path: env.PATH ?? '' })),
+      restore: { ...restoreSettings(rc), tempDir: rc.tempDir },
+      logger,
+      metrics,
+      ...(etcdMemberStatus ? { onProgress: (p) => etcdMemberStatus.onInitializationProgress(p) } : {}),
+    });
+  }
 }
 
 /**

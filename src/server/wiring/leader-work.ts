@@ -6,7 +6,7 @@ import type { Etcd3 } from 'etcd3';
 import { latestSet, type StoreConfig } from '@etcdbrctl/snapstore';
 import type { Env } from '../../cli/context.js';
 import type { Clock } from '../../clock.js';
-import { memberStatus } from '../../cluster/leadership.js';
+import { memberStatus, type LeadershipLossReason } from '../../cluster/leadership.js';
 import type { ClusterMaintenance } from '../../cluster/maintenance.js';
 import type { ServerConfig } from '../../config/types.js';
 import { secondarySyncFromConfig, type SecondarySyncHandle } from '../../copier/secondary-sync.js';
@@ -30,6 +30,8 @@ export interface LeaderWorkOptions {
   secondaryStore: StoreConfig | undefined;
   resolveSecondary: () => Promise<StoreConfig | undefined>;
   client: Etcd3;
+  /** The cluster has one member (its etcd config's initial-cluster): no other sidecar can take over. */
+  singleMember: boolean;
   store: RotatingStore | undefined;
   maintenance: ClusterMaintenance;
   leases: SnapshotLeases | undefined;
@@ -47,6 +49,10 @@ export class LeaderWork {
   /** Aborts the current term's work; undefined while not leading. */
   private abort: AbortController | undefined;
   private snapshotterDone = Promise.resolve();
+  /** What the leadership watcher last said: this member leads. */
+  private leading = false;
+  /** Initializations under way: no term runs while the data dir may be validated or restored. */
+  private pauses = 0;
   private maintenanceDone = Promise.resolve();
   private secondarySyncDone = Promise.resolve();
 
@@ -66,6 +72,45 @@ export class LeaderWork {
   }
 
   startLeading(): void {
+    this.leading = true;
+    if (this.pauses > 0) return;
+    this.beginTerm();
+  }
+
+  /**
+   * The term ends. Buffered events are written as a last delta on shutdown, and when the local etcd of a
+   * single-member cluster became unreachable: no other member can catch up from the store then, and if
+   * etcd's data turns out lost, a restore must include them. When another member may lead, they are left
+   * to it (it catches up from the store; writing them now could overlap its first delta).
+   */
+  stopLeading(why: LeadershipLossReason = 'follower'): void {
+    this.leading = false;
+    this.endTerm(this.opts.shutdown.aborted || (why === 'unreachable' && this.opts.singleMember));
+  }
+
+  /**
+   * `/initialization/start`: the leader term ends before anything touches the data dir. Its buffered events
+   * are written as a last delta first (bounded, as on shutdown), so a restore includes them and nothing
+   * captured is lost; then the snapshotter, its watch and its buffer stop. Resolves once they have; no
+   * term starts again until `resumeAfterInitialization`.
+   */
+  async pauseForInitialization(): Promise<void> {
+    this.pauses++;
+    if (this.abort) this.opts.logger.info({}, 'initialization requested: ending the leader term (buffered events are written first)');
+    this.endTerm(true);
+    await this.snapshotterDone;
+  }
+
+  /**
+   * After initialization: a term starts again if this member still leads. Its snapshotter reads the chain
+   * from the store and compares it with the restored etcd (a full snapshot when etcd is below the store).
+   */
+  resumeAfterInitialization(): void {
+    this.pauses = Math.max(0, this.pauses - 1);
+    if (this.pauses === 0 && this.leading && !this.opts.shutdown.aborted) this.beginTerm();
+  }
+
+  private beginTerm(): void {
     if (this.abort) return;
     const { config, client, store, leases, renewer, etcdMemberStatus, health, clock, logger, metrics } = this.opts;
     const abort = new AbortController();
@@ -134,10 +179,13 @@ export class LeaderWork {
       .catch((err: unknown) => logger.error({ err }, 'snapshotter supervisor stopped'));
   }
 
-  stopLeading(): void {
+  /**
+   * Ends the current term. The buffered events are written as a last delta on shutdown and before an
+   * initialization (`writeBuffered`); after a leadership change the next leader catches up from the store.
+   */
+  private endTerm(writeBuffered = this.opts.shutdown.aborted): void {
     this.opts.health.setHealthy(false);
-    // Only a shutdown writes the buffered events; after a leadership change the next leader catches up.
-    this.abort?.abort(this.opts.shutdown.aborted ? undefined : new LeadershipLost('this member is no longer the etcd leader'));
+    this.abort?.abort(writeBuffered ? undefined : new LeadershipLost('this member is no longer the etcd leader'));
     this.abort = undefined;
     void this.opts.renewer?.stop();
   }
