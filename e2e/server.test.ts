@@ -96,10 +96,67 @@ describe('etcdbrctl server (process) with a Local store', () => {
     s.child.kill('SIGINT');
     s.child.kill('SIGINT');
     expect(await s.exited).toBe(0);
-    expect(s.logs()).not.toContain('exiting now');
+    expect(s.logs()).toContain('received SIGINT: shutting down in order');
+    expect(s.logs()).toContain('"msg":"server stopped"');
+    expect(s.logs()).not.toContain('forcing the exit');
     const list = await store.list();
     expect(list.at(-1)?.kind).toBe('Incr');
     expect(list.at(-1)?.lastRevision).toBe(last);
+  });
+
+  describe('while the shutdown waits for a hung etcd (SIGSTOP)', () => {
+    // Two signals sent back to back may reach the process as one (the kernel merges a pending signal), so
+    // these tests send the next signal only once the process has logged the previous one. A stopped etcd
+    // holds the orderly shutdown (it waits for etcd's answers) until the test resumes it, so the process is
+    // still shutting down when the next signal arrives.
+    let paused = false;
+    const pauseEtcd = () => {
+      process.kill(etcd.pid, 'SIGSTOP');
+      paused = true;
+    };
+    const resumeEtcd = () => {
+      if (paused) process.kill(etcd.pid, 'SIGCONT');
+      paused = false;
+    };
+    afterEach(resumeEtcd);
+    const logged = (s: SidecarProcess, text: string) => waitFor(async () => (s.logs().includes(text) ? true : undefined), `log ${JSON.stringify(text)}`);
+
+    it('a second signal within the window is the same request: the shutdown goes on and writes the last delta', async () => {
+      // A long window, so that the test does not depend on how fast it sends the second signal.
+      sidecar = await startSidecar(flags(), { ETCDBRCTL_STOP_SIGNAL_WINDOW: '10m' });
+      const s = sidecar;
+      await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 200 ? true : undefined), 'healthz 200');
+      await waitFor(async () => ((await store.list()).some((x) => x.kind === 'Full') ? true : undefined), 'initial full');
+      for (let i = 0; i < 3; i++) await client.put(`/registry/held${i}`).value('late');
+      const last = await rev();
+      pauseEtcd();
+      s.child.kill('SIGINT');
+      await logged(s, 'received SIGINT: shutting down in order');
+      s.child.kill('SIGINT');
+      await logged(s, 'received SIGINT again within 10m0s: the same stop request');
+      resumeEtcd();
+      expect(await s.exited).toBe(0);
+      expect(s.logs()).toContain('"msg":"server stopped"');
+      expect(s.logs()).not.toContain('forcing the exit');
+      const list = await store.list();
+      expect(list.at(-1)?.kind).toBe('Incr');
+      expect(list.at(-1)?.lastRevision).toBe(last);
+    });
+
+    it('a signal after the window forces the exit at once, and says so', async () => {
+      // Window 0: every signal after the first is "later" (the default 2s would make the test wait).
+      sidecar = await startSidecar(flags(), { ETCDBRCTL_STOP_SIGNAL_WINDOW: '0s' });
+      const s = sidecar;
+      await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 200 ? true : undefined), 'healthz 200');
+      pauseEtcd();
+      s.child.kill('SIGINT');
+      await logged(s, 'received SIGINT: shutting down in order');
+      s.child.kill('SIGTERM');
+      // Exits while etcd is still stopped: nothing but the forced exit can end the process here.
+      expect(await s.exited).toBe(1);
+      expect(s.logs()).toContain('received SIGTERM again during the shutdown: forcing the exit now');
+      expect(s.logs()).not.toContain('"msg":"server stopped"');
+    });
   });
 
   it('exits on SIGTERM without waiting for a lost etcd to come back', async () => {

@@ -23,7 +23,7 @@ import { formatVersionInfo, versionInfo } from '../version.js';
 import type { CliIO, CommandContext, Env } from './context.js';
 import { FlagError } from './flags.js';
 import { reportFailure } from './failure.js';
-import { StopSignals } from './signals.js';
+import { signalLogLine, StopSignals, stopSignalWindow } from './signals.js';
 import { commandFlagSet, commandHelp, rootFlagSet, rootHelp } from './help.js';
 
 export type CommandRunner<N extends CommandName> = (config: CommandConfigs[N], ctx: CommandContext) => Promise<number>;
@@ -231,26 +231,24 @@ async function runCommand<N extends CommandName>(
 /**
  * The real process: argv, env, stdio, SIGINT/SIGTERM, umask 0077. The first signal starts an orderly
  * shutdown; a repeat within a short window (Ctrl-C under npm delivers two) is the same request; a signal
- * after that forces an exit at once, and says so.
+ * after that forces an exit at once. Each is logged, so an operator sees what their Ctrl-C did.
  */
 export async function runFromProcess(): Promise<void> {
   // As upstream: files and directories the process creates are private to its user.
   process.umask(0o077);
   const ac = new AbortController();
-  const stops = new StopSignals();
+  // The command's own logger does not exist yet (it needs the parsed flags); signals log at the default level.
+  const signalLogger = createLogger({ destination: process.stderr });
+  const window = stopSignalWindow(process.env);
+  if (window.problem !== undefined) signalLogger.warn(window.problem);
+  const stops = new StopSignals(window.ms);
   const onSignal = (sig: NodeJS.Signals): void => {
-    switch (stops.receive(Date.now())) {
-      case 'shutdown':
-        ac.abort(new Error(`received ${sig}`));
-        return;
-      case 'repeat':
-        return;
-      case 'force':
-        process.stderr.write(
-          `${JSON.stringify({ level: 'warn', time: Date.now(), msg: `received ${sig} again during shutdown: exiting now, without waiting for the last delta snapshot` })}\n`,
-        );
-        process.exit(1);
-    }
+    const action = stops.receive(Date.now());
+    const line = signalLogLine(action, sig, stops.windowMs);
+    signalLogger[line.level](line.msg);
+    if (action === 'shutdown') ac.abort(new Error(`received ${sig}`));
+    // stderr is synchronous for files and pipes on Linux: the line above is out before the exit.
+    else if (action === 'force') process.exit(1);
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
