@@ -14,7 +14,10 @@ import { currentRevision } from '../snapshotter/full-snapshot.js';
 import { applyDeltaFile } from './apply.js';
 import { fetchDeltasInOrder } from './fetch.js';
 import type { RestorePlan } from './plan.js';
+import { InconsistentDeltaError, OfflineReplayNotApplicable, replayDeltasOffline } from './offline-replay.js';
 import { verifyRestoredBackend } from './verify-backend.js';
+
+export type DeltaReplayMode = 'auto' | 'offline' | 'online';
 
 export interface RestoreOptions {
   binaries: EtcdBinaries;
@@ -33,6 +36,12 @@ export interface RestoreOptions {
   maxTxnOps: number;
   /** Sync writes of the replay etcd; off by default (upstream runs it with UnsafeNoFsync on 3.5+). */
   fsync?: boolean;
+  /**
+   * How the deltas are applied: `offline` writes them straight into the restored backend (no etcd), `online`
+   * replays them through a local etcd, `auto` (default) is offline unless that does not apply (an unknown
+   * backend layout, deltas etcd could not have written, a result above 80 % of the quota), then online.
+   */
+  deltaReplay?: DeltaReplayMode;
   /** Keep the replay etcd running and hand it to the caller (compact uses it); the caller stops it. */
   keepEtcdRunning?: boolean;
   /** Replace an existing data dir at the end instead of failing (the initializer's case). */
@@ -100,7 +109,7 @@ export async function reenableAuth(dataDir: string): Promise<void> {
   await setAuthEnabled(backendPath(dataDir), true);
 }
 
-const LEAN_EVERY_DELTAS = 10;
+/** Above this share of the quota, the replayed backend is compacted (online) or left to etcd (offline). */
 const QUOTA_DEFRAG_RATIO = 0.8;
 
 /**
@@ -155,7 +164,36 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     let revisionsApplied = 0;
     let authEnabled = false;
     let replayMs = 0;
-    if (plan.deltas.length > 0 || opts.keepEtcdRunning) {
+    const mode = opts.deltaReplay ?? 'auto';
+    let replayed = false;
+    if (plan.deltas.length > 0 && mode !== 'online') {
+      const replayStarted = Date.now();
+      const progress = new Progress(plan, base.lastRevision, logger);
+      try {
+        const r = await replayDeltasOffline({
+          dbPath: backendPath(partDir),
+          deltas: fetchDeltasInOrder(store, plan.deltas, {
+            maxFetchers: opts.maxFetchers,
+            tempDir: scratch,
+            ...(opts.signal ? { signal: opts.signal } : {}),
+          }),
+          targetRevision: plan.targetRevision,
+          ...(mode === 'auto' ? { maxBytes: Math.floor(opts.embeddedEtcdQuotaBytes * QUOTA_DEFRAG_RATIO) } : {}),
+          logger,
+          onDelta: (snap, rev) => progress.delta(snap, rev),
+        });
+        revision = r.revision;
+        deltasApplied = r.deltasApplied;
+        revisionsApplied = r.revisionsApplied;
+        replayMs = Date.now() - replayStarted;
+        replayed = true;
+      } catch (err) {
+        if (mode === 'offline' || !(err instanceof OfflineReplayNotApplicable || err instanceof InconsistentDeltaError)) throw err;
+        // The base backend is untouched: replay the same deltas through etcd instead.
+        logger.warn({ reason: (err as Error).message }, 'offline delta replay does not apply here; replaying through etcd (online)');
+      }
+    }
+    if ((plan.deltas.length > 0 && !replayed) || opts.keepEtcdRunning) {
       // Upstream calls AuthDisable in its embedded etcd. Ours is a child process and we hold no root
       // password, so the flag is switched off in the stopped backend instead (etcd reads it only at start)
       // and switched back on after the replay etcd stopped. `.part` is fresh from snapshot restore and the
@@ -179,7 +217,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       revision = await currentRevision(client, 30_000);
       const progress = new Progress(plan, revision, logger);
       let leanFailed = false;
-      for await (const { snap, file } of fetchDeltasInOrder(store, plan.deltas, {
+      for await (const { snap, file } of replayed ? [] : fetchDeltasInOrder(store, plan.deltas, {
         maxFetchers: opts.maxFetchers,
         tempDir: scratch,
         ...(opts.signal ? { signal: opts.signal } : {}),
@@ -200,12 +238,14 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         }
         deltasApplied++;
         progress.delta(snap, revision);
-        // Upstream: every 10th delta, and again after the next delta when an attempt failed.
-        if (deltasApplied % LEAN_EVERY_DELTAS === 0 || leanFailed) {
+        // The chain's history is kept, as the source etcd had it; only a backend near its quota is compacted
+        // (and defragmented). Upstream compacts every 10th delta, which loses the history a restored member
+        // could serve; the offline replay follows the same rule, so both give the same database.
+        if (leanFailed || (await nearQuota(client, opts.embeddedEtcdQuotaBytes))) {
           leanFailed = !(await lean(client, revision, opts.embeddedEtcdQuotaBytes, logger));
         }
       }
-      replayMs = Date.now() - replayStarted;
+      if (!replayed) replayMs = Date.now() - replayStarted;
     }
     const result: RestoreResult = {
       restored: true,
@@ -288,16 +328,17 @@ async function fetchFull(store: SnapStore, snap: Snapshot, file: string, signal?
   return file;
 }
 
-/** Keeps the replay etcd small: compact and, above 80 % of the quota, defragment (upstream §7 step 10). */
+async function nearQuota(client: Etcd3, quota: number): Promise<boolean> {
+  const status = await client.maintenance.status();
+  return Number(status.dbSize) > quota * QUOTA_DEFRAG_RATIO;
+}
+
+/** Keeps the replay etcd inside its quota: compact to the current revision and defragment (upstream §7 step 10). */
 async function lean(client: Etcd3, revision: number, quota: number, logger: Logger): Promise<boolean> {
   try {
+    logger.info({ revision, quota }, 'replay etcd above 80 % of its quota: compacting its history and defragmenting');
     await compact(client, revision, { physical: true, timeoutMs: 120_000 });
-    const status = await client.maintenance.status();
-    const size = Math.max(Number(status.dbSize), Number((status as { dbSizeInUse?: string }).dbSizeInUse ?? 0));
-    if (size > quota * QUOTA_DEFRAG_RATIO) {
-      logger.info({ dbSize: size, quota }, 'replay etcd near its quota: defragmenting');
-      await client.maintenance.defragment({ deadline: new Date(Date.now() + 300_000) });
-    }
+    await client.maintenance.defragment({ deadline: new Date(Date.now() + 300_000) });
     return true;
   } catch (err) {
     logger.warn({ err }, 'compacting the replay etcd failed; will retry after the next delta');

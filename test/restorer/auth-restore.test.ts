@@ -101,10 +101,14 @@ describe('restore of a store whose base snapshot has auth enabled (case 37)', ()
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it('replays the deltas and leaves auth enabled, with the same users and data', async () => {
-    const d = join(dir, 'with-deltas');
-    const result = await executeRestore(store, planRestore(await store.list()), restoreOptions(binaries, d));
-    expect(result).toMatchObject({ restored: true, authDisabledForReplay: true, revision: expected.revision });
+  it.each([
+    ['online', true],
+    ['offline', false],
+  ] as const)('replays the deltas (%s) and leaves auth enabled, with the same users and data', async (mode, authSwitched) => {
+    const d = join(dir, `with-deltas-${mode}`);
+    const result = await executeRestore(store, planRestore(await store.list()), restoreOptions(binaries, d, { deltaReplay: mode }));
+    // Online, auth is switched off for the replay etcd and back on; offline, no etcd runs and it is never touched.
+    expect(result).toMatchObject({ restored: true, authDisabledForReplay: authSwitched, revision: expected.revision });
     expect(result.deltasApplied).toBeGreaterThanOrEqual(2);
     const db = backendPath(join(d, 'data'));
     expect(await readAuthEnabled(db)).toBe(true);

@@ -381,7 +381,7 @@ describe('restore of stores written by our snapshotter', () => {
 });
 
 describe('replay etcd with a small quota (case 39)', () => {
-  it('more than 10 deltas compact and defragment the replay etcd without failing', async () => {
+  it('a replay that passes 80 % of the quota compacts and defragments (online; auto hands over to it), without failing', async () => {
     const binaries = await etcdBinaries();
     const dir = await mkdtemp(join(tmpdir(), 'etcdbr-restore-quota-'));
     const src = await startTestEtcd();
@@ -394,7 +394,8 @@ describe('replay etcd with a small quota (case 39)', () => {
         for (let i = 0; i < v.length; i += 4) v.writeUInt32LE(Math.imul(round * 7919 + k * 104729 + i, 0x9e3779b1) >>> 0, i);
         return v;
       };
-      for (let k = 0; k < keys; k++) await c.put(`/q/${k}`).value(value(0, k));
+      const created: number[] = [];
+      for (let k = 0; k < keys; k++) created.push(Number((await c.put(`/q/${k}`).value(value(0, k)).exec()).header.revision));
       const fullSnap = await takeFullSnapshot(
         { client: c, store, compression: 'gzip', now: () => new Date(), logger: silentLogger },
         { isFinal: false, snapshotTimeoutMs: 60_000, connectionTimeoutMs: 5_000 },
@@ -407,7 +408,16 @@ describe('replay etcd with a small quota (case 39)', () => {
         for (let k = 0; k < keys; k++) {
           const res = await c.put(`/q/${k}`).value(value(round, k)).exec();
           const r = Number(res.header.revision);
-          evs.push({ type: 'PUT', key: Buffer.from(`/q/${k}`), value: value(round, k), createRevision: 0, modRevision: r, version: 0, lease: '0', time: new Date().toISOString() });
+          evs.push({
+            type: 'PUT',
+            key: Buffer.from(`/q/${k}`),
+            value: value(round, k),
+            createRevision: created[k]!,
+            modRevision: r,
+            version: round + 1,
+            lease: '0',
+            time: new Date().toISOString(),
+          });
         }
         await writeDelta(store, evs, prev + 1, new Date(fullSnap.createdOn.getTime() + round * 1000));
         prev = evs.at(-1)!.modRevision;
@@ -419,12 +429,24 @@ describe('replay etcd with a small quota (case 39)', () => {
       const logger = recordingLogger();
       const messages = logger.messages;
       const d = join(dir, 'r');
-      const result = await executeRestore(store, planRestore(await store.list()), restoreOptions(binaries, d, { embeddedEtcdQuotaBytes: quota, logger }));
+      const result = await executeRestore(
+        store,
+        planRestore(await store.list()),
+        restoreOptions(binaries, d, { embeddedEtcdQuotaBytes: quota, logger, deltaReplay: 'online' }),
+      );
       expect(result.deltasApplied).toBe(24);
       expect(logger.warnings).toEqual([]);
-      expect(messages).toContain('replay etcd near its quota: defragmenting');
+      expect(messages).toContain('replay etcd above 80 % of its quota: compacting its history and defragmenting');
       const got = await dumpDataDir(binaries, join(d, 'data'));
       expect(got).toEqual(expected);
+
+      // auto: the offline result would pass 80 % of the quota too, so it hands over to the online replay.
+      const autoLogger = recordingLogger();
+      const dAuto = join(dir, 'r-auto');
+      const auto = await executeRestore(store, planRestore(await store.list()), restoreOptions(binaries, dAuto, { embeddedEtcdQuotaBytes: quota, logger: autoLogger }));
+      expect(auto.deltasApplied).toBe(24);
+      expect(autoLogger.warnings).toEqual(['offline delta replay does not apply here; replaying through etcd (online)']);
+      expect(await dumpDataDir(binaries, join(dAuto, 'data'))).toEqual(expected);
       // Compaction happened: revisions before the 20th delta are gone in the restored etcd.
       const etcd = await startLocalEtcd({ binaries, dataDir: join(d, 'data') });
       const rc = client(etcd.clientUrl);

@@ -1,0 +1,262 @@
+/**
+ * Offline delta replay: the delta revisions go straight into the restored member's bbolt backend, with no
+ * etcd running. The base backend (fresh from etcd's own snapshot restore) is streamed bucket by bucket into
+ * a new, compact file; the `key` bucket gets the deltas' revisions appended after the base's (they are all
+ * newer, so they arrive in key order). etcd rebuilds its index from that bucket when it starts, and takes
+ * its current revision from the last key. Every other bucket (meta with its consistent index, leases, auth,
+ * members) is copied as it is: the result is the database the online replay produces (keys written without
+ * their lease, as there), not a similar one.
+ *
+ * The new file is written beside the backend and only renamed over it once complete and fsynced; the
+ * caller checks it before the data dir is put in place. Any failure leaves the base backend untouched.
+ */
+import { createReadStream } from 'node:fs';
+import { rename, rm, stat } from 'node:fs/promises';
+import type { Logger, Snapshot } from '@etcdbrctl/snapstore';
+import type { DeltaEvent } from '../backup/delta-format.js';
+import { DeltaPayloadParser } from '../backup/delta-parse.js';
+import { Cursor } from '../bbolt/cursor.js';
+import { BoltDB, bucketFromValue, type Bucket } from '../bbolt/db.js';
+import { BoltWriter, type WriterEntry } from '../bbolt/writer.js';
+import { RevisionMismatchError } from './apply.js';
+import { encodePutValue, encodeTombstoneValue, mainRevisionOf, revisionKey } from './mvcc.js';
+
+/** The backend is not one the offline replay knows how to write (auto then replays online). */
+export class OfflineReplayNotApplicable extends Error {
+  override readonly name = 'OfflineReplayNotApplicable';
+  readonly code = 'E_OFFLINE_NOT_APPLICABLE';
+}
+
+/** The deltas are not a history etcd could have produced (auto then replays online, which decides). */
+export class InconsistentDeltaError extends Error {
+  override readonly name = 'InconsistentDeltaError';
+  readonly code = 'E_DELTA_INCONSISTENT';
+}
+
+export interface FetchedDelta {
+  snap: Snapshot;
+  /** The decompressed payload (JSON ‖ sha256); the replay removes it once read. */
+  file: string;
+}
+
+export interface OfflineReplayInput {
+  /** The backend of the restored data dir (`<dataDir>.part/member/snap/db`). */
+  dbPath: string;
+  deltas: AsyncIterable<FetchedDelta>;
+  /** Revisions above this are not applied (point-in-time restore). */
+  targetRevision: number;
+  /** A result larger than this is not put in place (OfflineReplayNotApplicable; the base stays). */
+  maxBytes?: number;
+  logger: Logger;
+  /** Called after each delta with its snapshot and the revision reached (progress logs). */
+  onDelta?: (snap: Snapshot, revision: number) => void;
+}
+
+export interface OfflineReplayResult {
+  /** The store revision of the result. */
+  revision: number;
+  /** The revision of the base backend. */
+  baseRevision: number;
+  deltasApplied: number;
+  revisionsApplied: number;
+  eventsApplied: number;
+  /** Size of the new backend file. */
+  bytes: number;
+}
+
+const KEY_BUCKET = Buffer.from('key');
+const META_BUCKET = Buffer.from('meta');
+const FINISHED_COMPACT_REV = Buffer.from('finishedCompactRev');
+
+interface KeyState {
+  createRevision: number;
+  version: number;
+  live: boolean;
+}
+
+export async function replayDeltasOffline(input: OfflineReplayInput): Promise<OfflineReplayResult> {
+  const { dbPath, logger } = input;
+  const db = await BoltDB.open(dbPath);
+  const tmp = `${dbPath}.offline-replay`;
+  let writer: BoltWriter | undefined;
+  try {
+    const buckets = await topLevelBuckets(db);
+    const keyBucket = buckets.find((b) => b.name.equals(KEY_BUCKET));
+    const metaBucket = buckets.find((b) => b.name.equals(META_BUCKET));
+    if (!keyBucket || !metaBucket) {
+      throw new OfflineReplayNotApplicable(`${dbPath}: no "key" or "meta" bucket: not an etcd v3 backend this replay knows`);
+    }
+    const baseRevision = await backendRevision(db, keyBucket.bucket, metaBucket.bucket);
+    const replay = new DeltaRevisions(baseRevision, input);
+    writer = await BoltWriter.create(tmp, { pageSize: db.pageSize, txid: Math.max(2, db.meta.txid + 1) });
+    for (const b of buckets) {
+      const base = copyEntries(db, b);
+      await writer.writeBucket(b.name, b.name.equals(KEY_BUCKET) ? concat(base, replay.entries()) : base, b.sequence);
+    }
+    await writer.finish();
+    writer = undefined;
+    const bytes = (await stat(tmp)).size;
+    if (input.maxBytes !== undefined && bytes > input.maxBytes) {
+      throw new OfflineReplayNotApplicable(
+        `the replayed backend would be ${bytes} bytes, above 80 % of the quota (${input.maxBytes} bytes): its history must be compacted`,
+      );
+    }
+    await rename(tmp, dbPath);
+    logger.info(
+      { baseRevision, revision: replay.revision, deltas: replay.deltasApplied, revisions: replay.revisionsApplied, bytes },
+      'delta snapshots replayed offline into the backend',
+    );
+    return {
+      revision: replay.revision,
+      baseRevision,
+      deltasApplied: replay.deltasApplied,
+      revisionsApplied: replay.revisionsApplied,
+      eventsApplied: replay.eventsApplied,
+      bytes,
+    };
+  } finally {
+    await writer?.abort();
+    await db.close();
+    await rm(tmp, { force: true });
+  }
+}
+
+interface NamedBucket {
+  name: Buffer;
+  bucket: Bucket;
+  sequence: number;
+}
+
+async function topLevelBuckets(db: BoltDB): Promise<NamedBucket[]> {
+  const out: NamedBucket[] = [];
+  for await (const e of new Cursor(db, db.rootBucket())) {
+    if (!e.isBucket) {
+      throw new OfflineReplayNotApplicable(`${db.path}: a plain key ${JSON.stringify(e.key.toString())} among the top-level buckets`);
+    }
+    const sequence = Number(e.value.readBigUInt64LE(8));
+    out.push({ name: Buffer.from(e.key), bucket: bucketFromValue(e.value, 0), sequence });
+  }
+  return out;
+}
+
+/** etcd's current revision on this backend: the last key's, or the finished compaction's if higher. */
+async function backendRevision(db: BoltDB, key: Bucket, meta: Bucket): Promise<number> {
+  const last = await new Cursor(db, key).last();
+  let revision = last ? (mainRevisionOf(last.key) ?? 0) : 0;
+  for await (const e of new Cursor(db, meta)) {
+    if (e.key.equals(FINISHED_COMPACT_REV)) revision = Math.max(revision, mainRevisionOf(e.value) ?? 0);
+  }
+  return revision;
+}
+
+async function* copyEntries(db: BoltDB, b: NamedBucket): AsyncGenerator<WriterEntry> {
+  for await (const e of new Cursor(db, b.bucket)) {
+    if (e.isBucket) {
+      throw new OfflineReplayNotApplicable(`${db.path}: bucket ${JSON.stringify(b.name.toString())} has nested buckets`);
+    }
+    yield { key: e.key, value: e.value };
+  }
+}
+
+async function* concat<T>(...parts: AsyncIterable<T>[]): AsyncGenerator<T> {
+  for (const p of parts) yield* p;
+}
+
+/**
+ * The deltas as `key` bucket entries: events above the base revision, up to the target, one revision at a
+ * time and gapless (the same checks, and messages, as the online replay), each event's create revision and
+ * version checked against what this replay wrote before for the same key.
+ */
+class DeltaRevisions {
+  revision: number;
+  deltasApplied = 0;
+  revisionsApplied = 0;
+  eventsApplied = 0;
+  private readonly keys = new Map<string, KeyState>();
+
+  constructor(
+    private readonly baseRevision: number,
+    private readonly input: OfflineReplayInput,
+  ) {
+    this.revision = baseRevision;
+  }
+
+  async *entries(): AsyncGenerator<WriterEntry> {
+    for await (const { snap, file } of this.input.deltas) {
+      const what = `delta snapshot ${snap.snapName}`;
+      try {
+        if (this.revision >= this.input.targetRevision) continue;
+        yield* this.deltaEntries(file, what);
+      } finally {
+        await rm(file, { force: true });
+      }
+      const expected = Math.min(snap.lastRevision, this.input.targetRevision);
+      if (this.revision < expected) {
+        throw new RevisionMismatchError(
+          `mismatched event revision while applying delta snapshot ${snap.snapName}, expected ${expected} but applied ${this.revision}`,
+        );
+      }
+      this.deltasApplied++;
+      this.input.onDelta?.(snap, this.revision);
+    }
+  }
+
+  private async *deltaEntries(file: string, what: string): AsyncGenerator<WriterEntry> {
+    const parser = new DeltaPayloadParser(what);
+    createReadStream(file, { highWaterMark: 1 << 20 })
+      .on('error', (err) => parser.destroy(err))
+      .pipe(parser);
+    let sub = 0;
+    let groupRevision = 0;
+    try {
+      for await (const ev of parser as AsyncIterable<DeltaEvent>) {
+        if (ev.modRevision <= this.revision && ev.modRevision !== groupRevision) continue;
+        if (ev.modRevision > this.input.targetRevision) break;
+        if (ev.modRevision !== groupRevision) {
+          if (ev.modRevision !== this.revision + 1) {
+            throw new RevisionMismatchError(
+              `${what}: mismatched event revision while applying delta snapshot, expected ${this.revision + 1} but the next event is at ${ev.modRevision}`,
+            );
+          }
+          groupRevision = ev.modRevision;
+          this.revision = groupRevision;
+          this.revisionsApplied++;
+          sub = 0;
+        }
+        yield this.entry(ev, sub++, what);
+        this.eventsApplied++;
+      }
+    } finally {
+      parser.destroy();
+    }
+  }
+
+  private entry(ev: DeltaEvent, sub: number, what: string): WriterEntry {
+    const id = ev.key.toString('latin1');
+    const before = this.keys.get(id);
+    if (ev.type === 'DELETE') {
+      if (before && !before.live) {
+        throw new InconsistentDeltaError(`${what}: revision ${ev.modRevision} deletes key ${JSON.stringify(ev.key.toString())}, which is already deleted`);
+      }
+      this.keys.set(id, { createRevision: 0, version: 0, live: false });
+      return { key: revisionKey(ev.modRevision, sub, true), value: encodeTombstoneValue(ev.key) };
+    }
+    const fresh = !before?.live && (before !== undefined || ev.version === 1);
+    const consistent = before?.live
+      ? ev.createRevision === before.createRevision && ev.version === before.version + 1
+      : fresh
+        ? ev.createRevision === ev.modRevision && ev.version === 1
+        : ev.createRevision > 0 && ev.createRevision <= this.baseRevision && ev.version > 1;
+    if (!consistent || ev.createRevision > ev.modRevision) {
+      throw new InconsistentDeltaError(
+        `${what}: revision ${ev.modRevision} puts key ${JSON.stringify(ev.key.toString())} with create revision ${ev.createRevision} ` +
+          `and version ${ev.version}, which etcd would not have written after what came before`,
+      );
+    }
+    this.keys.set(id, { createRevision: ev.createRevision, version: ev.version, live: true });
+    return {
+      key: revisionKey(ev.modRevision, sub, false),
+      value: encodePutValue({ key: ev.key, createRevision: ev.createRevision, modRevision: ev.modRevision, version: ev.version, value: ev.value }),
+    };
+  }
+}
