@@ -4,10 +4,9 @@
  * `runFromProcess` wires it to the real process (argv, env, signals, umask).
  *
  * Exit codes: 0 success or help; 1 bad usage, invalid configuration or a failed command (as cobra and
- * upstream's Fatalf).
+ * upstream's Fatalf). A failure is one line on stderr (see failure.ts); its stack only at debug level.
  */
 import os from 'node:os';
-import { isSnapStoreError } from '@etcdbrctl/snapstore';
 import type { StoreConfig } from '@etcdbrctl/snapstore';
 import { buildCommandConfig } from '../config/build.js';
 import { COMMAND_SPECS, isCommandName } from '../config/commands.js';
@@ -202,11 +201,8 @@ async function runCommand<N extends CommandName>(
       if (s !== undefined) stores[role] = s;
     }
   } catch (err) {
-    if (isSnapStoreError(err)) {
-      io.stderr.write(`Error: ${err.message}\n`);
-      return 1;
-    }
-    throw err;
+    // Credential files, container paths: one line like every other failure.
+    return reportFailure(io, logger, `etcdbrctl ${name}`, err);
   }
 
   const ctx: CommandContext = {
@@ -219,14 +215,13 @@ async function runCommand<N extends CommandName>(
     stores,
     resolveStore,
   };
-  const run = options.runners?.[name] ?? (await RUNNERS[name]());
   try {
+    const run = options.runners?.[name] ?? (await RUNNERS[name]());
     return await run(config, ctx);
   } catch (err) {
     return reportFailure(io, logger, `etcdbrctl ${name}`, err);
   }
 }
-
 
 /**
  * The real process: argv, env, stdio, SIGINT/SIGTERM, umask 0077. The first signal starts an orderly

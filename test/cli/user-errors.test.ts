@@ -93,6 +93,7 @@ describe('user errors are one clear line without a stack trace', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain(file);
     expect(lines[0]).toContain('AWS_APPLICATION_CREDENTIALS_JSON');
+    expect(lines[0]).toContain('; check the credentials');
     expect(r.stderr).not.toMatch(STACK_LINE);
   });
 
@@ -105,7 +106,38 @@ describe('user errors are one clear line without a stack trace', () => {
     const lines = errorLines(r.stderr);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain(`127.0.0.1:${port}`);
+    expect(lines[0]).toContain("; check the store's endpoint");
     expect(r.stderr).not.toMatch(STACK_LINE);
+  });
+
+  it('an unreachable etcd', async () => {
+    const port = await freePort(); // nothing listens there
+    const store = join(dir, 'store');
+    const r = await etcdbrctl(['snapshot', '--storage-provider=Local', `--store-container=${store}`, `--endpoints=http://127.0.0.1:${port}`]);
+    expect(r.code).toBe(1);
+    const lines = errorLines(r.stderr);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`^Error: cannot reach etcd: .*127\\.0\\.0\\.1:${port}.*; check --endpoints`));
+    expect(r.stderr).not.toMatch(STACK_LINE);
+  });
+
+  it('a store prefix that leaves the Local store (snapshot keys outside it)', async () => {
+    const store = join(dir, 'store');
+    await mkdir(store);
+    const r = await etcdbrctl(['ls', '--storage-provider=Local', `--store-container=${store}`, '--store-prefix=../elsewhere']);
+    expect(r.code).toBe(1);
+    const lines = errorLines(r.stderr);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(`escapes the local store root ${store}`);
+    expect(lines[0]).toContain('--store-prefix must name a folder inside --store-container');
+    expect(r.stderr).not.toMatch(STACK_LINE);
+    expect((await readdir(dir)).sort()).toEqual(['store']);
+  });
+
+  it('no store given to a command that needs one', async () => {
+    const r = await etcdbrctl(['restore', '--dry-run']);
+    expect(r.code).toBe(1);
+    expect(errorLines(r.stderr)).toEqual(['Error: no store to restore from: give --storage-provider (Local, S3, ABS or GCS) and --store-container']);
   });
 
   it('a corrupt snapshot in the store: the snapshot is named, the data dir is not created; the stack only at debug level', async () => {

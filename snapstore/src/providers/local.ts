@@ -127,7 +127,10 @@ class LocalSnapStore implements SnapStore {
   resolve(key: string): string {
     const p = path.resolve(this.root, ...key.split('/').filter((s) => s !== ''));
     if (p !== this.root && !p.startsWith(this.root + path.sep)) {
-      throw new SnapStoreError('E_BAD_NAME', `object key ${JSON.stringify(key)} escapes the local store root ${this.root}`);
+      throw new SnapStoreError(
+        'E_BAD_NAME',
+        `object key ${JSON.stringify(key)} escapes the local store root ${this.root}: --store-prefix must name a folder inside --store-container`,
+      );
     }
     return p;
   }

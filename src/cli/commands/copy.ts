@@ -14,7 +14,8 @@ export async function run(config: CopyCommandConfig, ctx: CommandContext): Promi
   const sourceConfig = ctx.stores.source;
   const destinationConfig = ctx.stores.primary;
   if (!sourceConfig || !destinationConfig) {
-    ctx.io.stderr.write('etcdbrctl copy: --storage-provider is required\n');
+    const which = !sourceConfig ? 'source store: give --source-storage-provider' : 'destination store: give --storage-provider';
+    ctx.io.stderr.write(`Error: no ${which} (Local, S3, ABS or GCS) and its container\n`);
     return 1;
   }
   let source: SnapStore | undefined;

@@ -6,6 +6,7 @@ import { listedObjectKey, openSnapStore } from '@etcdbrctl/snapstore';
 import type { Snapshot } from '@etcdbrctl/snapstore';
 import type { LsCommandConfig } from '../../config/types.js';
 import type { CommandContext } from '../context.js';
+import { reportFailure } from '../failure.js';
 
 /** One listed snapshot, as printed (the JSON form uses these field names). */
 export interface LsRow {
@@ -78,14 +79,10 @@ export async function run(config: LsCommandConfig, ctx: CommandContext): Promise
       await store.close();
     }
   } catch (err) {
-    ctx.io.stderr.write(`Error: cannot list the ${storeConfig.provider} store ${describeStore(storeConfig)}: ${(err as Error).message}\n`);
-    return 1;
+    // Store errors name the store (path, bucket or endpoint) themselves.
+    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl ls', err);
   }
   const rows = snaps.map(toRow);
   ctx.io.stdout.write(config.output === 'json' ? JSON.stringify(rows, null, 2) + '\n' : formatTable(rows));
   return 0;
-}
-
-function describeStore(c: { provider: string; container: string; prefix: string; rootDir?: string }): string {
-  return c.provider === 'Local' ? `${c.rootDir ?? c.container}/${c.prefix}` : `${c.container}/${c.prefix}`;
 }
