@@ -9,7 +9,7 @@ import type { Etcd3, IMember } from 'etcd3';
 import { systemClock, type Clock } from '../clock.js';
 import type { EtcdClientOptions } from '../etcd/client.js';
 import { createEtcdClient } from '../etcd/client.js';
-import { parseLegacyUrlTemplate, type EtcdConfigTemplate } from '../initializer/etcd-config.js';
+import { legacyUrlTemplate, type EtcdConfigTemplate } from '../initializer/etcd-config.js';
 import type { ClusterObservation, ObservedMember } from '../initializer/bootstrap.js';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Metrics } from '../metrics.js';
@@ -87,7 +87,7 @@ export function memberOpEndpoints(serviceEndpoints: readonly string[], template:
   if (serviceEndpoints.length > 0) return [...serviceEndpoints];
   const value = template?.['advertise-client-urls'];
   // The legacy template names the client service itself; upstream reaches the members through it.
-  const legacy = parseLegacyUrlTemplate('advertise-client-urls', value);
+  const legacy = template ? legacyUrlTemplate(template, 'advertise-client-urls') : undefined;
   if (legacy) return [`${legacy.scheme}://${legacy.service}:${legacy.port}`];
   const urls: string[] = [];
   const add = (v: unknown): void => {

@@ -1,5 +1,5 @@
 import { readFile } from 'node:fs/promises';
-import { parse } from 'yaml';
+import { isMap, isScalar, LineCounter, parseDocument } from 'yaml';
 
 /** Upstream's default location of the etcd config template (the ConfigMap mount). */
 export const DEFAULT_ETCD_CONFIG_PATH = '/var/etcd/config/etcd.conf.yaml';
@@ -11,6 +11,13 @@ export function etcdConfigPath(env: Readonly<Record<string, string | undefined>>
   return env.ETCD_CONF && env.ETCD_CONF !== '' ? env.ETCD_CONF : DEFAULT_ETCD_CONFIG_PATH;
 }
 
+/**
+ * Where a template read from a file came from: the file and the line of each top-level key, so that an error
+ * about a value can name the line to fix. Kept beside the template (not in it: every key of the template is
+ * served on /config).
+ */
+const SOURCES = new WeakMap<EtcdConfigTemplate, { path: string; lines: ReadonlyMap<string, number> }>();
+
 export async function readEtcdConfigTemplate(path: string): Promise<EtcdConfigTemplate> {
   let text: string;
   try {
@@ -18,9 +25,29 @@ export async function readEtcdConfigTemplate(path: string): Promise<EtcdConfigTe
   } catch (err) {
     throw new EtcdConfigError(`cannot read the etcd config file ${path}: ${(err as Error).message}`, { cause: err });
   }
-  const doc: unknown = parse(text);
-  if (!doc || typeof doc !== 'object' || Array.isArray(doc)) throw new EtcdConfigError(`etcd config file ${path} is not a YAML mapping`);
-  return doc as EtcdConfigTemplate;
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter });
+  const [yamlError] = doc.errors;
+  if (yamlError) throw new EtcdConfigError(`etcd config file ${path} is not valid YAML: ${yamlError.message}`, { cause: yamlError });
+  const template: unknown = doc.toJS();
+  if (!template || typeof template !== 'object' || Array.isArray(template)) throw new EtcdConfigError(`etcd config file ${path} is not a YAML mapping`);
+  const lines = new Map<string, number>();
+  if (isMap(doc.contents)) {
+    for (const pair of doc.contents.items) {
+      const offset = isScalar(pair.key) ? pair.key.range?.[0] : undefined;
+      if (isScalar(pair.key) && offset !== undefined) lines.set(String(pair.key.value), lineCounter.linePos(offset).line);
+    }
+  }
+  SOURCES.set(template as EtcdConfigTemplate, { path, lines });
+  return template as EtcdConfigTemplate;
+}
+
+/** "etcd config file <path> line <n>" for a key of a template read from a file; "etcd config" otherwise. */
+function whereIs(template: EtcdConfigTemplate, key: string): string {
+  const source = SOURCES.get(template);
+  if (!source) return 'etcd config';
+  const line = source.lines.get(key);
+  return `etcd config file ${source.path}${line !== undefined ? ` line ${line}` : ''}`;
 }
 
 /** `initial-cluster` entries `name=url,name=url2,...` as ordered [name, url] pairs. */
@@ -53,7 +80,7 @@ export function memberName(template: EtcdConfigTemplate, podName: string): strin
  */
 export function memberUrls(template: EtcdConfigTemplate, key: string, member: string, podName: string = member): string[] {
   const value = template[key];
-  const legacy = parseLegacyUrlTemplate(key, value);
+  const legacy = legacyUrlTemplate(template, key);
   if (legacy) return [`${legacy.scheme}://${podName}.${legacy.service}.${legacy.namespace}.svc:${legacy.port}`];
   if (typeof value === 'string') return value.split(',').map((s) => s.trim()).filter(Boolean);
   if (Array.isArray(value)) return value.map(String);
@@ -83,10 +110,11 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 
 /**
  * Recognises the legacy template in a config value; undefined for anything else that has no `@` (URL lists,
- * maps). A value with `@` that is not a well-formed template is an error naming the key and the accepted
- * forms, rather than a URL etcd would refuse later with a less helpful message.
+ * maps). A value with `@` that is not a well-formed template is an error naming where it is (`where`, e.g.
+ * the file and line), the key and the accepted forms, rather than a URL etcd would refuse later with a less
+ * helpful message. Pure: {@link legacyUrlTemplate} is the same for a key of a template read from a file.
  */
-export function parseLegacyUrlTemplate(key: string, value: unknown): LegacyUrlTemplate | undefined {
+export function parseLegacyUrlTemplate(key: string, value: unknown, where = 'etcd config'): LegacyUrlTemplate | undefined {
   if (typeof value !== 'string' || !value.includes('@')) return undefined;
   const text = value.trim();
   const parts = text.split('@');
@@ -102,11 +130,25 @@ export function parseLegacyUrlTemplate(key: string, value: unknown): LegacyUrlTe
     port < 65536;
   if (!wellFormed) {
     throw new EtcdConfigError(
-      `etcd config: ${key}: ${JSON.stringify(value)} is not a valid URL template; accepted are a URL list ` +
+      `${where}: ${key}: ${JSON.stringify(value)} is not a valid URL template; accepted are a URL list ` +
         `("https://host:2379,..."), a map of member name to URLs, or the legacy template "<http|https>@<service>@<namespace>@<port>"`,
     );
   }
   return { scheme: scheme as 'http' | 'https', service: service!, namespace: namespace!, port };
+}
+
+/** The legacy template under `key` of a template (see {@link parseLegacyUrlTemplate}); errors name file and line. */
+export function legacyUrlTemplate(template: EtcdConfigTemplate, key: string): LegacyUrlTemplate | undefined {
+  return parseLegacyUrlTemplate(key, template[key], whereIs(template, key));
+}
+
+/**
+ * Whether all of this member's peer URLs in the etcd config use https (upstream `IsPeerURLTLSEnabled`, the
+ * member lease's TLS annotation and the EtcdMember's `peerTLSEnabled`); undefined when the config has none.
+ */
+export function peerUrlsUseTls(template: EtcdConfigTemplate, podName: string): boolean | undefined {
+  const urls = memberUrls(template, 'initial-advertise-peer-urls', memberName(template, podName), podName);
+  return urls.length === 0 ? undefined : urls.every((u) => u.startsWith('https://'));
 }
 
 export interface ClusterView {

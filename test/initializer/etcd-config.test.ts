@@ -8,6 +8,8 @@ import {
   EtcdConfigError,
   memberUrls,
   parseLegacyUrlTemplate,
+  peerUrlsUseTls,
+  readEtcdConfigTemplate,
   renderMemberConfig,
 } from '../../src/initializer/etcd-config.js';
 import { InitializationState } from '../../src/server/initialization.js';
@@ -82,6 +84,44 @@ describe('legacy URL template <scheme>@<service>@<namespace>@<port>', () => {
     expect(memberOpEndpoints(['https://given:2379'], LEGACY)).toEqual(['https://given:2379']);
   });
 
+  it('a malformed template in a file: the error names the file, the line, the key and the accepted forms', async () => {
+    const file = join(await res.tmpDir(), 'etcd.conf.yaml');
+    await writeFile(file, ['name: etcd-main', 'data-dir: /var/etcd/data/new.etcd', '', 'initial-advertise-peer-urls: http@etcd-main-peer@2380', ''].join('\n'));
+    const template = await readEtcdConfigTemplate(file);
+    const err = (() => {
+      try {
+        memberUrls(template, 'initial-advertise-peer-urls', 'etcd-main-0');
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    expect(err).toBeInstanceOf(EtcdConfigError);
+    expect((err as Error).message).toBe(
+      `etcd config file ${file} line 4: initial-advertise-peer-urls: "http@etcd-main-peer@2380" is not a valid URL template; accepted are a URL list ` +
+        `("https://host:2379,..."), a map of member name to URLs, or the legacy template "<http|https>@<service>@<namespace>@<port>"`,
+    );
+    // The same template as a plain object (not read from a file) still names the key.
+    expect(() => memberUrls({ ...template }, 'initial-advertise-peer-urls', 'etcd-main-0')).toThrow(/^etcd config: initial-advertise-peer-urls: /);
+  });
+
+  it('a file that is not YAML is an EtcdConfigError naming the file', async () => {
+    const file = join(await res.tmpDir(), 'etcd.conf.yaml');
+    await writeFile(file, 'name: [unclosed\n');
+    await expect(readEtcdConfigTemplate(file)).rejects.toThrow(new RegExp(`^etcd config file ${file} is not valid YAML: `));
+    await expect(readEtcdConfigTemplate(file)).rejects.toBeInstanceOf(EtcdConfigError);
+  });
+
+  it('peer TLS of this member follows its peer URLs in every form', () => {
+    expect(peerUrlsUseTls(LEGACY, 'etcd-main-0')).toBe(false);
+    expect(peerUrlsUseTls({ 'initial-advertise-peer-urls': 'https@etcd-main-peer@ns@2380' }, 'etcd-main-0')).toBe(true);
+    const map = { 'initial-advertise-peer-urls': { 'etcd-main-0': ['https://a:2380'], 'etcd-main-1': ['http://b:2380'] } };
+    expect(peerUrlsUseTls(map, 'etcd-main-0')).toBe(true);
+    expect(peerUrlsUseTls(map, 'etcd-main-1')).toBe(false);
+    expect(peerUrlsUseTls({ 'initial-advertise-peer-urls': 'https://a:2380,http://b:2380' }, 'etcd-main-0')).toBe(false);
+    expect(peerUrlsUseTls({}, 'etcd-main-0')).toBeUndefined();
+  });
+
   it('renderMemberConfig writes real URLs for this member', () => {
     const out = renderMemberConfig(LEGACY, 'etcd-main-0', { existingMembers: [], learnerPresent: false });
     expect(out['initial-advertise-peer-urls']).toBe('http://etcd-main-0.etcd-main-peer.shoot--dev--one.svc:2380');
@@ -91,7 +131,7 @@ describe('legacy URL template <scheme>@<service>@<namespace>@<port>', () => {
 });
 
 describe('/config over HTTP', () => {
-  async function serve(template: unknown, podName: string): Promise<string> {
+  async function serve(template: unknown, podName: string): Promise<{ url: string; file: string }> {
     const dir = await res.tmpDir();
     const file = join(dir, 'etcd.conf.yaml');
     await writeFile(file, stringify(template));
@@ -104,11 +144,11 @@ describe('/config over HTTP', () => {
           clusterView: async () => ({ existingMembers: [], learnerPresent: false }),
         }),
     });
-    return url;
+    return { url, file };
   }
 
   it('expands the legacy template, so etcd gets URLs it accepts', async () => {
-    const url = await serve(LEGACY, 'etcd-main-2');
+    const { url } = await serve(LEGACY, 'etcd-main-2');
     const r = await fetch(`${url}/config`);
     expect(r.status).toBe(200);
     const body = parse(await r.text()) as Record<string, string>;
@@ -118,10 +158,12 @@ describe('/config over HTTP', () => {
   });
 
   it('answers 500 naming the key and the accepted forms for a malformed template', async () => {
-    const url = await serve({ ...LEGACY, 'advertise-client-urls': 'https@etcd-main-client@2379' }, 'etcd-main-0');
+    const { url, file } = await serve({ ...LEGACY, 'advertise-client-urls': 'https@etcd-main-client@2379' }, 'etcd-main-0');
     const r = await fetch(`${url}/config`);
     expect(r.status).toBe(500);
     const text = await r.text();
+    // `stringify` keeps the keys in order: advertise-client-urls is on the fourth line.
+    expect(text).toContain(`etcd config file ${file} line 4: advertise-client-urls: "https@etcd-main-client@2379"`);
     expect(text).toContain('advertise-client-urls');
     expect(text).toContain('<http|https>@<service>@<namespace>@<port>');
   });

@@ -7,6 +7,7 @@ import type { Snapshot } from '@etcdbrctl/snapstore';
 import type { Env } from '../../cli/context.js';
 import type { Clock } from '../../clock.js';
 import type { ServerConfig } from '../../config/types.js';
+import { etcdConfigPath, peerUrlsUseTls, readEtcdConfigTemplate } from '../../initializer/etcd-config.js';
 import { createKubeClient, resolveKubeConnection, type KubeClient } from '../../k8s/client.js';
 import { EtcdMemberStatusPublisher } from '../../k8s/etcd-member-status.js';
 import { MemberLeaseHeartbeat, etcdIdToHex } from '../../k8s/member-lease.js';
@@ -21,6 +22,8 @@ export interface KubeParts {
   leases: SnapshotLeases | undefined;
   renewer: FullSnapshotLeaseRenewer | undefined;
   memberLease: MemberLeaseHeartbeat | undefined;
+  /** Whether this member's peer URLs use TLS, as the sidecar started (for the EtcdMember status). */
+  peerTLSEnabled: boolean;
 }
 
 /** Connects to Kubernetes when a lease flag asks for it and builds the leases; nothing is started yet. */
@@ -41,6 +44,7 @@ export async function wireKube(input: {
   }
   const namespace = env.POD_NAMESPACE ?? '';
   if (kube && namespace === '') throw new Error('POD_NAMESPACE must be set when lease renewal is enabled');
+  const peerTLS = () => peerTlsEnabled(env, config.restorationConfig.initialAdvertisePeerURLs, logger);
   const leases =
     kube && health.snapshotLeaseRenewalEnabled
       ? new SnapshotLeases({
@@ -70,14 +74,31 @@ export async function wireKube(input: {
               isLeader: st.header.member_id === st.leader,
             };
           },
-          peerTLSEnabled: config.restorationConfig.initialAdvertisePeerURLs.every((u) => u.startsWith('https://')),
+          // Read again at every heartbeat: druid changes the etcd config to turn peer TLS on and reads this.
+          peerTLSEnabled: peerTLS,
           clock,
           logger,
           heartbeatMs: health.heartbeatDuration,
           timeoutMs: config.etcdConnectionConfig.connectionTimeout,
         })
       : undefined;
-  return { kube, namespace, leases, renewer, memberLease };
+  return { kube, namespace, leases, renewer, memberLease, peerTLSEnabled: kube ? await peerTLS() : false };
+}
+
+/**
+ * Whether all of this member's peer URLs use https: from the etcd config file, as upstream reads them (any of
+ * its URL forms, the legacy template included); without a usable file, from `--initial-advertise-peer-urls`.
+ */
+async function peerTlsEnabled(env: Env, flagUrls: readonly string[], logger: Logger): Promise<boolean> {
+  const path = etcdConfigPath(env);
+  try {
+    const fromConfig = peerUrlsUseTls(await readEtcdConfigTemplate(path), env.POD_NAME ?? '');
+    if (fromConfig !== undefined) return fromConfig;
+  } catch (err) {
+    // No file (a local run) or a malformed one (/config reports that, naming the line): the flags decide.
+    logger.debug({ err, path }, 'peer TLS: no usable peer URLs in the etcd config file; using --initial-advertise-peer-urls');
+  }
+  return flagUrls.every((u) => u.startsWith('https://'));
 }
 
 /**
@@ -97,7 +118,7 @@ export function startEtcdMemberStatus(
         namespace,
         name: input.env.POD_NAME ?? rc.name,
         clusterSize: input.clusterSize,
-        peerTLSEnabled: rc.initialAdvertisePeerURLs.every((u) => u.startsWith('https://')),
+        peerTLSEnabled: parts.peerTLSEnabled,
         // DB sizes change with every write: refreshed at the member lease heartbeat, not every reelection period.
         sizeRefreshMs: config.healthConfig.heartbeatDuration,
         clock,
