@@ -197,7 +197,8 @@ function loadKubeconfigs(kc: KubeConfig, paths: readonly string[]): void {
  * no TLS there is nothing to verify. https servers keep exactly the verification their kubeconfig asks for.
  */
 function withPlainHttpAllowed(cluster: Cluster): Cluster {
-  if (!/^http:\/\//i.test(cluster.server) || cluster.skipTLSVerify) return cluster;
+  // Through a proxy client-node accepts http:// as it is, and the flag would also stop it verifying an https proxy.
+  if (!/^http:\/\//i.test(cluster.server) || cluster.skipTLSVerify || cluster.proxyUrl) return cluster;
   return { ...cluster, skipTLSVerify: true };
 }
 

@@ -57,6 +57,15 @@ describe('createKubeClient', () => {
     expect(lease.spec?.holderIdentity).toBe('a');
   });
 
+  it('kubeconfig with a plain http:// server behind a proxy: TLS verification (of an https proxy) stays on', async () => {
+    const file = join(dir.path, 'kubeconfig-http-proxy');
+    const config = JSON.parse(plain!.kubeconfig({ namespace: NS })) as { clusters: Array<{ cluster: Record<string, unknown> }> };
+    config.clusters[0]!.cluster['proxy-url'] = 'https://proxy.example:3128';
+    await writeFile(file, JSON.stringify(config));
+    const kube = await createKubeClient({ kind: 'kubeconfig', paths: [file] });
+    expect(kube.kubeConfig.getCurrentCluster()?.skipTLSVerify).toBe(false);
+  });
+
   it('kubeconfig with insecure-skip-tls-verify: plain http and an https server with an untrusted certificate', async () => {
     const httpFile = join(dir.path, 'kubeconfig-http-insecure');
     await writeFile(httpFile, plain!.kubeconfig({ insecureSkipTlsVerify: true }));
