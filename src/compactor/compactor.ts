@@ -189,8 +189,8 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
 }
 
 /**
- * Physical compaction at the head revision. The restore compacts every 10 deltas to stay within the quota,
- * so the head may already be compacted; etcd then answers "required revision has been compacted", which
+ * Physical compaction at the head revision. A restore whose backend passed 80 % of its quota has compacted
+ * its history already, so the head may be compacted; etcd then answers "required revision has been compacted", which
  * here means the work is done (upstream stops the job without a snapshot in that case).
  */
 async function compactAt(client: Etcd3, revision: number, timeoutMs: number, logger: Logger): Promise<void> {

@@ -112,6 +112,8 @@ export interface RestorationConfig {
   embeddedEtcdQuotaBytes: number;
   maxFetchers: number;
   skipHashCheck: boolean;
+  /** `--delta-replay` (ours): auto, offline or online. */
+  deltaReplay: 'auto' | 'offline' | 'online';
 }
 
 /** `pkg/types/health.go`. */

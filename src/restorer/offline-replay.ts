@@ -139,10 +139,13 @@ async function topLevelBuckets(db: BoltDB): Promise<NamedBucket[]> {
   return out;
 }
 
-/** etcd's current revision on this backend: the last key's, or the finished compaction's if higher. */
+/**
+ * etcd's current revision on this backend: the last key's, or the finished compaction's if higher, and at
+ * least 1 (etcd's revision before the first write).
+ */
 async function backendRevision(db: BoltDB, key: Bucket, meta: Bucket): Promise<number> {
   const last = await new Cursor(db, key).last();
-  let revision = last ? (mainRevisionOf(last.key) ?? 0) : 0;
+  let revision = Math.max(1, last ? (mainRevisionOf(last.key) ?? 0) : 0);
   for await (const e of new Cursor(db, meta)) {
     if (e.key.equals(FINISHED_COMPACT_REV)) revision = Math.max(revision, mainRevisionOf(e.value) ?? 0);
   }

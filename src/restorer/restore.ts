@@ -62,6 +62,7 @@ export type RestoreSettings = Pick<
   | 'embeddedEtcdQuotaBytes'
   | 'maxRequestBytes'
   | 'maxTxnOps'
+  | 'deltaReplay'
 >;
 
 export function restoreSettings(rc: RestorationConfig): RestoreSettings {
@@ -75,6 +76,7 @@ export function restoreSettings(rc: RestorationConfig): RestoreSettings {
     embeddedEtcdQuotaBytes: rc.embeddedEtcdQuotaBytes,
     maxRequestBytes: rc.maxRequestBytes,
     maxTxnOps: rc.maxTxnOps,
+    deltaReplay: rc.deltaReplay,
   };
 }
 

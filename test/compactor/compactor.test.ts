@@ -284,13 +284,14 @@ describe('compact: nothing to do and failures', () => {
     expect(await stat(join(rc.dataDir, 'keep-me'))).toBeTruthy();
   });
 
-  it('a chain whose restore already compacted the head (10 deltas): still compacts, defragments and snapshots', async () => {
+  it('a chain whose restore already compacted the head (a replay above 80 % of its quota): still compacts, defragments and snapshots', async () => {
     const dir = await tempDir('lean');
     const root = join(dir, 'store');
     const store = await localStore(root, dir);
     const base = 'Full-00000000-00000283-1795219380';
     await cp(join(COMPAT, 'none', 'snapstore', 'v2', base), join(root, 'v2', base));
-    // Ten single-put deltas after the base: the restore compacts at the 10th, i.e. at the head revision.
+    // Ten single-put deltas after the base, and a quota the base alone passes 80 % of: the replay compacts
+    // after every delta, the last time at the head revision.
     for (let i = 0; i < 10; i++) {
       const rev = 284 + i;
       const buf = new DeltaBuffer();
@@ -298,7 +299,9 @@ describe('compact: nothing to do and failures', () => {
       await saveDeltaSnapshot(store, buf.take()!, rev, 'gzip', new Date(1795219380_000 + (i + 1) * 1000));
     }
     const logger = recordingLogger();
-    const result = await compactSnapshots({ store, binaries: etcdBinaries, logger, clock: new FakeClock(NOW) }, config(dir));
+    const baseBytes = (await stat(join(root, 'v2', base))).size;
+    const small = { ...config(dir), restoration: { ...restoration(dir), embeddedEtcdQuotaBytes: Math.ceil(baseBytes / 0.85) } };
+    const result = await compactSnapshots({ store, binaries: etcdBinaries, logger, clock: new FakeClock(NOW) }, small);
     expect(result.snapshot?.snapName).toBe(`Full-00000000-00000293-${NOW.getTime() / 1000}.gz`);
     expect(logger.lines.some((l) => /already compacted/.test(l.msg))).toBe(true);
     const got = await restoreAndDump(store, dir);

@@ -93,6 +93,8 @@ const UPSTREAM: Record<string, [type: string, def: unknown, shorthand?: string]>
   'dry-run': ['bool', false],
   'to-revision': ['int64', 0],
   'to-time': ['string', ''],
+  // restoration (ours): how delta snapshots are applied
+  'delta-replay': ['string', 'auto'],
 };
 
 /** The snapstore group, registered with each prefix. */
@@ -115,7 +117,7 @@ const connection = ['endpoints', 'service-endpoints', 'etcd-username', 'etcd-pas
 const http = ['server-port', 'enable-profiling', 'server-cert', 'server-key'];
 const snapshotter = ['schedule', 'delta-snapshot-period', 'delta-snapshot-memory-limit', 'garbage-collection-period', 'garbage-collection-policy', 'max-backups', 'delta-snapshot-retention-period'];
 const store = (p: string) => ['storage-provider', 'store-container', 'store-endpoint-override', 'store-prefix', 'max-parallel-chunk-uploads', 'min-chunk-size', 'snapstore-temp-directory'].map((f) => p + f);
-const restoration = ['initial-cluster', 'initial-cluster-token', 'data-dir', 'restoration-temp-snapshots-dir', 'initial-advertise-peer-urls', 'name', 'skip-hash-check', 'max-fetchers', 'max-call-send-message-size', 'max-request-bytes', 'max-txn-ops', 'embedded-etcd-quota-bytes', 'auto-compaction-mode', 'auto-compaction-retention'];
+const restoration = ['initial-cluster', 'initial-cluster-token', 'data-dir', 'restoration-temp-snapshots-dir', 'initial-advertise-peer-urls', 'name', 'skip-hash-check', 'max-fetchers', 'max-call-send-message-size', 'max-request-bytes', 'max-txn-ops', 'embedded-etcd-quota-bytes', 'auto-compaction-mode', 'auto-compaction-retention', 'delta-replay'];
 const compression = ['compress-snapshots', 'compression-policy'];
 const health = ['enable-snapshot-lease-renewal', 'enable-member-lease-renewal', 'k8s-heartbeat-duration', 'full-snapshot-lease-name', 'delta-snapshot-lease-name'];
 const leader = ['etcd-connection-timeout-leader-election', 'reelection-period'];

@@ -110,6 +110,30 @@ describe('offline replay = online replay', () => {
     }
   }, 120_000);
 
+  it('a chain whose base is an empty etcd (revision 1, no keys)', async () => {
+    const src = await startTestEtcd();
+    const dir = await mkdtemp(join(tmpdir(), 'etcdbr-oracle-empty-'));
+    const store = await openLocalStore(join(dir, 'store'), dir);
+    const c = client(src.clientUrl);
+    try {
+      const snapshotter = await createTestSnapshotter({ client: c, store }, { deltaSnapshotPeriodMs: 3_600_000 });
+      const run = new AbortController();
+      const running = snapshotter.run(run.signal, true);
+      expect(await waitForFull(store)).toBe(1);
+      for (let i = 0; i < 5; i++) await c.put(`/first/${i}`).value(`v${i}`);
+      await snapshotter.triggerDeltaSnapshot();
+      run.abort();
+      await running;
+      const seen = await expectSameDatabase(store, {}, () => [1, 3]);
+      expect(seen.revision).toBe(6);
+    } finally {
+      c.close();
+      await store.close();
+      await src.cleanup();
+      await rm(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+
   describe('chains written by our snapshotter from a real etcd', () => {
     let src: TestEtcd;
     let dir: string;

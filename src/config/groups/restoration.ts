@@ -2,7 +2,9 @@ import { defineGroup } from '../schema.js';
 import type { RestorationConfig } from '../types.js';
 import { cleanPath, urlListError, urlsMapError } from '../urls.js';
 
-/** Restoration (`pkg/types/restorer.go`). */
+const DELTA_REPLAY_MODES: readonly string[] = ['auto', 'offline', 'online'];
+
+/** Restoration (`pkg/types/restorer.go`; `--delta-replay` is ours). */
 export const restorationGroup = defineGroup<RestorationConfig>({
   title: 'restoration',
   fields: {
@@ -53,6 +55,12 @@ export const restorationGroup = defineGroup<RestorationConfig>({
       flag: 'skip-hash-check',
       usage: 'ignore the snapshot integrity hash (required when the snapshot was copied from a data directory)',
     },
+    deltaReplay: {
+      type: 'string',
+      flag: 'delta-replay',
+      usage:
+        'how delta snapshots are applied: offline (straight into the restored backend, no etcd), online (through a local etcd), or auto (offline where it applies, else online)',
+    },
   },
   defaults: () => ({
     initialCluster: 'default=http://localhost:2380',
@@ -69,6 +77,7 @@ export const restorationGroup = defineGroup<RestorationConfig>({
     embeddedEtcdQuotaBytes: 8 * 1024 * 1024 * 1024,
     maxFetchers: 6,
     skipHashCheck: false,
+    deltaReplay: 'auto',
   }),
   complete(c) {
     c.dataDir = cleanPath(c.dataDir);
@@ -82,6 +91,9 @@ export const restorationGroup = defineGroup<RestorationConfig>({
     if (c.maxFetchers <= 0) issues.add(`${flag('maxFetchers')} must be greater than 0`);
     if (c.maxCallSendMsgSize <= 0) issues.add(`${flag('maxCallSendMsgSize')} must be greater than 0`);
     if (c.embeddedEtcdQuotaBytes <= 0) issues.add(`${flag('embeddedEtcdQuotaBytes')} must be greater than 0`);
+    if (!DELTA_REPLAY_MODES.includes(c.deltaReplay)) {
+      issues.add(`${flag('deltaReplay')}: unknown mode ${JSON.stringify(c.deltaReplay)}; use auto, offline or online`);
+    }
     if (c.autoCompactionMode !== 'periodic' && c.autoCompactionMode !== 'revision') {
       issues.add(`${flag('autoCompactionMode')}: unknown mode ${JSON.stringify(c.autoCompactionMode)}; use periodic or revision`);
     }
