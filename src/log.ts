@@ -38,9 +38,12 @@ export interface LoggerOptions {
 }
 
 export function createLogger(opts: LoggerOptions): Logger {
+  const level = pinoLevelForLogrus(opts.logLevel ?? DEFAULT_LOGRUS_LEVEL);
   return pino(
     {
-      level: pinoLevelForLogrus(opts.logLevel ?? DEFAULT_LOGRUS_LEVEL),
+      level,
+      // Stack traces are for developers: only at debug and trace (`--log-level=5` or more).
+      ...(level === 'debug' || level === 'trace' ? {} : { serializers: { err: errorWithoutStack } }),
       base: opts.base ?? {},
       timestamp: pino.stdTimeFunctions.isoTime,
       // Level names rather than pino's numbers: what log collectors and people expect to read.
@@ -48,4 +51,10 @@ export function createLogger(opts: LoggerOptions): Logger {
     },
     opts.destination,
   );
+}
+
+/** pino's error serializer (type, message with the causes' messages, own fields such as `code`) minus the stack. */
+function errorWithoutStack(err: Error): object {
+  const { stack: _stack, ...rest } = pino.stdSerializers.err(err) as unknown as Record<string, unknown>;
+  return rest;
 }
