@@ -76,6 +76,65 @@ export async function writeSmallPutChain(
 }
 
 /**
+ * A realistic chain for replay benches: `revisions` single-op revisions after `base`, each event carrying
+ * the create revision and version etcd would have written (the offline replay checks them). Every
+ * `newKeyEvery`-th revision creates a key; the others overwrite one of the keys created so far, and every
+ * `deleteEvery`-th deletes one (it is created again by a later put, version 1). Returns the deltas written.
+ */
+export async function writeChurnChain(
+  store: SnapStore,
+  base: Snapshot,
+  opts: {
+    revisions: number;
+    perDelta: number;
+    newKeyEvery: number;
+    deleteEvery: number;
+    valueBytes: number;
+    compression: CompressionPolicy | undefined;
+  },
+): Promise<number> {
+  const state: Array<{ create: number; version: number; live: boolean }> = [];
+  let start = base.lastRevision + 1;
+  let second = Math.floor(base.createdOn.getTime() / 1000) + 1;
+  let buf = new DeltaBuffer();
+  let deltas = 0;
+  for (let i = 0; i < opts.revisions; i++) {
+    const rev = base.lastRevision + 1 + i;
+    let k: number;
+    if (i % opts.newKeyEvery === 0 || state.length === 0) {
+      k = state.length;
+      state.push({ create: 0, version: 0, live: false });
+    } else {
+      // A deterministic spread over the keys so far (Knuth's multiplicative hash).
+      k = Math.imul(i, 2654435761) >>> 0;
+      k %= state.length;
+    }
+    const s = state[k]!;
+    const key = Buffer.from(`/registry/bench/churn/${String(k).padStart(7, '0')}`);
+    if (s.live && opts.deleteEvery > 0 && i % opts.deleteEvery === 0) {
+      s.live = false;
+      buf.append({ type: 'DELETE', key, value: Buffer.alloc(0), createRevision: 0, modRevision: rev, version: 0, lease: '0', time: TIME });
+    } else {
+      if (!s.live) {
+        s.create = rev;
+        s.version = 0;
+        s.live = true;
+      }
+      s.version++;
+      buf.append({ type: 'PUT', key, value: replayValue(i, opts.valueBytes), createRevision: s.create, modRevision: rev, version: s.version, lease: '0', time: TIME });
+    }
+    if ((i + 1) % opts.perDelta === 0 || i === opts.revisions - 1) {
+      const payload = buf.take()!;
+      await saveDeltaSnapshot(store, payload, start, opts.compression, new Date(second++ * 1000));
+      start = payload.lastRevision + 1;
+      buf = new DeltaBuffer();
+      deltas++;
+    }
+  }
+  return deltas;
+}
+
+/**
  * One delta of about `bytes` bytes of JSON, streamed into the store (never whole in memory):
  * `values` of `valueBytes` each, single-put revisions after `base`. Returns the number of revisions.
  */

@@ -1,0 +1,236 @@
+/**
+ * Restore with offline delta replay (the default): how fast the delta revisions go into the backend, against
+ * the online replay through etcd on the same chain, and a chain of a million revisions end to end.
+ *
+ *   npm run bench -- offline-replay [-- --runs=3 --only=rate,million]
+ *   env: BENCH_REVISIONS (50000: the rate chain), BENCH_MILLION (1000000), ETCDBRCTL_PEER (optional: the Go
+ *   etcdbrctl binary; when set, it restores the million chain too and ours ÷ peer is printed)
+ *
+ * (rate) a real base snapshot plus BENCH_REVISIONS single-op revisions (10 % new keys, the rest overwrites,
+ *        one in 50 a delete) as gzip deltas of 10,000 events, written straight into a Local store with
+ *        create revisions and versions as etcd writes them. `executeRestore` with --delta-replay=offline and
+ *        =online; the rate is revisions / replay time (after the base restore). Target: offline >= 50,000 rev/s.
+ * (million) BENCH_MILLION revisions the same way (about 100 new keys per 1,000 revisions), restored by the
+ *        real CLI (`bin/etcdbrctl restore`, compiled) in a child process: wall time end to end (process start,
+ *        base restore, fetch and decompression, replay, the backend check) and its peak RSS (VmHWM, polled).
+ *        Targets: <= 60 s, RSS < 300 MB.
+ * Medians over the runs; the last line is JSON.
+ */
+import { spawn } from 'node:child_process';
+import { readFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Etcd3 } from 'etcd3';
+import { silentLogger } from '../../snapstore/src/index.js';
+import type { SnapStore, Snapshot } from '../../snapstore/src/index.js';
+import { openLocalStore } from '../../snapstore/src/providers/local.js';
+import type { EtcdBinaries } from '../../src/etcd/binaries.js';
+import { planRestore } from '../../src/restorer/plan.js';
+import { executeRestore, type DeltaReplayMode, type RestoreOptions } from '../../src/restorer/restore.js';
+import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
+import { MiB, arg, median, round1, table } from './support/measure.js';
+import { baseSnapshot, writeChurnChain } from './support/restore-chain.js';
+
+const RATE_TARGET = 50_000;
+const MILLION_SECONDS_TARGET = 60;
+const RSS_TARGET_MB = 300;
+/** This bench's directory, or ETCDBR_BENCH_DIR when it runs bundled (scripts/bench.mjs --compiled). */
+const benchDir = process.env.ETCDBR_BENCH_DIR ?? path.dirname(fileURLToPath(import.meta.url));
+const BIN = path.join(benchDir, '..', '..', 'bin', 'etcdbrctl');
+
+function flag(name: string): string | undefined {
+  return process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+}
+
+function options(binaries: EtcdBinaries, dir: string, over: Partial<RestoreOptions>): RestoreOptions {
+  return {
+    binaries,
+    dataDir: path.join(dir, 'data'),
+    tempDir: path.join(dir, 'tmp'),
+    name: 'default',
+    initialCluster: 'default=http://127.0.0.1:2380',
+    initialClusterToken: 'etcd-cluster',
+    initialAdvertisePeerUrls: ['http://127.0.0.1:2380'],
+    skipHashCheck: false,
+    maxFetchers: 6,
+    embeddedEtcdQuotaBytes: 8 * 1024 * MiB,
+    maxRequestBytes: 10 * MiB,
+    maxTxnOps: 10240,
+    logger: silentLogger,
+    ...over,
+  };
+}
+
+async function local(root: string, tmp: string): Promise<SnapStore> {
+  return openLocalStore({ provider: 'Local', rootDir: root, container: 'bench', prefix: 'v2', maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: tmp });
+}
+
+/** A store with a real base snapshot (a few hundred keys) and `revisions` churn revisions after it. */
+async function chainStore(root: string, tmp: string, revisions: number): Promise<{ base: Snapshot; deltas: number }> {
+  const store = await local(root, tmp);
+  const src = await startTestEtcd();
+  const c = new Etcd3({ hosts: src.clientUrl });
+  let base: Snapshot;
+  try {
+    for (let i = 0; i < 300; i++) await c.put(`/registry/bench/base/${i}`).value(Buffer.alloc(200, 0x62));
+    base = await baseSnapshot(c, store);
+  } finally {
+    c.close();
+    await src.cleanup();
+  }
+  const deltas = await writeChurnChain(store, base, {
+    revisions,
+    perDelta: 10_000,
+    newKeyEvery: 10,
+    deleteEvery: 50,
+    valueBytes: 100,
+    compression: 'gzip',
+  });
+  await store.close();
+  return { base, deltas };
+}
+
+async function benchRate(binaries: EtcdBinaries, tmp: string, runs: number, revisions: number) {
+  const root = path.join(tmp, 'rate-store');
+  const t0 = Date.now();
+  const { base, deltas } = await chainStore(root, tmp, revisions);
+  console.log(`  chain: base at revision ${base.lastRevision}, ${revisions} revisions in ${deltas} gzip deltas (${((Date.now() - t0) / 1000).toFixed(1)} s to write)`);
+  const store = await local(root, tmp);
+  const rates: Record<DeltaReplayMode, number[]> = { offline: [], online: [], auto: [] };
+  const totals: Record<DeltaReplayMode, number[]> = { offline: [], online: [], auto: [] };
+  try {
+    for (let r = 0; r < runs; r++) {
+      for (const mode of ['offline', 'online'] as const) {
+        const dir = await mkdtemp(path.join(tmp, `rate-${mode}-`));
+        try {
+          const res = await executeRestore(store, planRestore(await store.list()), options(binaries, dir, { deltaReplay: mode }));
+          if (res.revisionsApplied !== revisions) throw new Error(`${mode}: replayed ${res.revisionsApplied} of ${revisions} revisions`);
+          rates[mode].push(res.revisionsApplied / (res.replayMs / 1000));
+          totals[mode].push(res.durationMs / 1000);
+          console.log(`  run ${r + 1} ${mode}: ${Math.round(rates[mode].at(-1)!)} rev/s replay, ${round1(res.durationMs / 1000)} s whole restore`);
+        } finally {
+          await rm(dir, { recursive: true, force: true });
+        }
+      }
+    }
+  } finally {
+    await store.close();
+  }
+  return { rates, totals };
+}
+
+interface ChildRun {
+  seconds: number;
+  peakRssMB: number;
+}
+
+/** Runs a restore command to its end: wall time, and the peak RSS of that process (VmHWM, polled). */
+function runRestoreProcess(cmd: string, args: string[]): Promise<ChildRun> {
+  return new Promise((resolve, reject) => {
+    const started = process.hrtime.bigint();
+    const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    let peakKb = 0;
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-4000)));
+    const poll = setInterval(() => {
+      readFile(`/proc/${child.pid}/status`, 'utf8')
+        .then((st) => {
+          const m = /VmHWM:\s+(\d+) kB/.exec(st);
+          if (m) peakKb = Math.max(peakKb, Number(m[1]));
+        })
+        .catch(() => undefined);
+    }, 25);
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      clearInterval(poll);
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      if (code !== 0) return reject(new Error(`${cmd} restore failed (exit ${code}): ${stderr}`));
+      resolve({ seconds, peakRssMB: round1((peakKb * 1024) / 1e6) });
+    });
+  });
+}
+
+async function benchMillion(tmp: string, runs: number, revisions: number) {
+  const root = path.join(tmp, 'million-store');
+  const t0 = Date.now();
+  const { deltas } = await chainStore(root, tmp, revisions);
+  console.log(`  chain: ${revisions} revisions in ${deltas} gzip deltas (${((Date.now() - t0) / 1000).toFixed(1)} s to write)`);
+  const ours: ChildRun[] = [];
+  const peer: ChildRun[] = [];
+  const peerBin = process.env.ETCDBRCTL_PEER;
+  for (let r = 0; r < runs; r++) {
+    const dir = await mkdtemp(path.join(tmp, 'million-'));
+    try {
+      // The store's objects sit under <root>/v2: no --store-prefix.
+      const common = ['restore', '--storage-provider=Local', `--store-container=${root}`];
+      const run = await runRestoreProcess(process.execPath, [
+        BIN,
+        ...common,
+        `--data-dir=${path.join(dir, 'ours')}`,
+        `--restoration-temp-snapshots-dir=${path.join(dir, 'ours-tmp')}`,
+      ]);
+      ours.push(run);
+      let line = `  run ${r + 1} ours: ${run.seconds.toFixed(1)} s, peak RSS ${run.peakRssMB} MB`;
+      if (peerBin) {
+        const p = await runRestoreProcess(peerBin, [
+          ...common,
+          `--data-dir=${path.join(dir, 'peer')}`,
+          `--restoration-temp-snapshots-dir=${path.join(dir, 'peer-tmp')}`,
+        ]);
+        peer.push(p);
+        line += `; peer: ${p.seconds.toFixed(1)} s, ours ÷ peer ${(run.seconds / p.seconds).toFixed(2)}`;
+      }
+      console.log(line);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+  return { ours, peer };
+}
+
+async function main(): Promise<void> {
+  const runs = arg('runs', 3);
+  const only = (flag('only') ?? 'rate,million').split(',');
+  const revisions = Number(process.env.BENCH_REVISIONS ?? 50_000);
+  const million = Number(process.env.BENCH_MILLION ?? 1_000_000);
+  const binaries = await etcdBinaries();
+  const tmp = await mkdtemp(path.join(os.tmpdir(), 'etcdbr-bench-offline-'));
+  await mkdir(path.join(tmp, 'scratch'), { recursive: true });
+  console.log(`etcd ${binaries.version}, node ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg()[0]!.toFixed(2)}, runs ${runs}`);
+  const summary: Record<string, unknown> = { bench: 'offline-replay', etcd: binaries.version, runs };
+  try {
+    if (only.includes('rate')) {
+      console.log(`\n(rate) delta replay of ${revisions} revisions, offline against online`);
+      const { rates, totals } = await benchRate(binaries, tmp, runs, revisions);
+      const off = median(rates.offline);
+      const on = median(rates.online);
+      console.log(
+        table(
+          ['replay', 'rev/s (median)', 'whole restore s (median)'],
+          [
+            ['offline', Math.round(off), round1(median(totals.offline))],
+            ['online (etcd ' + binaries.version + ', fsync on)', Math.round(on), round1(median(totals.online))],
+          ],
+        ),
+      );
+      console.log(`offline ÷ online: ${(off / on).toFixed(1)}x; target offline >= ${RATE_TARGET} rev/s: ${off >= RATE_TARGET ? 'met' : 'MISSED'}`);
+      summary.rate = { revisions, offline: Math.round(off), online: Math.round(on), met: off >= RATE_TARGET };
+    }
+    if (only.includes('million')) {
+      console.log(`\n(million) ${million} revisions restored end to end by bin/etcdbrctl restore`);
+      const { ours, peer } = await benchMillion(tmp, runs, million);
+      const secs = median(ours.map((r) => r.seconds));
+      const rss = median(ours.map((r) => r.peakRssMB));
+      console.log(`median ${secs.toFixed(1)} s, peak RSS ${rss} MB; target <= ${MILLION_SECONDS_TARGET} s: ${secs <= MILLION_SECONDS_TARGET ? 'met' : 'MISSED'}, RSS < ${RSS_TARGET_MB} MB: ${rss < RSS_TARGET_MB ? 'met' : 'MISSED'}`);
+      if (peer.length > 0) console.log(`ours ÷ peer (median): ${(secs / median(peer.map((r) => r.seconds))).toFixed(2)}`);
+      else console.log('no ETCDBRCTL_PEER given: the Go etcdbrctl was not measured');
+      summary.million = { revisions: million, seconds: round1(secs), peakRssMB: rss, met: secs <= MILLION_SECONDS_TARGET && rss < RSS_TARGET_MB };
+    }
+  } finally {
+    await rm(tmp, { recursive: true, force: true });
+  }
+  console.log(JSON.stringify(summary));
+}
+
+await main();
