@@ -86,7 +86,8 @@ export function toObservedMember(m: IMember): ObservedMember {
 export function memberOpEndpoints(serviceEndpoints: readonly string[], template: EtcdConfigTemplate | undefined): string[] {
   if (serviceEndpoints.length > 0) return [...serviceEndpoints];
   const value = template?.['advertise-client-urls'];
-  // The legacy template names the client service itself; upstream reaches the members through it.
+  // The legacy template names the client service: reach the ready members through it (upstream's releases of
+  // that time used --endpoints, the local etcd, which is not running yet when this member must be added).
   const legacy = template ? legacyUrlTemplate(template, 'advertise-client-urls') : undefined;
   if (legacy) return [`${legacy.scheme}://${legacy.service}:${legacy.port}`];
   const urls: string[] = [];
