@@ -221,7 +221,7 @@ export class BoltWriter {
       data += item.value.copy(buf, data);
     });
     this.queue(buf);
-    return { key: items[0]!.key, pgid };
+    return { key: ownCopy(items[0]!.key), pgid };
   }
 
   /** Builds branch levels over `children` until one node remains; returns the root page id. */
@@ -306,6 +306,16 @@ export class BoltWriter {
       done += bytesWritten;
     }
   }
+}
+
+/**
+ * A key kept for the branch levels, in memory of its own: the entry's key may be a slice of a whole page
+ * read from another file, or of Node's 8 KiB pool, and keeping one reference per page would keep all of those.
+ */
+function ownCopy(key: Buffer): Buffer {
+  const copy = Buffer.allocUnsafeSlow(key.length);
+  key.copy(copy);
+  return copy;
 }
 
 /** The buffers from byte `offset` on (after a short writev). */

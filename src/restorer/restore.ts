@@ -126,6 +126,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     return { restored: false, revision: 0, deltasApplied: 0, revisionsApplied: 0, durationMs: 0, replayMs: 0, authDisabledForReplay: false };
   }
   const partDir = `${opts.dataDir}.part`;
+  await recoverInterruptedSwap(opts.dataDir);
   if (!opts.replaceExisting && (await nonEmptyDir(opts.dataDir))) {
     throw new Error(`data-dir ${opts.dataDir} is not empty: refusing to restore over it`);
   }
@@ -271,8 +272,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       etcd = undefined;
       if (authEnabled) await setAuthEnabled(backendPath(partDir), true);
       await verifyRestoredBackend(backendPath(partDir));
-      if (opts.replaceExisting) await rm(opts.dataDir, { recursive: true, force: true });
-      await rename(partDir, opts.dataDir);
+      await swapInto(partDir, opts.dataDir, opts.replaceExisting === true);
     }
     result.durationMs = Date.now() - started;
     logger.info({ revision, deltasApplied, revisionsApplied, replayMs, ms: result.durationMs }, 'restore finished');
@@ -298,6 +298,50 @@ async function removeEmptyDirsUpTo(dir: string, top: string): Promise<void> {
       return; // not empty (someone else's files), or gone: stop there
     }
     if (d === resolve(top) || dirname(d) === d) return;
+  }
+}
+
+/** Where the data dir being replaced waits while the restored one is renamed into place. */
+function asideDir(dataDir: string): string {
+  return `${dataDir}.replaced`;
+}
+
+/**
+ * Puts the restored `.part` in place. An existing data dir is renamed aside first and removed only once the
+ * new one is in place, so there is no moment at which neither exists on disk: a kill in between leaves the
+ * old one beside, and the next restore puts it back before doing anything (see recoverInterruptedSwap).
+ */
+async function swapInto(partDir: string, dataDir: string, replaceExisting: boolean): Promise<void> {
+  if (!replaceExisting) {
+    await rename(partDir, dataDir);
+    return;
+  }
+  const aside = asideDir(dataDir);
+  await rm(aside, { recursive: true, force: true });
+  let hadOld = true;
+  try {
+    await rename(dataDir, aside);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    hadOld = false;
+  }
+  await rename(partDir, dataDir);
+  if (hadOld) await rm(aside, { recursive: true, force: true });
+}
+
+/** After a kill during `swapInto`: the old data dir goes back if the new one never arrived, else it goes. */
+async function recoverInterruptedSwap(dataDir: string): Promise<void> {
+  const aside = asideDir(dataDir);
+  try {
+    await stat(aside);
+  } catch {
+    return;
+  }
+  try {
+    await stat(dataDir);
+    await rm(aside, { recursive: true, force: true });
+  } catch {
+    await rename(aside, dataDir);
   }
 }
 

@@ -341,6 +341,30 @@ describe('restore of stores written by our snapshotter', () => {
     await rm(d, { recursive: true, force: true });
   }, 60_000);
 
+  it('a restore killed while swapping data dirs: the next restore puts the old data dir back first', async () => {
+    const d = await sub('interrupted-swap');
+    const s = await openLocalStore(join(d, 'store'), d);
+    await copyFullAs(side, sideFull, s, sideRevision);
+    // What a kill between "old data dir aside" and "new one in place" leaves behind.
+    const dataDir = join(d, 'data');
+    await mkdir(join(`${dataDir}.replaced`, 'member'), { recursive: true });
+    await writeFile(join(`${dataDir}.replaced`, 'member', 'old'), 'the old data');
+    const old = await fingerprint(`${dataDir}.replaced`);
+    // A restore that fails (etcd's restore tool missing) leaves the recovered old data dir, as it was.
+    const broken = { ...binaries, etcdctl: join(d, 'no-etcdctl'), etcdutl: join(d, 'no-etcdutl') };
+    const failing = executeRestore(s, planRestore(await s.list()), restoreOptions(broken, d, { replaceExisting: true }));
+    await expect(failing).rejects.toThrow();
+    expect(await fingerprint(dataDir)).toEqual(old);
+    expect(await exists(`${dataDir}.replaced`)).toBe(false);
+    // A restore that succeeds replaces it and leaves nothing beside.
+    const result = await executeRestore(s, planRestore(await s.list()), restoreOptions(binaries, d, { replaceExisting: true }));
+    expect(result.revision).toBe(sideRevision);
+    expect(await exists(`${dataDir}.replaced`)).toBe(false);
+    expect(await exists(join(dataDir, 'member', 'old'))).toBe(false);
+    await s.close();
+    await rm(d, { recursive: true, force: true });
+  }, 60_000);
+
   it('restores an uncompressed full in place without changing the stored object', async () => {
     const d = await sub('in-place');
     const s = await openLocalStore(join(d, 'store'), d);
