@@ -62,8 +62,17 @@ export interface BoltWriterOptions {
 
 export class BoltWriter {
   private nextPage = FIRST_DATA_PAGE;
+  /** Pages waiting to be written, in file order: filled batch buffers and nodes too large for one. */
   private batch: Buffer[] = [];
   private batchBytes = 0;
+  /**
+   * The batch buffer being filled and the page every single-page node is laid out in, both reused: a node
+   * is copied into the batch, so a restore of millions of entries allocates no memory per page (per-page
+   * buffers are freed only by a full GC, and piled up as hundreds of MB of RSS).
+   */
+  private current = Buffer.allocUnsafeSlow(WRITE_BATCH_BYTES);
+  private currentUsed = 0;
+  private readonly scratch: Buffer;
   /** File position where the pending batch starts. */
   private batchStart: number;
   private readonly rootItems: LeafItem[] = [];
@@ -76,6 +85,12 @@ export class BoltWriter {
     private readonly opts: BoltWriterOptions,
   ) {
     this.batchStart = FIRST_DATA_PAGE * opts.pageSize;
+    this.scratch = Buffer.allocUnsafeSlow(opts.pageSize);
+  }
+
+  /** A zeroed buffer for a node of `pages` pages: the reused scratch page for one page, a new one for more. */
+  private nodeBuffer(pages: number): Buffer {
+    return pages === 1 ? this.scratch.fill(0) : Buffer.alloc(pages * this.opts.pageSize);
   }
 
   /** Creates (or truncates) `path` for writing. */
@@ -205,7 +220,7 @@ export class BoltWriter {
     const ps = this.opts.pageSize;
     const pages = Math.max(1, Math.ceil(size / ps));
     const pgid = this.allocate(pages);
-    const buf = Buffer.alloc(pages * ps);
+    const buf = this.nodeBuffer(pages);
     buf.writeBigUInt64LE(BigInt(pgid), 0);
     buf.writeUInt16LE(FLAG_LEAF, 8);
     buf.writeUInt16LE(items.length, 10);
@@ -253,7 +268,7 @@ export class BoltWriter {
     const ps = this.opts.pageSize;
     const pages = Math.max(1, Math.ceil(size / ps));
     const pgid = this.allocate(pages);
-    const buf = Buffer.alloc(pages * ps);
+    const buf = this.nodeBuffer(pages);
     buf.writeBigUInt64LE(BigInt(pgid), 0);
     buf.writeUInt16LE(FLAG_BRANCH, 8);
     buf.writeUInt16LE(children.length, 10);
@@ -276,9 +291,23 @@ export class BoltWriter {
     return id;
   }
 
+  /** Appends a laid-out node to the pending pages (copied: the caller reuses `buf`). */
   private queue(buf: Buffer): void {
-    this.batch.push(buf);
     this.batchBytes += buf.length;
+    if (buf.length > this.current.length - this.currentUsed) {
+      if (this.currentUsed > 0) this.batch.push(this.current.subarray(0, this.currentUsed));
+      if (buf.length > WRITE_BATCH_BYTES / 2) {
+        // A node of many pages (a large value) goes as it is; it is already a buffer of its own.
+        this.batch.push(buf === this.scratch ? Buffer.from(buf) : buf);
+        this.current = this.currentUsed > 0 ? Buffer.allocUnsafeSlow(WRITE_BATCH_BYTES) : this.current;
+        this.currentUsed = 0;
+        return;
+      }
+      if (this.currentUsed > 0) this.current = Buffer.allocUnsafeSlow(WRITE_BATCH_BYTES);
+      this.currentUsed = 0;
+    }
+    buf.copy(this.current, this.currentUsed);
+    this.currentUsed += buf.length;
   }
 
   private async maybeFlush(): Promise<void> {
@@ -287,10 +316,11 @@ export class BoltWriter {
 
   private async flush(): Promise<void> {
     if (this.batchBytes === 0) return;
-    const bufs = this.batch;
+    const bufs = this.currentUsed > 0 ? [...this.batch, this.current.subarray(0, this.currentUsed)] : this.batch;
     const bytes = this.batchBytes;
     this.batch = [];
     this.batchBytes = 0;
+    this.currentUsed = 0;
     let written = 0;
     while (written < bytes) {
       const { bytesWritten } = await this.fh.writev(written === 0 ? bufs : sliceFrom(bufs, written), this.batchStart + written);
