@@ -29,29 +29,52 @@ export function rawKv(client: Etcd3): RawKv {
 }
 
 /**
+ * A revision whose transaction is not committed yet because the next delta may hold more of its events:
+ * the Go snapshotter cuts a delta at its memory limit after any event, so one transaction's events can end
+ * one delta and begin the next (whose name then starts one revision later than its first events).
+ */
+export interface OpenRevision {
+  revision: number;
+  ops: RawRequestOp[];
+}
+
+export interface DeltaApply {
+  /** The store revision before this delta. */
+  currentRevision: number;
+  stopAtRevision?: number;
+  /** The previous delta's last revision, held back by `holdLast`. */
+  carry?: OpenRevision | undefined;
+  /** Hold back this delta's last revision (a later delta may continue it) instead of committing it. */
+  holdLast?: boolean;
+  /** Told when this delta's first events continue the carried revision. */
+  onContinued?: (revision: number) => void;
+}
+
+/**
  * Replays one delta (a decompressed payload file) into etcd: one transaction per source revision, in
- * order, only events above `currentRevision`, up to `stopAtRevision`. Each transaction must land exactly
- * on its source revision, so the restored keys get the source's mod/create revisions and versions.
- * Leases are not restored (as upstream): the keys are written without them.
+ * order, only events above `currentRevision` (or continuing the carried revision), up to `stopAtRevision`.
+ * Each transaction must land exactly on its source revision, so the restored keys get the source's
+ * mod/create revisions and versions. Leases are not restored (as upstream): the keys are written without them.
  */
 export async function applyDeltaFile(
   client: Etcd3,
   file: string,
   what: string,
-  currentRevision: number,
-  stopAtRevision = Number.MAX_SAFE_INTEGER,
-): Promise<ApplyResult> {
+  opts: DeltaApply,
+): Promise<ApplyResult & { open?: OpenRevision }> {
   const kv = rawKv(client);
   const parser = new DeltaPayloadParser(what);
   createReadStream(file, { highWaterMark: 1 << 20 })
     .on('error', (err) => parser.destroy(err))
     .pipe(parser);
+  const stopAtRevision = opts.stopAtRevision ?? Number.MAX_SAFE_INTEGER;
 
-  let revision = currentRevision;
+  let revision = opts.currentRevision;
   let revisions = 0;
   let events = 0;
-  let group: RawRequestOp[] = [];
-  let groupRevision = 0;
+  let group: RawRequestOp[] = opts.carry?.ops ?? [];
+  let groupRevision = opts.carry?.revision ?? 0;
+  let continued = opts.carry === undefined;
 
   const flush = async () => {
     if (group.length === 0) return;
@@ -69,7 +92,7 @@ export async function applyDeltaFile(
   };
 
   for await (const ev of parser as AsyncIterable<DeltaEvent>) {
-    if (ev.modRevision <= currentRevision) continue;
+    if (ev.modRevision <= revision && ev.modRevision !== groupRevision) continue;
     if (ev.modRevision > stopAtRevision) {
       parser.destroy();
       break;
@@ -82,9 +105,25 @@ export async function applyDeltaFile(
         );
       }
       groupRevision = ev.modRevision;
+    } else if (!continued) {
+      continued = true;
+      opts.onContinued?.(groupRevision);
     }
     group.push(ev.type === 'PUT' ? { request_put: { key: ev.key, value: ev.value } } : { request_delete_range: { key: ev.key } });
   }
+  if (opts.holdLast && group.length > 0) {
+    return { revisions, events, lastRevision: revision, open: { revision: groupRevision, ops: group } };
+  }
   await flush();
   return { revisions, events, lastRevision: revision };
+}
+
+/** Commits a revision held back by the last delta. */
+export async function commitOpenRevision(client: Etcd3, open: OpenRevision, what: string): Promise<ApplyResult> {
+  const res = await rawKv(client).txn({ compare: [], success: open.ops, failure: [] });
+  const applied = Number(res.header.revision);
+  if (applied !== open.revision) {
+    throw new RevisionMismatchError(`${what}: mismatched event revision while applying delta snapshot, expected ${open.revision} but applied ${applied}`);
+  }
+  return { revisions: 1, events: open.ops.length, lastRevision: applied };
 }

@@ -50,6 +50,8 @@ export interface OfflineReplayInput {
   logger: Logger;
   /** Called after each delta with its snapshot and the revision reached (progress logs). */
   onDelta?: (snap: Snapshot, revision: number) => void;
+  /** Called when a delta's first events continue the previous delta's last revision (see OpenRevision). */
+  onContinued?: (snap: Snapshot, revision: number) => void;
 }
 
 export interface OfflineReplayResult {
@@ -176,6 +178,9 @@ class DeltaRevisions {
   revisionsApplied = 0;
   eventsApplied = 0;
   private readonly keys = new Map<string, KeyState>();
+  /** The revision whose events are being written (0 before the first delta event) and its next sub revision. */
+  private openRevision = 0;
+  private sub = 0;
 
   constructor(
     private readonly baseRevision: number,
@@ -189,7 +194,7 @@ class DeltaRevisions {
       const what = `delta snapshot ${snap.snapName}`;
       try {
         if (this.revision >= this.input.targetRevision) continue;
-        yield* this.deltaEntries(file, what);
+        yield* this.deltaEntries(snap, file, what);
       } finally {
         await rm(file, { force: true });
       }
@@ -204,29 +209,33 @@ class DeltaRevisions {
     }
   }
 
-  private async *deltaEntries(file: string, what: string): AsyncGenerator<WriterEntry> {
+  private async *deltaEntries(snap: Snapshot, file: string, what: string): AsyncGenerator<WriterEntry> {
     const parser = new DeltaPayloadParser(what);
     createReadStream(file, { highWaterMark: 1 << 20 })
       .on('error', (err) => parser.destroy(err))
       .pipe(parser);
-    let sub = 0;
-    let groupRevision = 0;
+    // The revision being written stays open across deltas: a snapshotter that cut inside a transaction
+    // (the Go one does at its memory limit) left the rest of that revision at the start of the next delta.
+    let first = true;
     try {
       for await (const ev of parser as AsyncIterable<DeltaEvent>) {
-        if (ev.modRevision <= this.revision && ev.modRevision !== groupRevision) continue;
+        if (ev.modRevision <= this.revision && ev.modRevision !== this.openRevision) continue;
         if (ev.modRevision > this.input.targetRevision) break;
-        if (ev.modRevision !== groupRevision) {
+        if (ev.modRevision !== this.openRevision) {
           if (ev.modRevision !== this.revision + 1) {
             throw new RevisionMismatchError(
               `${what}: mismatched event revision while applying delta snapshot, expected ${this.revision + 1} but the next event is at ${ev.modRevision}`,
             );
           }
-          groupRevision = ev.modRevision;
-          this.revision = groupRevision;
+          this.openRevision = ev.modRevision;
+          this.revision = ev.modRevision;
           this.revisionsApplied++;
-          sub = 0;
+          this.sub = 0;
+        } else if (first) {
+          this.input.onContinued?.(snap, ev.modRevision);
         }
-        yield this.entry(ev, sub++, what);
+        first = false;
+        yield this.entry(ev, this.sub++, what);
         this.eventsApplied++;
       }
     } finally {

@@ -11,7 +11,7 @@ import type { EtcdBinaries } from '../etcd/binaries.js';
 import { startLocalEtcd, type LocalEtcd } from '../etcd/local-etcd.js';
 import { compact } from '../etcd/ops.js';
 import { currentRevision } from '../snapshotter/full-snapshot.js';
-import { applyDeltaFile } from './apply.js';
+import { applyDeltaFile, commitOpenRevision, type OpenRevision } from './apply.js';
 import { fetchDeltasInOrder } from './fetch.js';
 import type { RestorePlan } from './plan.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable, replayDeltasOffline } from './offline-replay.js';
@@ -184,6 +184,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
           ...(mode === 'auto' ? { maxBytes: Math.floor(opts.embeddedEtcdQuotaBytes * QUOTA_DEFRAG_RATIO) } : {}),
           logger,
           onDelta: (snap, rev) => progress.delta(snap, rev),
+          onContinued: (snap, rev) => logContinuedRevision(logger, snap.snapName, rev),
         });
         revision = r.revision;
         deltasApplied = r.deltasApplied;
@@ -220,20 +221,31 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       revision = await currentRevision(client, 30_000);
       const progress = new Progress(plan, revision, logger);
       let leanFailed = false;
+      let open: OpenRevision | undefined;
       for await (const { snap, file } of replayed ? [] : fetchDeltasInOrder(store, plan.deltas, {
         maxFetchers: opts.maxFetchers,
         tempDir: scratch,
         ...(opts.signal ? { signal: opts.signal } : {}),
       })) {
+        const what = `delta snapshot ${snap.snapName}`;
         try {
-          const r = await applyDeltaFile(client, file, `delta snapshot ${snap.snapName}`, revision, plan.targetRevision);
+          const r = await applyDeltaFile(client, file, what, {
+            currentRevision: revision,
+            stopAtRevision: plan.targetRevision,
+            carry: open,
+            // The last delta's last revision has nothing after it to continue it.
+            holdLast: snap.snapName !== plan.deltas.at(-1)?.snapName,
+            onContinued: (rev) => logContinuedRevision(logger, snap.snapName, rev),
+          });
           revision = r.lastRevision;
           revisionsApplied += r.revisions;
+          open = r.open;
         } finally {
           await rm(file, { force: true });
         }
         const expected = Math.min(snap.lastRevision, plan.targetRevision);
-        const now = await currentRevision(client, 30_000);
+        // A held-back last revision is written with the next delta (or after the last one).
+        const now = open ? open.revision : await currentRevision(client, 30_000);
         if (now !== expected && now < expected) {
           throw new Error(
             `mismatched event revision while applying delta snapshot ${snap.snapName}, expected ${expected} but applied ${now}`,
@@ -247,6 +259,11 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         if (leanFailed || (await nearQuota(client, opts.embeddedEtcdQuotaBytes))) {
           leanFailed = !(await lean(client, revision, opts.embeddedEtcdQuotaBytes, logger));
         }
+      }
+      if (open) {
+        revision = (await commitOpenRevision(client, open, `revision ${open.revision}`)).lastRevision;
+        revisionsApplied++;
+        open = undefined;
       }
       if (!replayed) replayMs = Date.now() - replayStarted;
     }
@@ -372,6 +389,14 @@ async function fetchFull(store: SnapStore, snap: Snapshot, file: string, signal?
   const out = createWriteStream(file, { mode: 0o600, highWaterMark: 1 << 20 });
   await pipeline(raw, decompress, out, signal ? { signal } : {});
   return file;
+}
+
+/** Said once per delta that continues the previous one's last revision (both replay paths join them). */
+export function logContinuedRevision(logger: Logger, snapName: string, revision: number): void {
+  logger.warn(
+    { snapshot: snapName, revision },
+    'delta snapshot continues the previous delta\'s last revision (its snapshotter cut the deltas inside a transaction); applying both parts as that one revision',
+  );
 }
 
 async function nearQuota(client: Etcd3, quota: number): Promise<boolean> {

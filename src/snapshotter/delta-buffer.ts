@@ -44,7 +44,7 @@ export function* deltaPayloadBatches(p: DeltaPayload, batchBytes = 64 * 1024): G
 /**
  * Collects watch events in upstream's delta JSON form, hashing as it goes. The size it reports is what
  * upstream compares with `--delta-snapshot-memory-limit`: the opening `[` plus the events joined by `,`.
- * Callers check `size` after every event, so the buffer never exceeds the limit by more than one event.
+ * Callers check `size` between revisions, so the buffer exceeds the limit by at most one revision's events.
  */
 export class DeltaBuffer {
   private parts: Buffer[] = [];

@@ -252,7 +252,7 @@ export class Snapshotter {
         }
       },
       onEvents: (events, headerRevision) => {
-        for (const ev of events) this.appendEvent(ev, pending);
+        this.appendEvents(events, pending);
         if (headerRevision >= target || this.buffer.lastRevision >= target) reached();
       },
       onError: (err) => {
@@ -285,32 +285,42 @@ export class Snapshotter {
     return true;
   }
 
-  private appendEvent(ev: DeltaEvent, pending?: Promise<unknown>[]): void {
-    if (this.timelineChanged || ev.modRevision <= this.prevLastRevision) return;
-    this.buffer.append(ev);
-    this.deps.metrics.snapshotRequired.labels('Incr').set(1);
-    // Cut at the limit after every event, so the buffer never holds more than limit + one event.
-    if (this.buffer.size >= this.config.deltaSnapshotMemoryLimit) {
-      const payload = this.buffer.take()!;
-      this.deps.logger.info(
-        { bytes: payload.byteLength - 32, limit: this.config.deltaSnapshotMemoryLimit },
-        'Delta events memory crossed the memory limit; taking a delta snapshot',
-      );
-      const save = this.serial(() => this.saveDelta(payload)).then(
-        () => this.armDeltaTimer(),
-        (err: unknown) => this.fail(err),
-      );
-      pending?.push(save);
+  /**
+   * Buffers one watch response's events. The buffer is cut at the memory limit only between revisions: a
+   * transaction's events share one revision, and a delta that ended inside one would lose the rest of it
+   * (replay skips events at or below the revision it has applied). etcd never splits a revision across watch
+   * responses, so the end of a response is a revision boundary too.
+   */
+  private appendEvents(events: readonly DeltaEvent[], pending?: Promise<unknown>[]): void {
+    for (const ev of events) {
+      if (this.timelineChanged || ev.modRevision <= this.prevLastRevision) continue;
+      if (!this.buffer.isEmpty && ev.modRevision > this.buffer.lastRevision) this.cutAtLimit(pending);
+      this.buffer.append(ev);
+      this.deps.metrics.snapshotRequired.labels('Incr').set(1);
     }
+    this.cutAtLimit(pending);
+  }
+
+  /** Saves the buffer as a delta when it holds the memory limit or more; call only at a revision boundary. */
+  private cutAtLimit(pending?: Promise<unknown>[]): void {
+    if (this.timelineChanged || this.buffer.size < this.config.deltaSnapshotMemoryLimit) return;
+    const payload = this.buffer.take()!;
+    this.deps.logger.info(
+      { bytes: payload.byteLength - 32, limit: this.config.deltaSnapshotMemoryLimit },
+      'Delta events memory crossed the memory limit; taking a delta snapshot',
+    );
+    const save = this.serial(() => this.saveDelta(payload)).then(
+      () => this.armDeltaTimer(),
+      (err: unknown) => this.fail(err),
+    );
+    pending?.push(save);
   }
 
   private async openWatch(): Promise<void> {
     await this.closeWatch();
     this.watch = await watchAllKeys(this.deps.client, this.prevLastRevision + 1, {
       onHeader: (revision, clusterId) => this.observeEtcd({ revision, clusterId }),
-      onEvents: (events) => {
-        for (const ev of events) this.appendEvent(ev);
-      },
+      onEvents: (events) => this.appendEvents(events),
       onError: (err) => this.fail(err),
     });
   }

@@ -23,7 +23,8 @@ import { UPSTREAM_V023 } from '../support/fixtures.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
-import { client, dump, type Dump } from './support.js';
+import { readDeltaEvents } from '../support/deltas.js';
+import { client, copyFullAs, dump, writeDelta, type Dump } from './support.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -204,6 +205,43 @@ describe('offline replay = online replay', () => {
       expect(seen.revision).toBe(lastRevision);
       expect(seen.latest.kvs.length).toBeGreaterThan(50);
     }, 180_000);
+
+    it('a transaction cut across two deltas (as the Go snapshotter cuts at its memory limit) is replayed as one revision by both paths', async () => {
+      const splitDir = await mkdtemp(join(tmpdir(), 'etcdbr-oracle-split-'));
+      const split = await openLocalStore(join(splitDir, 'store'), splitDir);
+      try {
+        const list = await store.list();
+        const full = list.find((x) => x.kind === 'Full')!;
+        await copyFullAs(store, full, split, full.lastRevision);
+        let cut = 0;
+        for (const d of list.filter((x) => x.kind === 'Incr')) {
+          const events = await readDeltaEvents(store, d);
+          const counts = new Map<number, number>();
+          for (const e of events) counts.set(e.modRevision, (counts.get(e.modRevision) ?? 0) + 1);
+          const txnRevision = [...counts].find(([, n]) => n >= 3)?.[0];
+          if (txnRevision === undefined || cut > 0) {
+            await writeDelta(split, events, d.startRevision, d.createdOn);
+            continue;
+          }
+          // The first event of the transaction ends one delta; the rest start the next one, which is named
+          // from the revision after (Incr-<prev last + 1>-…), exactly as the Go snapshotter names it.
+          const at = events.findIndex((e) => e.modRevision === txnRevision) + 1;
+          await writeDelta(split, events.slice(0, at), d.startRevision, d.createdOn);
+          await writeDelta(split, events.slice(at), txnRevision + 1, new Date(d.createdOn.getTime() + 1000));
+          cut = txnRevision;
+        }
+        expect(cut).toBeGreaterThan(0);
+        const whole = await expectSameDatabase(store, {}, () => [cut - 1, cut, cut + 1]);
+        const joined = await expectSameDatabase(split, {}, () => [cut - 1, cut, cut + 1]);
+        expect(joined.revision).toBe(lastRevision);
+        expect(joined.hashKv).toEqual(whole.hashKv);
+        expect(joined.latest).toEqual(whole.latest);
+        expect(joined.history).toEqual(whole.history);
+      } finally {
+        await split.close();
+        await rm(splitDir, { recursive: true, force: true });
+      }
+    }, 240_000);
 
     it('point in time: --to-revision in the middle of a delta', async () => {
       const target = midDelta[2]!;

@@ -111,6 +111,29 @@ describe('snapshotter against a real etcd and a Local store', () => {
     }
   });
 
+  it('cuts at the memory limit only between revisions, so a transaction is never split across deltas', async () => {
+    const s = await make({ deltaSnapshotPeriodMs: 60_000, deltaSnapshotMemoryLimit: 4096 });
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    // One revision of 12 puts of ~1.4 KiB of JSON each: three times the limit in a single transaction.
+    const puts = Array.from({ length: 12 }, (_, i) => client.put(`txn${i}`).value('t'.repeat(1000)));
+    await client.if('txn0', 'Version', '==', 0).then(...puts).commit();
+    const txnRev = await rev();
+    await client.put('after').value('a');
+    await until(async () => (await store.list()).some((x) => x.kind === 'Incr' && x.lastRevision >= txnRev));
+    stop.abort();
+    await running;
+    const events = await expectContiguousChain(store, await rev());
+    expect(events.filter((e) => e.modRevision === txnRev)).toHaveLength(12);
+    const holding: number[] = [];
+    for (const d of (await store.list()).filter((x) => x.kind === 'Incr')) {
+      const revs = (await readDeltaEvents(store, d)).map((e) => e.modRevision);
+      if (revs.includes(txnRev)) holding.push(revs.filter((r) => r === txnRev).length);
+    }
+    expect(holding).toEqual([12]);
+  });
+
   it('writes a final full snapshot once per revision', async () => {
     const s = await make();
     const stop = new AbortController();
