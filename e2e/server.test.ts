@@ -133,7 +133,9 @@ describe('etcdbrctl server (process) with a Local store', () => {
       s.child.kill('SIGINT');
       await logged(s, 'received SIGINT: shutting down in order');
       s.child.kill('SIGINT');
-      await logged(s, 'received SIGINT again within 10m0s: the same stop request');
+      await logged(s, 'received SIGINT again within 10m0s: the same stop request').catch((err: unknown) => {
+        throw new Error(`${(err as Error).message}; the process ${s.child.exitCode === null ? 'still runs' : `exited with ${s.child.exitCode}`}; its log:\n${s.logs()}`);
+      });
       resumeEtcd();
       expect(await s.exited).toBe(0);
       expect(s.logs()).toContain('"msg":"server stopped"');

@@ -61,15 +61,7 @@ export async function startSidecar(args: string[], env: NodeJS.ProcessEnv = {}):
   };
 }
 
-export async function waitFor<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+export { waitFor } from '../../test/support/wait.js';
 
 /** The flags of a Local store at `storeDir`, with `tempDir` as `--snapstore-temp-directory`. */
 export function localStoreFlags(storeDir: string, tempDir: string): string[] {

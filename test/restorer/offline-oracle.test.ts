@@ -23,6 +23,8 @@ import { UPSTREAM_V023 } from '../support/fixtures.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
+import { waitFor } from '../support/wait.js';
+import type { Snapshotter } from '../../src/snapshotter/snapshotter.js';
 import { readDeltaEvents } from '../support/deltas.js';
 import { client, copyFullAs, dump, writeDelta, type Dump } from './support.js';
 
@@ -122,7 +124,7 @@ describe('offline replay = online replay', () => {
       const running = snapshotter.run(run.signal, true);
       expect(await waitForFull(store)).toBe(1);
       for (let i = 0; i < 5; i++) await c.put(`/first/${i}`).value(`v${i}`);
-      await snapshotter.triggerDeltaSnapshot();
+      await deltaThrough(snapshotter, 6);
       run.abort();
       await running;
       const seen = await expectSameDatabase(store, {}, () => [1, 3]);
@@ -182,7 +184,7 @@ describe('offline replay = online replay', () => {
           await c.put(`/pre/${round}`).value(`updated-${round}`);
           rev = Number((await c.put(`/k/${round}/end`).value('end').exec()).header.revision);
           midDelta.push(rev - 6);
-          await snapshotter.triggerDeltaSnapshot();
+          await deltaThrough(snapshotter, rev);
         }
         lastRevision = rev;
         await lease.revoke();
@@ -251,11 +253,11 @@ describe('offline replay = online replay', () => {
   });
 });
 
+/** Takes delta snapshots until one reaches `revision` (a trigger saves only what the watch delivered yet). */
+async function deltaThrough(snapshotter: Snapshotter, revision: number): Promise<void> {
+  await waitFor(async () => ((await snapshotter.triggerDeltaSnapshot())?.lastRevision === revision ? true : undefined), `a delta through revision ${revision}`);
+}
+
 async function waitForFull(store: SnapStore): Promise<number> {
-  for (let i = 0; i < 600; i++) {
-    const full = (await store.list()).find((s) => s.kind === 'Full');
-    if (full) return full.lastRevision;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('no full snapshot');
+  return waitFor(async () => (await store.list()).find((s) => s.kind === 'Full')?.lastRevision, 'a full snapshot');
 }
