@@ -3,7 +3,8 @@
  * the online replay through etcd on the same chain, and a chain of a million revisions end to end.
  *
  *   npm run bench -- offline-replay [-- --runs=3 --only=rate,million]
- *   env: BENCH_REVISIONS (50000: the rate chain), BENCH_MILLION (1000000), ETCDBRCTL_PEER (optional: the Go
+ *   env: BENCH_REVISIONS (50000: the rate chain), BENCH_MILLION (1000000), BENCH_MILLION_STORE (a directory
+ *   that keeps the million chain between runs), ETCDBRCTL_PEER (optional: the Go
  *   etcdbrctl binary; when set, it restores the million chain too and ours ÷ peer is printed)
  *
  * (rate) a real base snapshot plus BENCH_REVISIONS single-op revisions (10 % new keys, the rest overwrites,
@@ -17,6 +18,7 @@
  * Medians over the runs; the last line is JSON.
  */
 import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { readFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -152,10 +154,16 @@ function runRestoreProcess(cmd: string, args: string[]): Promise<ChildRun> {
 }
 
 async function benchMillion(tmp: string, runs: number, revisions: number) {
-  const root = path.join(tmp, 'million-store');
-  const t0 = Date.now();
-  const { deltas } = await chainStore(root, tmp, revisions);
-  console.log(`  chain: ${revisions} revisions in ${deltas} gzip deltas (${((Date.now() - t0) / 1000).toFixed(1)} s to write)`);
+  // BENCH_MILLION_STORE keeps the chain between bench runs (written once, reused while it exists).
+  const kept = process.env.BENCH_MILLION_STORE;
+  const root = kept ?? path.join(tmp, 'million-store');
+  if (kept && existsSync(path.join(kept, 'v2'))) {
+    console.log(`  chain: reusing ${kept}`);
+  } else {
+    const t0 = Date.now();
+    const { deltas } = await chainStore(root, tmp, revisions);
+    console.log(`  chain: ${revisions} revisions in ${deltas} gzip deltas (${((Date.now() - t0) / 1000).toFixed(1)} s to write)`);
+  }
   const ours: ChildRun[] = [];
   const peer: ChildRun[] = [];
   const peerBin = process.env.ETCDBRCTL_PEER;

@@ -63,6 +63,12 @@ function toEvent(raw: RawElement, where: string): DeltaEvent {
 }
 
 /**
+ * How much of a decompressed delta to read at a time for parsing: small enough that one chunk's events die
+ * young in V8's (2 MiB) young generation, large enough that a read costs nothing per event.
+ */
+export const DELTA_READ_BYTES = 64 * 1024;
+
+/**
  * Streams a decompressed delta payload (JSON array ‖ sha256) into DeltaEvent objects, one element at
  * a time, so a 200 MB delta is never one string. The trailer is checked at the end: consumers that
  * must not act on unverified events should buffer or spool until the stream finished.

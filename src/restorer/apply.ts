@@ -1,7 +1,7 @@
 import { createReadStream } from 'node:fs';
 import type { Etcd3 } from 'etcd3';
 import type { DeltaEvent } from '../backup/delta-format.js';
-import { DeltaPayloadParser } from '../backup/delta-parse.js';
+import { DELTA_READ_BYTES, DeltaPayloadParser } from '../backup/delta-parse.js';
 
 interface RawRequestOp {
   request_put?: { key: Buffer; value: Buffer };
@@ -64,7 +64,9 @@ export async function applyDeltaFile(
 ): Promise<ApplyResult & { open?: OpenRevision }> {
   const kv = rawKv(client);
   const parser = new DeltaPayloadParser(what);
-  createReadStream(file, { highWaterMark: 1 << 20 })
+  // 64 KiB reads: the parser turns a whole chunk into events at once, and a 1 MiB chunk's thousands of
+    // events outlived V8's young generation, so the old one filled with dead events (1M revisions: +90 MB RSS).
+    createReadStream(file, { highWaterMark: DELTA_READ_BYTES })
     .on('error', (err) => parser.destroy(err))
     .pipe(parser);
   const stopAtRevision = opts.stopAtRevision ?? Number.MAX_SAFE_INTEGER;
