@@ -10,7 +10,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { access, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import { latestSet, newSnapshot, policyForSuffix, suffixForPolicy, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { CompactorConfig, RestorationConfig } from '../config/types.js';
@@ -20,7 +20,9 @@ import { compact } from '../etcd/ops.js';
 import type { SnapshotLeases } from '../k8s/snapshot-leases.js';
 import { planRestore } from '../restorer/plan.js';
 import { backendPath, executeRestore, reenableAuth, restoreSettings } from '../restorer/restore.js';
-import { currentRevision, saveVerifiedFullSnapshot, takeFullSnapshot } from '../snapshotter/full-snapshot.js';
+import { saveVerifiedFullSnapshot, takeFullSnapshot } from '../snapshotter/full-snapshot.js';
+import { connectLocalEtcd } from '../etcd/client.js';
+import { currentRevision } from '../etcd/ops.js';
 
 /** Upstream `etcdDialTimeout`: bounds the revision read on the local etcd. */
 const REVISION_READ_TIMEOUT_MS = 30_000;
@@ -113,10 +115,7 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
     const restoreMs = Date.now() - started;
     logger.info({ revision: restored.revision, deltasApplied: restored.deltasApplied, ms: restoreMs }, 'Restoration for compaction is over');
 
-    client = new Etcd3({
-      hosts: etcd.clientUrl,
-      grpcOptions: { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 },
-    });
+    client = await connectLocalEtcd(etcd.clientUrl);
     const revision = await currentRevision(client, REVISION_READ_TIMEOUT_MS);
     const dbSizeBefore = await dbSize(client);
     await compactAt(client, revision, cc.snapshotTimeout, logger);

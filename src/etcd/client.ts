@@ -1,5 +1,24 @@
 import { readFile } from 'node:fs/promises';
-import { Etcd3, type IOptions } from 'etcd3';
+import type { Etcd3, IOptions } from 'etcd3';
+
+/**
+ * The etcd3 library, loaded on first use: it builds its gRPC services from .proto files when imported
+ * (about 200 ms), which a command that never talks to etcd (ls, a restore with offline replay) need not pay.
+ */
+function etcd3Library(): Promise<typeof import('etcd3')> {
+  return import('etcd3');
+}
+
+/**
+ * A client of an etcd this process started itself (a restore's or compaction's replay etcd): plain
+ * HTTP/2 on loopback, no credentials, messages of any size.
+ */
+export async function connectLocalEtcd(clientUrl: string): Promise<Etcd3> {
+  return new (await etcd3Library()).Etcd3({
+    hosts: clientUrl,
+    grpcOptions: { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 },
+  });
+}
 
 /** What the etcd-connection flag group decides about reaching etcd (upstream §1.1). */
 export interface EtcdClientOptions {
@@ -73,7 +92,7 @@ export async function createEtcdClient(opts: EtcdClientOptions): Promise<Etcd3> 
     // Without files, etcd3 sees the https:// hosts and uses TLS with the default roots.
   }
   if (opts.username && opts.password) options.auth = { username: opts.username, password: opts.password };
-  const client = new Etcd3(options);
+  const client = new (await etcd3Library()).Etcd3(options);
   if (useTls && opts.insecureSkipVerify) skipServerCertificateVerification(client);
   return client;
 }

@@ -13,3 +13,12 @@ export async function compact(client: Etcd3, revision: number, opts: { physical?
     opts.timeoutMs ? { deadline: new Date(Date.now() + opts.timeoutMs) } : undefined,
   );
 }
+
+/** etcd's current revision (the header of a one-key read), within `timeoutMs`. */
+export async function currentRevision(client: Etcd3, timeoutMs: number): Promise<number> {
+  const res = await client
+    .get('foo')
+    .options({ deadline: new Date(Date.now() + timeoutMs) })
+    .exec();
+  return Number(res.header.revision);
+}

@@ -1,6 +1,6 @@
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import { Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import type { SnapStore } from '@etcdbrctl/snapstore';
 import type { Logger } from '../log.js';
 import type { EtcdBinaries } from '../etcd/binaries.js';
@@ -8,7 +8,8 @@ import { startLocalEtcd } from '../etcd/local-etcd.js';
 import type { Metrics } from '../metrics.js';
 import { planRestore } from '../restorer/plan.js';
 import { executeRestore, type RestoreOptions } from '../restorer/restore.js';
-import { currentRevision } from '../snapshotter/full-snapshot.js';
+import { connectLocalEtcd } from '../etcd/client.js';
+import { currentRevision } from '../etcd/ops.js';
 import { readWalMetadata } from '../wal/verify.js';
 import type { MemberControl } from '../cluster/members.js';
 import { decideBootstrap, type BootstrapDecision, type FailCode } from './bootstrap.js';
@@ -301,7 +302,7 @@ async function tempDirHygiene(opts: InitializerOptions): Promise<void> {
  */
 async function catchUpFromWal(dataDir: string, target: number, opts: InitializerOptions): Promise<boolean> {
   const etcd = await startLocalEtcd({ binaries: await opts.binaries(), dataDir, name: opts.restore.name });
-  const client = new Etcd3({ hosts: etcd.clientUrl });
+  const client = await connectLocalEtcd(etcd.clientUrl);
   try {
     const deadline = Date.now() + 60_000;
     for (;;) {

@@ -2,7 +2,7 @@ import { ReadStream, createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { Etcd3 } from 'etcd3';
+import type { Etcd3 } from 'etcd3';
 import { createDecompressStream, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { setAuthEnabled } from '../bbolt/patch.js';
 import type { RestorationConfig } from '../config/types.js';
@@ -10,7 +10,8 @@ import { restoreBaseSnapshot } from '../etcd/base-restore.js';
 import type { EtcdBinaries } from '../etcd/binaries.js';
 import { startLocalEtcd, type LocalEtcd } from '../etcd/local-etcd.js';
 import { compact } from '../etcd/ops.js';
-import { currentRevision } from '../snapshotter/full-snapshot.js';
+import { connectLocalEtcd } from '../etcd/client.js';
+import { currentRevision } from '../etcd/ops.js';
 import { applyDeltaFile, commitOpenRevision, type OpenRevision } from './apply.js';
 import { fetchDeltasInOrder } from './fetch.js';
 import type { RestorePlan } from './plan.js';
@@ -213,10 +214,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         maxTxnOps: opts.maxTxnOps,
         unsafeNoFsync: !opts.fsync,
       });
-      client = new Etcd3({
-        hosts: etcd.clientUrl,
-        grpcOptions: { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 },
-      });
+      client = await connectLocalEtcd(etcd.clientUrl);
       const replayStarted = Date.now();
       revision = await currentRevision(client, 30_000);
       const progress = new Progress(plan, revision, logger);

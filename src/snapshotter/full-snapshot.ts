@@ -10,6 +10,7 @@ import {
   type Snapshot,
 } from '@etcdbrctl/snapstore';
 import { FullSnapshotVerifier } from '../backup/full-verify.js';
+import { currentRevision } from '../etcd/ops.js';
 
 export interface FullSnapshotDeps {
   client: Etcd3;
@@ -55,15 +56,6 @@ async function openSnapshotStream(client: Etcd3, deadline: Date): Promise<Snapsh
   // Errors reach the reader through the async iterator; this only keeps an early one from being unhandled.
   stream.on('error', () => undefined);
   return stream;
-}
-
-/** The store revision now, from the header of a cheap read. */
-export async function currentRevision(client: Etcd3, timeoutMs: number): Promise<number> {
-  const res = await client
-    .get('foo')
-    .options({ deadline: new Date(Date.now() + timeoutMs) })
-    .exec();
-  return Number(res.header.revision);
 }
 
 /**

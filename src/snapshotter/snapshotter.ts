@@ -12,7 +12,8 @@ import { watchAllKeys, type AllKeysWatch } from '../etcd/watch.js';
 import { failureLabel, type Metrics } from '../metrics.js';
 import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
 import { saveDeltaSnapshot } from './delta-snapshot.js';
-import { currentRevision, takeSizedFullSnapshot } from './full-snapshot.js';
+import { currentRevision } from '../etcd/ops.js';
+import { takeSizedFullSnapshot } from './full-snapshot.js';
 import { isZeroTime, type CronSchedule } from './schedule.js';
 import { advanceTimeline, continuesTimeline, type TimelinePoint } from './timeline.js';
 
