@@ -2,11 +2,13 @@
  * Restore with offline delta replay (the default): how fast the delta revisions go into the backend, against
  * the online replay through etcd on the same chain, and a chain of a million revisions end to end.
  *
- *   npm run bench -- offline-replay [-- --runs=3 --only=rate,million]
+ *   npm run bench -- offline-replay [-- --runs=3 --only=small,rate,million]
  *   env: BENCH_REVISIONS (50000: the rate chain), BENCH_MILLION (1000000), BENCH_MILLION_STORE (a directory
  *   that keeps the million chain between runs), ETCDBRCTL_PEER (optional: the Go
  *   etcdbrctl binary; when set, it restores the million chain too and ours ÷ peer is printed)
  *
+ * (small) the Go-written gzip fixture (2.7 MB backend, a base and 4 deltas) restored by the CLI in a child
+ *        process, at least 5 runs: the fixed cost of a restore (process start, modules, base restore).
  * (rate) a real base snapshot plus BENCH_REVISIONS single-op revisions (10 % new keys, the rest overwrites,
  *        one in 50 a delete) as gzip deltas of 10,000 events, written straight into a Local store with
  *        create revisions and versions as etcd writes them. `executeRestore` with --delta-replay=offline and
@@ -197,9 +199,32 @@ async function benchMillion(tmp: string, runs: number, revisions: number) {
   return { ours, peer };
 }
 
+/**
+ * A small restore end to end: the Go-written `gzip` fixture (a 2.7 MB backend: a base and 4 deltas, 84
+ * revisions) restored by the CLI, where process start, module loading and the base restore dominate.
+ */
+async function benchSmall(tmp: string, runs: number) {
+  const root = path.join(benchDir, '..', '..', 'test', 'fixtures', 'upstream-v0.23', 'gzip', 'snapstore');
+  const ours: ChildRun[] = [];
+  const peer: ChildRun[] = [];
+  const peerBin = process.env.ETCDBRCTL_PEER;
+  for (let r = 0; r < runs; r++) {
+    const dir = await mkdtemp(path.join(tmp, 'small-'));
+    try {
+      const common = ['restore', '--storage-provider=Local', `--store-container=${root}`];
+      const at = (who: string) => [`--data-dir=${path.join(dir, who)}`, `--restoration-temp-snapshots-dir=${path.join(dir, `${who}-tmp`)}`];
+      ours.push(await runRestoreProcess(process.execPath, [BIN, ...common, ...at('ours')]));
+      if (peerBin) peer.push(await runRestoreProcess(peerBin, [...common, ...at('peer')]));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+  return { ours, peer };
+}
+
 async function main(): Promise<void> {
   const runs = arg('runs', 3);
-  const only = (flag('only') ?? 'rate,million').split(',');
+  const only = (flag('only') ?? 'small,rate,million').split(',');
   const revisions = Number(process.env.BENCH_REVISIONS ?? 50_000);
   const million = Number(process.env.BENCH_MILLION ?? 1_000_000);
   const binaries = await etcdBinaries();
@@ -208,6 +233,15 @@ async function main(): Promise<void> {
   console.log(`etcd ${binaries.version}, node ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg()[0]!.toFixed(2)}, runs ${runs}`);
   const summary: Record<string, unknown> = { bench: 'offline-replay', etcd: binaries.version, runs };
   try {
+    if (only.includes('small')) {
+      console.log('\n(small) the Go-written gzip fixture (2.7 MB backend, 84 delta revisions) restored by bin/etcdbrctl restore');
+      const { ours, peer } = await benchSmall(tmp, Math.max(runs, 5));
+      const secs = median(ours.map((r) => r.seconds));
+      let line = `median ${secs.toFixed(2)} s, peak RSS ${median(ours.map((r) => r.peakRssMB))} MB`;
+      if (peer.length > 0) line += `; peer ${median(peer.map((r) => r.seconds)).toFixed(2)} s, ours ÷ peer ${(secs / median(peer.map((r) => r.seconds))).toFixed(2)}`;
+      console.log(line);
+      summary.small = { seconds: Math.round(secs * 100) / 100, ...(peer.length > 0 ? { peerSeconds: median(peer.map((r) => r.seconds)) } : {}) };
+    }
     if (only.includes('rate')) {
       console.log(`\n(rate) delta replay of ${revisions} revisions, offline against online`);
       const { rates, totals } = await benchRate(binaries, tmp, runs, revisions);
