@@ -7,10 +7,11 @@
  *
  * (a) replay: a real base snapshot (a few hundred keys) plus BENCH_REVISIONS single-put revisions as gzip
  *     deltas of 5,000 events (written straight into a Local store with the snapshotter's DeltaBuffer and
- *     saveDeltaSnapshot). executeRestore replays them; the rate is revisions / replayMs (from the replay
+ *     saveDeltaSnapshot). executeRestore replays them online (--delta-replay=online: through etcd; the
+ *     offline path has its own bench, offline-replay); the rate is revisions / replayMs (from the replay
  *     etcd answering to the last delta applied). FLOOR, measured in the same run: the same base restored
  *     into the same kind of local etcd, then a plain loop of the same number of sequential single-put
- *     transactions (the raw KV txn call apply.ts makes, requests pre-built). Variants: on disk with fsync
+ *     transactions (through the lean gRPC client and encoding the replay uses, requests pre-built). Variants: on disk with fsync
  *     on and (etcd 3.5+, --unsafe-no-fsync) off; and on tmpfs (/dev/shm; BENCH_NO_TMPFS=1 skips it), which
  *     on etcd 3.4 (no way to turn its fsync off) is the only view of the replay without sync cost.
  *     Target: replay >= 80 % of the floor in every variant.
@@ -144,7 +145,7 @@ async function benchReplay(binaries: EtcdBinaries, tmp: string, shm: string | un
           const client = new Etcd3({ hosts: etcd.clientUrl });
           try {
             await client.get('warm-up').string();
-            v.floor.push(await floorLoop(client, 0, { revisions, keySpace: KEY_SPACE, valueBytes: VALUE_BYTES }));
+            v.floor.push(await floorLoop(etcd.clientUrl, 0, { revisions, keySpace: KEY_SPACE, valueBytes: VALUE_BYTES }));
           } finally {
             client.close();
             await etcd.stop();
@@ -156,7 +157,7 @@ async function benchReplay(binaries: EtcdBinaries, tmp: string, shm: string | un
       {
         const dir = await mkdtemp(path.join(root, 'replay-'));
         try {
-          const res = await executeRestore(store, plan, options(binaries, dir, { fsync, tempDir: path.join(tmp, 'scratch') }));
+          const res = await executeRestore(store, plan, options(binaries, dir, { fsync, deltaReplay: 'online', tempDir: path.join(tmp, 'scratch') }));
           if (res.revisionsApplied !== revisions) throw new Error(`replayed ${res.revisionsApplied} of ${revisions} revisions`);
           v.replay.push(res.revisionsApplied / (res.replayMs / 1000));
         } finally {

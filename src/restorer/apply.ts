@@ -1,15 +1,7 @@
 import { createReadStream } from 'node:fs';
-import type { Etcd3 } from 'etcd3';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { DELTA_READ_BYTES, DeltaPayloadParser } from '../backup/delta-parse.js';
-
-interface RawRequestOp {
-  request_put?: { key: Buffer; value: Buffer };
-  request_delete_range?: { key: Buffer };
-}
-interface RawKv {
-  txn(req: { compare: unknown[]; success: RawRequestOp[]; failure: RawRequestOp[] }): Promise<{ header: { revision: string } }>;
-}
+import type { ReplayOp, ReplayTxns } from '../etcd/replay-txns.js';
 
 export class RevisionMismatchError extends Error {
   override readonly name = 'RevisionMismatchError';
@@ -23,11 +15,6 @@ export interface ApplyResult {
   lastRevision: number;
 }
 
-/** etcd3's KV RPC client; its public API has no raw multi-op transaction with our own op list. */
-export function rawKv(client: Etcd3): RawKv {
-  return (client as unknown as { kv: RawKv }).kv;
-}
-
 /**
  * A revision whose transaction is not committed yet because the next delta may hold more of its events:
  * the Go snapshotter cuts a delta at its memory limit after any event, so one transaction's events can end
@@ -35,7 +22,7 @@ export function rawKv(client: Etcd3): RawKv {
  */
 export interface OpenRevision {
   revision: number;
-  ops: RawRequestOp[];
+  ops: ReplayOp[];
 }
 
 export interface DeltaApply {
@@ -57,12 +44,11 @@ export interface DeltaApply {
  * mod/create revisions and versions. Leases are not restored (as upstream): the keys are written without them.
  */
 export async function applyDeltaFile(
-  client: Etcd3,
+  txns: ReplayTxns,
   file: string,
   what: string,
   opts: DeltaApply,
 ): Promise<ApplyResult & { open?: OpenRevision }> {
-  const kv = rawKv(client);
   const parser = new DeltaPayloadParser(what);
   // 64 KiB reads: the parser turns a whole chunk into events at once, and a 1 MiB chunk's thousands of
     // events outlived V8's young generation, so the old one filled with dead events (1M revisions: +90 MB RSS).
@@ -74,14 +60,13 @@ export async function applyDeltaFile(
   let revision = opts.currentRevision;
   let revisions = 0;
   let events = 0;
-  let group: RawRequestOp[] = opts.carry?.ops ?? [];
+  let group: ReplayOp[] = opts.carry?.ops ?? [];
   let groupRevision = opts.carry?.revision ?? 0;
   let continued = opts.carry === undefined;
 
   const flush = async () => {
     if (group.length === 0) return;
-    const res = await kv.txn({ compare: [], success: group, failure: [] });
-    const applied = Number(res.header.revision);
+    const applied = await txns.commit(group, groupRevision);
     if (applied !== groupRevision) {
       throw new RevisionMismatchError(
         `${what}: mismatched event revision while applying delta snapshot, expected ${groupRevision} but applied ${applied}`,
@@ -121,9 +106,8 @@ export async function applyDeltaFile(
 }
 
 /** Commits a revision held back by the last delta. */
-export async function commitOpenRevision(client: Etcd3, open: OpenRevision, what: string): Promise<ApplyResult> {
-  const res = await rawKv(client).txn({ compare: [], success: open.ops, failure: [] });
-  const applied = Number(res.header.revision);
+export async function commitOpenRevision(txns: ReplayTxns, open: OpenRevision, what: string): Promise<ApplyResult> {
+  const applied = await txns.commit(open.ops, open.revision);
   if (applied !== open.revision) {
     throw new RevisionMismatchError(`${what}: mismatched event revision while applying delta snapshot, expected ${open.revision} but applied ${applied}`);
   }

@@ -12,6 +12,7 @@ import { startLocalEtcd, type LocalEtcd } from '../etcd/local-etcd.js';
 import { compact } from '../etcd/ops.js';
 import { connectLocalEtcd } from '../etcd/client.js';
 import { currentRevision } from '../etcd/ops.js';
+import { openReplayTxns, type ReplayTxns } from '../etcd/replay-txns.js';
 import { applyDeltaFile, commitOpenRevision, type OpenRevision } from './apply.js';
 import { fetchDeltasInOrder } from './fetch.js';
 import type { RestorePlan } from './plan.js';
@@ -138,6 +139,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
   await rm(partDir, { recursive: true, force: true });
   let etcd: LocalEtcd | undefined;
   let client: Etcd3 | undefined;
+  let txns: ReplayTxns | undefined;
   let handedOver = false;
   try {
     const base = plan.base;
@@ -217,6 +219,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       client = await connectLocalEtcd(etcd.clientUrl);
       const replayStarted = Date.now();
       revision = await currentRevision(client, 30_000);
+      txns = await openReplayTxns(etcd.clientUrl, client, logger);
       const progress = new Progress(plan, revision, logger);
       let leanFailed = false;
       let open: OpenRevision | undefined;
@@ -227,7 +230,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       })) {
         const what = `delta snapshot ${snap.snapName}`;
         try {
-          const r = await applyDeltaFile(client, file, what, {
+          const r = await applyDeltaFile(txns, file, what, {
             currentRevision: revision,
             stopAtRevision: plan.targetRevision,
             carry: open,
@@ -259,10 +262,12 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         }
       }
       if (open) {
-        revision = (await commitOpenRevision(client, open, `revision ${open.revision}`)).lastRevision;
+        revision = (await commitOpenRevision(txns, open, `revision ${open.revision}`)).lastRevision;
         revisionsApplied++;
         open = undefined;
       }
+      await txns.close();
+      txns = undefined;
       if (!replayed) replayMs = Date.now() - replayStarted;
     }
     const result: RestoreResult = {
@@ -293,6 +298,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     logger.info({ revision, deltasApplied, revisionsApplied, replayMs, ms: result.durationMs }, 'restore finished');
     return result;
   } catch (err) {
+    await txns?.close().catch(() => undefined);
     client?.close();
     await etcd?.stop();
     await rm(partDir, { recursive: true, force: true });

@@ -18,7 +18,7 @@
  * hand-encoded `etcdserverpb.PutRequest` (key = field 1, value = field 2) and a `PutResponse` whose
  * header revision (field 1 → field 3) is read back.
  */
-import { H2UnaryClient } from './h2-unary-client.js';
+import { H2UnaryClient } from '../../../src/etcd/h2-unary-client.js';
 import { putFrame } from './put-frame.js';
 import type { PutLoadResult } from './put-load-result.js';
 

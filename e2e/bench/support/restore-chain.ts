@@ -8,7 +8,8 @@ import type { Etcd3 } from 'etcd3';
 import { createCompressStream, newSnapshot, silentLogger, suffixForPolicy } from '../../../snapstore/src/index.js';
 import type { CompressionPolicy, SnapStore, Snapshot } from '../../../snapstore/src/index.js';
 import { encodeDeltaEvent, type DeltaEvent } from '../../../src/backup/delta-format.js';
-import { rawKv } from '../../../src/restorer/apply.js';
+import { H2UnaryClient } from '../../../src/etcd/h2-unary-client.js';
+import { encodeTxnRequest } from '../../../src/etcd/txn-wire.js';
 import { DeltaBuffer } from '../../../src/snapshotter/delta-buffer.js';
 import { saveDeltaSnapshot } from '../../../src/snapshotter/delta-snapshot.js';
 import { takeFullSnapshot } from '../../../src/snapshotter/full-snapshot.js';
@@ -189,18 +190,23 @@ export async function writeLargeDelta(
 }
 
 /**
- * FLOOR: `revisions` sequential single-put transactions, the same raw KV txn call and request shape as
- * apply.ts, requests built before the clock starts. Returns revisions per second.
+ * FLOOR: `revisions` sequential single-put transactions through the same lean gRPC client and request
+ * encoding as the online replay (src/etcd/replay-txns.ts), requests built before the clock starts.
+ * Returns revisions per second.
  */
-export async function floorLoop(client: Etcd3, firstIndex: number, opts: { revisions: number; keySpace: number; valueBytes: number }): Promise<number> {
-  const kv = rawKv(client);
-  const reqs = new Array<{ compare: never[]; success: { request_put: { key: Buffer; value: Buffer } }[]; failure: never[] }>(opts.revisions);
+export async function floorLoop(clientUrl: string, firstIndex: number, opts: { revisions: number; keySpace: number; valueBytes: number }): Promise<number> {
+  const reqs = new Array<Buffer>(opts.revisions);
   for (let i = 0; i < opts.revisions; i++) {
     const n = firstIndex + i;
-    reqs[i] = { compare: [], success: [{ request_put: { key: replayKey(n, opts.keySpace), value: replayValue(n, opts.valueBytes) } }], failure: [] };
+    reqs[i] = encodeTxnRequest([{ request_put: { key: replayKey(n, opts.keySpace), value: replayValue(n, opts.valueBytes) } }]);
   }
-  const t0 = process.hrtime.bigint();
-  for (let i = 0; i < opts.revisions; i++) await kv.txn(reqs[i]!);
-  const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
-  return opts.revisions / seconds;
+  const client = await H2UnaryClient.connect(clientUrl);
+  try {
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < opts.revisions; i++) await client.call('/etcdserverpb.KV/Txn', reqs[i]!);
+    const seconds = Number(process.hrtime.bigint() - t0) / 1e9;
+    return opts.revisions / seconds;
+  } finally {
+    await client.close();
+  }
 }

@@ -5,10 +5,10 @@
  */
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { H2UnaryClient } from './bench/support/h2-unary-client.js';
-import { putFrame } from './bench/support/put-frame.js';
-import { cleanupAfterEach } from '../test/support/cleanups.js';
-import { startEtcdWithClient, startTestEtcd } from '../test/support/etcd.js';
+import { H2UnaryClient } from '../../src/etcd/h2-unary-client.js';
+import { putFrame } from '../../e2e/bench/support/put-frame.js';
+import { cleanupAfterEach } from '../support/cleanups.js';
+import { startEtcdWithClient, startTestEtcd } from '../support/etcd.js';
 
 const PUT = '/etcdserverpb.KV/Put';
 

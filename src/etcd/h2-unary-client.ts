@@ -1,8 +1,10 @@
 /**
  * A minimal HTTP/2 client for unary gRPC calls over cleartext TCP (h2c with prior knowledge, as gRPC
- * does), for the bench's load generator (put-load.ts). Node's http2 client costs about 130 µs of CPU per
- * request (async-resource binding, header objects, per-stream events); speaking the frames (RFC 9113)
- * directly over a net.Socket costs a fraction of that, so the generator is not what caps the bench.
+ * does): the restore's online replay sends its transactions through it to the replay etcd it started
+ * (replay-txns.ts), and the benches' load generator (e2e/bench/support/put-load.ts) uses it too. Node's
+ * http2 client costs about 130 µs of CPU per request, and etcd3's gRPC stack more (async-resource binding,
+ * header objects, per-stream events); speaking the frames (RFC 9113) directly over a net.Socket costs a
+ * fraction of that: a sequential replay transaction round trip drops from ~1.4 ms to ~0.8 ms.
  *
  * What it does: one HEADERS frame pre-encoded per path (HPACK static-table indexes and literals without
  * indexing, so no dynamic table on our side) and the request body as DATA, within the server's flow
@@ -17,6 +19,12 @@
  * waits until its stream ends or the connection fails.
  */
 import net from 'node:net';
+
+/** A call that did not get a response message: a gRPC error (status not decoded) or a failed connection. */
+export class H2CallError extends Error {
+  override readonly name = 'H2CallError';
+  readonly code = 'E_ETCD_H2_CALL';
+}
 
 const FRAME_HEADER_BYTES = 9;
 const DATA = 0x0;
@@ -158,14 +166,14 @@ export class H2UnaryClient {
     try {
       url = new URL(endpoint);
     } catch {
-      return Promise.reject(new Error(`h2 client: endpoint ${JSON.stringify(endpoint)} is not a URL`));
+      return Promise.reject(new H2CallError(`h2 client: endpoint ${JSON.stringify(endpoint)} is not a URL`));
     }
     if (url.protocol !== 'http:') {
-      return Promise.reject(new Error(`h2 client: endpoint must be plain http:// (h2c), got ${endpoint}`));
+      return Promise.reject(new H2CallError(`h2 client: endpoint must be plain http:// (h2c), got ${endpoint}`));
     }
     const receiveWindow = options.receiveWindow ?? 16 * 1024 * 1024;
     if (!Number.isInteger(receiveWindow) || receiveWindow < DEFAULT_WINDOW || receiveWindow > MAX_WINDOW) {
-      return Promise.reject(new Error(`h2 client: receiveWindow must be an integer from ${DEFAULT_WINDOW} to ${MAX_WINDOW}, got ${receiveWindow}`));
+      return Promise.reject(new H2CallError(`h2 client: receiveWindow must be an integer from ${DEFAULT_WINDOW} to ${MAX_WINDOW}, got ${receiveWindow}`));
     }
     const client = new H2UnaryClient(url, receiveWindow, options.onError);
     return client.ready.then(() => client);
@@ -262,8 +270,8 @@ export class H2UnaryClient {
    * rejects when the stream ends without one (a gRPC error), is reset, or the connection fails.
    */
   call(path: string, body: Buffer): Promise<Buffer> {
-    if (this.failure !== undefined) return Promise.reject(new Error(`cannot call ${path}: ${this.failure}`));
-    if (this.goAway !== undefined) return Promise.reject(new Error(`cannot call ${path}: the server sent ${this.goAway}`));
+    if (this.failure !== undefined) return Promise.reject(new H2CallError(`cannot call ${path}: ${this.failure}`));
+    if (this.goAway !== undefined) return Promise.reject(new H2CallError(`cannot call ${path}: the server sent ${this.goAway}`));
     return new Promise((resolve, reject) => {
       const call: Call = { path, body, resolve, reject, id: 0, sent: 0, sendWindow: 0, chunks: [], receivedBytes: 0, unacknowledged: 0 };
       if (this.streams.size < this.peerMaxConcurrentStreams) this.open(call);
@@ -287,7 +295,7 @@ export class H2UnaryClient {
 
   private open(call: Call): void {
     if (this.nextStreamId > MAX_STREAM_ID) {
-      call.reject(new Error(`cannot call ${call.path}: this connection has used all its stream ids`));
+      call.reject(new H2CallError(`cannot call ${call.path}: this connection has used all its stream ids`));
       return;
     }
     call.id = this.nextStreamId;
@@ -299,7 +307,7 @@ export class H2UnaryClient {
       const block = grpcRequestHeaderBlock(call.path, this.authority);
       if (block.length > MIN_FRAME_SIZE_SETTING) {
         this.streams.delete(call.id);
-        call.reject(new Error(`cannot call ${call.path}: its header block (${block.length} bytes) does not fit one frame`));
+        call.reject(new H2CallError(`cannot call ${call.path}: its header block (${block.length} bytes) does not fit one frame`));
         return;
       }
       template = Buffer.alloc(FRAME_HEADER_BYTES + block.length);
@@ -584,7 +592,7 @@ export class H2UnaryClient {
     const call = this.streams.get(streamId);
     if (call === undefined) return;
     this.streams.delete(streamId);
-    call.reject(new Error(`${call.path} on stream ${streamId} was reset by the server: RST_STREAM code ${errorName(buf.readUInt32BE(p))}`));
+    call.reject(new H2CallError(`${call.path} on stream ${streamId} was reset by the server: RST_STREAM code ${errorName(buf.readUInt32BE(p))}`));
     this.openWaiting();
   }
 
@@ -645,11 +653,11 @@ export class H2UnaryClient {
     for (const [id, call] of this.streams) {
       if (id <= lastStreamId) continue;
       this.streams.delete(id);
-      call.reject(new Error(`${call.path} on stream ${id} was not processed: the server sent ${this.goAway}`));
+      call.reject(new H2CallError(`${call.path} on stream ${id} was not processed: the server sent ${this.goAway}`));
     }
     const waiting = this.waiting;
     this.waiting = [];
-    for (const call of waiting) call.reject(new Error(`cannot call ${call.path}: the server sent ${this.goAway}`));
+    for (const call of waiting) call.reject(new H2CallError(`cannot call ${call.path}: the server sent ${this.goAway}`));
   }
 
   private onWindowUpdate(buf: Buffer, p: number, length: number, streamId: number): void {
@@ -675,7 +683,7 @@ export class H2UnaryClient {
       if (increment === 0 || call.sendWindow > MAX_WINDOW) {
         this.streams.delete(streamId);
         this.resetStream(streamId, increment === 0 ? PROTOCOL_ERROR : FLOW_CONTROL_ERROR);
-        call.reject(new Error(`${call.path} on stream ${streamId}: the server sent an invalid WINDOW_UPDATE (increment ${increment})`));
+        call.reject(new H2CallError(`${call.path} on stream ${streamId}: the server sent an invalid WINDOW_UPDATE (increment ${increment})`));
         this.openWaiting();
         return;
       }
@@ -693,11 +701,11 @@ export class H2UnaryClient {
     const body = call.chunks.length === 1 ? call.chunks[0]! : Buffer.concat(call.chunks, call.receivedBytes);
     const where = `${call.path} on stream ${streamId}`;
     if (body.length === 0) {
-      call.reject(new Error(`${where} ended with no response message (a gRPC error; status not decoded)`));
+      call.reject(new H2CallError(`${where} ended with no response message (a gRPC error; status not decoded)`));
     } else if (body.length < 5 || body.readUInt32BE(1) + 5 !== body.length) {
-      call.reject(new Error(`${where} ended with ${body.length} bytes of DATA, not exactly one gRPC message`));
+      call.reject(new H2CallError(`${where} ended with ${body.length} bytes of DATA, not exactly one gRPC message`));
     } else if (body[0] !== 0) {
-      call.reject(new Error(`${where} answered with a compressed gRPC message, which this client does not decode`));
+      call.reject(new H2CallError(`${where} answered with a compressed gRPC message, which this client does not decode`));
     } else {
       call.resolve(body);
     }
@@ -712,8 +720,8 @@ export class H2UnaryClient {
     this.streams.clear();
     this.waiting = [];
     this.blocked = [];
-    for (const call of streams) call.reject(new Error(`${call.path} on stream ${call.id}: ${reason}`));
-    for (const call of waiting) call.reject(new Error(`cannot call ${call.path}: ${reason}`));
+    for (const call of streams) call.reject(new H2CallError(`${call.path} on stream ${call.id}: ${reason}`));
+    for (const call of waiting) call.reject(new H2CallError(`cannot call ${call.path}: ${reason}`));
   }
 
   /** Makes the connection unusable: every call rejects with `reason`; a protocol error is told with GOAWAY. */
@@ -732,7 +740,7 @@ export class H2UnaryClient {
     } else {
       this.socket.destroy();
     }
-    const err = new Error(reason);
+    const err = new H2CallError(reason);
     if (this.settleReady !== undefined) {
       this.settleReady(err);
       this.settleReady = undefined;
