@@ -31,6 +31,9 @@ export interface WatchHandlers {
   onHeader?(revision: number, clusterId: string | undefined): void;
 }
 
+/** How long close() waits for etcd to confirm that the watch is cancelled. */
+export const WATCH_CANCEL_TIMEOUT_MS = 5_000;
+
 export interface AllKeysWatch {
   close(): Promise<void>;
 }
@@ -54,7 +57,13 @@ export function toDeltaEvent(ev: RawEvent, time: string): DeltaEvent {
  * The etcd3 client re-establishes a broken watch from the last revision it delivered, so an etcd
  * restart does not lose or repeat events; a compacted start revision ends the watch with an error.
  */
-export async function watchAllKeys(client: Etcd3, startRevision: number, handlers: WatchHandlers): Promise<AllKeysWatch> {
+export async function watchAllKeys(
+  client: Etcd3,
+  startRevision: number,
+  handlers: WatchHandlers,
+  opts: { cancelTimeoutMs?: number } = {},
+): Promise<AllKeysWatch> {
+  const cancelTimeoutMs = opts.cancelTimeoutMs ?? WATCH_CANCEL_TIMEOUT_MS;
   await assertRevisionAvailable(client, startRevision);
   let failed = false;
   const watcher: Watcher = await client
@@ -68,6 +77,8 @@ export async function watchAllKeys(client: Etcd3, startRevision: number, handler
   };
   watcher.on('connected', header);
   watcher.on('data', (res) => {
+    // Nothing after close() or an error, even if etcd3 still delivers (a cancel etcd never confirmed).
+    if (failed) return;
     const r = res as unknown as RawWatchResponse;
     header(r);
     if (!r.events || r.events.length === 0) return;
@@ -85,7 +96,16 @@ export async function watchAllKeys(client: Etcd3, startRevision: number, handler
   return {
     close: async () => {
       failed = true;
-      await watcher.cancel().catch(() => undefined);
+      // Bounded: etcd3 waits for etcd to confirm the cancel, and an etcd that hangs (stopped, out of disk
+      // I/O) never does, which held the sidecar's shutdown forever. No event is delivered after close()
+      // anyway (`failed`), and closing the client ends the stream.
+      let timer: NodeJS.Timeout | undefined;
+      const bound = new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, cancelTimeoutMs);
+        timer.unref();
+      });
+      await Promise.race([watcher.cancel().catch(() => undefined), bound]);
+      clearTimeout(timer);
     },
   };
 }
