@@ -24,3 +24,24 @@ export async function latestRevisionOf(db: BoltDB): Promise<number> {
   if (!last || last.key.length < 8) return 1;
   return Number(last.key.readBigUInt64BE(0));
 }
+
+const FINISHED_COMPACT_REV = Buffer.from('finishedCompactRev');
+
+/**
+ * The store revision etcd would report on this backend: the last key's main revision, or the finished
+ * compaction's where that is higher (a compaction removes tombstones at or below it, so deletes that were
+ * the newest writes leave no key behind), and at least 1 (etcd's revision before the first write).
+ */
+export async function storeRevisionOf(db: BoltDB): Promise<number> {
+  const key = await db.bucket('key');
+  if (!key) throw new BoltError('E_BOLT_NO_BUCKET', `${db.path}: bucket "key" not found`);
+  const last = await new Cursor(db, key).last();
+  let revision = Math.max(1, last && last.key.length >= 8 ? Number(last.key.readBigUInt64BE(0)) : 0);
+  const meta = await db.bucket('meta');
+  if (meta) {
+    for await (const e of new Cursor(db, meta)) {
+      if (e.key.equals(FINISHED_COMPACT_REV) && e.value.length >= 8) revision = Math.max(revision, Number(e.value.readBigUInt64BE(0)));
+    }
+  }
+  return revision;
+}

@@ -36,6 +36,7 @@ const RUNNERS: { [N in CommandName]: () => Promise<CommandRunner<N>> } = {
   compact: async () => (await import('./commands/compact.js')).run,
   copy: async () => (await import('./commands/copy.js')).run,
   ls: async () => (await import('./commands/ls.js')).run,
+  verify: async () => (await import('./commands/verify.js')).run,
 };
 
 export interface MainOptions {
@@ -71,7 +72,7 @@ export function storesOf<N extends CommandName>(name: N, config: CommandConfigs[
 
 /** The stores a command never writes to: opened read-only, so a mistyped path is an error, not a new store. */
 export function readsOnly(name: CommandName, role: StoreRole): boolean {
-  return name === 'ls' || name === 'restore' || (name === 'copy' && role === 'source');
+  return name === 'ls' || name === 'verify' || name === 'restore' || (name === 'copy' && role === 'source');
 }
 
 function usageError(io: CliIO, message: string, helpCommand: string): number {

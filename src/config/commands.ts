@@ -18,6 +18,7 @@ import {
   restoreTargetGroup,
   serverTopLevelGroup,
   validationModeGroup,
+  verifyOptionsGroup,
 } from './groups/misc.js';
 import { restorationGroup } from './groups/restoration.js';
 import { secondarySyncGroup, snapstoreGroup } from './groups/snapstore.js';
@@ -188,6 +189,16 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
     long: 'Lists every snapshot in the store (v1 and v2 layouts): kind, revisions, creation time, size, compression, final, chunk and key.',
     configFile: false,
     uses: [common, primaryStore, use(lsOutputGroup)],
+  },
+  verify: {
+    name: 'verify',
+    short: 'check that the backups in a store restore, without restoring them (not in etcd-backup-restore)',
+    long:
+      'Downloads the newest chain (--all: every chain) and checks each object as a restore would use it: sizes, decompression,\n' +
+      'sha256 trailers, the full snapshot\'s bbolt structure and revision, every delta event and the revision continuity.\n' +
+      'Exit code 0: the newest chain restores; 3: a backup is broken (the first broken object is named).',
+    configFile: false,
+    uses: [common, primaryStore, use(verifyOptionsGroup)],
   },
 };
 

@@ -243,6 +243,15 @@ export interface LsCommandConfig extends CommonConfig {
   all: boolean;
 }
 
+/** `etcdbrctl verify` (ours): scrub the backups without restoring them. */
+export interface VerifyCommandConfig extends CommonConfig {
+  snapstoreConfig: SnapstoreConfig;
+  output: OutputFormat;
+  /** Every chain in the store, not only the newest. */
+  all: boolean;
+  maxFetchers: number;
+}
+
 export interface CommandConfigs {
   server: ServerConfig;
   snapshot: SnapshotCommandConfig;
@@ -251,6 +260,7 @@ export interface CommandConfigs {
   compact: CompactCommandConfig;
   copy: CopyCommandConfig;
   ls: LsCommandConfig;
+  verify: VerifyCommandConfig;
 }
 
 export type CommandName = keyof CommandConfigs;

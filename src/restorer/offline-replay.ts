@@ -17,6 +17,7 @@ import type { DeltaEvent } from '../backup/delta-format.js';
 import { DELTA_READ_BYTES, DeltaPayloadParser } from '../backup/delta-parse.js';
 import { Cursor } from '../bbolt/cursor.js';
 import { BoltDB, bucketFromValue, type Bucket } from '../bbolt/db.js';
+import { storeRevisionOf } from '../bbolt/revision.js';
 import { BoltWriter, type WriterEntry } from '../bbolt/writer.js';
 import { RevisionMismatchError } from './apply.js';
 import { encodePutValue, encodeTombstoneValue, mainRevisionOf, revisionKey } from './mvcc.js';
@@ -68,8 +69,6 @@ export interface OfflineReplayResult {
 
 const KEY_BUCKET = Buffer.from('key');
 const META_BUCKET = Buffer.from('meta');
-const FINISHED_COMPACT_REV = Buffer.from('finishedCompactRev');
-
 interface KeyState {
   createRevision: number;
   version: number;
@@ -88,7 +87,7 @@ export async function replayDeltasOffline(input: OfflineReplayInput): Promise<Of
     if (!keyBucket || !metaBucket) {
       throw new OfflineReplayNotApplicable(`${dbPath}: no "key" or "meta" bucket: not an etcd v3 backend this replay knows`);
     }
-    const baseRevision = await backendRevision(db, keyBucket.bucket, metaBucket.bucket);
+    const baseRevision = await storeRevisionOf(db);
     const replay = new DeltaRevisions(baseRevision, input);
     writer = await BoltWriter.create(tmp, { pageSize: db.pageSize, txid: Math.max(2, db.meta.txid + 1) });
     for (const b of buckets) {
@@ -139,19 +138,6 @@ async function topLevelBuckets(db: BoltDB): Promise<NamedBucket[]> {
     out.push({ name: Buffer.from(e.key), bucket: bucketFromValue(e.value, 0), sequence });
   }
   return out;
-}
-
-/**
- * etcd's current revision on this backend: the last key's, or the finished compaction's if higher, and at
- * least 1 (etcd's revision before the first write).
- */
-async function backendRevision(db: BoltDB, key: Bucket, meta: Bucket): Promise<number> {
-  const last = await new Cursor(db, key).last();
-  let revision = Math.max(1, last ? (mainRevisionOf(last.key) ?? 0) : 0);
-  for await (const e of new Cursor(db, meta)) {
-    if (e.key.equals(FINISHED_COMPACT_REV)) revision = Math.max(revision, mainRevisionOf(e.value) ?? 0);
-  }
-  return revision;
 }
 
 async function* copyEntries(db: BoltDB, b: NamedBucket): AsyncGenerator<WriterEntry> {

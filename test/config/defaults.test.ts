@@ -134,6 +134,7 @@ const EXPECTED_FLAGS: Record<CommandName, string[]> = {
   compact: ['log-level', ...restoration, ...store(''), ...compactor],
   copy: ['log-level', ...copier, ...store('source-'), ...store('')],
   ls: ['log-level', ...store(''), 'output', 'all'],
+  verify: ['log-level', ...store(''), 'output', 'all', 'max-fetchers'],
 };
 
 describe('flag groups match upstream §1.1 / §1.2', () => {

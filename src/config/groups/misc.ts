@@ -7,6 +7,7 @@ import type {
   LsCommandConfig,
   ServerConfig,
   SnapshotCommandConfig,
+  VerifyCommandConfig,
 } from '../types.js';
 
 /** Every subcommand: `--log-level` (upstream: server only; harmless elsewhere). Not a config-file key. */
@@ -103,5 +104,20 @@ export const restoreTargetGroup = defineGroup<RestoreTargetConfig>({
       issues.add(`${flag('toTime')}: ${JSON.stringify(c.toTime)} is not an RFC 3339 time such as 2026-11-21T10:00:00Z`);
     }
     if (c.output !== 'text' && c.output !== 'json') issues.add(`${flag('output')}: unknown format ${JSON.stringify(c.output)}; use text or json`);
+  },
+});
+
+/** `verify` options (ours). */
+export const verifyOptionsGroup = defineGroup<Pick<VerifyCommandConfig, 'output' | 'all' | 'maxFetchers'>>({
+  title: 'verification',
+  fields: {
+    output: { type: 'string', flag: 'output', shorthand: 'o', usage: 'output format: text or json' },
+    all: { type: 'bool', flag: 'all', usage: 'check every chain in the store, not only the newest (the one a restore uses)' },
+    maxFetchers: { type: 'uint', flag: 'max-fetchers', usage: 'maximum number of delta snapshots downloaded and checked in parallel' },
+  },
+  defaults: () => ({ output: 'text', all: false, maxFetchers: 6 }),
+  validate(c, issues, flag) {
+    if (c.output !== 'text' && c.output !== 'json') issues.add(`${flag('output')}: unknown format ${JSON.stringify(c.output)}; use text or json`);
+    if (c.maxFetchers <= 0) issues.add(`${flag('maxFetchers')} must be greater than 0`);
   },
 });

@@ -1,0 +1,275 @@
+/**
+ * Scrubs backups without restoring them: every object of a chain is downloaded and checked as a restore
+ * would use it, so a broken backup is found on an ordinary day instead of during an outage.
+ *
+ * - a full snapshot: the stored size, decompression, the sha256 trailer, the bbolt structure of the database
+ *   (our consistency checker, on a temp file), and that it holds at least the revision its name claims;
+ * - a delta: the stored size, decompression, the sha256 trailer, every event parsed, its revisions gapless
+ *   and ending at the revision its name claims, continuing the chain without a gap.
+ * Deltas are streamed (no file) with up to `maxFetchers` downloads at once; only a full snapshot goes
+ * through a temp file, which is removed at once.
+ */
+import { createWriteStream } from 'node:fs';
+import { mkdtemp, rm, stat, truncate } from 'node:fs/promises';
+import { join } from 'node:path';
+import { Transform, type TransformCallback } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import type { DeltaEvent } from '../backup/delta-format.js';
+import { DeltaPayloadParser } from '../backup/delta-parse.js';
+import { PayloadVerifier, SHA256_SIZE } from '../backup/full-verify.js';
+import { checkConsistency } from '../bbolt/check.js';
+import { BoltDB } from '../bbolt/db.js';
+import { storeRevisionOf } from '../bbolt/revision.js';
+import type { Chain, VerificationPlan } from './chains.js';
+
+export interface ObjectVerdict {
+  snapName: string;
+  kind: 'Full' | 'Incr';
+  ok: boolean;
+  /** Bytes downloaded (as stored, compressed). */
+  bytes: number;
+  /** Full: the store revision of its database. Delta: its last event's revision. */
+  revision?: number;
+  events?: number;
+  problem?: string;
+}
+
+export interface ChainVerdict {
+  base: string;
+  /** Every object of the chain checked out and the names have no gap. */
+  ok: boolean;
+  /** The newest revision a restore from this chain reaches through objects that checked out (0: none). */
+  restorableRevision: number;
+  /** When the newest object that checked out was taken (RFC 3339), the recovery point of this chain. */
+  restorableTime?: string;
+  objects: ObjectVerdict[];
+  /** A gap in the chain's names, or the first broken object: what a restore would stop at. */
+  problem?: string;
+}
+
+export interface VerifyReport {
+  /** The newest chain restores (to its last object). */
+  restorable: boolean;
+  chains: ChainVerdict[];
+  /** The first object (or gap) that breaks a checked chain, newest chain first. */
+  firstBroken?: { snapName: string; problem: string };
+  /** Deltas older than every full snapshot (no restore can use them); not read. */
+  orphanDeltas: string[];
+  bytes: number;
+  durationMs: number;
+}
+
+export interface VerifyOptions {
+  maxFetchers: number;
+  /** Where a full snapshot's database is checked (a temp dir is made in it and removed). */
+  tempDir: string;
+  signal?: AbortSignal;
+  /** Told after each object, for progress logs. */
+  onObject?: (verdict: ObjectVerdict) => void;
+}
+
+export async function verifyBackups(store: SnapStore, plan: VerificationPlan, opts: VerifyOptions): Promise<VerifyReport> {
+  const started = Date.now();
+  const chains: ChainVerdict[] = [];
+  for (const chain of plan.chains) chains.push(await verifyChain(store, chain, opts));
+  const newestFirst = [...chains].reverse();
+  const broken = newestFirst.find((c) => !c.ok);
+  const report: VerifyReport = {
+    restorable: chains.length > 0 && chains.at(-1)!.ok,
+    chains,
+    orphanDeltas: plan.orphanDeltas.map((s) => s.snapName),
+    bytes: chains.reduce((n, c) => n + c.objects.reduce((m, o) => m + o.bytes, 0), 0),
+    durationMs: 0,
+  };
+  if (broken) {
+    const object = broken.objects.find((o) => !o.ok);
+    report.firstBroken = object
+      ? { snapName: object.snapName, problem: object.problem ?? 'failed' }
+      : { snapName: broken.base, problem: broken.problem ?? 'failed' };
+  }
+  report.durationMs = Date.now() - started;
+  return report;
+}
+
+async function verifyChain(store: SnapStore, chain: Chain, opts: VerifyOptions): Promise<ChainVerdict> {
+  const objects: ObjectVerdict[] = [];
+  const full = await verifyFull(store, chain.base, opts.tempDir, opts.signal);
+  objects.push(full);
+  opts.onObject?.(full);
+  // A restore reaches the full's name revision (the database may hold a little more; deltas cover that).
+  let restorableRevision = full.ok ? chain.base.lastRevision : 0;
+  let restorableTime = full.ok ? chain.base.createdOn : undefined;
+  let problem = full.ok ? undefined : `full snapshot ${chain.base.snapName}: ${full.problem}`;
+
+  const verdicts = mapInOrder(chain.deltas, opts.maxFetchers, (snap, i) => {
+    // What the names say comes before: a restore skips events at or below it (an overlap with the full,
+    // or the rest of a transaction the previous delta cut), and needs the next revision after it.
+    const covered = i === 0 ? chain.base.lastRevision : chain.deltas[i - 1]!.lastRevision;
+    return verifyDelta(store, snap, covered, opts.signal);
+  });
+  for await (const v of verdicts) {
+    objects.push(v);
+    opts.onObject?.(v);
+    if (!v.ok) problem ??= `delta snapshot ${v.snapName}: ${v.problem}`;
+    if (problem === undefined) {
+      const snap = chain.deltas[objects.length - 2]!;
+      restorableRevision = snap.lastRevision;
+      restorableTime = snap.createdOn;
+    }
+  }
+  if (chain.gap) {
+    problem ??= `gap in the delta chain: ${chain.gap.snapshot.snapName} starts at revision ${chain.gap.snapshot.startRevision}, but the snapshots before it end at ${chain.gap.expectedStart - 1}`;
+  }
+  const verdict: ChainVerdict = { base: chain.base.snapName, ok: problem === undefined, restorableRevision, objects };
+  if (restorableTime) verdict.restorableTime = restorableTime.toISOString();
+  if (problem !== undefined) verdict.problem = problem;
+  return verdict;
+}
+
+/** Counts the bytes that pass (the stored object's size, before decompression). */
+class ByteCounter extends Transform {
+  bytes = 0;
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.bytes += chunk.length;
+    cb(null, chunk);
+  }
+}
+
+function sizeProblem(snap: Snapshot, bytes: number): string | undefined {
+  if (snap.sizeBytes === undefined || snap.sizeBytes === bytes) return undefined;
+  return `the store lists ${snap.sizeBytes} bytes, but ${bytes} bytes were downloaded`;
+}
+
+function message(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+async function verifyFull(store: SnapStore, snap: Snapshot, tempRoot: string, signal?: AbortSignal): Promise<ObjectVerdict> {
+  const counter = new ByteCounter();
+  const verdict: ObjectVerdict = { snapName: snap.snapName, kind: 'Full', ok: false, bytes: 0 };
+  const dir = await mkdtemp(join(tempRoot, 'etcdbrctl-verify-'));
+  try {
+    const file = join(dir, 'db');
+    try {
+      await pipeline(
+        await store.fetch(snap),
+        counter,
+        createDecompressStream(snap.compressionSuffix, snap.snapName),
+        new PayloadVerifier(`full snapshot ${snap.snapName}`, 'full', { offThread: true }),
+        createWriteStream(file, { mode: 0o600 }),
+        signal ? { signal } : {},
+      );
+    } catch (err) {
+      verdict.bytes = counter.bytes;
+      verdict.problem = message(err);
+      return verdict;
+    }
+    verdict.bytes = counter.bytes;
+    const size = sizeProblem(snap, counter.bytes);
+    if (size) {
+      verdict.problem = size;
+      return verdict;
+    }
+    // The database is the payload without its sha256 trailer, as etcd's restore writes it.
+    await truncate(file, (await stat(file)).size - SHA256_SIZE);
+    const check = await checkConsistency(file).catch((err: unknown) => message(err));
+    if (typeof check === 'string' || !check.ok) {
+      const what =
+        typeof check === 'string'
+          ? check
+          : check.problems
+              .slice(0, 3)
+              .map((p) => (p.pageId === undefined ? p.message : `page ${p.pageId}: ${p.message}`))
+              .join('; ');
+      verdict.problem = `its database is not a consistent bbolt file: ${what}`;
+      return verdict;
+    }
+    const db = await BoltDB.open(file);
+    try {
+      verdict.revision = await storeRevisionOf(db);
+    } catch (err) {
+      verdict.problem = `its database is not an etcd backend: ${message(err)}`;
+      return verdict;
+    } finally {
+      await db.close();
+    }
+    if (verdict.revision < snap.lastRevision) {
+      verdict.problem = `its database is at revision ${verdict.revision}, below the revision ${snap.lastRevision} its name claims`;
+      return verdict;
+    }
+    verdict.ok = true;
+    return verdict;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function verifyDelta(store: SnapStore, snap: Snapshot, covered: number, signal?: AbortSignal): Promise<ObjectVerdict> {
+  const counter = new ByteCounter();
+  const verdict: ObjectVerdict = { snapName: snap.snapName, kind: 'Incr', ok: false, bytes: 0, events: 0 };
+  let previous = 0;
+  let firstAbove = 0;
+  let order: string | undefined;
+  const consume = async (events: AsyncIterable<DeltaEvent>): Promise<void> => {
+    for await (const ev of events) {
+      verdict.events!++;
+      if (previous !== 0 && ev.modRevision !== previous && ev.modRevision !== previous + 1) {
+        order ??= `event ${verdict.events} is at revision ${ev.modRevision} after revision ${previous} (revisions must follow each other)`;
+      }
+      if (firstAbove === 0 && ev.modRevision > covered) firstAbove = ev.modRevision;
+      previous = ev.modRevision;
+    }
+  };
+  try {
+    await pipeline(
+      await store.fetch(snap),
+      counter,
+      createDecompressStream(snap.compressionSuffix, snap.snapName),
+      new DeltaPayloadParser(`delta snapshot ${snap.snapName}`),
+      consume,
+      signal ? { signal } : {},
+    );
+  } catch (err) {
+    verdict.bytes = counter.bytes;
+    verdict.problem = message(err);
+    return verdict;
+  }
+  verdict.bytes = counter.bytes;
+  verdict.revision = previous;
+  verdict.problem =
+    sizeProblem(snap, counter.bytes) ??
+    order ??
+    (verdict.events === 0 ? 'it holds no events' : undefined) ??
+    (previous !== snap.lastRevision ? `its events end at revision ${previous}, but its name claims ${snap.lastRevision}` : undefined) ??
+    (firstAbove !== covered + 1
+      ? `its first event after revision ${covered} is at revision ${firstAbove}: revisions ${covered + 1} to ${firstAbove - 1} are missing`
+      : undefined);
+  if (verdict.problem === undefined) {
+    delete verdict.problem;
+    verdict.ok = true;
+  }
+  return verdict;
+}
+
+/** Runs `fn` over `items` with at most `limit` at once and yields the results in the items' order. */
+async function* mapInOrder<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): AsyncGenerator<R> {
+  const running = new Map<number, Promise<R>>();
+  let next = 0;
+  const start = (): void => {
+    const i = next++;
+    const p = fn(items[i]!, i);
+    p.catch(() => undefined);
+    running.set(i, p);
+  };
+  try {
+    for (let i = 0; i < items.length; i++) {
+      while (next < items.length && next < i + Math.max(1, limit)) start();
+      const r = await running.get(i)!;
+      running.delete(i);
+      yield r;
+    }
+  } finally {
+    await Promise.allSettled(running.values());
+  }
+}
