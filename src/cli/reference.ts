@@ -1,0 +1,62 @@
+/**
+ * The flag reference in docs/reference/flags.md, generated from the command specs (the single source of
+ * the flags, their defaults and usages), so the manual cannot drift from the binary: a test compares the
+ * committed file with this output (`npm run docs` rewrites it).
+ */
+import { flagBindings } from '../config/build.js';
+import { COMMAND_NAMES, COMMAND_SPECS } from '../config/commands.js';
+import { formatDefault } from './flags.js';
+
+const TYPE_NAMES: Readonly<Record<string, string>> = {
+  string: 'string',
+  bool: 'bool',
+  uint: 'uint',
+  uint32: 'uint32',
+  int: 'int',
+  int64: 'int64',
+  duration: 'duration (Go syntax: 30s, 8m, 1h)',
+  stringSlice: 'strings (comma-separated, repeatable)',
+  stringArray: 'string array (repeatable)',
+};
+
+function cell(text: string): string {
+  return text.replaceAll('|', '\\|').replaceAll('\n', ' ');
+}
+
+export function renderFlagReference(): string {
+  const out: string[] = [
+    '# etcdbrctl flag reference',
+    '',
+    '<!-- Generated from src/config (the command specs) by `npm run docs`; a test fails when this file is stale. -->',
+    '',
+    'Flags are parsed as pflag/cobra parse them: `--flag=value` or `--flag value`, booleans as `--flag` or',
+    '`--flag=false`. Every subcommand also takes `-h, --help`. Defaults not shown are the zero value (empty,',
+    '0, false).',
+    '',
+    '| command | what it does |',
+    '|---|---|',
+    ...COMMAND_NAMES.map((n) => `| [\`${n}\`](#${n}) | ${cell(COMMAND_SPECS[n].short)} |`),
+    '',
+  ];
+  for (const name of COMMAND_NAMES) {
+    const spec = COMMAND_SPECS[name];
+    out.push(`## ${name}`, '', spec.long.replaceAll('\n', ' '), '');
+    if (spec.configFile) out.push('With `--config-file`, the file is applied first and flags given on the command line override it.', '');
+    const bindings = [...flagBindings(spec)];
+    const groups = new Map<string, typeof bindings>();
+    for (const entry of bindings) {
+      const title = entry[1].use.group.title;
+      groups.set(title, [...(groups.get(title) ?? []), entry]);
+    }
+    for (const [title, entries] of groups) {
+      out.push(`### ${name}: ${title}`, '', '| flag | type | default | meaning |', '|---|---|---|---|');
+      for (const [flag, b] of entries.sort(([a], [c]) => (a < c ? -1 : 1))) {
+        const short = b.field.shorthand === undefined ? '' : `-${b.field.shorthand}, `;
+        const def = formatDefault({ type: b.field.type, defaultValue: b.defaultValue }) ?? '';
+        out.push(`| \`${short}--${flag}\` | ${cell(TYPE_NAMES[b.field.type] ?? b.field.type)} | ${cell(def === '' ? '' : `\`${def}\``)} | ${cell(b.field.usage)} |`);
+      }
+      out.push('');
+    }
+  }
+  return out.join('\n');
+}
