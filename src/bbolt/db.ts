@@ -153,7 +153,12 @@ export class BoltDB {
   ) {}
 
   /** Opens `path` read-only and selects the current meta. Throws BoltError E_BOLT_OPEN or E_BOLT_INVALID. */
-  static async open(path: string): Promise<BoltDB> {
+  /**
+   * Opens a bbolt file for reading. `growing`: the file is still being written (a scrub checks a snapshot
+   * while it downloads), so the pages in use may lie beyond its current end; reads past the end come back
+   * short, and callers wait for the bytes they need first.
+   */
+  static async open(path: string, opts: { growing?: boolean } = {}): Promise<BoltDB> {
     let fh: FileHandle;
     try {
       fh = await open(path, 'r');
@@ -161,7 +166,7 @@ export class BoltDB {
       throw new BoltError('E_BOLT_OPEN', `cannot open ${path}: ${(err as Error).message}`, undefined, { cause: err });
     }
     try {
-      return await BoltDB.init(fh, path);
+      return await BoltDB.init(fh, path, opts.growing === true);
     } catch (err) {
       await fh.close();
       if (err instanceof BoltError) throw err;
@@ -169,7 +174,7 @@ export class BoltDB {
     }
   }
 
-  private static async init(fh: FileHandle, path: string): Promise<BoltDB> {
+  private static async init(fh: FileHandle, path: string, growing: boolean): Promise<BoltDB> {
     const fileSize = (await fh.stat()).size;
     const pageSize = await detectPageSize(fh, fileSize);
     if (typeof pageSize === 'string') {
@@ -194,7 +199,7 @@ export class BoltDB {
     }
     const use: 0 | 1 = m0 && (!m1 || m0.txid >= m1.txid) ? 0 : 1;
     const meta = (use === 0 ? m0 : m1)!;
-    if (meta.pgid * pageSize > fileSize) {
+    if (!growing && meta.pgid * pageSize > fileSize) {
       throw new BoltError('E_BOLT_INVALID', `${path}: high-water mark ${meta.pgid} pages lies beyond the file size ${fileSize}`);
     }
     if (meta.pgid < 2) throw new BoltError('E_BOLT_INVALID', `${path}: high-water mark ${meta.pgid} below the meta pages`);

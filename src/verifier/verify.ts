@@ -9,19 +9,19 @@
  * Deltas are streamed (no file) with up to `maxFetchers` downloads at once; only a full snapshot goes
  * through a temp file, which is removed at once.
  */
-import { createWriteStream } from 'node:fs';
-import { mkdtemp, rm, stat, truncate } from 'node:fs/promises';
+import { mkdtemp, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { DeltaPayloadParser } from '../backup/delta-parse.js';
-import { PayloadVerifier, SHA256_SIZE } from '../backup/full-verify.js';
-import { checkConsistency } from '../bbolt/check.js';
+import { PayloadVerifier } from '../backup/full-verify.js';
+import { checkDB } from '../bbolt/check.js';
 import { BoltDB } from '../bbolt/db.js';
 import { storeRevisionOf } from '../bbolt/revision.js';
 import type { Chain, VerificationPlan } from './chains.js';
+import { TailedFile } from './tailed-file.js';
 
 export interface ObjectVerdict {
   snapName: string;
@@ -148,63 +148,81 @@ function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
+/** Enough of the file for both meta pages at any page size bbolt allows (64 KiB pages). */
+const META_BYTES = 2 * 64 * 1024;
+
 async function verifyFull(store: SnapStore, snap: Snapshot, tempRoot: string, signal?: AbortSignal): Promise<ObjectVerdict> {
   const counter = new ByteCounter();
   const verdict: ObjectVerdict = { snapName: snap.snapName, kind: 'Full', ok: false, bytes: 0 };
   const dir = await mkdtemp(join(tempRoot, 'etcdbrctl-verify-'));
   try {
     const file = join(dir, 'db');
+    const fh = await open(file, 'w+', 0o600);
     try {
-      await pipeline(
+      const tailed = new TailedFile(fh);
+      const download = pipeline(
         await store.fetch(snap),
         counter,
         createDecompressStream(snap.compressionSuffix, snap.snapName),
         new PayloadVerifier(`full snapshot ${snap.snapName}`, 'full', { offThread: true }),
-        createWriteStream(file, { mode: 0o600 }),
+        tailed,
         signal ? { signal } : {},
       );
-    } catch (err) {
+      // The bbolt check follows the file as it is written (the sha256 trailer at its end lies past the
+      // pages it reads), so it costs little time beyond the download itself.
+      const structure = checkWhileWritten(file, tailed);
+      try {
+        await download;
+      } catch (err) {
+        await structure;
+        verdict.bytes = counter.bytes;
+        verdict.problem = message(err);
+        return verdict;
+      }
       verdict.bytes = counter.bytes;
-      verdict.problem = message(err);
+      const checked = await structure;
+      verdict.problem = sizeProblem(snap, counter.bytes) ?? checked.problem;
+      if (verdict.problem !== undefined) return verdict;
+      verdict.revision = checked.revision!;
+      if (verdict.revision < snap.lastRevision) {
+        verdict.problem = `its database is at revision ${verdict.revision}, below the revision ${snap.lastRevision} its name claims`;
+        return verdict;
+      }
+      delete verdict.problem;
+      verdict.ok = true;
       return verdict;
+    } finally {
+      await fh.close();
     }
-    verdict.bytes = counter.bytes;
-    const size = sizeProblem(snap, counter.bytes);
-    if (size) {
-      verdict.problem = size;
-      return verdict;
-    }
-    // The database is the payload without its sha256 trailer, as etcd's restore writes it.
-    await truncate(file, (await stat(file)).size - SHA256_SIZE);
-    const check = await checkConsistency(file).catch((err: unknown) => message(err));
-    if (typeof check === 'string' || !check.ok) {
-      const what =
-        typeof check === 'string'
-          ? check
-          : check.problems
-              .slice(0, 3)
-              .map((p) => (p.pageId === undefined ? p.message : `page ${p.pageId}: ${p.message}`))
-              .join('; ');
-      verdict.problem = `its database is not a consistent bbolt file: ${what}`;
-      return verdict;
-    }
-    const db = await BoltDB.open(file);
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+/** The bbolt consistency check and store revision of a database file while `tailed` writes it. Never rejects. */
+async function checkWhileWritten(file: string, tailed: TailedFile): Promise<{ problem?: string; revision?: number }> {
+  try {
+    await tailed.waitFor(META_BYTES);
+    const db = await BoltDB.open(file, { growing: true });
     try {
-      verdict.revision = await storeRevisionOf(db);
-    } catch (err) {
-      verdict.problem = `its database is not an etcd backend: ${message(err)}`;
-      return verdict;
+      const check = await checkDB(db, { waitForBytes: (end) => tailed.waitFor(end) });
+      if (!check.ok) {
+        const what = check.problems
+          .slice(0, 3)
+          .map((p) => (p.pageId === undefined ? p.message : `page ${p.pageId}: ${p.message}`))
+          .join('; ');
+        return { problem: `its database is not a consistent bbolt file: ${what}` };
+      }
+      try {
+        return { revision: await storeRevisionOf(db) };
+      } catch (err) {
+        return { problem: `its database is not an etcd backend: ${message(err)}` };
+      }
     } finally {
       await db.close();
     }
-    if (verdict.revision < snap.lastRevision) {
-      verdict.problem = `its database is at revision ${verdict.revision}, below the revision ${snap.lastRevision} its name claims`;
-      return verdict;
-    }
-    verdict.ok = true;
-    return verdict;
-  } finally {
-    await rm(dir, { recursive: true, force: true });
+  } catch (err) {
+    return { problem: `its database is not a consistent bbolt file: ${message(err)}` };
   }
 }
 
