@@ -132,6 +132,23 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // Ours: what the last scrub of the backups (`verify`, --verify-schedule, /snapshot/verify) found.
+  readonly backupLastVerifiedRevision = new Gauge({
+    name: 'etcdbr_backup_last_verified_revision',
+    help: 'Revision the newest backup chain restores to through objects that checked out, as the last verification found it (when a later object is broken, a restore needs --to-revision up to it); 0: none yet.',
+    registers: [this.registry],
+  });
+  readonly backupVerifyFailures = new Counter({
+    name: 'etcdbr_backup_verify_failures_total',
+    help: 'Verifications that found the newest backup chain broken, or could not read the store.',
+    registers: [this.registry],
+  });
+  readonly backupLatestRestorableTimestamp = new Gauge({
+    name: 'etcdbr_backup_latest_restorable_timestamp_seconds',
+    help: 'When the newest backup a restore would reach (as the last verification found) was taken, in Unix seconds: the recovery point.',
+    registers: [this.registry],
+  });
+
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry });
     this.preinitialise();

@@ -19,6 +19,7 @@ import {
   serverTopLevelGroup,
   validationModeGroup,
   verifyOptionsGroup,
+  verifyScheduleGroup,
 } from './groups/misc.js';
 import { restorationGroup } from './groups/restoration.js';
 import { secondarySyncGroup, snapstoreGroup } from './groups/snapstore.js';
@@ -112,6 +113,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       use(leaderElectionGroup, ['leaderElectionConfig']),
       use(exponentialBackoffGroup, ['exponentialBackoffConfig']),
       use(memberCleanupGroup),
+      use(verifyScheduleGroup),
     ],
     validate(cfg: ServerConfig, issues) {
       const secondary = cfg.secondarySnapstoreConfig;

@@ -184,6 +184,8 @@ export interface ServerConfig extends CommonConfig {
   useEtcdWrapper: boolean;
   /** `--enable-member-cleanup` (ours): superfluous member removal on the leader. */
   enableMemberCleanup: boolean;
+  /** `--verify-schedule` (ours): cron schedule of the leader's backup verification; '' = off. */
+  verifySchedule: string;
 }
 
 export interface SnapshotCommandConfig extends CommonConfig {

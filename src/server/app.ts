@@ -170,6 +170,20 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
       }),
     );
 
+    // Ours: scrubs the newest chain as `etcdbrctl verify` does and answers with its report (200 whether or
+    // not the backups restore: `restorable` says; 500 when the store cannot be read). Any member with a
+    // store can verify; a request during a scrub gets that scrub's report.
+    scope.all('/snapshot/verify', async (_request, reply) => {
+      const scrubber = deps.scrubber;
+      if (scrubber === undefined) return sendError(reply, 405, 'cannot verify backups: no storage provider is configured');
+      try {
+        return sendJson(reply, 200, await scrubber.scrubNow());
+      } catch (err) {
+        logger.warn({ err }, 'backup verification could not read the store');
+        return sendError(reply, 500, `backup verification failed: ${errorMessage(err)}`);
+      }
+    });
+
     scope.all('/snapshot/latest', async (request, reply) =>
       withSnapshotter(request, reply, 'the latest snapshot metadata', async () => {
         const store = deps.store();

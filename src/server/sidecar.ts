@@ -1,3 +1,4 @@
+import { tmpdir } from 'node:os';
 import type { Etcd3 } from 'etcd3';
 import type { CommandContext } from '../cli/context.js';
 import { systemClock, type Clock } from '../clock.js';
@@ -12,6 +13,7 @@ import type { Snapshotter } from '../snapshotter/snapshotter.js';
 import { RotatingStore } from '../snapshotter/store-provider.js';
 import { HealthState } from './health.js';
 import { wireHttp } from './wiring/http.js';
+import { BackupScrubber } from '../verifier/scrubber.js';
 import { resolveClusterSize, wireInitialization } from './wiring/initialization.js';
 import { startEtcdMemberStatus, wireKube } from './wiring/kube.js';
 import { LeaderWork } from './wiring/leader-work.js';
@@ -79,6 +81,10 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     logger,
     metrics,
   });
+  // Backup verification: /snapshot/verify on any member with a store, --verify-schedule on the leader.
+  const scrubber = store
+    ? new BackupScrubber({ store: () => store.get(), metrics, clock, logger, tempDir: config.snapstoreConfig.tempDir || tmpdir() })
+    : undefined;
   const http = await wireHttp({
     config,
     env: ctx.env,
@@ -88,6 +94,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     store,
     initState,
     multiNode,
+    scrubber,
     logger,
     metrics,
   });
@@ -113,6 +120,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     client,
     singleMember: size === 1,
     store,
+    scrubber,
     maintenance,
     leases: k8s.leases,
     renewer: k8s.renewer,

@@ -26,6 +26,8 @@ export interface LeaderProxy {
   findLeaderUrl(): Promise<string | undefined>;
 }
 
+import type { BackupScrubber } from '../verifier/scrubber.js';
+
 export interface HttpServerDeps {
   config: HttpServerConfig;
   logger: Logger;
@@ -35,6 +37,8 @@ export interface HttpServerDeps {
   snapshots: () => SnapshotterControl | undefined;
   /** The configured store; undefined when no storage provider is configured. */
   store: () => SnapStore | undefined;
+  /** Backup verification (`/snapshot/verify`); undefined without a store. */
+  scrubber?: BackupScrubber;
   leaderProxy?: LeaderProxy;
   /** CA bundle (PEM) trusted when talking TLS to the leader; used only when this server runs TLS (as upstream's `--cacert`). */
   proxyCa?: Buffer;

@@ -85,6 +85,8 @@ const UPSTREAM: Record<string, [type: string, def: unknown, shorthand?: string]>
   'use-etcd-wrapper': ['bool', false],
   // member cleanup (ours; upstream removed its never-enabled member GC)
   'enable-member-cleanup': ['bool', true],
+  // backup verification (ours)
+  'verify-schedule': ['string', ''],
   'validation-mode': ['string', 'full'],
   // ls (ours)
   output: ['string', 'text', 'o'],
@@ -127,7 +129,7 @@ const copier = ['max-backups-to-copy', 'max-backup-age', 'max-parallel-copy-oper
 
 /** §1.2: the flag groups of each subcommand (plus --log-level everywhere, ours outside server). */
 const EXPECTED_FLAGS: Record<CommandName, string[]> = {
-  server: ['log-level', 'config-file', 'defragmentation-schedule', 'use-etcd-wrapper', ...connection, ...http, ...snapshotter, ...store(''), ...store('secondary-'), 'secondary-backup-sync-enabled', 'secondary-backup-sync-period', ...compression, ...restoration, ...health, ...leader, ...backoff, 'enable-member-cleanup'],
+  server: ['log-level', 'config-file', 'defragmentation-schedule', 'use-etcd-wrapper', ...connection, ...http, ...snapshotter, ...store(''), ...store('secondary-'), 'secondary-backup-sync-enabled', 'secondary-backup-sync-period', ...compression, ...restoration, ...health, ...leader, ...backoff, 'enable-member-cleanup', 'verify-schedule'],
   snapshot: ['log-level', ...connection, ...store(''), ...snapshotter, ...compression, ...backoff, 'defragmentation-schedule'],
   restore: ['log-level', ...restoration, ...store(''), 'dry-run', 'to-revision', 'to-time', 'output'],
   initialize: ['log-level', 'validation-mode', ...restoration, ...store(''), ...connection],

@@ -121,3 +121,21 @@ export const verifyOptionsGroup = defineGroup<Pick<VerifyCommandConfig, 'output'
     if (c.maxFetchers <= 0) issues.add(`${flag('maxFetchers')} must be greater than 0`);
   },
 });
+
+/** `server --verify-schedule` (ours). */
+export const verifyScheduleGroup = defineGroup<Pick<ServerConfig, 'verifySchedule'>>({
+  title: 'backup verification (not in etcd-backup-restore)',
+  fields: {
+    verifySchedule: {
+      type: 'string',
+      flag: 'verify-schedule',
+      usage: 'cron schedule on which the leader verifies the newest backup chain (as etcdbrctl verify; metrics etcdbr_backup_*); empty: never',
+    },
+  },
+  defaults: () => ({ verifySchedule: '' }),
+  validate(c, issues, flag) {
+    if (c.verifySchedule === '') return;
+    const err = cronScheduleError(c.verifySchedule);
+    if (err !== undefined) issues.add(`${flag('verifySchedule')}: invalid schedule ${JSON.stringify(c.verifySchedule)}: ${err}`);
+  },
+});

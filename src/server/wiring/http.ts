@@ -11,6 +11,7 @@ import type { ServerConfig } from '../../config/types.js';
 import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
 import type { RotatingStore } from '../../snapshotter/store-provider.js';
+import type { BackupScrubber } from '../../verifier/scrubber.js';
 import { buildHttpServer, type HttpServer } from '../app.js';
 import type { HealthState } from '../health.js';
 import { registerInitRoutes } from '../init-routes.js';
@@ -26,6 +27,7 @@ export async function wireHttp(input: {
   store: RotatingStore | undefined;
   initState: InitializationState;
   multiNode: MultiNode;
+  scrubber: BackupScrubber | undefined;
   logger: Logger;
   metrics: Metrics;
 }): Promise<HttpServer> {
@@ -39,6 +41,7 @@ export async function wireHttp(input: {
     health: input.health,
     snapshots: input.snapshots,
     store: () => store?.peek(),
+    ...(input.scrubber ? { scrubber: input.scrubber } : {}),
     leaderProxy: {
       findLeaderUrl: async () => {
         const status = await memberStatus(client, conn.connectionTimeout);

@@ -18,7 +18,9 @@ import { ExponentialBackoff } from '../../snapshotter/backoff.js';
 import { snapshotterFactory } from '../../snapshotter/from-config.js';
 import { LeadershipLost, type Snapshotter } from '../../snapshotter/snapshotter.js';
 import type { RotatingStore } from '../../snapshotter/store-provider.js';
+import { CronSchedule } from '../../snapshotter/schedule.js';
 import { superviseSnapshotter } from '../../snapshotter/supervisor.js';
+import type { BackupScrubber } from '../../verifier/scrubber.js';
 import type { HealthState } from '../health.js';
 
 export interface LeaderWorkOptions {
@@ -33,6 +35,8 @@ export interface LeaderWorkOptions {
   /** The cluster has one member (its etcd config's initial-cluster): no other sidecar can take over. */
   singleMember: boolean;
   store: RotatingStore | undefined;
+  /** Backup verification; runs on `--verify-schedule` while this member leads. */
+  scrubber: BackupScrubber | undefined;
   maintenance: ClusterMaintenance;
   leases: SnapshotLeases | undefined;
   renewer: FullSnapshotLeaseRenewer | undefined;
@@ -55,9 +59,12 @@ export class LeaderWork {
   private pauses = 0;
   private maintenanceDone = Promise.resolve();
   private secondarySyncDone = Promise.resolve();
+  private scrubDone = Promise.resolve();
+  private readonly verifySchedule: CronSchedule | undefined;
 
   constructor(private readonly opts: LeaderWorkOptions) {
     const { config, store, clock, logger, metrics } = opts;
+    this.verifySchedule = config.verifySchedule !== '' && opts.scrubber ? new CronSchedule(config.verifySchedule) : undefined;
     // On the leader: copy the backups to the secondary store and garbage-collect them there.
     this.secondarySync = secondarySyncFromConfig({
       config,
@@ -119,6 +126,9 @@ export class LeaderWork {
     this.maintenanceDone = Promise.all([this.maintenanceDone, this.opts.maintenance.lead(abort.signal)]).then(() => undefined);
     if (this.secondarySync) {
       this.secondarySyncDone = Promise.all([this.secondarySyncDone, this.secondarySync.run(abort.signal)]).then(() => undefined);
+    }
+    if (this.verifySchedule && this.opts.scrubber) {
+      this.scrubDone = Promise.all([this.scrubDone, this.opts.scrubber.runOnSchedule(this.verifySchedule, abort.signal)]).then(() => undefined);
     }
     if (!store) {
       // Without a store the leader only reports healthy (upstream).
@@ -195,6 +205,7 @@ export class LeaderWork {
     await this.snapshotterDone;
     await this.secondarySyncDone;
     await this.secondarySync?.close();
+    await this.scrubDone;
     await this.maintenanceDone;
   }
 }
