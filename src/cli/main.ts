@@ -17,6 +17,7 @@ import type { StoreRole } from '../config/store.js';
 import type { CommandConfigs, CommandName, SnapstoreConfig } from '../config/types.js';
 import { parseGoBool } from '../config/values.js';
 import { createLogger } from '../log.js';
+import { textLogDestination } from '../log-text.js';
 import type { Logger } from '../log.js';
 import { formatVersionInfo, versionInfo } from '../version.js';
 import type { CliIO, CommandContext, Env } from './context.js';
@@ -183,7 +184,10 @@ async function runCommand<N extends CommandName>(
     throw err;
   }
   const config = built.config;
-  const logger = createLogger({ logLevel: config.logLevel, destination: io.stderr });
+  const logger = createLogger({
+    logLevel: config.logLevel,
+    destination: config.logFormat === 'text' ? textLogDestination(io.stderr) : io.stderr,
+  });
   for (const w of built.warnings) logger.warn(w);
   for (const n of built.notes) logger.info(n);
 

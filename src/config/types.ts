@@ -164,6 +164,8 @@ export interface CopierConfig {
 /** Fields every subcommand has. */
 export interface CommonConfig {
   logLevel: LogrusLevel;
+  /** `--log-format` (ours): json (default, as upstream's logrus JSON) or text for people. */
+  logFormat: 'json' | 'text';
 }
 
 /** `etcdbrctl server`; the layout of the server config file. */

@@ -414,7 +414,8 @@ export class Snapshotter {
   private async saveBufferedDelta(): Promise<Snapshot | undefined> {
     const payload = this.buffer.take();
     if (!payload) {
-      this.deps.logger.info({}, 'No events received to save snapshot. Skipping delta snapshot.');
+      // Every idle delta period would log this at info (upstream does): an idle cluster's log stays quiet.
+      this.deps.logger.debug({}, 'No events received to save snapshot. Skipping delta snapshot.');
       return undefined;
     }
     return this.saveDelta(payload);

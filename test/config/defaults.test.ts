@@ -81,6 +81,7 @@ const UPSTREAM: Record<string, [type: string, def: unknown, shorthand?: string]>
   // misc
   'config-file': ['string', ''],
   'log-level': ['uint32', 4],
+  'log-format': ['string', 'json'],
   'defragmentation-schedule': ['string', '0 0 */3 * *'],
   'use-etcd-wrapper': ['bool', false],
   // member cleanup (ours; upstream removed its never-enabled member GC)
@@ -129,14 +130,14 @@ const copier = ['max-backups-to-copy', 'max-backup-age', 'max-parallel-copy-oper
 
 /** §1.2: the flag groups of each subcommand (plus --log-level everywhere, ours outside server). */
 const EXPECTED_FLAGS: Record<CommandName, string[]> = {
-  server: ['log-level', 'config-file', 'defragmentation-schedule', 'use-etcd-wrapper', ...connection, ...http, ...snapshotter, ...store(''), ...store('secondary-'), 'secondary-backup-sync-enabled', 'secondary-backup-sync-period', ...compression, ...restoration, ...health, ...leader, ...backoff, 'enable-member-cleanup', 'verify-schedule'],
-  snapshot: ['log-level', ...connection, ...store(''), ...snapshotter, ...compression, ...backoff, 'defragmentation-schedule'],
-  restore: ['log-level', ...restoration, ...store(''), 'dry-run', 'to-revision', 'to-time', 'output'],
-  initialize: ['log-level', 'validation-mode', ...restoration, ...store(''), ...connection],
-  compact: ['log-level', ...restoration, ...store(''), ...compactor],
-  copy: ['log-level', ...copier, ...store('source-'), ...store('')],
-  ls: ['log-level', ...store(''), 'output', 'all'],
-  verify: ['log-level', ...store(''), 'output', 'all', 'max-fetchers'],
+  server: ['log-level', 'log-format', 'config-file', 'defragmentation-schedule', 'use-etcd-wrapper', ...connection, ...http, ...snapshotter, ...store(''), ...store('secondary-'), 'secondary-backup-sync-enabled', 'secondary-backup-sync-period', ...compression, ...restoration, ...health, ...leader, ...backoff, 'enable-member-cleanup', 'verify-schedule'],
+  snapshot: ['log-level', 'log-format', ...connection, ...store(''), ...snapshotter, ...compression, ...backoff, 'defragmentation-schedule'],
+  restore: ['log-level', 'log-format', ...restoration, ...store(''), 'dry-run', 'to-revision', 'to-time', 'output'],
+  initialize: ['log-level', 'log-format', 'validation-mode', ...restoration, ...store(''), ...connection],
+  compact: ['log-level', 'log-format', ...restoration, ...store(''), ...compactor],
+  copy: ['log-level', 'log-format', ...copier, ...store('source-'), ...store('')],
+  ls: ['log-level', 'log-format', ...store(''), 'output', 'all'],
+  verify: ['log-level', 'log-format', ...store(''), 'output', 'all', 'max-fetchers'],
 };
 
 describe('flag groups match upstream §1.1 / §1.2', () => {

@@ -20,8 +20,17 @@ export const commonGroup = defineGroup<CommonConfig>({
       fileKey: false,
       usage: 'verbosity as a logrus level: 0 panic, 1 fatal, 2 error, 3 warn, 4 info, 5 debug, 6 trace',
     },
+    logFormat: {
+      type: 'string',
+      flag: 'log-format',
+      fileKey: false,
+      usage: 'log line format: json (for log collectors) or text (for people at a terminal)',
+    },
   },
-  defaults: () => ({ logLevel: 4 }),
+  defaults: () => ({ logLevel: 4, logFormat: 'json' as const }),
+  validate(c, issues, flag) {
+    if (c.logFormat !== 'json' && c.logFormat !== 'text') issues.add(`${flag('logFormat')}: unknown format ${JSON.stringify(c.logFormat)}; use json or text`);
+  },
 });
 
 const DEFRAG_SCHEDULE_USAGE = 'cron schedule of etcd defragmentation';
