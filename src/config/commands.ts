@@ -20,6 +20,7 @@ import {
   validationModeGroup,
   verifyOptionsGroup,
   verifyScheduleGroup,
+  apiAuthGroup,
 } from './groups/misc.js';
 import { restorationGroup } from './groups/restoration.js';
 import { secondarySyncGroup, snapstoreGroup } from './groups/snapstore.js';
@@ -114,8 +115,11 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       use(exponentialBackoffGroup, ['exponentialBackoffConfig']),
       use(memberCleanupGroup),
       use(verifyScheduleGroup),
+      use(apiAuthGroup),
     ],
     validate(cfg: ServerConfig, issues) {
+      const tls = cfg.serverConfig.serverCert !== '' && cfg.serverConfig.serverKey !== '';
+      if (cfg.apiClientCaFile !== '' && !tls) issues.add('--api-client-ca-file needs TLS: give --server-cert and --server-key');
       const secondary = cfg.secondarySnapstoreConfig;
       if (secondary.backupSyncEnabled && secondary.storeConfig.provider === '') {
         issues.add('--secondary-backup-sync-enabled needs a secondary store: give --secondary-storage-provider');

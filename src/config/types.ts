@@ -188,6 +188,12 @@ export interface ServerConfig extends CommonConfig {
   enableMemberCleanup: boolean;
   /** `--verify-schedule` (ours): cron schedule of the leader's backup verification; '' = off. */
   verifySchedule: string;
+  /** `--api-client-ca-file` (ours): require client certificates signed by this CA (needs server TLS). */
+  apiClientCaFile: string;
+  /** `--api-token-file` (ours): require this bearer token. */
+  apiTokenFile: string;
+  /** `--api-open-probes` (ours): `/healthz` and `/metrics` without credentials. */
+  apiOpenProbes: boolean;
 }
 
 export interface SnapshotCommandConfig extends CommonConfig {

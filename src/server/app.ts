@@ -9,6 +9,7 @@ import { fastify, LogController } from 'fastify';
 import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
 import { latestSet, snapshotToJSON } from '@etcdbrctl/snapstore';
 import type { Snapshot } from '@etcdbrctl/snapstore';
+import { ApiAuth } from './api-auth.js';
 import { registerProfilingRoutes } from './debug.js';
 import type { Profiling } from './debug.js';
 import { delegateToLeader } from './proxy.js';
@@ -58,7 +59,10 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
   // Upstream: TLS only when both files are given.
   const tls = config.serverCert !== '' && config.serverKey !== '';
 
-  const options: FastifyServerOptions & { https?: { cert: Buffer; key: Buffer } } = {
+  const auth = new ApiAuth(deps.auth ?? { openProbes: true });
+  const options: FastifyServerOptions & {
+    https?: { cert: Buffer; key: Buffer; ca?: Buffer; requestCert?: boolean; rejectUnauthorized?: boolean };
+  } = {
     loggerInstance: logger,
     logController: new QuietLogController(),
     // Upstream closes connections on stop instead of waiting for in-flight requests.
@@ -68,6 +72,9 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
     options.https = {
       cert: await readTlsFile(config.serverCert, 'cert'),
       key: await readTlsFile(config.serverKey, 'key'),
+      // Mutual TLS: ask every client for a certificate, but decide per request (the probes stay open), so a
+      // client without one still completes the handshake and gets a 401 that says what is missing.
+      ...(deps.auth?.clientCa ? { ca: deps.auth.clientCa, requestCert: true, rejectUnauthorized: false } : {}),
     };
     logger.info('TLS enabled: serving HTTPS');
   }
@@ -80,6 +87,17 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
       if (skipsSecurityHeaders(request.routeOptions.url)) return;
       reply.header('strict-transport-security', 'max-age=31536000');
       reply.header('content-security-policy', "default-src 'self'");
+    });
+  }
+
+  if (auth.enabled) {
+    app.addHook('onRequest', async (request, reply) => {
+      const path = request.url.split('?', 1)[0] ?? request.url;
+      const decision = await auth.decide(path, request.raw.socket, request.headers.authorization);
+      if (decision.allowed) return;
+      if (decision.status === 401) reply.header('www-authenticate', 'Bearer');
+      logger.warn({ url: path, ip: request.ip, status: decision.status }, 'API request refused');
+      return sendError(reply, decision.status, decision.message);
     });
   }
 
@@ -105,6 +123,7 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
   const delegation: DelegationOptions = {
     leaderProxy: deps.leaderProxy,
     ca: tls ? deps.proxyCa : undefined,
+    clientCert: options.https && deps.auth?.clientCa ? { cert: options.https.cert, key: options.https.key } : undefined,
     healthTimeoutMs: deps.leaderHealthTimeoutMs ?? DEFAULT_LEADER_HEALTH_TIMEOUT_MS,
     logger,
   };

@@ -15,6 +15,11 @@ export interface DelegationOptions {
   leaderProxy: LeaderProxy | undefined;
   /** Trusted CA for https leaders; undefined = Node's default roots. */
   ca: Buffer | undefined;
+  /**
+   * This sidecar's own certificate and key, presented to an https leader that requires client certificates
+   * (`--api-client-ca-file`): the followers' forwarded requests then pass the leader's mutual TLS.
+   */
+  clientCert?: { cert: Buffer; key: Buffer } | undefined;
   healthTimeoutMs: number;
   logger: Logger;
 }
@@ -69,8 +74,9 @@ function requestFn(url: URL): typeof http.request {
   throw new Error(`unsupported scheme ${JSON.stringify(url.protocol)} in leader URL ${url.href}`);
 }
 
-function tlsOptions(url: URL, ca: Buffer | undefined): https.RequestOptions {
-  return url.protocol === 'https:' && ca !== undefined ? { ca } : {};
+function tlsOptions(url: URL, ca: Buffer | undefined, client?: { cert: Buffer; key: Buffer }): https.RequestOptions {
+  if (url.protocol !== 'https:') return {};
+  return { ...(ca !== undefined ? { ca } : {}), ...(client ? { cert: client.cert, key: client.key } : {}) };
 }
 
 async function readLimited(res: IncomingMessage, limit: number): Promise<Buffer> {
@@ -91,12 +97,17 @@ async function readLimited(res: IncomingMessage, limit: number): Promise<Buffer>
  * GET `<base>/healthz` and read its JSON `health` field (upstream `IsBackupRestoreHealthy`, which looks at
  * the body, not the status code). Rejects on network errors, timeout or a body that is not that JSON.
  */
-export async function isLeaderHealthy(base: string, ca: Buffer | undefined, timeoutMs: number): Promise<boolean> {
+export async function isLeaderHealthy(
+  base: string,
+  ca: Buffer | undefined,
+  timeoutMs: number,
+  client?: { cert: Buffer; key: Buffer },
+): Promise<boolean> {
   const url = new URL(`${trimBase(base)}/healthz`);
   const request = requestFn(url);
   const signal = AbortSignal.timeout(timeoutMs);
   const body = await new Promise<Buffer>((resolve, reject) => {
-    const req = request(url, { method: 'GET', agent: false, signal, ...tlsOptions(url, ca) }, (res) => {
+    const req = request(url, { method: 'GET', agent: false, signal, ...tlsOptions(url, ca, client) }, (res) => {
       readLimited(res, HEALTH_BODY_LIMIT).then(resolve, reject);
     });
     req.on('error', (err) => reject(signal.aborted ? new Error(`no answer within ${timeoutMs} ms`) : err));
@@ -138,7 +149,7 @@ export async function delegateToLeader(
     return refuse('no snapshotter runs in this sidecar and there is no leading sidecar right now');
   }
   try {
-    if (!(await isLeaderHealthy(leader, opts.ca, opts.healthTimeoutMs))) {
+    if (!(await isLeaderHealthy(leader, opts.ca, opts.healthTimeoutMs, opts.clientCert))) {
       return refuse(`no snapshotter runs in this sidecar and the leading sidecar ${leader} is not healthy`);
     }
   } catch (err) {
@@ -173,7 +184,7 @@ async function forward(
     method: request.method,
     headers,
     agent: false,
-    ...tlsOptions(target, opts.ca),
+    ...tlsOptions(target, opts.ca, opts.clientCert),
   });
   // A client that goes away must not leave a request to the leader behind.
   const onClientGone = (): void => {

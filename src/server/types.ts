@@ -27,6 +27,7 @@ export interface LeaderProxy {
 }
 
 import type { BackupScrubber } from '../verifier/scrubber.js';
+import type { ApiAuthOptions } from './api-auth.js';
 
 export interface HttpServerDeps {
   config: HttpServerConfig;
@@ -39,6 +40,8 @@ export interface HttpServerDeps {
   store: () => SnapStore | undefined;
   /** Backup verification (`/snapshot/verify`); undefined without a store. */
   scrubber?: BackupScrubber;
+  /** Who may call the API (ours); without it every request is let in, as upstream. */
+  auth?: ApiAuthOptions;
   leaderProxy?: LeaderProxy;
   /** CA bundle (PEM) trusted when talking TLS to the leader; used only when this server runs TLS (as upstream's `--cacert`). */
   proxyCa?: Buffer;

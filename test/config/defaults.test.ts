@@ -88,6 +88,10 @@ const UPSTREAM: Record<string, [type: string, def: unknown, shorthand?: string]>
   'enable-member-cleanup': ['bool', true],
   // backup verification (ours)
   'verify-schedule': ['string', ''],
+  // API authentication (ours)
+  'api-client-ca-file': ['string', ''],
+  'api-token-file': ['string', ''],
+  'api-open-probes': ['bool', true],
   'validation-mode': ['string', 'full'],
   // ls (ours)
   output: ['string', 'text', 'o'],
@@ -130,7 +134,7 @@ const copier = ['max-backups-to-copy', 'max-backup-age', 'max-parallel-copy-oper
 
 /** §1.2: the flag groups of each subcommand (plus --log-level everywhere, ours outside server). */
 const EXPECTED_FLAGS: Record<CommandName, string[]> = {
-  server: ['log-level', 'log-format', 'config-file', 'defragmentation-schedule', 'use-etcd-wrapper', ...connection, ...http, ...snapshotter, ...store(''), ...store('secondary-'), 'secondary-backup-sync-enabled', 'secondary-backup-sync-period', ...compression, ...restoration, ...health, ...leader, ...backoff, 'enable-member-cleanup', 'verify-schedule'],
+  server: ['log-level', 'log-format', 'config-file', 'defragmentation-schedule', 'use-etcd-wrapper', ...connection, ...http, ...snapshotter, ...store(''), ...store('secondary-'), 'secondary-backup-sync-enabled', 'secondary-backup-sync-period', ...compression, ...restoration, ...health, ...leader, ...backoff, 'enable-member-cleanup', 'verify-schedule', 'api-client-ca-file', 'api-token-file', 'api-open-probes'],
   snapshot: ['log-level', 'log-format', ...connection, ...store(''), ...snapshotter, ...compression, ...backoff, 'defragmentation-schedule'],
   restore: ['log-level', 'log-format', ...restoration, ...store(''), 'dry-run', 'to-revision', 'to-time', 'output'],
   initialize: ['log-level', 'log-format', 'validation-mode', ...restoration, ...store(''), ...connection],

@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { cronScheduleError } from '../cron.js';
 import { defineGroup } from '../schema.js';
 import type {
@@ -146,5 +147,28 @@ export const verifyScheduleGroup = defineGroup<Pick<ServerConfig, 'verifySchedul
     if (c.verifySchedule === '') return;
     const err = cronScheduleError(c.verifySchedule);
     if (err !== undefined) issues.add(`${flag('verifySchedule')}: invalid schedule ${JSON.stringify(c.verifySchedule)}: ${err}`);
+  },
+});
+
+/** `server` API authentication (ours; off unless a file is given). */
+export const apiAuthGroup = defineGroup<Pick<ServerConfig, 'apiClientCaFile' | 'apiTokenFile' | 'apiOpenProbes'>>({
+  title: 'API authentication (not in etcd-backup-restore)',
+  fields: {
+    apiClientCaFile: {
+      type: 'string',
+      flag: 'api-client-ca-file',
+      usage: 'require a client certificate signed by this CA (PEM) on every request (mutual TLS; needs --server-cert and --server-key)',
+    },
+    apiTokenFile: {
+      type: 'string',
+      flag: 'api-token-file',
+      usage: 'require "Authorization: Bearer <token>" with the token in this file (re-read when it changes); with a client CA, either is enough',
+    },
+    apiOpenProbes: { type: 'bool', flag: 'api-open-probes', usage: 'serve /healthz and /metrics without credentials (for probes and scrapers)' },
+  },
+  defaults: () => ({ apiClientCaFile: '', apiTokenFile: '', apiOpenProbes: true }),
+  validate(c, issues, flag) {
+    if (c.apiClientCaFile !== '' && !existsSync(c.apiClientCaFile)) issues.add(`${flag('apiClientCaFile')}: file ${c.apiClientCaFile} does not exist`);
+    if (c.apiTokenFile !== '' && !existsSync(c.apiTokenFile)) issues.add(`${flag('apiTokenFile')}: file ${c.apiTokenFile} does not exist`);
   },
 });

@@ -42,6 +42,11 @@ export async function wireHttp(input: {
     snapshots: input.snapshots,
     store: () => store?.peek(),
     ...(input.scrubber ? { scrubber: input.scrubber } : {}),
+    auth: {
+      ...(config.apiClientCaFile !== '' ? { clientCa: await readFile(config.apiClientCaFile) } : {}),
+      ...(config.apiTokenFile !== '' ? { tokenFile: config.apiTokenFile } : {}),
+      openProbes: config.apiOpenProbes,
+    },
     leaderProxy: {
       findLeaderUrl: async () => {
         const status = await memberStatus(client, conn.connectionTimeout);
