@@ -113,6 +113,12 @@ function ensureGo() {
     'install Go 1.19+ from https://go.dev/dl and put `go` on PATH');
 }
 
+// The alert rules in deploy/monitoring are evaluated by Prometheus' own rule tester.
+function ensurePromtool() {
+  ensureFromDebian('promtool (for the alert rule tests)', ['promtool'], ['prometheus'],
+    'install Prometheus 2.x (its promtool) and put `promtool` on PATH');
+}
+
 function build() {
   say('building TypeScript (tsc -b) ...');
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -125,4 +131,5 @@ ensureNpmDependencies();
 checkNode();
 ensureEtcd();
 if (forTests) ensureGo();
+if (forTests) ensurePromtool();
 build();
