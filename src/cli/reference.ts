@@ -5,6 +5,7 @@
  */
 import { flagBindings } from '../config/build.js';
 import { COMMAND_NAMES, COMMAND_SPECS } from '../config/commands.js';
+import { Metrics } from '../metrics.js';
 import { formatDefault } from './flags.js';
 
 const TYPE_NAMES: Readonly<Record<string, string>> = {
@@ -59,4 +60,38 @@ export function renderFlagReference(): string {
     }
   }
   return out.join('\n');
+}
+
+/** Ours, not upstream's: the metrics etcd-backup-restore does not have. */
+const OUR_METRICS = new Set([
+  'etcdbr_snapshot_size_bytes',
+  'etcdbr_backup_last_verified_revision',
+  'etcdbr_backup_verify_failures_total',
+  'etcdbr_backup_latest_restorable_timestamp_seconds',
+]);
+
+/** docs/reference/metrics.md: every `etcdbr_*` metric with its type, labels and meaning. */
+export function renderMetricsReference(): string {
+  const metrics = new Metrics({ defaultMetrics: false });
+  const rows = metrics.registry
+    .getMetricsAsArray()
+    .map((m) => {
+      const meta = m as unknown as { name: string; help: string; labelNames?: readonly string[]; constructor: { name: string } };
+      return { name: meta.name, type: meta.constructor.name.toLowerCase(), labels: meta.labelNames ?? [], help: meta.help };
+    })
+    .sort((a, b) => (a.name < b.name ? -1 : 1));
+  return [
+    '# etcdbrctl metrics reference',
+    '',
+    '<!-- Generated from src/metrics.ts by `npm run docs`; a test fails when this file is stale. -->',
+    '',
+    'Served at `/metrics` in the Prometheus text format, with Node.js process metrics (`process_*`, `nodejs_*`)',
+    'beside them. Names, types and labels are etcd-backup-restore\'s, except those marked *ours*. Histograms',
+    'also expose `_bucket`, `_sum` and `_count`.',
+    '',
+    '| metric | type | labels | meaning |',
+    '|---|---|---|---|',
+    ...rows.map((r) => `| \`${r.name}\`${OUR_METRICS.has(r.name) ? ' (ours)' : ''} | ${r.type} | ${r.labels.map((l) => `\`${l}\``).join(', ')} | ${cell(r.help)} |`),
+    '',
+  ].join('\n');
 }
