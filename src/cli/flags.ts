@@ -188,10 +188,15 @@ export class FlagSet {
     throw new FlagError(`flag needs an argument: '${c}' in -${shorthands}`);
   }
 
-  /** pflag's `FlagUsages`: one line per flag, sorted by name, usage aligned, non-zero defaults shown. */
-  usages(): string {
+  /**
+   * pflag's `FlagUsages`: one line per flag, sorted by name, usage aligned, non-zero defaults shown.
+   * `only`: just these flags (a section of a grouped help).
+   */
+  usages(only?: ReadonlySet<string>): string {
     const lines: Array<[string, string]> = [];
-    const sorted = [...this.byName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    const sorted = [...this.byName.values()]
+      .filter((f) => only === undefined || only.has(f.name))
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
     for (const f of sorted) {
       let left = f.shorthand !== undefined ? `  -${f.shorthand}, --${f.name}` : `      --${f.name}`;
       const varname = TYPE_NAMES[f.type];

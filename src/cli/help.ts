@@ -62,8 +62,23 @@ export function commandHelp(spec: CommandSpec): string {
     'Usage:',
     `  etcdbrctl ${spec.name} [flags]`,
     '',
-    'Flags:',
-    commandFlagSet(spec).usages().trimEnd(),
-    '',
+    ...groupedUsages(spec),
   ].join('\n');
+}
+
+/**
+ * The flags by concern (the groups they are defined in: etcd connection, store, snapshots, …) rather than
+ * one alphabetical list: the server alone has more than 70. Each section is pflag's layout.
+ */
+function groupedUsages(spec: CommandSpec): string[] {
+  const fs = commandFlagSet(spec);
+  const sections = new Map<string, Set<string>>();
+  for (const [name, b] of flagBindings(spec)) {
+    const title = b.use.group.title;
+    if (!sections.has(title)) sections.set(title, new Set());
+    sections.get(title)!.add(name);
+  }
+  const out = ['Flags:', fs.usages(new Set(['help'])).trimEnd(), ''];
+  for (const [title, names] of sections) out.push(`Flags (${title}):`, fs.usages(names).trimEnd(), '');
+  return out;
 }

@@ -147,6 +147,10 @@ describe('subcommands', () => {
     expect(r.stdout).toMatch(/--insecure-skip-tls-verify\s+.* \(default true\)/);
     expect(r.stdout).toMatch(/--log-level uint32\s+.* \(default 4\)/);
     expect(r.stdout).toMatch(/--secondary-store-container string/);
+    // Grouped by concern, each flag once.
+    expect(r.stdout).toMatch(/Flags \(HTTP server\):\n(.*\n)*?.*--server-port/);
+    expect(r.stdout).toMatch(/Flags \(snapstore\):\n(.*\n)*?.*--storage-provider/);
+    expect(r.stdout.match(/--delta-snapshot-period /g)).toHaveLength(1);
     const c = await run(['compact', '-h']);
     expect(c.stdout).toMatch(/--etcd-snapshot-timeout duration\s+.* \(default 30m0s\)/);
   });
