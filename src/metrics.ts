@@ -132,6 +132,13 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // Ours: on-demand maintenance (POST /maintenance/defrag and /maintenance/compact).
+  readonly maintenanceDurationSeconds = new Histogram({
+    name: 'etcdbr_maintenance_duration_seconds',
+    help: 'Duration of on-demand maintenance operations (defrag: rolling defragmentation; compact: history compaction).',
+    labelNames: ['operation', 'succeeded'] as const,
+    registers: [this.registry],
+  });
   // Ours: what the last scrub of the backups (`verify`, --verify-schedule, /snapshot/verify) found.
   readonly backupLastVerifiedRevision = new Gauge({
     name: 'etcdbr_backup_last_verified_revision',

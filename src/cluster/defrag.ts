@@ -109,6 +109,12 @@ export class EndpointClients {
   }
 }
 
+/** An on-demand maintenance operation asked for while one of its kind runs. */
+export class MaintenanceBusyError extends Error {
+  override readonly name = 'MaintenanceBusyError';
+  readonly code = 'E_MAINTENANCE_BUSY';
+}
+
 export interface DefragRunnerOptions {
   /** Client of the cluster for MemberList, opened per attempt and closed afterwards. */
   clusterClient: MaintenanceClientFactory;
@@ -209,6 +215,26 @@ export class DefragRunner {
       });
     }
     await this.current;
+  }
+
+  /**
+   * One attempt now, on demand (`POST /maintenance/defrag`): no retry period, no retry. Throws
+   * MaintenanceBusyError while a scheduled or on-demand run is in progress, so two never overlap.
+   */
+  async defragNow(signal: AbortSignal): Promise<DefragAttemptResult> {
+    if (this.current) throw new MaintenanceBusyError('a defragmentation is already running');
+    let result!: DefragAttemptResult;
+    this.current = (async () => {
+      try {
+        result = await this.attempt({ done: new Set() }, signal);
+      } catch (err) {
+        result = { outcome: 'failed', reason: err instanceof Error ? err.message : String(err) };
+      }
+    })().finally(() => {
+      this.current = undefined;
+    });
+    await this.current;
+    return result;
   }
 
   /** One scheduled run: attempts every retry period until one succeeds, then the callback. */

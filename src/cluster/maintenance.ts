@@ -12,6 +12,7 @@ import { clusterSize, etcdConfigPath, memberName, memberUrls, readEtcdConfigTemp
 import type { Metrics } from '../metrics.js';
 import { MemberCleanup, type CleanupPolicy } from './cleanup.js';
 import { DEFRAG_RETRY_PERIOD_MS, DefragRunner, endpointClientFactory, endpointsClientFactory, type MemberDefragmentation } from './defrag.js';
+import { OnDemandMaintenance } from './on-demand.js';
 import { ETCD_WRAPPER_PORT, updatePeerUrlsWhenReachable, wrapperStopUrl } from './peer-url.js';
 
 /**
@@ -37,6 +38,8 @@ export interface ClusterMaintenanceOptions {
 
 export class ClusterMaintenance {
   private readonly defrag: DefragRunner;
+  /** `POST /maintenance/defrag|compact` while this sidecar leads. */
+  readonly onDemand: OnDemandMaintenance;
   private readonly cleanup: MemberCleanup;
   private warnedNoPod = false;
 
@@ -54,6 +57,14 @@ export class ClusterMaintenance {
       logger,
       metrics,
       ...(opts.onMemberDefragmented ? { onMemberDefragmented: opts.onMemberDefragmented } : {}),
+    });
+    this.onDemand = new OnDemandMaintenance({
+      defragNow: (signal) => this.defrag.defragNow(signal),
+      clusterClient: endpointsClientFactory(conn),
+      statusTimeoutMs: conn.connectionTimeout,
+      clock,
+      logger,
+      metrics,
     });
     this.cleanup = new MemberCleanup({
       clusterClient: endpointsClientFactory(conn),

@@ -66,6 +66,7 @@ export async function watchAllKeys(
   const cancelTimeoutMs = opts.cancelTimeoutMs ?? WATCH_CANCEL_TIMEOUT_MS;
   await assertRevisionAvailable(client, startRevision);
   let failed = false;
+  let closed = false;
   const watcher: Watcher = await client
     .watch()
     .inRange({ start: Buffer.from([0]), end: Buffer.from([0]) })
@@ -77,8 +78,10 @@ export async function watchAllKeys(
   };
   watcher.on('connected', header);
   watcher.on('data', (res) => {
-    // Nothing after close() or an error, even if etcd3 still delivers (a cancel etcd never confirmed).
-    if (failed) return;
+    // Events etcd sent before it confirms the cancel still arrive while close() waits, and belong to the
+    // buffer (the last delta on shutdown includes them); nothing arrives after close() returned, even when
+    // the confirmation never came.
+    if (closed) return;
     const r = res as unknown as RawWatchResponse;
     header(r);
     if (!r.events || r.events.length === 0) return;
@@ -98,7 +101,7 @@ export async function watchAllKeys(
       failed = true;
       // Bounded: etcd3 waits for etcd to confirm the cancel, and an etcd that hangs (stopped, out of disk
       // I/O) never does, which held the sidecar's shutdown forever. No event is delivered after close()
-      // anyway (`failed`), and closing the client ends the stream.
+      // (`closed`), and closing the client ends the stream.
       let timer: NodeJS.Timeout | undefined;
       const bound = new Promise<void>((resolve) => {
         timer = setTimeout(resolve, cancelTimeoutMs);
@@ -106,6 +109,7 @@ export async function watchAllKeys(
       });
       await Promise.race([watcher.cancel().catch(() => undefined), bound]);
       clearTimeout(timer);
+      closed = true;
     },
   };
 }

@@ -10,6 +10,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOption
 import { latestSet, snapshotToJSON } from '@etcdbrctl/snapstore';
 import type { Snapshot } from '@etcdbrctl/snapstore';
 import { ApiAuth } from './api-auth.js';
+import { MaintenanceBusyError } from '../cluster/defrag.js';
+import { MaintenanceRequestError, type CompactTarget } from '../cluster/on-demand.js';
 import { registerProfilingRoutes } from './debug.js';
 import type { Profiling } from './debug.js';
 import { delegateToLeader } from './proxy.js';
@@ -23,6 +25,18 @@ export interface HttpServer {
   listen(): Promise<{ port: number; url: string }>;
   /** Stops the server; open connections are closed at once, as upstream's `server.Close()`. */
   close(): Promise<void>;
+}
+
+/** `revision=<n>` or `keep=<n>` of `/maintenance/compact`, or what is wrong with them. */
+function compactTarget(request: FastifyRequest): CompactTarget | string {
+  const out: CompactTarget = {};
+  for (const key of ['revision', 'keep'] as const) {
+    const raw = queryParam(request, key);
+    if (raw === '') continue;
+    if (!/^\d+$/.test(raw)) return `invalid value ${JSON.stringify(raw)} for query parameter "${key}": want a non-negative integer`;
+    out[key] = Number(raw);
+  }
+  return out;
 }
 
 /** Upstream's `ReadHeaderTimeout` against slow-header clients. */
@@ -119,6 +133,34 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
       return sendError(reply, 500, `collecting metrics failed: ${errorMessage(err)}`);
     }
   });
+
+  // Ours: maintenance on demand (DEP-05), on the leading sidecar. Compaction discards history and a
+  // defragmentation blocks each member for a while, so these routes exist only behind API authentication.
+  for (const operation of ['defrag', 'compact'] as const) {
+    app.all(`/maintenance/${operation}`, async (request, reply) => {
+      if (!auth.enabled) {
+        return sendError(reply, 403, 'maintenance routes need API authentication: configure --api-client-ca-file or --api-token-file');
+      }
+      const leading = deps.maintenance?.();
+      if (!leading) return sendError(reply, 503, 'this sidecar does not lead the cluster: send maintenance requests to the leading sidecar');
+      if (request.method === 'GET') return sendJson(reply, 200, leading.control.status()[operation] ?? null);
+      if (request.method !== 'POST') return sendError(reply, 405, `use POST to start a ${operation}, GET for the last outcome`);
+      try {
+        let outcome;
+        if (operation === 'defrag') outcome = await leading.control.defrag(leading.signal);
+        else {
+          const target = compactTarget(request);
+          if (typeof target === 'string') return sendError(reply, 400, target);
+          outcome = await leading.control.compact(target);
+        }
+        return sendJson(reply, outcome.state === 'succeeded' ? 200 : 500, outcome);
+      } catch (err) {
+        if (err instanceof MaintenanceBusyError) return sendError(reply, 409, err.message);
+        if (err instanceof MaintenanceRequestError) return sendError(reply, 400, err.message);
+        return sendError(reply, 500, `${operation} failed: ${errorMessage(err)}`);
+      }
+    });
+  }
 
   const delegation: DelegationOptions = {
     leaderProxy: deps.leaderProxy,

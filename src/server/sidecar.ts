@@ -64,6 +64,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   });
   // The leader's work is built after the HTTP server; initialization reaches it through this late binding.
   let leaderWork: LeaderWork | undefined;
+  let clusterMaintenance: ClusterMaintenance | undefined;
   const initState = wireInitialization({
     config,
     env: ctx.env,
@@ -95,6 +96,11 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     initState,
     multiNode,
     scrubber,
+    // Late-bound: the maintenance and the leader's work are built after the HTTP server.
+    maintenance: () => {
+      const signal = leaderWork?.termSignal;
+      return signal && clusterMaintenance ? { control: clusterMaintenance.onDemand, signal } : undefined;
+    },
     logger,
     metrics,
   });
@@ -102,14 +108,14 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   opts.onListening?.(url);
 
   // Cluster maintenance: peer URL update at start; defragmentation and member cleanup on the leader.
-  const maintenance = new ClusterMaintenance({
+  const maintenance = (clusterMaintenance = new ClusterMaintenance({
     config,
     env: ctx.env,
     clock,
     logger,
     metrics,
     ...(etcdMemberStatus ? { onMemberDefragmented: (r) => etcdMemberStatus.onMemberDefragmented(r) } : {}),
-  });
+  }));
   const peerUrlsDone = maintenance.updatePeerUrls(ctx.signal);
   leaderWork = new LeaderWork({
     config,

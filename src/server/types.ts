@@ -28,6 +28,7 @@ export interface LeaderProxy {
 
 import type { BackupScrubber } from '../verifier/scrubber.js';
 import type { ApiAuthOptions } from './api-auth.js';
+import type { OnDemandMaintenance } from '../cluster/on-demand.js';
 
 export interface HttpServerDeps {
   config: HttpServerConfig;
@@ -40,6 +41,11 @@ export interface HttpServerDeps {
   store: () => SnapStore | undefined;
   /** Backup verification (`/snapshot/verify`); undefined without a store. */
   scrubber?: BackupScrubber;
+  /**
+   * On-demand maintenance (ours) while this sidecar leads, with the signal that ends its term; undefined on
+   * followers.
+   */
+  maintenance?: () => { control: OnDemandMaintenance; signal: AbortSignal } | undefined;
   /** Who may call the API (ours); without it every request is let in, as upstream. */
   auth?: ApiAuthOptions;
   leaderProxy?: LeaderProxy;

@@ -189,6 +189,7 @@ describe('offline replay = online replay', () => {
         lastRevision = rev;
         await lease.revoke();
         lastRevision = Number((await c.put('/k/final').value('final').exec()).header.revision);
+        await deltaThrough(snapshotter, lastRevision);
         run.abort();
         await running;
       } finally {

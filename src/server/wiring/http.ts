@@ -12,6 +12,7 @@ import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
 import type { RotatingStore } from '../../snapshotter/store-provider.js';
 import type { BackupScrubber } from '../../verifier/scrubber.js';
+import type { OnDemandMaintenance } from '../../cluster/on-demand.js';
 import { buildHttpServer, type HttpServer } from '../app.js';
 import type { HealthState } from '../health.js';
 import { registerInitRoutes } from '../init-routes.js';
@@ -28,6 +29,7 @@ export async function wireHttp(input: {
   initState: InitializationState;
   multiNode: MultiNode;
   scrubber: BackupScrubber | undefined;
+  maintenance: () => { control: OnDemandMaintenance; signal: AbortSignal } | undefined;
   logger: Logger;
   metrics: Metrics;
 }): Promise<HttpServer> {
@@ -42,6 +44,7 @@ export async function wireHttp(input: {
     snapshots: input.snapshots,
     store: () => store?.peek(),
     ...(input.scrubber ? { scrubber: input.scrubber } : {}),
+    maintenance: input.maintenance,
     auth: {
       ...(config.apiClientCaFile !== '' ? { clientCa: await readFile(config.apiClientCaFile) } : {}),
       ...(config.apiTokenFile !== '' ? { tokenFile: config.apiTokenFile } : {}),

@@ -78,6 +78,11 @@ export class LeaderWork {
     });
   }
 
+  /** While this sidecar leads (a term runs): the signal that ends the term; otherwise undefined. */
+  get termSignal(): AbortSignal | undefined {
+    return this.abort?.signal;
+  }
+
   startLeading(): void {
     this.leading = true;
     if (this.pauses > 0) return;
