@@ -51,6 +51,7 @@ import { openS3Store } from '../../snapstore/src/providers/s3.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from '../../snapstore/test/support/s3rver.js';
 import { FullSnapshotVerifier } from '../../src/backup/full-verify.js';
 import { createEtcdClient } from '../../src/etcd/client.js';
+import { legacyEtcd3 } from '../../src/etcd/etcd-client.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
 import { MiB, arg, gc, measured, median, quietAwsNodeWarning, round1, round3, table } from './support/measure.js';
@@ -150,7 +151,7 @@ async function etcdctlSave(endpoint: string, file: string): Promise<void> {
  * measured run only pays for the snapshot itself.
  */
 async function openCases(setup: Setup, stages: boolean, s3Name: string) {
-  const client = await createEtcdClient({ endpoints: [setup.etcd], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 });
+  const client = legacyEtcd3(await createEtcdClient({ endpoints: [setup.etcd], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 }));
   const base = { container: 'bench', prefix: 'bench/v2', maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: setup.tmp };
   const local = await openLocalStore({ ...base, provider: 'Local', rootDir: path.join(setup.tmp, 'local') });
   const s3 = await openS3Store({
@@ -324,7 +325,7 @@ async function main(): Promise<void> {
   try {
     console.log(`etcd ${(await etcdBinaries()).version} at ${etcd.clientUrl}, filling with ~${dbMB} MiB ...`);
     const filled = await fillEtcd(benchDir, etcd.clientUrl, dbMB);
-    const probe = await createEtcdClient({ endpoints: [etcd.clientUrl], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 });
+    const probe = legacyEtcd3(await createEtcdClient({ endpoints: [etcd.clientUrl], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 }));
     const status = await probe.maintenance.status().finally(() => probe.close());
     const dbBytes = Number(status.dbSize);
     console.log(

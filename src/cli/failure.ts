@@ -1,12 +1,14 @@
 /**
  * How a failed command reaches the operator: one line (`Error: …`, what was wrong and where, then what to
  * do) and an exit code, decided from the error's stable `code` (our typed errors: snapstore, etcd config,
- * Kubernetes, bbolt, initialization; Node's system errors) or, for the etcd client's errors, its class.
+ * Kubernetes, bbolt, initialization, etcd calls; Node's system errors) or, for the errors of the etcd
+ * client library that reach us unwrapped, their class.
  * The stack and the cause chain are for developers: logged at debug level only (`--log-level=5`).
  *
  * Exit codes: every failure exits 1, as upstream does (cobra and logrus' Fatal), so scripts and Kubernetes
  * Jobs see what they saw before; the table keeps the exit code per rule so that a distinction is one edit.
  */
+import { ETCD_UNREACHABLE_CODES, isEtcdError } from '../etcd/errors.js';
 import type { Logger } from '../log.js';
 import type { CliIO } from './context.js';
 
@@ -40,7 +42,7 @@ export const FAILURE_RULES: Readonly<Record<string, FailureRule>> = {
   EROFS: { exitCode: 1, hint: 'that file system is read-only: use a writable path' },
 };
 
-/** The etcd client's errors carry no code; these classes mean that etcd could not be reached or did not answer. */
+/** The etcd client library's errors carry no code; these classes mean that etcd could not be reached or did not answer. */
 const ETCD_UNREACHABLE_CLASSES = new Set(['GRPCUnavailableError', 'GRPCDeadlineExceededError', 'ClientClosedError']);
 
 export interface FailureReport {
@@ -52,7 +54,10 @@ export interface FailureReport {
 /** Decides what an operator is told about `err` and which exit code the process returns. Pure. */
 export function describeFailure(err: unknown): FailureReport {
   const message = oneLine(err instanceof Error ? err.message : String(err));
-  if (err instanceof Error && ETCD_UNREACHABLE_CLASSES.has(err.constructor.name)) {
+  if (
+    (isEtcdError(err) && ETCD_UNREACHABLE_CODES.has(err.code)) ||
+    (err instanceof Error && ETCD_UNREACHABLE_CLASSES.has(err.constructor.name))
+  ) {
     // gRPC appends an empty "Resolution note:" when name resolution has nothing to say.
     const detail = message.replace(/\.?\s*Resolution note$/, '');
     return { exitCode: 1, line: `Error: cannot reach etcd: ${detail}; ${ETCD_UNREACHABLE_HINT}` };

@@ -3,6 +3,7 @@ import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { EtcdConnectionConfig } from '../config/types.js';
 import { createEtcdClientFromFlags } from '../etcd/client.js';
+import { legacyEtcd3 } from '../etcd/etcd-client.js';
 import type { Metrics } from '../metrics.js';
 import { CronSchedule, isZeroTime } from '../snapshotter/schedule.js';
 import { memberStatus, type EtcdMemberStatus } from './leadership.js';
@@ -34,7 +35,7 @@ export function endpointsClientFactory(conn: EtcdConnectionConfig): MaintenanceC
 }
 
 function clientFor(conn: EtcdConnectionConfig, endpoints: string[]): Promise<Etcd3> {
-  return createEtcdClientFromFlags(conn, endpoints);
+  return createEtcdClientFromFlags(conn, endpoints).then(legacyEtcd3);
 }
 
 /** A cluster member as the maintenance jobs see it: hex ID, name and the client URL used to reach it. */

@@ -9,6 +9,7 @@ import type { Etcd3, IMember } from 'etcd3';
 import { systemClock, type Clock } from '../clock.js';
 import type { EtcdClientOptions } from '../etcd/client.js';
 import { createEtcdClient } from '../etcd/client.js';
+import { legacyEtcd3 } from '../etcd/etcd-client.js';
 import { legacyUrlTemplate, type EtcdConfigTemplate } from '../initializer/etcd-config.js';
 import type { ClusterObservation, ObservedMember } from '../initializer/bootstrap.js';
 import type { Logger } from '@etcdbrctl/snapstore';
@@ -106,7 +107,7 @@ export function memberOpEndpoints(serviceEndpoints: readonly string[], template:
 
 /** A factory over the etcd-connection settings (TLS, auth) with the endpoints replaced per call. */
 export function clusterClientFactory(base: Omit<EtcdClientOptions, 'endpoints'>): ClusterClientFactory {
-  return (endpoints) => createEtcdClient({ ...base, endpoints });
+  return (endpoints) => createEtcdClient({ ...base, endpoints }).then(legacyEtcd3);
 }
 
 export interface MemberControlOptions {

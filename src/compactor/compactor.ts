@@ -22,6 +22,7 @@ import { planRestore } from '../restorer/plan.js';
 import { backendPath, executeRestore, reenableAuth, restoreSettings } from '../restorer/restore.js';
 import { saveVerifiedFullSnapshot, takeFullSnapshot } from '../snapshotter/full-snapshot.js';
 import { connectLocalEtcd } from '../etcd/client.js';
+import { legacyEtcd3 } from '../etcd/etcd-client.js';
 import { currentRevision } from '../etcd/ops.js';
 
 /** Upstream `etcdDialTimeout`: bounds the revision read on the local etcd. */
@@ -115,7 +116,7 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
     const restoreMs = Date.now() - started;
     logger.info({ revision: restored.revision, deltasApplied: restored.deltasApplied, ms: restoreMs }, 'Restoration for compaction is over');
 
-    client = await connectLocalEtcd(etcd.clientUrl);
+    client = legacyEtcd3(await connectLocalEtcd(etcd.clientUrl));
     const revision = await currentRevision(client, REVISION_READ_TIMEOUT_MS);
     const dbSizeBefore = await dbSize(client);
     await compactAt(client, revision, cc.snapshotTimeout, logger);

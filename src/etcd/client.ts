@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { Etcd3, IOptions } from 'etcd3';
+import { Etcd3Client, LocalEtcd3Client, type EtcdClient, type LocalEtcdClient } from './etcd-client.js';
 
 /**
  * The etcd3 library, loaded on first use: it builds its gRPC services from .proto files when imported
@@ -13,11 +14,12 @@ function etcd3Library(): Promise<typeof import('etcd3')> {
  * A client of an etcd this process started itself (a restore's or compaction's replay etcd): plain
  * HTTP/2 on loopback, no credentials, messages of any size.
  */
-export async function connectLocalEtcd(clientUrl: string): Promise<Etcd3> {
-  return new (await etcd3Library()).Etcd3({
+export async function connectLocalEtcd(clientUrl: string): Promise<LocalEtcdClient> {
+  const etcd3 = new (await etcd3Library()).Etcd3({
     hosts: clientUrl,
     grpcOptions: { 'grpc.max_receive_message_length': -1, 'grpc.max_send_message_length': -1 },
   });
+  return new LocalEtcd3Client(etcd3, clientUrl);
 }
 
 /** What the etcd-connection flag group decides about reaching etcd (upstream §1.1). */
@@ -40,12 +42,12 @@ export interface EtcdClientOptions {
 export const ETCD_FLOW_CONTROL_WINDOW_BYTES = 4 * 1024 * 1024;
 
 /**
- * Builds an etcd3 client. TLS is used when an endpoint is https, TLS files are given or
+ * Builds a client of `endpoints`. TLS is used when an endpoint is https, TLS files are given or
  * `--insecure-transport=false`, otherwise plain text (the default). With TLS every endpoint is dialled
  * with TLS, http:// ones too (upstream's clientv3 would drop TLS for those). Credentials only when both
  * username and password are set, as upstream.
  */
-export async function createEtcdClient(opts: EtcdClientOptions): Promise<Etcd3> {
+export async function createEtcdClient(opts: EtcdClientOptions): Promise<EtcdClient> {
   if (opts.endpoints.length === 0) throw new Error('no etcd endpoints configured (--endpoints)');
   const useTls =
     opts.endpoints.some((e) => e.startsWith('https://')) ||
@@ -94,7 +96,7 @@ export async function createEtcdClient(opts: EtcdClientOptions): Promise<Etcd3> 
   if (opts.username && opts.password) options.auth = { username: opts.username, password: opts.password };
   const client = new (await etcd3Library()).Etcd3(options);
   if (useTls && opts.insecureSkipVerify) skipServerCertificateVerification(client);
-  return client;
+  return new Etcd3Client(client);
 }
 
 type VerifyOptions = { rejectUnauthorized?: boolean };
@@ -138,7 +140,7 @@ export interface EtcdConnectionFlags {
 }
 
 /** A client from the connection flags, to `endpoints` (default: `--endpoints`). */
-export function createEtcdClientFromFlags(conn: EtcdConnectionFlags, endpoints: string[] = conn.endpoints): Promise<Etcd3> {
+export function createEtcdClientFromFlags(conn: EtcdConnectionFlags, endpoints: string[] = conn.endpoints): Promise<EtcdClient> {
   return createEtcdClient({
     endpoints,
     username: conn.username,

@@ -1,6 +1,7 @@
 import type { Etcd3, Watcher } from 'etcd3';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { nowRfc3339Nano } from '../backup/delta-format.js';
+import { EtcdError } from './errors.js';
 
 interface RawKv {
   key: Buffer;
@@ -114,8 +115,11 @@ export async function watchAllKeys(
   };
 }
 
-export class CompactedRevisionError extends Error {
-  override readonly name = 'CompactedRevisionError';
+export class CompactedRevisionError extends EtcdError {
+  override readonly name: string = 'CompactedRevisionError';
+  constructor(message: string, options?: ErrorOptions) {
+    super('E_ETCD_COMPACTED', message, options);
+  }
 }
 
 /**

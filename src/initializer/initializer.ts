@@ -9,6 +9,7 @@ import type { Metrics } from '../metrics.js';
 import { planRestore } from '../restorer/plan.js';
 import { executeRestore, type RestoreOptions } from '../restorer/restore.js';
 import { connectLocalEtcd } from '../etcd/client.js';
+import { legacyEtcd3 } from '../etcd/etcd-client.js';
 import { currentRevision } from '../etcd/ops.js';
 import { readWalMetadata } from '../wal/verify.js';
 import type { MemberControl } from '../cluster/members.js';
@@ -302,7 +303,7 @@ async function tempDirHygiene(opts: InitializerOptions): Promise<void> {
  */
 async function catchUpFromWal(dataDir: string, target: number, opts: InitializerOptions): Promise<boolean> {
   const etcd = await startLocalEtcd({ binaries: await opts.binaries(), dataDir, name: opts.restore.name });
-  const client = await connectLocalEtcd(etcd.clientUrl);
+  const client = legacyEtcd3(await connectLocalEtcd(etcd.clientUrl));
   try {
     const deadline = Date.now() + 60_000;
     for (;;) {

@@ -11,6 +11,7 @@ import type { EtcdBinaries } from '../etcd/binaries.js';
 import { startLocalEtcd, type LocalEtcd } from '../etcd/local-etcd.js';
 import { compact } from '../etcd/ops.js';
 import { connectLocalEtcd } from '../etcd/client.js';
+import { legacyEtcd3 } from '../etcd/etcd-client.js';
 import { currentRevision } from '../etcd/ops.js';
 import { openReplayTxns, type ReplayTxns } from '../etcd/replay-txns.js';
 import { applyDeltaFile, commitOpenRevision, type OpenRevision } from './apply.js';
@@ -216,7 +217,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         maxTxnOps: opts.maxTxnOps,
         unsafeNoFsync: !opts.fsync,
       });
-      client = await connectLocalEtcd(etcd.clientUrl);
+      client = legacyEtcd3(await connectLocalEtcd(etcd.clientUrl));
       const replayStarted = Date.now();
       revision = await currentRevision(client, 30_000);
       txns = await openReplayTxns(etcd.clientUrl, client, logger);

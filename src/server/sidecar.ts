@@ -8,6 +8,7 @@ import { MultiNode } from '../cluster/multinode.js';
 import type { ServerConfig } from '../config/types.js';
 import { STORE_ENV_PREFIX } from '../config/store.js';
 import { createEtcdClientFromFlags } from '../etcd/client.js';
+import { legacyEtcd3 } from '../etcd/etcd-client.js';
 import { Metrics } from '../metrics.js';
 import type { Snapshotter } from '../snapshotter/snapshotter.js';
 import { RotatingStore } from '../snapshotter/store-provider.js';
@@ -45,7 +46,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
         logger,
       })
     : undefined;
-  const client: Etcd3 = await createEtcdClientFromFlags(conn);
+  const client: Etcd3 = legacyEtcd3(await createEtcdClientFromFlags(conn));
   let active: Snapshotter | undefined;
 
   const k8s = await wireKube({ config, env: ctx.env, client, latestFull: () => active?.chain.prevFull, clock, logger });

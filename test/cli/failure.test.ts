@@ -4,6 +4,7 @@ import { SnapStoreError } from '@etcdbrctl/snapstore';
 import { GRPCUnavailableError } from 'etcd3';
 import { describe, expect, it } from 'vitest';
 import { describeFailure, reportFailure } from '../../src/cli/failure.js';
+import { EtcdError, toEtcdError } from '../../src/etcd/errors.js';
 import { EtcdConfigError } from '../../src/initializer/etcd-config.js';
 import { KubeError } from '../../src/k8s/errors.js';
 import { createLogger } from '../../src/log.js';
@@ -26,12 +27,16 @@ describe('describeFailure', () => {
 
   it('the etcd client cannot reach etcd: said in words, with the flags to check', () => {
     const err = new GRPCUnavailableError('14 UNAVAILABLE: No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1. Resolution note: ');
-    expect(describeFailure(err)).toEqual({
+    const expected = {
       exitCode: 1,
       line:
         'Error: cannot reach etcd: 14 UNAVAILABLE: No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1; ' +
         'check --endpoints (and the TLS flags) and that etcd is running there',
-    });
+    };
+    expect(describeFailure(err)).toEqual(expected);
+    // The same failure as EtcdClient throws it.
+    expect(describeFailure(toEtcdError(err))).toEqual(expected);
+    expect(describeFailure(new EtcdError('E_ETCD_REQUEST', 'etcdserver: member not found')).line).toBe('Error: etcdserver: member not found');
   });
 
   it('other typed errors and system errors', () => {

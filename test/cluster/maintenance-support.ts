@@ -4,6 +4,7 @@ import type { Logger } from '@etcdbrctl/snapstore';
 import type { EndpointClientFactory } from '../../src/cluster/defrag.js';
 import { memberStatus } from '../../src/cluster/leadership.js';
 import { createEtcdClient } from '../../src/etcd/client.js';
+import { legacyEtcd3 } from '../../src/etcd/etcd-client.js';
 import type { TestCluster } from '../support/cluster.js';
 
 export interface LogEntry {
@@ -26,7 +27,7 @@ export function recordingLogger(): Logger & { entries: LogEntry[] } {
 
 /** Plain-text clients on loopback, as the sidecar would build them from `--endpoints`. */
 export const plainEndpointClient: EndpointClientFactory = (endpoint) =>
-  createEtcdClient({ endpoints: [endpoint], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 2_000 });
+  createEtcdClient({ endpoints: [endpoint], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 2_000 }).then(legacyEtcd3);
 
 /** Name of the member leading right now (asks each running member until one answers). */
 export async function leaderName(cluster: TestCluster): Promise<string> {

@@ -13,6 +13,7 @@ import type { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDecompressStream, silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
 import { createEtcdClient, type EtcdClientOptions } from '../../src/etcd/client.js';
+import { legacyEtcd3 } from '../../src/etcd/etcd-client.js';
 import { memberStatus } from '../../src/cluster/leadership.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { createTestPki, enableEtcdAuth, startTlsEtcd, type TestPki, type TlsEtcd } from '../support/certs.js';
@@ -47,7 +48,7 @@ afterAll(async () => {
 
 /** What the server defaults give (`--insecure-transport=true`, skip-verify defaulted from it), plus overrides. */
 async function client(overrides: Partial<EtcdClientOptions> & { endpoints: string[] }): Promise<Etcd3> {
-  const c = await createEtcdClient({ insecureTransport: true, insecureSkipVerify: true, connectionTimeoutMs: 5_000, ...overrides });
+  const c = legacyEtcd3(await createEtcdClient({ insecureTransport: true, insecureSkipVerify: true, connectionTimeoutMs: 5_000, ...overrides }));
   clients.push(c);
   return c;
 }
@@ -158,7 +159,7 @@ describe('etcd over TLS', () => {
       import { createEtcdClient } from ${JSON.stringify(CLIENT_SOURCE)};
       const c = await createEtcdClient({ endpoints: [process.argv[1]], certFile: process.argv[2], keyFile: process.argv[3],
         insecureTransport: false, insecureSkipVerify: false, connectionTimeoutMs: 5000 });
-      try { await c.put('sysroots').value('ok'); process.stdout.write(await c.get('sysroots').string()); }
+      try { await c.put('sysroots', 'ok'); process.stdout.write(String(await c.get('sysroots'))); }
       catch (err) { process.stderr.write(String(err.message)); process.exitCode = 1; }
       finally { c.close(); }`;
     const run = (roots: string) =>
