@@ -57,6 +57,9 @@ export interface ChainState {
   prevFullSucceeded: boolean;
 }
 
+/** How long a stop waits for the watch to deliver the writes etcd acknowledged before it (at most). */
+const STOP_CATCH_UP_MS = 3_000;
+
 export class SnapshotterStoppedError extends Error {
   override readonly name = 'SnapshotterStoppedError';
 }
@@ -319,9 +322,16 @@ export class Snapshotter {
 
   private async openWatch(): Promise<void> {
     await this.closeWatch();
+    this.watchedRevision = this.prevLastRevision;
     this.watch = await watchAllKeys(this.deps.client, this.prevLastRevision + 1, {
       onHeader: (revision, clusterId) => this.observeEtcd({ revision, clusterId }),
-      onEvents: (events) => this.appendEvents(events),
+      onEvents: (events) => {
+        this.appendEvents(events);
+        // The last event's revision, not the header's: a watch catching up gets the store's current
+        // revision in every header while older events are still on their way.
+        const last = events.at(-1);
+        if (last) this.watchReached(last.modRevision);
+      },
       onError: (err) => this.fail(err),
     });
   }
@@ -331,6 +341,42 @@ export class Snapshotter {
    * backwards, its cluster ID changes), the chain is not continued: the buffered events belong to a history
    * etcd no longer has, so they are dropped, and a full snapshot starts a new chain from what etcd holds now.
    */
+  /** The revision up to which the current watch delivered etcd's events, and who waits for more. */
+  private watchedRevision = 0;
+  private watchWaiters: Array<{ revision: number; resolve: () => void }> = [];
+
+  private watchReached(revision: number): void {
+    if (revision <= this.watchedRevision) return;
+    this.watchedRevision = revision;
+    const still: typeof this.watchWaiters = [];
+    for (const w of this.watchWaiters) {
+      if (revision >= w.revision) w.resolve();
+      else still.push(w);
+    }
+    this.watchWaiters = still;
+  }
+
+  /**
+   * On shutdown, before the watch closes: waits (bounded) until it has delivered every write etcd had
+   * acknowledged, so writes made right before SIGTERM are in the last delta. Cancelling the watch at once
+   * would drop events etcd had not sent yet. Gives up quietly when etcd does not answer or is slow.
+   */
+  private async catchUpBeforeStop(boundMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, boundMs);
+      timer.unref();
+    });
+    const caughtUp = (async () => {
+      const target = await currentRevision(this.deps.client, boundMs).catch(() => 0);
+      if (target <= this.watchedRevision) return;
+      await new Promise<void>((resolve) => this.watchWaiters.push({ revision: target, resolve }));
+    })();
+    await Promise.race([caughtUp, bound]);
+    clearTimeout(timer);
+    this.watchWaiters = [];
+  }
+
   private observeEtcd(point: TimelinePoint): void {
     if (this.timelineChanged) return;
     const verdict = continuesTimeline(this.timeline, point);
@@ -522,6 +568,7 @@ export class Snapshotter {
    */
   private async flushOnStop(writeBuffered: boolean): Promise<void> {
     this.clearTimers();
+    if (writeBuffered && this.watch && !this.timelineChanged) await this.catchUpBeforeStop(Math.min(STOP_CATCH_UP_MS, this.config.finalDeltaTimeoutMs));
     await this.closeWatch();
     if (!writeBuffered && !this.buffer.isEmpty) {
       this.deps.logger.info({}, 'Leadership lost: leaving the buffered events to the next leader, which catches up from the store');
