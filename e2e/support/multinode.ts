@@ -5,13 +5,13 @@
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { Etcd3 } from 'etcd3';
 import { sortSnapshots, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { memberStatus } from '../../src/cluster/leadership.js';
 import { startLocalEtcd, type LocalEtcd } from '../../src/etcd/local-etcd.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import type { TestCluster } from '../../test/support/cluster.js';
 import { readDeltaEvents } from '../../test/support/deltas.js';
+import { etcdClient } from '../../test/support/etcd-client.js';
 import { BIN, startSidecar, type SidecarProcess } from './sidecar.js';
 
 /**
@@ -37,12 +37,12 @@ export function startMemberSidecar(cluster: TestCluster, index: number, template
 
 /** The raft leader as `clientUrl` sees it: its hex id and name; undefined when that member knows none. */
 export async function etcdLeader(clientUrl: string): Promise<{ id: string; name: string } | undefined> {
-  const c = new Etcd3({ hosts: clientUrl });
+  const c = etcdClient(clientUrl);
   try {
     const st = await memberStatus(c, 2_000);
     if (st.leaderId === '0') return undefined;
-    const list = await c.cluster.memberList({});
-    const leader = list.members.find((m) => BigInt(m.ID).toString(16) === st.leaderId);
+    const list = await c.memberList();
+    const leader = list.members.find((m) => m.id === st.leaderId);
     return leader ? { id: st.leaderId, name: leader.name } : undefined;
   } catch {
     return undefined;

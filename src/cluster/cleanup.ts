@@ -1,6 +1,6 @@
-import type { Etcd3 } from 'etcd3';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
+import type { EtcdClient } from '../etcd/etcd-client.js';
 import type { Metrics } from '../metrics.js';
 import {
   EndpointClients,
@@ -205,7 +205,7 @@ export class MemberCleanup {
     }
   }
 
-  private async round(client: Etcd3, policy: CleanupPolicy): Promise<CleanupRound> {
+  private async round(client: EtcdClient, policy: CleanupPolicy): Promise<CleanupRound> {
     const { statusTimeoutMs, logger, metrics, clock } = this.opts;
     const round: CleanupRound = { removed: [], kept: [] };
     const members = await listClusterMembers(client, statusTimeoutMs);
@@ -245,7 +245,7 @@ export class MemberCleanup {
       const member = members.find((m) => m.id === c.id) as ClusterMember;
       const started = performance.now();
       try {
-        await client.cluster.memberRemove({ ID: BigInt(`0x${c.id}`).toString() }, { deadline: new Date(Date.now() + statusTimeoutMs) });
+        await client.memberRemove(c.id, { timeoutMs: statusTimeoutMs });
       } catch (err) {
         metrics.memberRemoveDurationSeconds.observe({ succeeded: 'false' }, (performance.now() - started) / 1000);
         logger.error({ err, member: c.name || c.id, id: c.id }, 'removing superfluous etcd member failed');

@@ -1,9 +1,8 @@
-import type { Etcd3 } from 'etcd3';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { EtcdConnectionConfig } from '../config/types.js';
 import { createEtcdClientFromFlags } from '../etcd/client.js';
-import { legacyEtcd3 } from '../etcd/etcd-client.js';
+import type { EtcdClient } from '../etcd/etcd-client.js';
 import type { Metrics } from '../metrics.js';
 import { CronSchedule, isZeroTime } from '../snapshotter/schedule.js';
 import { memberStatus, type EtcdMemberStatus } from './leadership.js';
@@ -12,10 +11,10 @@ import { memberStatus, type EtcdMemberStatus } from './leadership.js';
 export const DEFRAG_RETRY_PERIOD_MS = 60_000;
 
 /** Opens a client that talks to exactly one endpoint, so Status and Defragment reach that member only. */
-export type EndpointClientFactory = (endpoint: string) => Promise<Etcd3>;
+export type EndpointClientFactory = (endpoint: string) => Promise<EtcdClient>;
 
 /** Opens a client of the whole cluster (MemberList, MemberRemove). */
-export type MaintenanceClientFactory = () => Promise<Etcd3>;
+export type MaintenanceClientFactory = () => Promise<EtcdClient>;
 
 /**
  * Clients for single members with the TLS and credentials of `--endpoints`: a member's Status or
@@ -34,8 +33,8 @@ export function endpointsClientFactory(conn: EtcdConnectionConfig): MaintenanceC
   return () => clientFor(conn, conn.endpoints);
 }
 
-function clientFor(conn: EtcdConnectionConfig, endpoints: string[]): Promise<Etcd3> {
-  return createEtcdClientFromFlags(conn, endpoints).then(legacyEtcd3);
+function clientFor(conn: EtcdConnectionConfig, endpoints: string[]): Promise<EtcdClient> {
+  return createEtcdClientFromFlags(conn, endpoints);
 }
 
 /** A cluster member as the maintenance jobs see it: hex ID, name and the client URL used to reach it. */
@@ -48,14 +47,14 @@ export interface ClusterMember {
   isLearner: boolean;
 }
 
-export async function listClusterMembers(client: Etcd3, timeoutMs: number): Promise<ClusterMember[]> {
-  const res = await client.cluster.memberList({ linearizable: true }, { deadline: new Date(Date.now() + timeoutMs) });
+export async function listClusterMembers(client: EtcdClient, timeoutMs: number): Promise<ClusterMember[]> {
+  const res = await client.memberList({ linearizable: true, timeoutMs });
   return res.members.map((m) => ({
-    id: BigInt(m.ID).toString(16),
+    id: m.id,
     name: m.name,
-    endpoint: m.clientURLs[0],
-    peerURLs: [...m.peerURLs],
-    isLearner: (m as { isLearner?: boolean }).isLearner === true,
+    endpoint: m.clientUrls[0],
+    peerURLs: [...m.peerUrls],
+    isLearner: m.isLearner,
   }));
 }
 
@@ -72,7 +71,7 @@ export interface MemberProbe {
  */
 export async function probeMembers(
   members: ClusterMember[],
-  clientFor: (endpoint: string) => Promise<Etcd3>,
+  clientFor: (endpoint: string) => Promise<EtcdClient>,
   timeoutMs: number,
 ): Promise<MemberProbe[]> {
   return Promise.all(
@@ -90,11 +89,11 @@ export async function probeMembers(
 
 /** Caches one client per endpoint for the duration of an attempt and closes them all afterwards. */
 export class EndpointClients {
-  private readonly clients = new Map<string, Promise<Etcd3>>();
+  private readonly clients = new Map<string, Promise<EtcdClient>>();
 
   constructor(private readonly factory: EndpointClientFactory) {}
 
-  get(endpoint: string): Promise<Etcd3> {
+  get(endpoint: string): Promise<EtcdClient> {
     let c = this.clients.get(endpoint);
     if (c === undefined) {
       c = this.factory(endpoint);
@@ -279,7 +278,7 @@ export class DefragRunner {
     const { statusTimeoutMs, logger } = this.opts;
     const clients = new EndpointClients(this.opts.endpointClient);
     const order: ClusterMember[] = [];
-    let client: Etcd3 | undefined;
+    let client: EtcdClient | undefined;
     try {
       client = await this.opts.clusterClient();
       for (;;) {
@@ -349,14 +348,11 @@ export class DefragRunner {
     };
     const started = performance.now();
     const seconds = () => (performance.now() - started) / 1000;
-    // On shutdown the call is cancelled, so a pending defragmentation (minutes on a large database) does not
-    // keep the process alive; etcd finishes the defragmentation anyway.
-    const cancel = cancellableCall();
-    const onAbort = () => cancel.cancel();
-    signal.addEventListener('abort', onAbort, { once: true });
     try {
       if (signal.aborted) throw new Error('stopped');
-      await c.maintenance.defragment({ deadline: new Date(Date.now() + defragTimeoutMs), interceptors: [cancel.interceptor] });
+      // On shutdown the call is cancelled, so a pending defragmentation (minutes on a large database) does not
+      // keep the process alive; etcd finishes the defragmentation anyway.
+      await c.defragment({ timeoutMs: defragTimeoutMs, signal });
     } catch (err) {
       metrics.defragmentationDurationSeconds.observe({ succeeded: 'false', endpoint }, seconds());
       logger.error({ ...fields, err }, 'defragmentation of etcd member failed');
@@ -365,8 +361,6 @@ export class DefragRunner {
       throw new Error(`defragmentation of ${probe.member.name || endpoint} failed: ${err instanceof Error ? err.message : String(err)}`, {
         cause: err,
       });
-    } finally {
-      signal.removeEventListener('abort', onAbort);
     }
     metrics.defragmentationDurationSeconds.observe({ succeeded: 'true', endpoint }, seconds());
     const after = await memberStatus(c, statusTimeoutMs).catch(() => undefined);
@@ -377,32 +371,4 @@ export class DefragRunner {
     );
     tell(true, 'Defragmentation succeeded', after?.dbSize);
   }
-}
-
-type CallOptions = NonNullable<Parameters<Etcd3['maintenance']['defragment']>[0]>;
-type Interceptor = NonNullable<CallOptions['interceptors']>[number];
-
-/**
- * etcd3 does not hand out its gRPC calls; a gRPC interceptor that passes the call through unchanged gets
- * hold of it, so it can be cancelled (status CANCELLED) from outside.
- */
-export function cancellableCall(): { interceptor: Interceptor; cancel(): void } {
-  let call: { cancelWithStatus(code: number, details: string): void } | undefined;
-  let cancelled = false;
-  const GRPC_CANCELLED = 1;
-  const interceptor: Interceptor = (options, nextCall) => {
-    const c = nextCall(options);
-    call = c;
-    if (cancelled) queueMicrotask(() => c.cancelWithStatus(GRPC_CANCELLED, 'stopped'));
-    // nextCall yields grpc-js's InterceptingCall typed as its interface; passing it on unchanged is the
-    // documented pass-through interceptor.
-    return c as ReturnType<Interceptor>;
-  };
-  return {
-    interceptor,
-    cancel() {
-      cancelled = true;
-      call?.cancelWithStatus(GRPC_CANCELLED, 'stopped');
-    },
-  };
 }

@@ -1,6 +1,6 @@
-import type { Etcd3 } from 'etcd3';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
+import type { EtcdClient } from '../etcd/etcd-client.js';
 
 export type LeadershipState = 'Follower' | 'Leader' | 'Unknown';
 
@@ -17,21 +17,15 @@ export interface EtcdMemberStatus {
 }
 
 /** Status of the member behind the client's first endpoint (upstream: Status(endpoints[0])). */
-export async function memberStatus(client: Etcd3, timeoutMs: number): Promise<EtcdMemberStatus> {
-  const res = (await client.maintenance.status({ deadline: new Date(Date.now() + timeoutMs) })) as unknown as {
-    header: { member_id: string; cluster_id?: string };
-    leader: string;
-    isLearner?: boolean;
-    dbSize: string;
-    dbSizeInUse?: string;
-  };
+export async function memberStatus(client: EtcdClient, timeoutMs: number): Promise<EtcdMemberStatus> {
+  const st = await client.status({ timeoutMs });
   return {
-    memberId: BigInt(res.header.member_id).toString(16),
-    ...(res.header.cluster_id !== undefined ? { clusterId: BigInt(res.header.cluster_id).toString(16) } : {}),
-    leaderId: BigInt(res.leader ?? '0').toString(16),
-    isLearner: Boolean(res.isLearner),
-    dbSize: Number(res.dbSize ?? 0),
-    dbSizeInUse: Number(res.dbSizeInUse ?? 0),
+    memberId: st.memberId,
+    clusterId: st.clusterId,
+    leaderId: st.leaderId,
+    isLearner: st.isLearner,
+    dbSize: st.dbSize,
+    dbSizeInUse: st.dbSizeInUse,
   };
 }
 
@@ -60,7 +54,7 @@ export class LeadershipWatcher {
   private stopped = false;
 
   constructor(
-    private readonly client: Etcd3,
+    private readonly client: EtcdClient,
     private readonly opts: { periodMs: number; timeoutMs: number },
     private readonly callbacks: LeadershipCallbacks,
     private readonly clock: Clock,

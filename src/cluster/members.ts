@@ -5,18 +5,17 @@
  * would otherwise keep refusing calls for seconds after the "unhealthy cluster" answers a fresh cluster
  * gives, and a learner endpoint must be skipped (learners serve no member RPCs).
  */
-import type { Etcd3, IMember } from 'etcd3';
 import { systemClock, type Clock } from '../clock.js';
 import type { EtcdClientOptions } from '../etcd/client.js';
 import { createEtcdClient } from '../etcd/client.js';
-import { legacyEtcd3 } from '../etcd/etcd-client.js';
+import type { EtcdClient, EtcdMember } from '../etcd/etcd-client.js';
 import { legacyUrlTemplate, type EtcdConfigTemplate } from '../initializer/etcd-config.js';
 import type { ClusterObservation, ObservedMember } from '../initializer/bootstrap.js';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Metrics } from '../metrics.js';
 
 /** Builds a client for the given endpoints; the caller closes it. */
-export type ClusterClientFactory = (endpoints: string[]) => Promise<Etcd3>;
+export type ClusterClientFactory = (endpoints: string[]) => Promise<EtcdClient>;
 
 export interface RetryPolicy {
   attempts: number;
@@ -65,19 +64,8 @@ export function memberErrorKind(err: unknown): MemberErrorKind {
   return 'other';
 }
 
-/** etcd3 hands 64-bit ids over as decimal strings; etcd prints them as hex. */
-export function hexId(id: string | number | bigint): string {
-  return BigInt(id).toString(16);
-}
-
-export function toObservedMember(m: IMember): ObservedMember {
-  return {
-    id: hexId(m.ID),
-    name: m.name ?? '',
-    peerUrls: [...(m.peerURLs ?? [])],
-    clientUrls: [...(m.clientURLs ?? [])],
-    isLearner: Boolean(m.isLearner),
-  };
+export function toObservedMember(m: EtcdMember): ObservedMember {
+  return { id: m.id, name: m.name, peerUrls: [...m.peerUrls], clientUrls: [...m.clientUrls], isLearner: m.isLearner };
 }
 
 /**
@@ -107,7 +95,7 @@ export function memberOpEndpoints(serviceEndpoints: readonly string[], template:
 
 /** A factory over the etcd-connection settings (TLS, auth) with the endpoints replaced per call. */
 export function clusterClientFactory(base: Omit<EtcdClientOptions, 'endpoints'>): ClusterClientFactory {
-  return (endpoints) => createEtcdClient({ ...base, endpoints }).then(legacyEtcd3);
+  return (endpoints) => createEtcdClient({ ...base, endpoints });
 }
 
 export interface MemberControlOptions {
@@ -148,11 +136,11 @@ export class MemberControl {
     return this.opts.memberName;
   }
 
-  private deadline(): { deadline: Date } {
-    return { deadline: new Date(Date.now() + this.timeoutMs) };
+  private call(): { timeoutMs: number } {
+    return { timeoutMs: this.timeoutMs };
   }
 
-  private async withClient<T>(endpoints: string[], fn: (c: Etcd3) => Promise<T>): Promise<T> {
+  private async withClient<T>(endpoints: string[], fn: (c: EtcdClient) => Promise<T>): Promise<T> {
     const client = await this.opts.newClient(endpoints);
     try {
       return await fn(client);
@@ -165,7 +153,7 @@ export class MemberControl {
    * Runs `fn` against each endpoint in turn until one succeeds. Errors that are etcd's answer about the
    * cluster (not about the endpoint) end the search at once: asking another member gives the same answer.
    */
-  private async onAnyEndpoint<T>(what: string, fn: (c: Etcd3) => Promise<T>): Promise<T> {
+  private async onAnyEndpoint<T>(what: string, fn: (c: EtcdClient) => Promise<T>): Promise<T> {
     const errors: string[] = [];
     let last: unknown;
     for (const ep of this.opts.endpoints) {
@@ -183,7 +171,7 @@ export class MemberControl {
 
   /** The member list as any reachable member sees it (etcd 3.4 serves it without quorum). */
   async memberList(): Promise<ObservedMember[]> {
-    const res = await this.onAnyEndpoint('member list', (c) => c.cluster.memberList({}, this.deadline()));
+    const res = await this.onAnyEndpoint('member list', (c) => c.memberList(this.call()));
     return res.members.map(toObservedMember);
   }
 
@@ -196,12 +184,8 @@ export class MemberControl {
     const statuses = await Promise.all(
       this.opts.endpoints.map(async (ep) => {
         try {
-          const st = (await this.withClient([ep], (c) => c.maintenance.status(this.deadline()))) as unknown as {
-            header: { cluster_id: string };
-            leader: string;
-            isLearner?: boolean;
-          };
-          return { ep, clusterId: hexId(st.header.cluster_id), leader: hexId(st.leader ?? '0'), isLearner: Boolean(st.isLearner) };
+          const st = await this.withClient([ep], (c) => c.status(this.call()));
+          return { ep, clusterId: st.clusterId, leader: st.leaderId, isLearner: st.isLearner };
         } catch (err) {
           return { ep, error: (err as Error).message };
         }
@@ -219,8 +203,8 @@ export class MemberControl {
     for (const cand of candidates) {
       try {
         const members = await this.withClient([cand.ep], async (c) => {
-          await c.get('foo').options(this.deadline()).exec();
-          return (await c.cluster.memberList({}, this.deadline())).members;
+          await c.currentRevision(this.timeoutMs);
+          return (await c.memberList(this.call())).members;
         });
         return { kind: 'quorate', clusterId: cand.clusterId, members: members.map(toObservedMember) };
       } catch (err) {
@@ -257,12 +241,12 @@ export class MemberControl {
       await opts.beforeAttempt?.();
       const start = Date.now();
       try {
-        const res = await this.onAnyEndpoint('member add', (c) => c.cluster.memberAdd({ peerURLs: peerUrls, isLearner: true }, this.deadline()));
+        const added = await this.onAnyEndpoint('member add', (c) => c.memberAdd(peerUrls, { learner: true, ...this.call() }));
         const seconds = (Date.now() - start) / 1000;
         metrics.isLearnerCountTotal.labels('true').inc();
         metrics.isLearner.set(1);
         metrics.addLearnerDurationSeconds.labels('true').observe(seconds);
-        const memberId = hexId(res.member.ID);
+        const memberId = added.id;
         logger.info({ member: memberName, memberId, peerUrls, attempt }, 'added member to the cluster as a learner');
         return { memberId, alreadyMember: false };
       } catch (err) {
@@ -293,7 +277,7 @@ export class MemberControl {
     for (let attempt = 1; attempt <= policy.attempts; attempt++) {
       const start = Date.now();
       try {
-        await this.onAnyEndpoint('member remove', (c) => c.cluster.memberRemove({ ID: BigInt(`0x${memberId}`).toString() }, this.deadline()));
+        await this.onAnyEndpoint('member remove', (c) => c.memberRemove(memberId, this.call()));
         metrics.memberRemoveDurationSeconds.labels('true').observe((Date.now() - start) / 1000);
         logger.info({ memberId }, 'removed member from the etcd cluster');
         return;
@@ -327,7 +311,7 @@ export class MemberControl {
     const { metrics } = this.opts;
     const start = Date.now();
     try {
-      await this.onAnyEndpoint('member promote', (c) => c.cluster.memberPromote({ ID: BigInt(`0x${memberId}`).toString() }, this.deadline()));
+      await this.onAnyEndpoint('member promote', (c) => c.memberPromote(memberId, this.call()));
       metrics.memberPromoteDurationSeconds.labels('true').observe((Date.now() - start) / 1000);
       return 'promoted';
     } catch (err) {

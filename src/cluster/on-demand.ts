@@ -5,9 +5,8 @@
  * time; the last outcome of each is kept for `GET`. Durations and outcomes go to
  * `etcdbr_maintenance_duration_seconds`.
  */
-import type { Etcd3 } from 'etcd3';
 import type { Clock } from '../clock.js';
-import { compact, currentRevision } from '../etcd/ops.js';
+import type { EtcdClient } from '../etcd/etcd-client.js';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Metrics } from '../metrics.js';
 import { MaintenanceBusyError, type DefragAttemptResult } from './defrag.js';
@@ -40,7 +39,7 @@ export interface CompactTarget {
 export interface OnDemandMaintenanceDeps {
   defragNow: (signal: AbortSignal) => Promise<DefragAttemptResult>;
   /** A client of the cluster (closed after each operation). */
-  clusterClient: () => Promise<Etcd3>;
+  clusterClient: () => Promise<EtcdClient>;
   statusTimeoutMs: number;
   clock: Clock;
   logger: Logger;
@@ -70,12 +69,12 @@ export class OnDemandMaintenance {
     return this.run('compact', async () => {
       const client = await this.deps.clusterClient();
       try {
-        const current = await currentRevision(client, this.deps.statusTimeoutMs);
+        const current = await client.currentRevision(this.deps.statusTimeoutMs);
         const revision = target.revision ?? current - target.keep!;
         if (revision < 1 || revision > current) {
           throw new MaintenanceRequestError(`cannot compact to revision ${revision}: etcd is at revision ${current}`);
         }
-        await compact(client, revision, { physical: true, timeoutMs: 5 * 60_000 });
+        await client.compact(revision, { physical: true, timeoutMs: 5 * 60_000 });
         return { detail: `compacted the history up to revision ${revision} (etcd at ${current})`, revision };
       } finally {
         client.close();

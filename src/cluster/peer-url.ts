@@ -1,15 +1,15 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import type { Etcd3 } from 'etcd3';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
+import type { EtcdClient } from '../etcd/etcd-client.js';
 
 /** Port of etcd-wrapper's own HTTP server, where `POST /stop` makes it stop etcd (which then restarts). */
 export const ETCD_WRAPPER_PORT = 9095;
 
 export interface PeerUrlUpdateOptions {
   /** Client of the local member only (`--endpoints[0]`): the response header names the member to update. */
-  client: Etcd3;
+  client: EtcdClient;
   /** This member's name in the cluster (`[<member-name-prefix>-]POD_NAME`). */
   memberName: string;
   /** This member's `initial-advertise-peer-urls` from the etcd config. */
@@ -66,33 +66,29 @@ export async function updatePeerUrlsIfChanged(opts: PeerUrlUpdateOptions): Promi
     logger.warn({ member: memberName }, 'the etcd config has no peer URLs for this member; not checking them');
     return 'no-config-urls';
   }
-  const deadline = () => ({ deadline: new Date(Date.now() + opts.timeoutMs) });
-  const list = await client.cluster.memberList({ linearizable: true }, deadline());
+  const list = await client.memberList({ linearizable: true, timeoutMs: opts.timeoutMs });
   const me = list.members.find((m) => m.name === memberName);
   if (!me) {
     logger.warn({ member: memberName }, 'this member is not in the etcd member list; not checking its peer URLs');
     return 'member-not-found';
   }
-  const current = new Set(me.peerURLs.map(normalizeUrl));
+  const current = new Set(me.peerUrls.map(normalizeUrl));
   const missing = opts.configPeerUrls.filter((u) => !current.has(normalizeUrl(u)));
   if (missing.length === 0) {
-    logger.debug({ member: memberName, peerURLs: me.peerURLs }, 'peer URLs unchanged');
+    logger.debug({ member: memberName, peerURLs: me.peerUrls }, 'peer URLs unchanged');
     return 'unchanged';
   }
   // The member that answered is the one --endpoints[0] points at; it must be the one of that name, or we
   // would give another member our URLs.
-  const headerId = BigInt(list.header.member_id);
-  if (headerId !== BigInt(me.ID)) {
-    throw new Error(
-      `the etcd member answering at the first endpoint (${headerId.toString(16)}) is not ${memberName} (${BigInt(me.ID).toString(16)}); not updating peer URLs`,
-    );
+  if (list.memberId !== me.id) {
+    throw new Error(`the etcd member answering at the first endpoint (${list.memberId}) is not ${memberName} (${me.id}); not updating peer URLs`);
   }
-  logger.info({ member: memberName, from: me.peerURLs, to: opts.configPeerUrls }, 'peer URLs changed: updating the etcd member');
+  logger.info({ member: memberName, from: me.peerUrls, to: opts.configPeerUrls }, 'peer URLs changed: updating the etcd member');
   const attempts = opts.retry?.attempts ?? 5;
   let delay = opts.retry?.delayMs ?? 500;
   for (let i = 1; ; i++) {
     try {
-      await client.cluster.memberUpdate({ ID: headerId.toString(), peerURLs: [...opts.configPeerUrls] }, deadline());
+      await client.memberUpdate(me.id, opts.configPeerUrls, { timeoutMs: opts.timeoutMs });
       break;
     } catch (err) {
       if (i >= attempts) throw new Error(`updating the peer URLs of ${memberName} failed: ${(err as Error).message}`, { cause: err });
@@ -145,9 +141,7 @@ export async function updatePeerUrlsWhenReachable(
   for (;;) {
     if (opts.signal?.aborted) return undefined;
     try {
-      const status = (await opts.client.maintenance.status({ deadline: new Date(Date.now() + opts.timeoutMs) })) as unknown as {
-        isLearner?: boolean;
-      };
+      const status = await opts.client.status({ timeoutMs: opts.timeoutMs });
       if (status.isLearner) {
         // A learner refuses MemberList ("rpc not supported for learner"). It was just added (join or rejoin
         // as learner) with the etcd config's peer URLs, so there is nothing to correct.

@@ -46,7 +46,8 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
         logger,
       })
     : undefined;
-  const client: Etcd3 = legacyEtcd3(await createEtcdClientFromFlags(conn));
+  const etcd = await createEtcdClientFromFlags(conn);
+  const client: Etcd3 = legacyEtcd3(etcd);
   let active: Snapshotter | undefined;
 
   const k8s = await wireKube({ config, env: ctx.env, client, latestFull: () => active?.chain.prevFull, clock, logger });
@@ -142,7 +143,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   });
 
   const leadership = new LeadershipWatcher(
-    client,
+    etcd,
     { periodMs: config.leaderElectionConfig.reelectionPeriod, timeoutMs: config.leaderElectionConfig.etcdConnectionTimeout },
     {
       onStartedLeading: () => leaderWork.startLeading(),

@@ -11,6 +11,7 @@ import {
 } from '../../src/cluster/cleanup.js';
 import { Metrics } from '../../src/metrics.js';
 import { startTestCluster, type TestCluster } from '../support/cluster.js';
+import { etcdClient } from '../support/etcd-client.js';
 import { makeLeader, plainEndpointClient, recordingLogger } from './maintenance-support.js';
 
 const STS = 'etcd-main';
@@ -176,7 +177,7 @@ describe('MemberCleanup against a cluster started with 3 members and a configure
     const metrics = new Metrics({ defaultMetrics: false });
     const logger = recordingLogger();
     const cleanup = new MemberCleanup({
-      clusterClient: async () => new Etcd3({ hosts: cluster.members[0]!.clientUrl }),
+      clusterClient: async () => etcdClient(cluster.members[0]!.clientUrl),
       endpointClient: plainEndpointClient,
       policy: async () => ({ clusterSize: 2, statefulSetName: STS }),
       statusTimeoutMs: 2_000,

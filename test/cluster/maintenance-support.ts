@@ -4,8 +4,8 @@ import type { Logger } from '@etcdbrctl/snapstore';
 import type { EndpointClientFactory } from '../../src/cluster/defrag.js';
 import { memberStatus } from '../../src/cluster/leadership.js';
 import { createEtcdClient } from '../../src/etcd/client.js';
-import { legacyEtcd3 } from '../../src/etcd/etcd-client.js';
 import type { TestCluster } from '../support/cluster.js';
+import { etcdClient } from '../support/etcd-client.js';
 
 export interface LogEntry {
   level: 'debug' | 'info' | 'warn' | 'error';
@@ -27,18 +27,18 @@ export function recordingLogger(): Logger & { entries: LogEntry[] } {
 
 /** Plain-text clients on loopback, as the sidecar would build them from `--endpoints`. */
 export const plainEndpointClient: EndpointClientFactory = (endpoint) =>
-  createEtcdClient({ endpoints: [endpoint], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 2_000 }).then(legacyEtcd3);
+  createEtcdClient({ endpoints: [endpoint], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 2_000 });
 
 /** Name of the member leading right now (asks each running member until one answers). */
 export async function leaderName(cluster: TestCluster): Promise<string> {
   for (const m of cluster.members) {
     if (!cluster.running.has(m.name)) continue;
-    const c = new Etcd3({ hosts: m.clientUrl });
+    const c = etcdClient(m.clientUrl);
     try {
       const st = await memberStatus(c, 2_000);
       if (st.leaderId === '0') continue;
-      const list = await c.cluster.memberList({});
-      const leader = list.members.find((x) => BigInt(x.ID).toString(16) === st.leaderId);
+      const list = await c.memberList();
+      const leader = list.members.find((x) => x.id === st.leaderId);
       if (leader) return leader.name;
     } catch {
       // try the next member

@@ -1,9 +1,8 @@
 /**
- * Member operations against scripted etcd answers (the error texts are etcd 3.4's, as seen from etcd3):
+ * Member operations against scripted etcd answers (the error texts are etcd 3.4's, as EtcdClient passes them on):
  * retry and backoff of add-as-learner, the answers that count as success, removal, promotion and the
  * learner promoter's logging. The real-cluster behaviour is in test/initializer/multinode.test.ts.
  */
-import type { Etcd3 } from 'etcd3';
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/clock.js';
 import {
@@ -15,7 +14,9 @@ import {
   type ClusterClientFactory,
 } from '../../src/cluster/members.js';
 import { LearnerPromoter } from '../../src/cluster/promoter.js';
+import type { EtcdMember } from '../../src/etcd/etcd-client.js';
 import { Metrics } from '../../src/metrics.js';
+import { fakeEtcdClient } from '../support/etcd-client.js';
 import { collectingLogger } from './multinode-support.js';
 
 const grpc = (code: number, text: string) => Object.assign(new Error(`${code} ${text}`), { code });
@@ -33,33 +34,33 @@ interface Calls {
   promote: Array<{ endpoint: string; req: unknown }>;
 }
 
+/** A member as etcd answers MemberAdd: a learner that has not started (no name, no client URLs). */
+const added = (id: string): EtcdMember => ({ id, name: '', peerUrls: ['https://etcd-main-1.peer:2380'], clientUrls: [], isLearner: true });
+
 /** A client factory whose member RPCs answer from a script, one answer per call (an Error is thrown). */
-function scripted(script: { add?: unknown[]; remove?: unknown[]; promote?: unknown[] }): { factory: ClusterClientFactory; calls: Calls } {
+function scripted(script: { add?: Array<EtcdMember | Error>; remove?: Error[]; promote?: Error[] }): { factory: ClusterClientFactory; calls: Calls } {
   const calls: Calls = { add: [], remove: [], promote: [] };
-  const next = (list: unknown[] | undefined, fallback: unknown): unknown => (list && list.length > 0 ? list.shift() : fallback);
-  const answer = async (v: unknown) => {
+  const answer = async <T>(list: Array<T | Error> | undefined, fallback: T): Promise<T> => {
+    const v = list && list.length > 0 ? list.shift()! : fallback;
     if (v instanceof Error) throw v;
     return v;
   };
   const factory: ClusterClientFactory = async (endpoints) => {
     const endpoint = endpoints[0]!;
-    return {
-      cluster: {
-        memberAdd: (req: unknown) => {
-          calls.add.push({ endpoint, req });
-          return answer(next(script.add, { member: { ID: '255' } }));
-        },
-        memberRemove: (req: unknown) => {
-          calls.remove.push({ endpoint, req });
-          return answer(next(script.remove, {}));
-        },
-        memberPromote: (req: unknown) => {
-          calls.promote.push({ endpoint, req });
-          return answer(next(script.promote, {}));
-        },
+    return fakeEtcdClient({
+      memberAdd: (peerUrls, opts) => {
+        calls.add.push({ endpoint, req: { peerUrls, learner: opts?.learner } });
+        return answer(script.add, added('ff'));
       },
-      close() {},
-    } as unknown as Etcd3;
+      memberRemove: (memberId) => {
+        calls.remove.push({ endpoint, req: memberId });
+        return answer(script.remove, undefined);
+      },
+      memberPromote: (memberId) => {
+        calls.promote.push({ endpoint, req: memberId });
+        return answer(script.promote, undefined);
+      },
+    });
   };
   return { factory, calls };
 }
@@ -132,11 +133,11 @@ describe('retry policy and endpoints', () => {
 describe('MemberControl.addAsLearner', () => {
   it('adds the member as a learner with its peer URLs and counts it', async () => {
     const clock = new FakeClock(0);
-    const { factory, calls } = scripted({ add: [{ member: { ID: '3735928559' } }] });
+    const { factory, calls } = scripted({ add: [added('deadbeef')] });
     const { mc, metrics } = control(factory, clock);
     const r = await drive(clock, mc.addAsLearner());
     expect(r.value).toEqual({ memberId: 'deadbeef', alreadyMember: false });
-    expect(calls.add[0]!.req).toEqual({ peerURLs: ['https://etcd-main-1.peer:2380'], isLearner: true });
+    expect(calls.add[0]!.req).toEqual({ peerUrls: ['https://etcd-main-1.peer:2380'], learner: true });
     const text = await metrics.registry.metrics();
     expect(text).toMatch(/etcdbr_is_learner_count_total\{succeeded="true"\} 1/);
     expect(text).toMatch(/etcdbr_is_learner 1/);
@@ -155,7 +156,7 @@ describe('MemberControl.addAsLearner', () => {
 
   it('"too many learners" waits 5 s on top of the backoff, and the data dir is wiped before every attempt', async () => {
     const clock = new FakeClock(0);
-    const { factory, calls } = scripted({ add: [TOO_MANY, TOO_MANY, { member: { ID: '16' } }] });
+    const { factory, calls } = scripted({ add: [TOO_MANY, TOO_MANY, added('10')] });
     const { mc, metrics } = control(factory, clock);
     let wipes = 0;
     const r = await drive(clock, mc.addAsLearner({ beforeAttempt: async () => void wipes++ }));
@@ -180,7 +181,7 @@ describe('MemberControl.addAsLearner', () => {
 
   it('tries the next endpoint when one is down or a learner', async () => {
     const clock = new FakeClock(0);
-    const { factory, calls } = scripted({ add: [new Error('connect ECONNREFUSED'), { member: { ID: '1' } }] });
+    const { factory, calls } = scripted({ add: [new Error('connect ECONNREFUSED'), added('1')] });
     const { mc } = control(factory, clock, ['http://a:2379', 'http://b:2379']);
     expect((await drive(clock, mc.addAsLearner())).value).toEqual({ memberId: '1', alreadyMember: false });
     expect(calls.add.map((c) => c.endpoint)).toEqual(['http://a:2379', 'http://b:2379']);
@@ -193,12 +194,12 @@ describe('MemberControl.remove and promote', () => {
     const { factory, calls } = scripted({ remove: [NOT_FOUND] });
     const { mc } = control(factory, clock);
     await drive(clock, mc.remove('ff'));
-    expect(calls.remove[0]!.req).toEqual({ ID: '255' });
+    expect(calls.remove[0]!.req).toBe('ff');
   });
 
   it('promote: "not a learner" means done, "not in sync" is an error for the next period', async () => {
     const clock = new FakeClock(0);
-    const { factory } = scripted({ promote: [NOT_LEARNER, NOT_IN_SYNC, {}] });
+    const { factory } = scripted({ promote: [NOT_LEARNER, NOT_IN_SYNC] });
     const { mc } = control(factory, clock);
     expect(await mc.promote('a')).toBe('not-learner');
     await expect(mc.promote('a')).rejects.toThrow(/in sync with leader/);

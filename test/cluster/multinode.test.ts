@@ -6,18 +6,19 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { FakeClock, systemClock } from '../../src/clock.js';
 import { CREATE_AS_LEARNER_ANNOTATION, clearCreateAsLearner, readCreateAsLearner } from '../../src/cluster/etcd-member.js';
 import type { ClusterClientFactory } from '../../src/cluster/members.js';
+import type { EtcdMember } from '../../src/etcd/etcd-client.js';
 import { MultiNode } from '../../src/cluster/multinode.js';
 import type { EtcdConnectionConfig } from '../../src/config/types.js';
 import { readEtcdConfigTemplate, renderMemberConfig } from '../../src/initializer/etcd-config.js';
 import type { KubeClient } from '../../src/k8s/client.js';
 import { Metrics } from '../../src/metrics.js';
 import { startFakeKubeWithClient } from '../k8s/support.js';
+import { fakeEtcdClient } from '../support/etcd-client.js';
 import { ETCD_MEMBERS, type FakeKubeApiServer } from '../support/fake-kube.js';
 import { collectingLogger } from './multinode-support.js';
 
@@ -25,28 +26,17 @@ const CONNECTION = { serviceEndpoints: [], connectionTimeout: 5_000, insecureTra
 const peer = (i: number) => `https://etcd-main-${i}.etcd-main-peer.ns.svc:2380`;
 const clientUrl = (i: number) => `https://etcd-main-${i}.etcd-main-peer.ns.svc:2379`;
 
-interface ListedMember {
-  ID: string;
-  name: string;
-  peerURLs: string[];
-  clientURLs: string[];
-  isLearner: boolean;
-}
-
-function listing(members: ListedMember[] | Error): ClusterClientFactory {
+function listing(members: EtcdMember[] | Error): ClusterClientFactory {
   return async () =>
-    ({
-      cluster: {
-        memberList: async () => {
-          if (members instanceof Error) throw members;
-          return { members };
-        },
+    fakeEtcdClient({
+      memberList: async () => {
+        if (members instanceof Error) throw members;
+        return { memberId: members[0]?.id ?? '0', clusterId: 'c1', members };
       },
-      close() {},
-    }) as unknown as Etcd3;
+    });
 }
 
-const voter = (i: number): ListedMember => ({ ID: String(100 + i), name: `etcd-main-${i}`, peerURLs: [peer(i)], clientURLs: [clientUrl(i)], isLearner: false });
+const voter = (i: number): EtcdMember => ({ id: (100 + i).toString(16), name: `etcd-main-${i}`, peerUrls: [peer(i)], clientUrls: [clientUrl(i)], isLearner: false });
 
 describe('/config for n members', () => {
   let dir: string;
@@ -70,7 +60,7 @@ describe('/config for n members', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  const render = async (pod: number, members: ListedMember[] | Error, decide?: (mn: MultiNode) => Promise<void>) => {
+  const render = async (pod: number, members: EtcdMember[] | Error, decide?: (mn: MultiNode) => Promise<void>) => {
     const mn = new MultiNode({
       env: { ETCD_CONF: template, POD_NAME: `etcd-main-${pod}` },
       connection: CONNECTION,
@@ -95,7 +85,7 @@ describe('/config for n members', () => {
   });
 
   it('scale-up 1→3: the new learner (no name yet) counts, the third member is left out, state existing', async () => {
-    const learner: ListedMember = { ID: '7', name: '', peerURLs: [peer(1)], clientURLs: [], isLearner: true };
+    const learner: EtcdMember = { id: '7', name: '', peerUrls: [peer(1)], clientUrls: [], isLearner: true };
     const cfg = await render(1, [voter(0), learner]);
     expect(cfg['initial-cluster']).toBe(`etcd-main-0=${peer(0)},etcd-main-1=${peer(1)}`);
     expect(cfg['initial-cluster-state']).toBe('existing');

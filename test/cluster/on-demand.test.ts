@@ -12,6 +12,7 @@ import { DefragRunner } from '../../src/cluster/defrag.js';
 import { OnDemandMaintenance, type MaintenanceOutcome } from '../../src/cluster/on-demand.js';
 import { Metrics } from '../../src/metrics.js';
 import { startTestCluster, type TestCluster } from '../support/cluster.js';
+import { etcdClient } from '../support/etcd-client.js';
 import { Resources, request, startServer } from '../server/support.js';
 import { leaderName, plainEndpointClient, recordingLogger } from './maintenance-support.js';
 
@@ -36,7 +37,7 @@ describe('maintenance on demand against a three-member cluster', () => {
     const metrics = new Metrics({ defaultMetrics: false });
     const logger = recordingLogger();
     const runner = new DefragRunner({
-      clusterClient: async () => new Etcd3({ hosts: cluster.clientUrls() }),
+      clusterClient: async () => etcdClient(cluster.clientUrls()),
       endpointClient: plainEndpointClient,
       schedule: '@daily',
       defragTimeoutMs: 30_000,
@@ -47,7 +48,7 @@ describe('maintenance on demand against a three-member cluster', () => {
     });
     const control = new OnDemandMaintenance({
       defragNow: (signal) => runner.defragNow(signal),
-      clusterClient: async () => new Etcd3({ hosts: cluster.clientUrls() }),
+      clusterClient: async () => etcdClient(cluster.clientUrls()),
       statusTimeoutMs: 2_000,
       clock: systemClock,
       logger,

@@ -21,6 +21,7 @@ import {
 import { freePort } from '../../src/etcd/ports.js';
 import { createTestPki, type TestPki } from '../support/certs.js';
 import { startTestEtcd, type TestEtcd } from '../support/etcd.js';
+import { etcdClient, ours } from '../support/etcd-client.js';
 import { recordingLogger } from './maintenance-support.js';
 
 /** Stands in for etcd-wrapper's port 9095: records requests, answers `status`. */
@@ -84,7 +85,7 @@ describe('updatePeerUrlsIfChanged against a real etcd member', () => {
 
   function options(configPeerUrls: string[], over: Partial<PeerUrlUpdateOptions> = {}): PeerUrlUpdateOptions & { logger: ReturnType<typeof recordingLogger> } {
     return {
-      client,
+      client: ours(client),
       memberName: 'etcd-main-0',
       configPeerUrls,
       useEtcdWrapper: true,
@@ -176,7 +177,7 @@ describe('updatePeerUrlsIfChanged against a real etcd member', () => {
   });
 
   it('waits for etcd to answer first, and gives up quietly when stopped', async () => {
-    const unreachable = new Etcd3({ hosts: `http://127.0.0.1:${await freePort()}` });
+    const unreachable = etcdClient(`http://127.0.0.1:${await freePort()}`);
     try {
       const stop = new AbortController();
       const pending = updatePeerUrlsWhenReachable({ ...options([otherPeerUrl]), client: unreachable, pollMs: 50, signal: stop.signal });

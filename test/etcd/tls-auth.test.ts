@@ -18,6 +18,7 @@ import { memberStatus } from '../../src/cluster/leadership.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { createTestPki, enableEtcdAuth, startTlsEtcd, type TestPki, type TlsEtcd } from '../support/certs.js';
 import { openLocalStore } from '../support/local-store.js';
+import { ours } from '../support/etcd-client.js';
 
 const ROOT_PASSWORD = 's3cr3t';
 
@@ -75,7 +76,7 @@ describe('etcd over TLS', () => {
   it('mutual TLS with CA verification: put/get, status and the snapshot stream', async () => {
     const c = await client({ endpoints: [mtls.httpsUrl], ...mutual(), ...strict });
     await roundTrip(c, 'mtls');
-    const status = await memberStatus(c, 5_000);
+    const status = await memberStatus(ours(c), 5_000);
     expect(status.leaderId).toMatch(/^[0-9a-f]+$/);
 
     const chunks: Buffer[] = [];

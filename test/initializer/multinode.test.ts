@@ -29,6 +29,7 @@ import { Metrics } from '../../src/metrics.js';
 import { startEtcdFromConfig, type ConfiguredEtcd } from '../../e2e/support/wrapper.js';
 import { startTestCluster, type TestCluster } from '../support/cluster.js';
 import { etcdBinaries, startTestEtcd } from '../support/etcd.js';
+import { etcdClient } from '../support/etcd-client.js';
 import { collectingLogger, writeTemplate, type CollectedLog } from '../cluster/multinode-support.js';
 
 const CONNECTION: EtcdConnectionConfig = {
@@ -119,7 +120,7 @@ async function servedConfig(m: Member, dir: string): Promise<{ path: string; con
 
 /** The sidecar's leadership loop on the member's own etcd, with learner promotion wired as in the server. */
 function watchLeadership(m: Member, clientUrl: string): { stop(): Promise<void> } {
-  const client = new Etcd3({ hosts: clientUrl });
+  const client = etcdClient(clientUrl);
   const ac = new AbortController();
   const watcher = new LeadershipWatcher(
     client,

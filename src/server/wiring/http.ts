@@ -4,6 +4,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { Etcd3 } from 'etcd3';
+import { Etcd3Client } from '../../etcd/etcd-client.js';
 import type { Env } from '../../cli/context.js';
 import { memberStatus } from '../../cluster/leadership.js';
 import type { MultiNode } from '../../cluster/multinode.js';
@@ -52,7 +53,7 @@ export async function wireHttp(input: {
     },
     leaderProxy: {
       findLeaderUrl: async () => {
-        const status = await memberStatus(client, conn.connectionTimeout);
+        const status = await memberStatus(new Etcd3Client(client), conn.connectionTimeout);
         const members = await client.cluster.memberList({});
         const leader = members.members.find((m) => BigInt(m.ID).toString(16) === status.leaderId);
         const clientUrl = leader?.clientURLs[0];

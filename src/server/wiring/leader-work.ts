@@ -3,6 +3,7 @@
  * sync and the supervised snapshotter. Owns the ordering between leadership terms and what shutdown awaits.
  */
 import type { Etcd3 } from 'etcd3';
+import { Etcd3Client } from '../../etcd/etcd-client.js';
 import { latestSet, type StoreConfig } from '@etcdbrctl/snapstore';
 import type { Env } from '../../cli/context.js';
 import type { Clock } from '../../clock.js';
@@ -174,7 +175,7 @@ export class LeaderWork {
           {
             ...factory,
             probeEtcd: async () => {
-              await memberStatus(client, 5_000);
+              await memberStatus(new Etcd3Client(client), 5_000);
             },
             setHealthy: (h) => health.setHealthy(h),
             onActiveSnapshotter: this.opts.onActiveSnapshotter,
