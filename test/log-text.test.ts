@@ -21,3 +21,13 @@ describe('--log-format=text', () => {
     expect(out).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z INFO  restoring deltas=4\n$/);
   });
 });
+
+describe('the log format before flags are parsed (signal lines)', () => {
+  it('is read from the command line as pflag would, the last one winning', async () => {
+    const { requestedLogFormat } = await import('../src/cli/main.js');
+    expect(requestedLogFormat(['server', '--log-format=text'])).toBe('text');
+    expect(requestedLogFormat(['server', '--log-format', 'text', '--log-format=json'])).toBe('json');
+    expect(requestedLogFormat(['server', '--', '--log-format=text'])).toBeUndefined();
+    expect(requestedLogFormat(['server'])).toBeUndefined();
+  });
+});

@@ -233,12 +233,26 @@ async function runCommand<N extends CommandName>(
  * shutdown; a repeat within a short window (Ctrl-C under npm delivers two) is the same request; a signal
  * after that forces an exit at once. Each is logged, so an operator sees what their Ctrl-C did.
  */
+/** `--log-format` as given on the command line (the last one wins, as for any flag), before flags are parsed. */
+export function requestedLogFormat(argv: readonly string[]): string | undefined {
+  let format: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--') break;
+    if (a.startsWith('--log-format=')) format = a.slice('--log-format='.length);
+    else if (a === '--log-format' && i + 1 < argv.length) format = argv[++i];
+  }
+  return format;
+}
+
 export async function runFromProcess(): Promise<void> {
   // As upstream: files and directories the process creates are private to its user.
   process.umask(0o077);
   const ac = new AbortController();
-  // The command's own logger does not exist yet (it needs the parsed flags); signals log at the default level.
-  const signalLogger = createLogger({ destination: process.stderr });
+  // The command's own logger does not exist yet (it needs the parsed flags); signals log at the default
+  // level, in the format the command line asks for, so a text log does not get JSON lines in between.
+  const format = requestedLogFormat(process.argv.slice(2));
+  const signalLogger = createLogger({ destination: format === 'text' ? textLogDestination(process.stderr) : process.stderr });
   const window = stopSignalWindow(process.env);
   if (window.problem !== undefined) signalLogger.warn(window.problem);
   const stops = new StopSignals(window.ms);
