@@ -27,6 +27,7 @@ import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
 import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
+import { ours } from '../../test/support/etcd-client.js';
 import { compactionRestoration } from '../../test/support/restore.js';
 import { dumpEtcd } from '../../test/support/etcd-dump.js';
 import { arg, measured, round1, table, type Run } from './support/measure.js';
@@ -52,7 +53,7 @@ async function baseSnapshot(store: SnapStore): Promise<Snapshot> {
       );
     }
     return await takeFullSnapshot(
-      { client, store, compression: 'gzip', now: () => new Date(Date.now() - 3_600_000), logger: silentLogger },
+      { client: ours(client), store, compression: 'gzip', now: () => new Date(Date.now() - 3_600_000), logger: silentLogger },
       { isFinal: false, snapshotTimeoutMs: 600_000, connectionTimeoutMs: 30_000 },
     );
   } finally {

@@ -36,6 +36,7 @@ import { CronSchedule } from '../../src/snapshotter/schedule.js';
 import { Snapshotter } from '../../src/snapshotter/snapshotter.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { etcdBinaries } from '../../test/support/etcd.js';
+import { ours } from '../../test/support/etcd-client.js';
 import { MiB, arg, measured, median, round1, table } from './support/measure.js';
 import type { PutLoadResult as LoadResult } from './support/put-load-result.js';
 
@@ -154,7 +155,7 @@ async function oneRun(rate: number, seconds: number, valueBytes: number): Promis
         compression: 'gzip',
         finalDeltaTimeoutMs: 60_000,
       },
-      { client, store: async () => store, clock: systemClock, logger: silentLogger, metrics: new Metrics({ defaultMetrics: false }) },
+      { client: ours(client), store: async () => store, clock: systemClock, logger: silentLogger, metrics: new Metrics({ defaultMetrics: false }) },
     );
     running = snapshotter.run(stop.signal, true);
     running.catch(() => undefined);

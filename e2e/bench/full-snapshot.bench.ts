@@ -21,7 +21,7 @@
  * With --s3-tls=1 s3rver serves https (self-signed, trusted through trustedCaCert) as real S3 does, and
  * the uploader sends UNSIGNED-PAYLOAD (one SHA-256 pass less). Unless --stages=0, the stages of our
  * path follow, each into a sink that drops the bytes, to show where the time goes:
- *   drain        etcd's snapshot stream through the etcd3 client, nothing else
+ *   drain        etcd's snapshot stream through our etcd client, nothing else
  *   verify       + the sha256 trailer check (FullSnapshotVerifier)
  *   verify+zstd  + zstd compression
  *   null/zstd    takeFullSnapshot into a store that drops the bytes
@@ -43,7 +43,6 @@ import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
-import type { Etcd3 } from 'etcd3';
 import { createCompressStream, silentLogger } from '../../snapstore/src/index.js';
 import type { CompressionPolicy, SnapStore, Snapshot } from '../../snapstore/src/index.js';
 import { openLocalStore } from '../../snapstore/src/providers/local.js';
@@ -51,7 +50,7 @@ import { openS3Store } from '../../snapstore/src/providers/s3.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from '../../snapstore/test/support/s3rver.js';
 import { FullSnapshotVerifier } from '../../src/backup/full-verify.js';
 import { createEtcdClient } from '../../src/etcd/client.js';
-import { legacyEtcd3 } from '../../src/etcd/etcd-client.js';
+import type { EtcdClient } from '../../src/etcd/etcd-client.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
 import { MiB, arg, gc, measured, median, quietAwsNodeWarning, round1, round3, table } from './support/measure.js';
@@ -108,11 +107,11 @@ function nullStore(): SnapStore {
   };
 }
 
-/** The snapshot stream as a Readable of blobs, straight from the etcd3 client. */
-async function snapshotBlobs(client: Etcd3): Promise<Readable> {
-  const stream = (await client.maintenance.snapshot()) as unknown as AsyncIterable<{ blob?: Buffer }>;
+/** The snapshot stream as a Readable of blobs, straight from the etcd client. */
+async function snapshotBlobs(client: EtcdClient): Promise<Readable> {
+  const stream = await client.snapshot();
   async function* blobs(): AsyncGenerator<Buffer> {
-    for await (const m of stream) if (m.blob?.length) yield m.blob;
+    for await (const m of stream) if (m.blob.length) yield m.blob;
   }
   return Readable.from(blobs());
 }
@@ -151,7 +150,7 @@ async function etcdctlSave(endpoint: string, file: string): Promise<void> {
  * measured run only pays for the snapshot itself.
  */
 async function openCases(setup: Setup, stages: boolean, s3Name: string) {
-  const client = legacyEtcd3(await createEtcdClient({ endpoints: [setup.etcd], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 }));
+  const client = await createEtcdClient({ endpoints: [setup.etcd], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 });
   const base = { container: 'bench', prefix: 'bench/v2', maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: setup.tmp };
   const local = await openLocalStore({ ...base, provider: 'Local', rootDir: path.join(setup.tmp, 'local') });
   const s3 = await openS3Store({
@@ -166,7 +165,7 @@ async function openCases(setup: Setup, stages: boolean, s3Name: string) {
       ...(setup.caFile ? { trustedCaCert: await readFile(setup.caFile, 'utf8') } : {}),
     },
   });
-  await client.get('warm-up').string(); // connect now, not inside the first measurement
+  await client.get('warm-up'); // connect now, not inside the first measurement
 
   const ours = (store: SnapStore, compression: CompressionPolicy | undefined) => async (): Promise<number> => {
     const snap = await takeFullSnapshot(
@@ -325,12 +324,12 @@ async function main(): Promise<void> {
   try {
     console.log(`etcd ${(await etcdBinaries()).version} at ${etcd.clientUrl}, filling with ~${dbMB} MiB ...`);
     const filled = await fillEtcd(benchDir, etcd.clientUrl, dbMB);
-    const probe = legacyEtcd3(await createEtcdClient({ endpoints: [etcd.clientUrl], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 }));
-    const status = await probe.maintenance.status().finally(() => probe.close());
-    const dbBytes = Number(status.dbSize);
+    const probe = await createEtcdClient({ endpoints: [etcd.clientUrl], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 });
+    const status = await probe.status().finally(() => probe.close());
+    const dbBytes = status.dbSize;
     console.log(
       `filled ${filled.keys} keys, ${round1(filled.bytes / MiB)} MiB of values in ${round1(filled.seconds)} s ` +
-        `(${round1(filled.bytes / MiB / filled.seconds)} MiB/s); db size ${round1(dbBytes / MiB)} MiB, revision ${status.header.revision}`,
+        `(${round1(filled.bytes / MiB / filled.seconds)} MiB/s); db size ${round1(dbBytes / MiB)} MiB, revision ${status.revision}`,
     );
 
     const allNames = ['etcdctl', 'local/none', 'local/zstd', `${s3Name}/none`, `${s3Name}/zstd`, `${s3Name}/floor-none`, `${s3Name}/floor-zstd`];

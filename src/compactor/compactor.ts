@@ -22,7 +22,7 @@ import { planRestore } from '../restorer/plan.js';
 import { backendPath, executeRestore, reenableAuth, restoreSettings } from '../restorer/restore.js';
 import { saveVerifiedFullSnapshot, takeFullSnapshot } from '../snapshotter/full-snapshot.js';
 import { connectLocalEtcd } from '../etcd/client.js';
-import { legacyEtcd3 } from '../etcd/etcd-client.js';
+import { Etcd3Client, legacyEtcd3 } from '../etcd/etcd-client.js';
 import { currentRevision } from '../etcd/ops.js';
 
 /** Upstream `etcdDialTimeout`: bounds the revision read on the local etcd. */
@@ -150,7 +150,7 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
       logger.info({ snapshot: snapshot.snapName, revision }, 'Full snapshot saved');
     } else {
       snapshot = await takeFullSnapshot(
-        { client, store, compression, now: () => clock.now(), logger },
+        { client: new Etcd3Client(client), store, compression, now: () => clock.now(), logger },
         {
           isFinal: base.isFinal,
           snapshotTimeoutMs: cc.snapshotTimeout,

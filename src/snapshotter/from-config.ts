@@ -1,8 +1,8 @@
-import type { Etcd3 } from 'etcd3';
 import type { Logger, SnapStore, Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { CompressionConfig, EtcdConnectionConfig, SnapshotterConfig } from '../config/types.js';
 import type { Metrics } from '../metrics.js';
+import type { EtcdClient } from '../etcd/etcd-client.js';
 import { GarbageCollector } from './garbage-collector.js';
 import { CronSchedule } from './schedule.js';
 import { Snapshotter, type StoredSnapshotInfo } from './snapshotter.js';
@@ -14,7 +14,7 @@ export interface SnapshotterFactoryInput {
   connection: EtcdConnectionConfig;
   snapshotter: SnapshotterConfig;
   compression: CompressionConfig;
-  client: Etcd3;
+  client: EtcdClient;
   store: () => Promise<SnapStore>;
   clock: Clock;
   logger: Logger;

@@ -1,5 +1,4 @@
 import { Readable, pipeline as pipelineCb } from 'node:stream';
-import type { Etcd3 } from 'etcd3';
 import {
   createCompressStream,
   newSnapshot,
@@ -10,10 +9,10 @@ import {
   type Snapshot,
 } from '@etcdbrctl/snapstore';
 import { FullSnapshotVerifier } from '../backup/full-verify.js';
-import { currentRevision } from '../etcd/ops.js';
+import type { EtcdClient } from '../etcd/etcd-client.js';
 
 export interface FullSnapshotDeps {
-  client: Etcd3;
+  client: EtcdClient;
   store: SnapStore;
   /** undefined = uncompressed. */
   compression: CompressionPolicy | undefined;
@@ -28,34 +27,6 @@ export interface FullSnapshotOptions {
   /** `--etcd-connection-timeout`: bounds the revision read. */
   connectionTimeoutMs: number;
   signal?: AbortSignal;
-}
-
-interface SnapshotMessage {
-  blob?: Buffer;
-  header?: { revision?: string | number } | null;
-}
-
-/** grpc-js's ClientReadableStream: async-iterable and cancellable. */
-type SnapshotStream = AsyncIterable<SnapshotMessage> & { cancel(): void; on(event: 'error', listener: () => void): unknown };
-
-interface PoolInternals {
-  withConnection<T>(service: 'Maintenance', fn: (args: { client: unknown; metadata: unknown }) => T): Promise<T>;
-}
-
-/**
- * Opens Maintenance.Snapshot. etcd3 1.1.2's maintenance.snapshot() passes the auth metadata where grpc-js
- * expects the request message (server-streaming calls take request, metadata, options), so the token never
- * reaches etcd and an etcd with authentication enabled refuses the snapshot. We make the same call through
- * etcd3's connection pool (which supplies the token) with the arguments in grpc-js order.
- */
-async function openSnapshotStream(client: Etcd3, deadline: Date): Promise<SnapshotStream> {
-  const pool = (client as unknown as { pool: PoolInternals }).pool;
-  const stream = await pool.withConnection('Maintenance', ({ client: grpcClient, metadata }) =>
-    (grpcClient as { snapshot(request: object, md: unknown, options: object): SnapshotStream }).snapshot({}, metadata, { deadline }),
-  );
-  // Errors reach the reader through the async iterator; this only keeps an early one from being unhandled.
-  stream.on('error', () => undefined);
-  return stream;
 }
 
 /**
@@ -73,18 +44,18 @@ export async function takeFullSnapshot(deps: FullSnapshotDeps, opts: FullSnapsho
 /** takeFullSnapshot, also telling the size of the uncompressed snapshot file (database ‖ sha256). */
 export async function takeSizedFullSnapshot(deps: FullSnapshotDeps, opts: FullSnapshotOptions): Promise<{ snapshot: Snapshot; bytes: number }> {
   const started = Date.now();
-  const revisionBefore = await currentRevision(deps.client, opts.connectionTimeoutMs);
+  const revisionBefore = await deps.client.currentRevision(opts.connectionTimeoutMs);
   const signals = [AbortSignal.timeout(opts.snapshotTimeoutMs)];
   if (opts.signal) signals.push(opts.signal);
   const signal = AbortSignal.any(signals);
 
-  const stream = await openSnapshotStream(deps.client, new Date(Date.now() + opts.snapshotTimeoutMs));
+  const stream = await deps.client.snapshot({ timeoutMs: opts.snapshotTimeoutMs });
   const cancel = () => stream.cancel();
   signal.addEventListener('abort', cancel, { once: true });
   try {
     const iterator = stream[Symbol.asyncIterator]();
     const first = await iterator.next();
-    const headerRevision = Number(first.value?.header?.revision ?? 0);
+    const headerRevision = first.done ? 0 : first.value.revision;
     const revision = headerRevision > 0 ? headerRevision : revisionBefore;
 
     const snap = newSnapshot({
@@ -97,11 +68,11 @@ export async function takeSizedFullSnapshot(deps: FullSnapshotDeps, opts: FullSn
     });
 
     async function* blobs(): AsyncGenerator<Buffer> {
-      if (!first.done && first.value.blob?.length) yield first.value.blob;
+      if (!first.done && first.value.blob.length) yield first.value.blob;
       for (;;) {
         const next = await iterator.next();
         if (next.done) return;
-        if (next.value.blob?.length) yield next.value.blob;
+        if (next.value.blob.length) yield next.value.blob;
       }
     }
 

@@ -1,4 +1,3 @@
-import type { Etcd3 } from 'etcd3';
 import {
   latestSet,
   type CompressionPolicy,
@@ -8,11 +7,10 @@ import {
 } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { DeltaEvent } from '../backup/delta-format.js';
-import { watchAllKeys, type AllKeysWatch } from '../etcd/watch.js';
+import type { AllKeysWatch, EtcdClient } from '../etcd/etcd-client.js';
 import { failureLabel, type Metrics } from '../metrics.js';
 import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
 import { saveDeltaSnapshot } from './delta-snapshot.js';
-import { currentRevision } from '../etcd/ops.js';
 import { takeSizedFullSnapshot } from './full-snapshot.js';
 import { isZeroTime, type CronSchedule } from './schedule.js';
 import { advanceTimeline, continuesTimeline, type TimelinePoint } from './timeline.js';
@@ -30,7 +28,7 @@ export interface SnapshotterConfig {
 }
 
 export interface SnapshotterDeps {
-  client: Etcd3;
+  client: EtcdClient;
   /** The store, re-created by the caller when credentials rotate. */
   store: () => Promise<SnapStore>;
   clock: Clock;
@@ -137,7 +135,7 @@ export class Snapshotter {
 
   /** etcd's current store revision. */
   etcdRevision(): Promise<number> {
-    return currentRevision(this.deps.client, this.config.connectionTimeoutMs);
+    return this.deps.client.currentRevision(this.config.connectionTimeoutMs);
   }
 
   private get prevLastRevision(): number {
@@ -239,7 +237,7 @@ export class Snapshotter {
    */
   async catchUpWithDeltas(signal: AbortSignal): Promise<boolean> {
     if (!this.deltasEnabled) return false;
-    const target = await currentRevision(this.deps.client, this.config.connectionTimeoutMs);
+    const target = await this.deps.client.currentRevision(this.config.connectionTimeoutMs);
     if (target <= this.prevLastRevision) return true;
     let watchError: Error | undefined;
     let reached!: () => void;
@@ -247,7 +245,7 @@ export class Snapshotter {
       reached = resolve;
     });
     const pending: Promise<unknown>[] = [];
-    const watch = await watchAllKeys(this.deps.client, this.prevLastRevision + 1, {
+    const watch = await this.deps.client.watchAllKeys(this.prevLastRevision + 1, {
       onHeader: (revision, clusterId) => {
         this.observeEtcd({ revision, clusterId });
         if (this.timelineChanged) {
@@ -323,7 +321,7 @@ export class Snapshotter {
   private async openWatch(): Promise<void> {
     await this.closeWatch();
     this.watchedRevision = this.prevLastRevision;
-    this.watch = await watchAllKeys(this.deps.client, this.prevLastRevision + 1, {
+    this.watch = await this.deps.client.watchAllKeys(this.prevLastRevision + 1, {
       onHeader: (revision, clusterId) => this.observeEtcd({ revision, clusterId }),
       onEvents: (events) => {
         this.appendEvents(events);
@@ -368,7 +366,7 @@ export class Snapshotter {
       timer.unref();
     });
     const caughtUp = (async () => {
-      const target = await currentRevision(this.deps.client, boundMs).catch(() => 0);
+      const target = await this.deps.client.currentRevision(boundMs).catch(() => 0);
       if (target <= this.watchedRevision) return;
       await new Promise<void>((resolve) => this.watchWaiters.push({ revision: target, resolve }));
     })();
@@ -410,7 +408,7 @@ export class Snapshotter {
   private async fullSnapshot(isFinal: boolean): Promise<Snapshot> {
     const prev = this.chain.prevSnapshot;
     if (isFinal && prev?.kind === 'Full' && prev.isFinal) {
-      const rev = await currentRevision(this.deps.client, this.config.connectionTimeoutMs);
+      const rev = await this.deps.client.currentRevision(this.config.connectionTimeoutMs);
       if (rev === prev.lastRevision) {
         this.deps.logger.info({ snapshot: prev.snapName }, 'Final full snapshot already taken at this revision; skipping');
         return prev;

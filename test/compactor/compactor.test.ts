@@ -25,6 +25,7 @@ import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 import { etcdBinaries, startTestEtcd } from '../support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../support/etcd-dump.js';
+import { ours } from '../support/etcd-client.js';
 import { openLocalStore } from '../support/local-store.js';
 import { recordingLogger } from '../support/logger.js';
 import { compactionRestoration, restoreOptions } from '../support/restore.js';
@@ -331,7 +332,7 @@ describe('compact: a base snapshot with etcd auth enabled', () => {
     let baseSnap: Snapshot;
     try {
       baseSnap = await takeFullSnapshot(
-        { client: admin, store, compression: 'gzip', now: () => new Date(NOW.getTime() - 60_000), logger: recordingLogger() },
+        { client: ours(admin), store, compression: 'gzip', now: () => new Date(NOW.getTime() - 60_000), logger: recordingLogger() },
         { isFinal: false, snapshotTimeoutMs: 30_000, connectionTimeoutMs: 5_000 },
       );
     } finally {

@@ -9,16 +9,14 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDecompressStream, silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
 import { createEtcdClient, type EtcdClientOptions } from '../../src/etcd/client.js';
-import { legacyEtcd3 } from '../../src/etcd/etcd-client.js';
+import type { EtcdClient } from '../../src/etcd/etcd-client.js';
 import { memberStatus } from '../../src/cluster/leadership.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { createTestPki, enableEtcdAuth, startTlsEtcd, type TestPki, type TlsEtcd } from '../support/certs.js';
 import { openLocalStore } from '../support/local-store.js';
-import { ours } from '../support/etcd-client.js';
 
 const ROOT_PASSWORD = 's3cr3t';
 
@@ -29,7 +27,7 @@ let mtls: TlsEtcd;
 let wrongName: TlsEtcd;
 /** TLS with --client-cert-auth and authentication enabled (user root). */
 let authed: TlsEtcd;
-const clients: Etcd3[] = [];
+const clients: EtcdClient[] = [];
 
 beforeAll(async () => {
   pki = await createTestPki();
@@ -48,8 +46,8 @@ afterAll(async () => {
 });
 
 /** What the server defaults give (`--insecure-transport=true`, skip-verify defaulted from it), plus overrides. */
-async function client(overrides: Partial<EtcdClientOptions> & { endpoints: string[] }): Promise<Etcd3> {
-  const c = legacyEtcd3(await createEtcdClient({ insecureTransport: true, insecureSkipVerify: true, connectionTimeoutMs: 5_000, ...overrides }));
+async function client(overrides: Partial<EtcdClientOptions> & { endpoints: string[] }): Promise<EtcdClient> {
+  const c = await createEtcdClient({ insecureTransport: true, insecureSkipVerify: true, connectionTimeoutMs: 5_000, ...overrides });
   clients.push(c);
   return c;
 }
@@ -57,15 +55,15 @@ async function client(overrides: Partial<EtcdClientOptions> & { endpoints: strin
 const mutual = () => ({ caFile: pki.caFile, certFile: pki.client.certFile, keyFile: pki.client.keyFile });
 const strict = { insecureTransport: false, insecureSkipVerify: false };
 
-async function roundTrip(c: Etcd3, key: string): Promise<void> {
-  await c.put(key).value(`value of ${key}`);
-  expect(await c.get(key).string()).toBe(`value of ${key}`);
+async function roundTrip(c: EtcdClient, key: string): Promise<void> {
+  await c.put(key, `value of ${key}`);
+  expect((await c.get(key))?.toString()).toBe(`value of ${key}`);
 }
 
 /** The error of a read, as text (each call fails fast: grpc-js does not wait for a broken channel). */
-async function failure(c: Etcd3): Promise<string> {
+async function failure(c: EtcdClient): Promise<string> {
   try {
-    await c.get('probe').options({ deadline: new Date(Date.now() + 10_000) }).exec();
+    await c.get('probe', { timeoutMs: 10_000 });
   } catch (err) {
     return err instanceof Error ? `${err.name}: ${err.message}` : String(err);
   }
@@ -76,12 +74,11 @@ describe('etcd over TLS', () => {
   it('mutual TLS with CA verification: put/get, status and the snapshot stream', async () => {
     const c = await client({ endpoints: [mtls.httpsUrl], ...mutual(), ...strict });
     await roundTrip(c, 'mtls');
-    const status = await memberStatus(ours(c), 5_000);
+    const status = await memberStatus(c, 5_000);
     expect(status.leaderId).toMatch(/^[0-9a-f]+$/);
 
     const chunks: Buffer[] = [];
-    const stream = (await c.maintenance.snapshot()) as unknown as AsyncIterable<{ blob?: Buffer }>;
-    for await (const m of stream) if (m.blob) chunks.push(m.blob);
+    for await (const m of await c.snapshot()) chunks.push(m.blob);
     const all = Buffer.concat(chunks);
     expect(all.length % 512).toBe(32);
     expect(createHash('sha256').update(all.subarray(0, -32)).digest().equals(all.subarray(-32))).toBe(true);
@@ -213,8 +210,8 @@ describe('etcd with authentication enabled (over mutual TLS)', () => {
 
   it('takeFullSnapshot works with auth and TLS and stores a verified snapshot', async () => {
     const c = await client(root());
-    for (let i = 0; i < 20; i++) await c.put(`/registry/full/${i}`).value('x'.repeat(100));
-    const rev = Number((await c.get('foo').exec()).header.revision);
+    for (let i = 0; i < 20; i++) await c.put(`/registry/full/${i}`, 'x'.repeat(100));
+    const rev = await c.currentRevision(5_000);
     const dir = await mkdtemp(join(tmpdir(), 'etcdbr-tls-full-'));
     let store: SnapStore | undefined;
     try {

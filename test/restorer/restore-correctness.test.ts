@@ -18,6 +18,7 @@ import { executeRestore } from '../../src/restorer/restore.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { readDeltaEvents } from '../support/deltas.js';
 import { etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
+import { ours } from '../support/etcd-client.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
@@ -97,7 +98,7 @@ describe('restore of stores written by our snapshotter', () => {
       // A quiet point: a full snapshot into the side store, the DB exactly at sideRevision.
       sideRevision = await rev();
       sideFull = await takeFullSnapshot(
-        { client: c, store: side, compression: undefined, now: () => new Date(), logger: silentLogger },
+        { client: ours(c), store: side, compression: undefined, now: () => new Date(), logger: silentLogger },
         { isFinal: false, snapshotTimeoutMs: 60_000, connectionTimeoutMs: 5_000 },
       );
       expect(sideFull.lastRevision).toBe(sideRevision);
@@ -421,7 +422,7 @@ describe('replay etcd with a small quota (case 39)', () => {
       const created: number[] = [];
       for (let k = 0; k < keys; k++) created.push(Number((await c.put(`/q/${k}`).value(value(0, k)).exec()).header.revision));
       const fullSnap = await takeFullSnapshot(
-        { client: c, store, compression: 'gzip', now: () => new Date(), logger: silentLogger },
+        { client: ours(c), store, compression: 'gzip', now: () => new Date(), logger: silentLogger },
         { isFinal: false, snapshotTimeoutMs: 60_000, connectionTimeoutMs: 5_000 },
       );
       // 24 deltas, each overwriting every key: without compaction the replay's db only grows.

@@ -10,6 +10,7 @@ import { createDecompressStream, newSnapshot, silentLogger, type SnapStore } fro
 import { saveVerifiedFullSnapshot, takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { etcdBinaries, startEtcdWithClient, startTestEtcd, type EtcdWithClient } from '../support/etcd.js';
 import { openLocalStore } from '../support/local-store.js';
+import { ours } from '../support/etcd-client.js';
 
 describe('full snapshot to a Local store', () => {
   let etcdEnv: EtcdWithClient;
@@ -33,7 +34,7 @@ describe('full snapshot to a Local store', () => {
     'streams a verified snapshot (%s) that etcdctl restores with all keys',
     async (compression) => {
       const snap = await takeFullSnapshot(
-        { client, store, compression, now: () => new Date(), logger: silentLogger },
+        { client: ours(client), store, compression, now: () => new Date(), logger: silentLogger },
         { isFinal: false, snapshotTimeoutMs: 60_000, connectionTimeoutMs: 5_000 },
       );
       const revision = Number((await client.get('foo').exec()).header.revision);

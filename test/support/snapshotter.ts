@@ -4,6 +4,7 @@ import { systemClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
 import { CronSchedule } from '../../src/snapshotter/schedule.js';
 import { Snapshotter, type SnapshotterConfig, type SnapshotterDeps } from '../../src/snapshotter/snapshotter.js';
+import { ours } from './etcd-client.js';
 
 /** A full-snapshot schedule that never fires during a test: only the start-up full (or none) is taken. */
 export const YEARLY = new CronSchedule('0 0 1 1 *', { timeZone: 'UTC' });
@@ -23,6 +24,7 @@ export function testSnapshotterConfig(overrides: Partial<SnapshotterConfig> = {}
 }
 
 export interface TestSnapshotterDeps {
+  /** The test's own client; the snapshotter gets it as EtcdClient. */
   client: Etcd3;
   store: SnapStore;
   /** A fresh registry when not given. */
@@ -34,7 +36,7 @@ export interface TestSnapshotterDeps {
 export function createTestSnapshotter(deps: TestSnapshotterDeps, overrides: Partial<SnapshotterConfig> = {}): Promise<Snapshotter> {
   const { client, store, metrics = new Metrics({ defaultMetrics: false }), onSnapshot } = deps;
   return Snapshotter.create(testSnapshotterConfig(overrides), {
-    client,
+    client: ours(client),
     store: async () => store,
     clock: systemClock,
     logger: silentLogger,

@@ -13,6 +13,7 @@ import { encodeTxnRequest } from '../../../src/etcd/txn-wire.js';
 import { DeltaBuffer } from '../../../src/snapshotter/delta-buffer.js';
 import { saveDeltaSnapshot } from '../../../src/snapshotter/delta-snapshot.js';
 import { takeFullSnapshot } from '../../../src/snapshotter/full-snapshot.js';
+import { ours } from '../../../test/support/etcd-client.js';
 import { createHash } from 'node:crypto';
 import { pipeline as pipelineCb } from 'node:stream';
 
@@ -32,7 +33,7 @@ export function replayValue(i: number, bytes: number): Buffer {
 /** Takes a real full snapshot of `client`'s etcd into `store` (uncompressed) and returns the listed record. */
 export async function baseSnapshot(client: Etcd3, store: SnapStore): Promise<Snapshot> {
   const snap = await takeFullSnapshot(
-    { client, store, compression: undefined, now: () => new Date(), logger: silentLogger },
+    { client: ours(client), store, compression: undefined, now: () => new Date(), logger: silentLogger },
     { isFinal: false, snapshotTimeoutMs: 30 * 60_000, connectionTimeoutMs: 10_000 },
   );
   const listed = (await store.list()).find((s) => s.snapName === snap.snapName);

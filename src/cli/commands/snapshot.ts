@@ -3,7 +3,6 @@ import { defragRetryPeriodMs } from '../../cluster/maintenance.js';
 import type { SnapshotCommandConfig } from '../../config/types.js';
 import { STORE_ENV_PREFIX } from '../../config/store.js';
 import { createEtcdClientFromFlags } from '../../etcd/client.js';
-import { legacyEtcd3 } from '../../etcd/etcd-client.js';
 import { systemClock } from '../../clock.js';
 import { Metrics } from '../../metrics.js';
 import { snapshotterFactory } from '../../snapshotter/from-config.js';
@@ -22,7 +21,7 @@ export async function run(config: SnapshotCommandConfig, ctx: CommandContext): P
     return 1;
   }
   const conn = config.etcdConnectionConfig;
-  const client = legacyEtcd3(await createEtcdClientFromFlags(conn));
+  const client = await createEtcdClientFromFlags(conn);
   const store = new RotatingStore({
     resolve: () => ctx.resolveStore('primary'),
     env: ctx.env,

@@ -154,7 +154,7 @@ export class LeaderWork {
       connection: config.etcdConnectionConfig,
       snapshotter: config.snapshotterConfig,
       compression: config.compressionConfig,
-      client,
+      client: new Etcd3Client(client),
       store: () => store.get(),
       clock,
       logger,
