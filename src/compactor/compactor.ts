@@ -10,20 +10,17 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { access, rm } from 'node:fs/promises';
 import path from 'node:path';
-import type { Etcd3 } from 'etcd3';
 import { latestSet, newSnapshot, policyForSuffix, suffixForPolicy, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { CompactorConfig, RestorationConfig } from '../config/types.js';
 import type { EtcdBinaries } from '../etcd/binaries.js';
 import type { LocalEtcd } from '../etcd/local-etcd.js';
-import { compact } from '../etcd/ops.js';
 import type { SnapshotLeases } from '../k8s/snapshot-leases.js';
 import { planRestore } from '../restorer/plan.js';
 import { backendPath, executeRestore, reenableAuth, restoreSettings } from '../restorer/restore.js';
 import { saveVerifiedFullSnapshot, takeFullSnapshot } from '../snapshotter/full-snapshot.js';
 import { connectLocalEtcd } from '../etcd/client.js';
-import { Etcd3Client, legacyEtcd3 } from '../etcd/etcd-client.js';
-import { currentRevision } from '../etcd/ops.js';
+import type { EtcdClient } from '../etcd/etcd-client.js';
 
 /** Upstream `etcdDialTimeout`: bounds the revision read on the local etcd. */
 const REVISION_READ_TIMEOUT_MS = 30_000;
@@ -100,7 +97,7 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
   );
 
   let etcd: LocalEtcd | undefined;
-  let client: Etcd3 | undefined;
+  let client: EtcdClient | undefined;
   try {
     const restored = await executeRestore(store, plan, {
       ...restoreSettings(rc),
@@ -116,8 +113,8 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
     const restoreMs = Date.now() - started;
     logger.info({ revision: restored.revision, deltasApplied: restored.deltasApplied, ms: restoreMs }, 'Restoration for compaction is over');
 
-    client = legacyEtcd3(await connectLocalEtcd(etcd.clientUrl));
-    const revision = await currentRevision(client, REVISION_READ_TIMEOUT_MS);
+    client = await connectLocalEtcd(etcd.clientUrl);
+    const revision = await client.currentRevision(REVISION_READ_TIMEOUT_MS);
     const dbSizeBefore = await dbSize(client);
     await compactAt(client, revision, cc.snapshotTimeout, logger);
     if (cc.defragment) await defragment(client, cc.defragTimeout, logger);
@@ -150,7 +147,7 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
       logger.info({ snapshot: snapshot.snapName, revision }, 'Full snapshot saved');
     } else {
       snapshot = await takeFullSnapshot(
-        { client: new Etcd3Client(client), store, compression, now: () => clock.now(), logger },
+        { client, store, compression, now: () => clock.now(), logger },
         {
           isFinal: base.isFinal,
           snapshotTimeoutMs: cc.snapshotTimeout,
@@ -193,9 +190,9 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
  * its history already, so the head may be compacted; etcd then answers "required revision has been compacted", which
  * here means the work is done (upstream stops the job without a snapshot in that case).
  */
-async function compactAt(client: Etcd3, revision: number, timeoutMs: number, logger: Logger): Promise<void> {
+async function compactAt(client: EtcdClient, revision: number, timeoutMs: number, logger: Logger): Promise<void> {
   try {
-    await compact(client, revision, { physical: true, timeoutMs });
+    await client.compact(revision, { physical: true, timeoutMs });
   } catch (err) {
     if (/required revision has been compacted/.test(String((err as Error)?.message ?? err))) {
       logger.info({ revision }, 'The restored etcd is already compacted at its head revision');
@@ -206,10 +203,10 @@ async function compactAt(client: Etcd3, revision: number, timeoutMs: number, log
 }
 
 /** Defragmentation only saves space in the snapshot; as upstream, a failure is logged and ignored. */
-async function defragment(client: Etcd3, timeoutMs: number, logger: Logger): Promise<void> {
+async function defragment(client: EtcdClient, timeoutMs: number, logger: Logger): Promise<void> {
   const t0 = Date.now();
   try {
-    await client.maintenance.defragment({ deadline: new Date(Date.now() + timeoutMs) });
+    await client.defragment({ timeoutMs });
     logger.info({ ms: Date.now() - t0 }, 'Defragmented the restored etcd');
   } catch (err) {
     logger.error({ err }, 'failed to defragment');
@@ -226,9 +223,9 @@ async function* withSha256Trailer(file: string): AsyncGenerator<Buffer> {
   yield hash.digest();
 }
 
-async function dbSize(client: Etcd3): Promise<number> {
+async function dbSize(client: EtcdClient): Promise<number> {
   try {
-    return Number((await client.maintenance.status()).dbSize);
+    return (await client.status()).dbSize;
   } catch {
     return 0;
   }

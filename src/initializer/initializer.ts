@@ -1,6 +1,5 @@
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { Etcd3 } from 'etcd3';
 import type { SnapStore } from '@etcdbrctl/snapstore';
 import type { Logger } from '../log.js';
 import type { EtcdBinaries } from '../etcd/binaries.js';
@@ -9,8 +8,6 @@ import type { Metrics } from '../metrics.js';
 import { planRestore } from '../restorer/plan.js';
 import { executeRestore, type RestoreOptions } from '../restorer/restore.js';
 import { connectLocalEtcd } from '../etcd/client.js';
-import { legacyEtcd3 } from '../etcd/etcd-client.js';
-import { currentRevision } from '../etcd/ops.js';
 import { readWalMetadata } from '../wal/verify.js';
 import type { MemberControl } from '../cluster/members.js';
 import { decideBootstrap, type BootstrapDecision, type FailCode } from './bootstrap.js';
@@ -303,11 +300,11 @@ async function tempDirHygiene(opts: InitializerOptions): Promise<void> {
  */
 async function catchUpFromWal(dataDir: string, target: number, opts: InitializerOptions): Promise<boolean> {
   const etcd = await startLocalEtcd({ binaries: await opts.binaries(), dataDir, name: opts.restore.name });
-  const client = legacyEtcd3(await connectLocalEtcd(etcd.clientUrl));
+  const client = await connectLocalEtcd(etcd.clientUrl);
   try {
     const deadline = Date.now() + 60_000;
     for (;;) {
-      const rev = await currentRevision(client, 5_000).catch(() => 0);
+      const rev = await client.currentRevision(5_000).catch(() => 0);
       if (rev >= target) return true;
       if (Date.now() > deadline) return false;
       await new Promise((r) => setTimeout(r, 1000));

@@ -2,18 +2,14 @@ import { ReadStream, createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import type { Etcd3 } from 'etcd3';
 import { createDecompressStream, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { setAuthEnabled } from '../bbolt/patch.js';
 import type { RestorationConfig } from '../config/types.js';
 import { restoreBaseSnapshot } from '../etcd/base-restore.js';
 import type { EtcdBinaries } from '../etcd/binaries.js';
 import { startLocalEtcd, type LocalEtcd } from '../etcd/local-etcd.js';
-import { compact } from '../etcd/ops.js';
 import { connectLocalEtcd } from '../etcd/client.js';
-import { legacyEtcd3 } from '../etcd/etcd-client.js';
-import { currentRevision } from '../etcd/ops.js';
-import { openReplayTxns, type ReplayTxns } from '../etcd/replay-txns.js';
+import type { EtcdClient, LocalEtcdClient, ReplayTxns } from '../etcd/etcd-client.js';
 import { applyDeltaFile, commitOpenRevision, type OpenRevision } from './apply.js';
 import { fetchDeltasInOrder } from './fetch.js';
 import type { RestorePlan } from './plan.js';
@@ -139,7 +135,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
   const scratch = await mkdtemp(join(opts.tempDir, 'restore-'));
   await rm(partDir, { recursive: true, force: true });
   let etcd: LocalEtcd | undefined;
-  let client: Etcd3 | undefined;
+  let client: LocalEtcdClient | undefined;
   let txns: ReplayTxns | undefined;
   let handedOver = false;
   try {
@@ -217,10 +213,10 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         maxTxnOps: opts.maxTxnOps,
         unsafeNoFsync: !opts.fsync,
       });
-      client = legacyEtcd3(await connectLocalEtcd(etcd.clientUrl));
+      client = await connectLocalEtcd(etcd.clientUrl);
       const replayStarted = Date.now();
-      revision = await currentRevision(client, 30_000);
-      txns = await openReplayTxns(etcd.clientUrl, client, logger);
+      revision = await client.currentRevision(30_000);
+      txns = await client.openReplayTxns(logger);
       const progress = new Progress(plan, revision, logger);
       let leanFailed = false;
       let open: OpenRevision | undefined;
@@ -247,7 +243,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         }
         const expected = Math.min(snap.lastRevision, plan.targetRevision);
         // A held-back last revision is written with the next delta (or after the last one).
-        const now = open ? open.revision : await currentRevision(client, 30_000);
+        const now = open ? open.revision : await client.currentRevision(30_000);
         if (now !== expected && now < expected) {
           throw new Error(
             `mismatched event revision while applying delta snapshot ${snap.snapName}, expected ${expected} but applied ${now}`,
@@ -404,17 +400,17 @@ export function logContinuedRevision(logger: Logger, snapName: string, revision:
   );
 }
 
-async function nearQuota(client: Etcd3, quota: number): Promise<boolean> {
-  const status = await client.maintenance.status();
-  return Number(status.dbSize) > quota * QUOTA_DEFRAG_RATIO;
+async function nearQuota(client: EtcdClient, quota: number): Promise<boolean> {
+  const status = await client.status();
+  return status.dbSize > quota * QUOTA_DEFRAG_RATIO;
 }
 
 /** Keeps the replay etcd inside its quota: compact to the current revision and defragment (upstream §7 step 10). */
-async function lean(client: Etcd3, revision: number, quota: number, logger: Logger): Promise<boolean> {
+async function lean(client: EtcdClient, revision: number, quota: number, logger: Logger): Promise<boolean> {
   try {
     logger.info({ revision, quota }, 'replay etcd above 80 % of its quota: compacting its history and defragmenting');
-    await compact(client, revision, { physical: true, timeoutMs: 120_000 });
-    await client.maintenance.defragment({ deadline: new Date(Date.now() + 300_000) });
+    await client.compact(revision, { physical: true, timeoutMs: 120_000 });
+    await client.defragment({ timeoutMs: 300_000 });
     return true;
   } catch (err) {
     logger.warn({ err }, 'compacting the replay etcd failed; will retry after the next delta');
