@@ -277,9 +277,9 @@ export async function runFromProcess(): Promise<void> {
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
   }
-  // The command has finished all its work, but libraries may keep timers alive: etcd3 retries a lost etcd's
-  // watch for up to 30 s, which would outlast Kubernetes' default 30 s grace period on pod deletion. Exit
-  // as soon as what was written to stdout and stderr is out.
+  // The command has finished all its work, but libraries may keep timers alive: the etcd client retries a
+  // lost etcd's watch for up to 30 s, which would outlast Kubernetes' default 30 s grace period on pod
+  // deletion. Exit as soon as what was written to stdout and stderr is out.
   const code = Number(process.exitCode ?? 0);
   await Promise.all([flushed(process.stdout), flushed(process.stderr)]);
   process.exit(code);

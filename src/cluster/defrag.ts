@@ -26,7 +26,7 @@ export function endpointClientFactory(conn: EtcdConnectionConfig): EndpointClien
 
 /**
  * Fresh clients of `--endpoints` for the maintenance jobs. They do not share the sidecar's main client on
- * purpose: etcd3 opens a host's circuit breaker after three failed calls, and a refused MemberRemove or an
+ * purpose: the etcd client opens a host's circuit breaker after three failed calls, and a refused MemberRemove or an
  * unreachable member must not make the leadership check fail for the next five seconds.
  */
 export function endpointsClientFactory(conn: EtcdConnectionConfig): MaintenanceClientFactory {

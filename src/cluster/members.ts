@@ -1,7 +1,7 @@
 /**
  * Membership operations of a multi-node cluster (upstream `pkg/member`, upstream-reference.md §9): observe
  * the cluster through the service endpoints, add this member as a learner, remove a member, promote a
- * learner. Every operation builds a fresh client for one endpoint at a time: etcd3's per-host circuit breaker
+ * learner. Every operation builds a fresh client for one endpoint at a time: the etcd client's per-host circuit breaker
  * would otherwise keep refusing calls for seconds after the "unhealthy cluster" answers a fresh cluster
  * gives, and a learner endpoint must be skipped (learners serve no member RPCs).
  */

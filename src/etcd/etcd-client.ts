@@ -315,12 +315,3 @@ export class LocalEtcd3Client extends Etcd3Client implements LocalEtcdClient {
     return openReplayTxns(this.clientUrl, this.etcd3, logger, opts);
   }
 }
-
-/**
- * The etcd3 client behind `client`, for callers not yet moved to EtcdClient. Transitional: removed once
- * every caller takes an EtcdClient.
- */
-export function legacyEtcd3(client: EtcdClient): Etcd3 {
-  if (!(client instanceof Etcd3Client)) throw new Error('legacyEtcd3: not an Etcd3Client');
-  return (client as unknown as { etcd3: Etcd3 }).etcd3;
-}

@@ -17,18 +17,13 @@ export const PEER_URL_TLS_ENABLED_ANNOTATION = 'member.etcd.gardener.cloud/tls-e
 export interface MemberIdentity {
   memberId: string;
   clusterId: string;
-  /** header.member_id == status.leader. */
+  /** The answering member is the one it names as leader. */
   isLeader: boolean;
 }
 
 /** upstream `member.FormatMemberIdentity`: `%x:%x:Leader` or `%x:%x:Member`. */
 export function formatMemberIdentity(id: MemberIdentity): string {
   return `${hexId(id.memberId, 'member')}:${hexId(id.clusterId, 'cluster')}:${id.isLeader ? 'Leader' : 'Member'}`;
-}
-
-/** etcd's 64-bit ids arrive as decimal strings from the etcd3 client; druid wants them in hex. */
-export function etcdIdToHex(id: string | bigint): string {
-  return BigInt(id).toString(16);
 }
 
 export interface MemberLeaseOptions {

@@ -1,5 +1,4 @@
 import { tmpdir } from 'node:os';
-import type { Etcd3 } from 'etcd3';
 import type { CommandContext } from '../cli/context.js';
 import { systemClock, type Clock } from '../clock.js';
 import { LeadershipWatcher } from '../cluster/leadership.js';
@@ -8,7 +7,6 @@ import { MultiNode } from '../cluster/multinode.js';
 import type { ServerConfig } from '../config/types.js';
 import { STORE_ENV_PREFIX } from '../config/store.js';
 import { createEtcdClientFromFlags } from '../etcd/client.js';
-import { legacyEtcd3 } from '../etcd/etcd-client.js';
 import { Metrics } from '../metrics.js';
 import type { Snapshotter } from '../snapshotter/snapshotter.js';
 import { RotatingStore } from '../snapshotter/store-provider.js';
@@ -46,8 +44,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
         logger,
       })
     : undefined;
-  const etcd = await createEtcdClientFromFlags(conn);
-  const client: Etcd3 = legacyEtcd3(etcd);
+  const client = await createEtcdClientFromFlags(conn);
   let active: Snapshotter | undefined;
 
   const k8s = await wireKube({ config, env: ctx.env, client, latestFull: () => active?.chain.prevFull, clock, logger });
@@ -143,7 +140,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   });
 
   const leadership = new LeadershipWatcher(
-    etcd,
+    client,
     { periodMs: config.leaderElectionConfig.reelectionPeriod, timeoutMs: config.leaderElectionConfig.etcdConnectionTimeout },
     {
       onStartedLeading: () => leaderWork.startLeading(),

@@ -6,7 +6,6 @@ import { isKubeError } from '../../src/k8s/errors.js';
 import {
   MemberLeaseHeartbeat,
   PEER_URL_TLS_ENABLED_ANNOTATION,
-  etcdIdToHex,
   formatMemberIdentity,
   memberLeaseHasHolder,
   renewMemberLease,
@@ -34,9 +33,9 @@ beforeEach(() => {
   fake.resetInjections();
 });
 
-// 0x8e9e05c52164694d and 0xcdf818194e3a8c32, as the etcd3 client reports them (decimal strings).
-const MEMBER_ID_DEC = '10276657743932975437';
-const CLUSTER_ID_DEC = '14841639068965178418';
+// As EtcdClient's status reports them (hex).
+const MEMBER_ID = '8e9e05c52164694d';
+const CLUSTER_ID = 'cdf818194e3a8c32';
 
 function options(overrides: Partial<MemberLeaseOptions> = {}): MemberLeaseOptions & { calls: number } {
   const opts = {
@@ -46,7 +45,7 @@ function options(overrides: Partial<MemberLeaseOptions> = {}): MemberLeaseOption
     memberName: MEMBER,
     memberIdentity: async (): Promise<MemberIdentity> => {
       opts.calls++;
-      return { memberId: etcdIdToHex(MEMBER_ID_DEC), clusterId: etcdIdToHex(CLUSTER_ID_DEC), isLeader: true };
+      return { memberId: MEMBER_ID, clusterId: CLUSTER_ID, isLeader: true };
     },
     peerTLSEnabled: true,
     clock: new FakeClock('2026-05-06T07:08:09.123Z'),
@@ -60,7 +59,6 @@ function options(overrides: Partial<MemberLeaseOptions> = {}): MemberLeaseOption
 
 describe('member lease identity', () => {
   it('formats <memberID hex>:<clusterID hex>:Leader|Member like upstream %x', () => {
-    expect(etcdIdToHex(MEMBER_ID_DEC)).toBe('8e9e05c52164694d');
     expect(formatMemberIdentity({ memberId: '8e9e05c52164694d', clusterId: 'cdf818194e3a8c32', isLeader: true })).toBe('8e9e05c52164694d:cdf818194e3a8c32:Leader');
     expect(formatMemberIdentity({ memberId: '00AB', clusterId: '0x1', isLeader: false })).toBe('ab:1:Member');
     expect(() => formatMemberIdentity({ memberId: 'xyz', clusterId: '1', isLeader: false })).toThrow(/not hexadecimal/);

@@ -7,13 +7,14 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Etcd3 } from 'etcd3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/clock.js';
 import { buildCommandConfig } from '../../src/config/build.js';
+import type { EtcdClient } from '../../src/etcd/etcd-client.js';
 import { PEER_URL_TLS_ENABLED_ANNOTATION } from '../../src/k8s/member-lease.js';
 import { wireKube, type KubeParts } from '../../src/server/wiring/kube.js';
 import { startTestEtcd, type TestEtcd } from '../support/etcd.js';
+import { etcdClient } from '../support/etcd-client.js';
 import { FakeKubeApiServer, LEASES } from '../support/fake-kube.js';
 import { silentLogger } from './support.js';
 
@@ -22,14 +23,14 @@ const POD = 'etcd-main-0';
 const HEARTBEAT_MS = 1_000;
 
 let etcd: TestEtcd;
-let client: Etcd3;
+let client: EtcdClient;
 let fake: FakeKubeApiServer;
 let dir: string;
 let parts: KubeParts | undefined;
 
 beforeAll(async () => {
   [etcd, fake, dir] = await Promise.all([startTestEtcd(), FakeKubeApiServer.start(), mkdtemp(join(tmpdir(), 'etcdbr-kube-wiring-'))]);
-  client = new Etcd3({ hosts: etcd.clientUrl });
+  client = etcdClient(etcd.clientUrl);
   await writeFile(join(dir, 'kubeconfig'), fake.kubeconfig());
 });
 afterEach(async () => {

@@ -3,8 +3,7 @@
  * etcd's leader and member list) and the etcd-wrapper's initialization routes. Built, not listening yet.
  */
 import { readFile } from 'node:fs/promises';
-import type { Etcd3 } from 'etcd3';
-import { Etcd3Client } from '../../etcd/etcd-client.js';
+import type { EtcdClient } from '../../etcd/etcd-client.js';
 import type { Env } from '../../cli/context.js';
 import { memberStatus } from '../../cluster/leadership.js';
 import type { MultiNode } from '../../cluster/multinode.js';
@@ -23,7 +22,7 @@ import type { SnapshotterControl } from '../types.js';
 export async function wireHttp(input: {
   config: ServerConfig;
   env: Env;
-  client: Etcd3;
+  client: EtcdClient;
   health: HealthState;
   snapshots: () => SnapshotterControl | undefined;
   store: RotatingStore | undefined;
@@ -53,10 +52,10 @@ export async function wireHttp(input: {
     },
     leaderProxy: {
       findLeaderUrl: async () => {
-        const status = await memberStatus(new Etcd3Client(client), conn.connectionTimeout);
-        const members = await client.cluster.memberList({});
-        const leader = members.members.find((m) => BigInt(m.ID).toString(16) === status.leaderId);
-        const clientUrl = leader?.clientURLs[0];
+        const status = await memberStatus(client, conn.connectionTimeout);
+        const members = await client.memberList();
+        const leader = members.members.find((m) => m.id === status.leaderId);
+        const clientUrl = leader?.clientUrls[0];
         if (!clientUrl) return undefined;
         const host = new URL(clientUrl).hostname;
         return `${serverTls ? 'https' : 'http'}://${host}:${config.serverConfig.port}`;

@@ -2,7 +2,7 @@
  * The sidecar's Kubernetes side, kept in one place because every part of it exists only when a flag turns
  * Kubernetes on: snapshot leases and their renewer, the member lease heartbeat, the EtcdMember status.
  */
-import type { Etcd3 } from 'etcd3';
+import type { EtcdClient } from '../../etcd/etcd-client.js';
 import type { Snapshot } from '@etcdbrctl/snapstore';
 import type { Env } from '../../cli/context.js';
 import type { Clock } from '../../clock.js';
@@ -10,7 +10,7 @@ import type { ServerConfig } from '../../config/types.js';
 import { etcdConfigPath, peerUrlsUseTls, readEtcdConfigTemplate } from '../../initializer/etcd-config.js';
 import { createKubeClient, resolveKubeConnection, type KubeClient } from '../../k8s/client.js';
 import { EtcdMemberStatusPublisher } from '../../k8s/etcd-member-status.js';
-import { MemberLeaseHeartbeat, etcdIdToHex } from '../../k8s/member-lease.js';
+import { MemberLeaseHeartbeat } from '../../k8s/member-lease.js';
 import { FullSnapshotLeaseRenewer, SnapshotLeases } from '../../k8s/snapshot-leases.js';
 import type { Logger } from '../../log.js';
 
@@ -30,7 +30,7 @@ export interface KubeParts {
 export async function wireKube(input: {
   config: ServerConfig;
   env: Env;
-  client: Etcd3;
+  client: EtcdClient;
   /** The newest full snapshot the active snapshotter knows, for the full snapshot lease. */
   latestFull: () => Snapshot | undefined;
   clock: Clock;
@@ -64,15 +64,8 @@ export async function wireKube(input: {
           namespace,
           memberName: env.POD_NAME ?? config.restorationConfig.name,
           memberIdentity: async () => {
-            const st = (await client.maintenance.status()) as unknown as {
-              header: { member_id: string; cluster_id: string };
-              leader: string;
-            };
-            return {
-              memberId: etcdIdToHex(st.header.member_id),
-              clusterId: etcdIdToHex(st.header.cluster_id),
-              isLeader: st.header.member_id === st.leader,
-            };
+            const st = await client.status();
+            return { memberId: st.memberId, clusterId: st.clusterId, isLeader: st.memberId === st.leaderId };
           },
           // Read again at every heartbeat: druid changes the etcd config to turn peer TLS on and reads this.
           peerTLSEnabled: peerTLS,

@@ -2,8 +2,7 @@
  * What runs only while the local etcd member is the raft leader: cluster maintenance, the secondary backup
  * sync and the supervised snapshotter. Owns the ordering between leadership terms and what shutdown awaits.
  */
-import type { Etcd3 } from 'etcd3';
-import { Etcd3Client } from '../../etcd/etcd-client.js';
+import type { EtcdClient } from '../../etcd/etcd-client.js';
 import { latestSet, type StoreConfig } from '@etcdbrctl/snapstore';
 import type { Env } from '../../cli/context.js';
 import type { Clock } from '../../clock.js';
@@ -32,7 +31,7 @@ export interface LeaderWorkOptions {
   /** The resolved secondary store, and how to resolve it again (credential rotation). */
   secondaryStore: StoreConfig | undefined;
   resolveSecondary: () => Promise<StoreConfig | undefined>;
-  client: Etcd3;
+  client: EtcdClient;
   /** The cluster has one member (its etcd config's initial-cluster): no other sidecar can take over. */
   singleMember: boolean;
   store: RotatingStore | undefined;
@@ -154,7 +153,7 @@ export class LeaderWork {
       connection: config.etcdConnectionConfig,
       snapshotter: config.snapshotterConfig,
       compression: config.compressionConfig,
-      client: new Etcd3Client(client),
+      client,
       store: () => store.get(),
       clock,
       logger,
@@ -175,7 +174,7 @@ export class LeaderWork {
           {
             ...factory,
             probeEtcd: async () => {
-              await memberStatus(new Etcd3Client(client), 5_000);
+              await memberStatus(client, 5_000);
             },
             setHealthy: (h) => health.setHealthy(h),
             onActiveSnapshotter: this.opts.onActiveSnapshotter,
