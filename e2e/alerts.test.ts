@@ -83,6 +83,12 @@ describe('deploy/monitoring against a running sidecar', () => {
     ]);
     const s = sidecar;
     await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 200 ? true : undefined), 'healthz 200');
+    // The put must come after the first full snapshot: one that lands before it is inside the full, and with
+    // no later write no delta is ever cut.
+    await waitFor(async () => {
+      const text = await (await fetch(`${s.url}/metrics`)).text();
+      return /etcdbr_snapshot_latest_timestamp\{kind="Full"\} [1-9]/.test(text) ? true : undefined;
+    }, 'the first full snapshot in the metrics');
     await client.put('/registry/alerts/a').value('1');
     await waitFor(async () => {
       const text = await (await fetch(`${s.url}/metrics`)).text();
