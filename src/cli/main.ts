@@ -6,6 +6,7 @@
  * Exit codes: 0 success or help; 1 bad usage, invalid configuration or a failed command (as cobra and
  * upstream's Fatalf). A failure is one line on stderr (see failure.ts); its stack only at debug level.
  */
+import { EtcdbrError } from '../errors.js';
 import os from 'node:os';
 import type { StoreConfig } from '@etcdbrctl/snapstore';
 import { buildCommandConfig } from '../config/build.js';
@@ -262,7 +263,7 @@ export async function runFromProcess(): Promise<void> {
     const action = stops.receive(Date.now());
     const line = signalLogLine(action, sig, stops.windowMs);
     signalLogger[line.level](line.msg);
-    if (action === 'shutdown') ac.abort(new Error(`received ${sig}`));
+    if (action === 'shutdown') ac.abort(new EtcdbrError('E_STOPPED', `received ${sig}`));
     // stderr is synchronous for files and pipes on Linux: the line above is out before the exit.
     else if (action === 'force') process.exit(1);
   };

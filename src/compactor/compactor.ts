@@ -6,6 +6,7 @@
  * and the snapshot is newer, it sorts after that delta and becomes the base of the next restore. Nothing in
  * the store is modified or deleted (garbage collection does that).
  */
+import { EtcdbrError } from '../errors.js';
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { access, rm } from 'node:fs/promises';
@@ -109,7 +110,7 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
       ...(signal ? { signal } : {}),
     });
     etcd = restored.etcd;
-    if (!etcd) throw new Error('restore for compaction did not hand over its local etcd');
+    if (!etcd) throw new EtcdbrError('E_INTERNAL', 'restore for compaction did not hand over its local etcd');
     const restoreMs = Date.now() - started;
     logger.info({ revision: restored.revision, deltasApplied: restored.deltasApplied, ms: restoreMs }, 'Restoration for compaction is over');
 
@@ -198,7 +199,7 @@ async function compactAt(client: EtcdClient, revision: number, timeoutMs: number
       logger.info({ revision }, 'The restored etcd is already compacted at its head revision');
       return;
     }
-    throw new Error(`failed to compact: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    throw new EtcdbrError('E_FAILED', `failed to compact: ${(err as Error)?.message ?? String(err)}`, { cause: err });
   }
 }
 

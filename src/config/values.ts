@@ -5,8 +5,10 @@
  * Error messages copy Go's (`strconv.ParseUint: parsing "x": invalid syntax`, `time: invalid duration "x"`)
  * because pflag embeds them in its own messages and users search for them.
  */
+import { CodedError } from '../errors.js';
 
-export class ValueError extends Error {
+export class ValueError extends CodedError {
+  readonly code = 'E_INVALID_VALUE';
   override readonly name = 'ValueError';
 }
 

@@ -17,6 +17,7 @@
  * - A failing object does not stop the others; every failure is reported at the end (upstream aggregates
  *   the errors the same way).
  */
+import { asError, CodedError, EtcdbrError } from '../errors.js';
 import { Transform, Writable, pipeline as pipelineCb, type Readable, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
@@ -81,7 +82,8 @@ export interface CopyResult {
 }
 
 /** The copy ended with failed objects; `result` says what was copied nevertheless. */
-export class CopyError extends Error {
+export class CopyError extends CodedError {
+  readonly code = 'E_COPY_FAILED';
   override readonly name = 'CopyError';
   constructor(readonly result: CopyResult) {
     const n = result.failures.length;
@@ -149,7 +151,7 @@ export async function copyBackups(deps: CopierDeps, config: CopierConfig): Promi
         result.copied.push(snap);
         logger.info({ snapshot: snap.snapName, bytes, ms: Date.now() - t0 }, `Successfully copied ${snap.kind} snapshot ${snap.snapName}`);
       } catch (err) {
-        const error = err instanceof Error ? err : new Error(String(err));
+        const error = asError(err);
         logger.error({ err: error, snapshot: snap.snapName }, error.message);
         result.failures.push({ snapshot: snap, error });
       } finally {
@@ -200,7 +202,7 @@ async function copySnapshot(deps: CopierDeps, snap: Snapshot): Promise<number> {
   try {
     raw = await source.fetch(snap);
   } catch (err) {
-    throw new Error(`could not fetch snapshot ${snap.snapName} from source store: ${message(err)}`, { cause: err });
+    throw new EtcdbrError('E_FAILED', `could not fetch snapshot ${snap.snapName} from source store: ${message(err)}`, { cause: err });
   }
   let sourceError: unknown;
   raw.once('error', (err) => {
@@ -223,12 +225,12 @@ async function copySnapshot(deps: CopierDeps, snap: Snapshot): Promise<number> {
     await destination.save(target, data, signal ? { signal } : {});
   } catch (err) {
     if (check?.failure) {
-      throw new Error(`snapshot ${snap.snapName} in the source store is corrupt: ${check.failure.message}`, { cause: check.failure });
+      throw new EtcdbrError('E_CORRUPT', `snapshot ${snap.snapName} in the source store is corrupt: ${check.failure.message}`, { cause: check.failure });
     }
     if (sourceError !== undefined) {
-      throw new Error(`could not read snapshot ${snap.snapName} from source store: ${message(sourceError)}`, { cause: sourceError });
+      throw new EtcdbrError('E_FAILED', `could not read snapshot ${snap.snapName} from source store: ${message(sourceError)}`, { cause: sourceError });
     }
-    throw new Error(`could not save snapshot ${snap.snapName} to destination store: ${message(err)}`, { cause: err });
+    throw new EtcdbrError('E_FAILED', `could not save snapshot ${snap.snapName} to destination store: ${message(err)}`, { cause: err });
   } finally {
     if (!data.destroyed && !data.readableEnded) data.destroy();
   }
@@ -264,7 +266,7 @@ class IntegrityCheck extends ByteCounter {
     this.checked = pipeline(decompress, verifier, sink);
     this.checked.catch((err: unknown) => {
       if (this.destroyed) return; // torn down from outside (destination failed, abort): not our finding
-      this.failure = err instanceof Error ? err : new Error(String(err));
+      this.failure = asError(err);
       this.destroy(this.failure);
     });
   }
@@ -285,7 +287,7 @@ class IntegrityCheck extends ByteCounter {
     this.head.end();
     this.checked.then(
       () => cb(),
-      (err: unknown) => cb(err instanceof Error ? err : new Error(String(err))),
+      (err: unknown) => cb(asError(err)),
     );
   }
 

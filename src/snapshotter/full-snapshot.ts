@@ -1,3 +1,4 @@
+import { EtcdbrError } from '../errors.js';
 import { Readable, pipeline as pipelineCb } from 'node:stream';
 import {
   createCompressStream,
@@ -101,6 +102,6 @@ export async function saveVerifiedFullSnapshot(
   const data = pipelineCb(Readable.from(source), verifier, createCompressStream(compression), () => {});
   await store.save(snap, data, signal ? { signal } : {});
   const result = verifier.result;
-  if (!result) throw new Error(`full snapshot ${snap.snapName}: stored without a completed verification`);
+  if (!result) throw new EtcdbrError('E_INTERNAL', `full snapshot ${snap.snapName}: stored without a completed verification`);
   return result.totalBytes;
 }

@@ -1,3 +1,4 @@
+import { EtcdbrError } from '../../errors.js';
 import { etcdBinaryLookup } from '../../config/pod-environment.js';
 import { openSnapStore, SnapStoreError, type StoreConfig } from '@etcdbrctl/snapstore';
 import { systemClock } from '../../clock.js';
@@ -29,7 +30,7 @@ export async function run(config: CompactCommandConfig, ctx: CommandContext): Pr
           ? {
               leases: async () => {
                 const namespace = ctx.env.POD_NAMESPACE ?? '';
-                if (namespace === '') throw new Error('POD_NAMESPACE must be set when snapshot lease renewal is enabled');
+                if (namespace === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAMESPACE must be set when snapshot lease renewal is enabled');
                 return new SnapshotLeases({
                   kube: await createKubeClient(resolveKubeConnection({ env: ctx.env })),
                   namespace,
