@@ -19,7 +19,6 @@ import type { CommandConfigs, CommandName, SnapstoreConfig } from '../config/typ
 import { parseGoBool } from '../config/values.js';
 import { createLogger } from '../log.js';
 import { textLogDestination } from '../log-text.js';
-import type { Logger } from '../log.js';
 import { formatVersionInfo, versionInfo } from '../version.js';
 import type { CliIO, CommandContext, Env } from '../config/context.js';
 import { podEnvironment } from '../config/pod-environment.js';
