@@ -210,7 +210,7 @@ async function copySnapshot(deps: CopierDeps, snap: Snapshot): Promise<number> {
   const { destination, logger, signal } = deps;
   // Re-encrypting reads plaintext (the source store decrypts); otherwise the stored bytes are copied as they are.
   const reencrypt = encryptsNewSnapshots(destination);
-  const source = reencrypt ? deps.source : storedBytesStore(deps.source);
+  const source = !reencrypt && snap.isEncrypted === true ? storedBytesStore(deps.source) : deps.source;
   let raw: Readable;
   try {
     raw = await source.fetch(snap);
