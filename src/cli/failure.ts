@@ -10,7 +10,7 @@
  */
 import { ETCD_UNREACHABLE_CODES, isEtcdError } from '../etcd/errors.js';
 import type { Logger } from '../log.js';
-import type { CliIO } from './context.js';
+import type { CliIO } from '../config/context.js';
 
 export interface FailureRule {
   exitCode: number;

@@ -20,7 +20,8 @@ import { createLogger } from '../log.js';
 import { textLogDestination } from '../log-text.js';
 import type { Logger } from '../log.js';
 import { formatVersionInfo, versionInfo } from '../version.js';
-import type { CliIO, CommandContext, Env } from './context.js';
+import type { CliIO, CommandContext, Env } from '../config/context.js';
+import { podEnvironment } from '../config/pod-environment.js';
 import { FlagError } from './flags.js';
 import { reportFailure } from './failure.js';
 import { signalLogLine, StopSignals, stopSignalWindow } from './signals.js';
@@ -214,6 +215,7 @@ async function runCommand<N extends CommandName>(
 
   const ctx: CommandContext = {
     env,
+    pod: podEnvironment(env),
     io,
     logger,
     signal: options.signal ?? new AbortController().signal,

@@ -4,7 +4,7 @@ import type { EtcdConnectionConfig } from '../config/types.js';
 import { createEtcdClientFromFlags } from '../etcd/client.js';
 import type { EtcdClient } from '../etcd/etcd-client.js';
 import type { Metrics } from '../metrics.js';
-import { CronSchedule, isZeroTime } from '../snapshotter/schedule.js';
+import { CronSchedule, isZeroTime } from '../config/schedule.js';
 import { memberStatus, type EtcdMemberStatus } from './leadership.js';
 
 /** Upstream `DefragRetryPeriod`: the wait before the first attempt and between attempts of one scheduled run. */

@@ -22,7 +22,7 @@ import { STORE_ENV_PREFIX } from '../config/store.js';
 import type { CopierConfig, ServerConfig } from '../config/types.js';
 import { failureLabel, type Metrics } from '../metrics.js';
 import { GarbageCollector, type GarbageCollectorConfig } from '../snapshotter/garbage-collector.js';
-import { RotatingStore } from '../snapshotter/store-provider.js';
+import { RotatingStore } from '../config/store-provider.js';
 import { CopyError, copyBackups, type CopyResult } from './copier.js';
 import { saveBufferBytes } from './save-buffer.js';
 

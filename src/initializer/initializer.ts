@@ -9,8 +9,7 @@ import { planRestore } from '../restorer/plan.js';
 import { executeRestore, type RestoreOptions } from '../restorer/restore.js';
 import { connectLocalEtcd } from '../etcd/client.js';
 import { readWalMetadata } from '../wal/verify.js';
-import type { MemberControl } from '../cluster/members.js';
-import { decideBootstrap, type BootstrapDecision, type FailCode } from './bootstrap.js';
+import { decideBootstrap, type BootstrapDecision, type ClusterObservation, type FailCode } from './bootstrap.js';
 import { DataDirStatus, dataDirStatusName, type DataDirStatusName } from './validation-status.js';
 import { validateDataDir, type ValidationMode, type ValidationResult } from './validator.js';
 
@@ -24,6 +23,18 @@ export type InitializationProgress =
   /** Multi-node: the bootstrap decision, before it is carried out. */
   | { step: 'decided'; decision: BootstrapDecision };
 
+/**
+ * The membership operations a multi-node initialization needs. The initializer names them here and the
+ * cluster layer above provides them (cluster/members.ts's MemberControl), so that imports point down only.
+ */
+export interface ClusterMembership {
+  /** Looks at the cluster until it is quorate (or retries are spent). */
+  observe(signal?: AbortSignal): Promise<ClusterObservation>;
+  /** Adds this member as a learner; `beforeAttempt` runs before every attempt (the data dir is wiped there). */
+  addAsLearner(opts?: { beforeAttempt?: () => Promise<void>; signal?: AbortSignal }): Promise<{ memberId?: string; alreadyMember: boolean }>;
+  remove(memberId: string, signal?: AbortSignal): Promise<void>;
+}
+
 /** What a multi-node member needs besides the data dir: who it is and how to reach the cluster. */
 export interface MultiNodeInit {
   /** `[member-name-prefix-]POD_NAME`. */
@@ -32,7 +43,7 @@ export interface MultiNodeInit {
   inInitialCluster: boolean;
   /** This member's peer URLs from the etcd config. */
   peerUrls: string[];
-  members: Pick<MemberControl, 'observe' | 'addAsLearner' | 'remove'>;
+  members: ClusterMembership;
   /** The EtcdMember create-as-learner annotation; absent without Kubernetes. */
   createAsLearner?: () => Promise<boolean>;
   /** Whether the member lease has a holder; absent without Kubernetes. */

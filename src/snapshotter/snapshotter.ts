@@ -12,7 +12,7 @@ import { failureLabel, type Metrics } from '../metrics.js';
 import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
 import { saveDeltaSnapshot } from './delta-snapshot.js';
 import { takeSizedFullSnapshot } from './full-snapshot.js';
-import { isZeroTime, type CronSchedule } from './schedule.js';
+import { isZeroTime, type CronSchedule } from '../config/schedule.js';
 import { advanceTimeline, continuesTimeline, type TimelinePoint } from './timeline.js';
 
 export interface SnapshotterConfig {

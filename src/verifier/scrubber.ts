@@ -6,7 +6,7 @@
 import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { Metrics } from '../metrics.js';
-import type { CronSchedule } from '../snapshotter/schedule.js';
+import type { CronSchedule } from '../config/schedule.js';
 import { planVerification } from './chains.js';
 import { verifyBackups, type VerifyReport } from './verify.js';
 

@@ -1,3 +1,4 @@
+import { etcdBinaryLookup } from '../../config/pod-environment.js';
 import { openSnapStore, SnapStoreError, type StoreConfig } from '@etcdbrctl/snapstore';
 import { systemClock } from '../../clock.js';
 import { compactSnapshots } from '../../compactor/compactor.js';
@@ -6,7 +7,7 @@ import type { CompactCommandConfig } from '../../config/types.js';
 import { findEtcdBinaries } from '../../etcd/binaries.js';
 import { createKubeClient, resolveKubeConnection } from '../../k8s/client.js';
 import { SnapshotLeases } from '../../k8s/snapshot-leases.js';
-import type { CommandContext } from '../context.js';
+import type { CommandContext } from '../../config/context.js';
 import { reportFailure } from '../failure.js';
 
 /**
@@ -20,7 +21,7 @@ export async function run(config: CompactCommandConfig, ctx: CommandContext): Pr
     const result = await compactSnapshots(
       {
         store,
-        binaries: () => findEtcdBinaries({ etcdBin: ctx.env.ETCD_BIN, path: ctx.env.PATH ?? '' }),
+        binaries: () => findEtcdBinaries(etcdBinaryLookup(ctx.pod)),
         logger: ctx.logger,
         clock: systemClock,
         signal: ctx.signal,

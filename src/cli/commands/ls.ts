@@ -5,7 +5,7 @@
 import { listedObjectKey, openSnapStore } from '@etcdbrctl/snapstore';
 import type { Snapshot } from '@etcdbrctl/snapstore';
 import type { LsCommandConfig } from '../../config/types.js';
-import type { CommandContext } from '../context.js';
+import type { CommandContext } from '../../config/context.js';
 import { reportFailure } from '../failure.js';
 
 /** One listed snapshot, as printed (the JSON form uses these field names). */

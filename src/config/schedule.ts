@@ -13,8 +13,8 @@ import {
   type MonthRange,
   type SixtyRange,
 } from 'cron-parser';
-import { CRON_FIELD_BOUNDS, cronScheduleError, type CronFieldBounds } from '../config/cron.js';
-import { parseGoDurationNs } from '../config/values.js';
+import { CRON_FIELD_BOUNDS, cronScheduleError, type CronFieldBounds } from './cron.js';
+import { parseGoDurationNs } from './values.js';
 
 /**
  * Upstream parses schedules with robfig/cron v3 `ParseStandard` (5 fields, descriptors, `@every`, optional

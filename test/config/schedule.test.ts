@@ -8,7 +8,7 @@ import {
   processTimeZone,
   wallTime,
   zonedTime,
-} from '../../src/snapshotter/schedule.js';
+} from '../../src/config/schedule.js';
 
 const nextUtc = (spec: string, after: string): string => new CronSchedule(spec, { timeZone: 'UTC' }).next(new Date(after)).toISOString();
 
