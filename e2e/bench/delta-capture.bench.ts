@@ -32,7 +32,7 @@ import { encodeDeltaEvent, type DeltaEvent } from '../../src/backup/delta-format
 import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
 import { systemClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
-import { CronSchedule } from '../../src/snapshotter/schedule.js';
+import { CronSchedule } from '../../src/config/schedule.js';
 import { Snapshotter } from '../../src/snapshotter/snapshotter.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { etcdBinaries } from '../../test/support/etcd.js';

@@ -8,7 +8,8 @@ import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { ServerConfig } from '../config/types.js';
 import { parseGoDuration } from '../config/values.js';
-import { clusterSize, etcdConfigPath, memberName, memberUrls, readEtcdConfigTemplate } from '../initializer/etcd-config.js';
+import { DEFRAG_RETRY_PERIOD_ENV, type PodEnvironment } from '../config/pod-environment.js';
+import { clusterSize, memberName, memberUrls, readEtcdConfigTemplate } from '../config/etcd-config.js';
 import type { Metrics } from '../metrics.js';
 import { MemberCleanup, type CleanupPolicy } from './cleanup.js';
 import { DEFRAG_RETRY_PERIOD_MS, DefragRunner, endpointClientFactory, endpointsClientFactory, type MemberDefragmentation } from './defrag.js';
@@ -16,14 +17,14 @@ import { OnDemandMaintenance } from './on-demand.js';
 import { ETCD_WRAPPER_PORT, updatePeerUrlsWhenReachable, wrapperStopUrl } from './peer-url.js';
 
 /**
- * Ours, for tests and impatient operators: the wait before and between defragmentation attempts (Go
- * duration; default 1m as upstream's constant).
+ * Ours, for tests and impatient operators: `ETCDBRCTL_DEFRAG_RETRY_PERIOD`, the wait before and between
+ * defragmentation attempts (Go duration; default 1m as upstream's constant).
  */
-export const DEFRAG_RETRY_PERIOD_ENV = 'ETCDBRCTL_DEFRAG_RETRY_PERIOD';
+export { DEFRAG_RETRY_PERIOD_ENV };
 
 export interface ClusterMaintenanceOptions {
   config: ServerConfig;
-  env: Readonly<Record<string, string | undefined>>;
+  pod: PodEnvironment;
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
@@ -52,7 +53,7 @@ export class ClusterMaintenance {
       schedule: config.defragmentationSchedule,
       defragTimeoutMs: conn.defragTimeout,
       statusTimeoutMs: conn.connectionTimeout,
-      retryPeriodMs: defragRetryPeriodMs(opts.env, logger),
+      retryPeriodMs: defragRetryPeriodMs(opts.pod.defragRetryPeriod, logger),
       clock,
       logger,
       metrics,
@@ -96,15 +97,15 @@ export class ClusterMaintenance {
    * without POD_NAME or an etcd config file (a plain local run). Never rejects.
    */
   async updatePeerUrls(signal: AbortSignal): Promise<void> {
-    const { config, env, clock, logger } = this.opts;
-    const pod = env.POD_NAME;
+    const { config, clock, logger } = this.opts;
+    const pod = this.opts.pod.podName;
     if (!pod) return;
     const conn = config.etcdConnectionConfig;
     const first = conn.endpoints[0];
     if (first === undefined) return;
     let client;
     try {
-      const template = await readEtcdConfigTemplate(etcdConfigPath(env));
+      const template = await readEtcdConfigTemplate(this.opts.pod.etcdConfigPath);
       const name = memberName(template, pod);
       const tls = Boolean(config.serverConfig.serverCert && config.serverConfig.serverKey);
       const ca = tls && conn.caFile ? await readFile(conn.caFile) : undefined;
@@ -130,15 +131,15 @@ export class ClusterMaintenance {
 
   /** Read on every round: druid changes the cluster size in the mounted ConfigMap. */
   private async cleanupPolicy(): Promise<CleanupPolicy | undefined> {
-    const { env, logger } = this.opts;
-    const pod = env.POD_NAME ?? '';
+    const { logger } = this.opts;
+    const pod = this.opts.pod.podName ?? '';
     const sts = /^(.+)-(?:0|[1-9][0-9]*)$/.exec(pod)?.[1];
     if (sts === undefined) {
       if (!this.warnedNoPod) logger.info({ pod }, 'POD_NAME is not a StatefulSet pod name: superfluous member cleanup is off');
       this.warnedNoPod = true;
       return undefined;
     }
-    const path = etcdConfigPath(env);
+    const path = this.opts.pod.etcdConfigPath;
     let template;
     try {
       template = await readEtcdConfigTemplate(path);
@@ -153,8 +154,7 @@ export class ClusterMaintenance {
   }
 }
 
-export function defragRetryPeriodMs(env: Readonly<Record<string, string | undefined>>, logger: Logger): number {
-  const raw = env[DEFRAG_RETRY_PERIOD_ENV];
+export function defragRetryPeriodMs(raw: string | undefined, logger: Logger): number {
   if (raw === undefined || raw === '') return DEFRAG_RETRY_PERIOD_MS;
   try {
     const ms = parseGoDuration(raw);

@@ -4,18 +4,19 @@
  * each time), the member operations over the service endpoints, the initializer's multi-node options, the
  * cluster view `/config` renders from, and learner promotion.
  */
+import { EtcdbrError } from '../errors.js';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { EtcdConnectionConfig } from '../config/types.js';
+import type { PodEnvironment } from '../config/pod-environment.js';
 import {
-  etcdConfigPath,
   memberName,
   memberUrls,
   parseInitialCluster,
   readEtcdConfigTemplate,
   type ClusterView,
   type EtcdConfigTemplate,
-} from '../initializer/etcd-config.js';
+} from '../config/etcd-config.js';
 import type { BootstrapDecision } from '../initializer/bootstrap.js';
 import type { MultiNodeInit } from '../initializer/initializer.js';
 import type { KubeClient } from '../k8s/client.js';
@@ -34,7 +35,7 @@ import {
 import { LearnerPromoter } from './promoter.js';
 
 export interface MultiNodeOptions {
-  env: Readonly<Record<string, string | undefined>>;
+  pod: PodEnvironment;
   connection: EtcdConnectionConfig;
   /** Present when Kubernetes is enabled (lease renewal flags). */
   kube?: KubeClient;
@@ -86,11 +87,11 @@ export class MultiNode {
 
   /** This member as the etcd config describes it now; undefined for a single-node cluster. */
   async member(): Promise<MemberContext | undefined> {
-    const template = await readEtcdConfigTemplate(etcdConfigPath(this.opts.env));
+    const template = await readEtcdConfigTemplate(this.opts.pod.etcdConfigPath);
     const cluster = parseInitialCluster(template['initial-cluster']);
     if (cluster.length <= 1) return undefined;
-    const podName = this.opts.env.POD_NAME ?? '';
-    if (podName === '') throw new Error('POD_NAME is not set: a member of a multi-node cluster cannot tell which member it is');
+    const podName = this.opts.pod.podName ?? '';
+    if (podName === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAME is not set: a member of a multi-node cluster cannot tell which member it is');
     const name = memberName(template, podName);
     const peerUrls = memberUrls(template, 'initial-advertise-peer-urls', name, podName);
     const inInitialCluster = cluster.some(([n]) => n === name);

@@ -1,3 +1,4 @@
+import { CodedError, EtcdbrError } from '../errors.js';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SnapStore } from '@etcdbrctl/snapstore';
@@ -9,8 +10,7 @@ import { planRestore } from '../restorer/plan.js';
 import { executeRestore, type RestoreOptions } from '../restorer/restore.js';
 import { connectLocalEtcd } from '../etcd/client.js';
 import { readWalMetadata } from '../wal/verify.js';
-import type { MemberControl } from '../cluster/members.js';
-import { decideBootstrap, type BootstrapDecision, type FailCode } from './bootstrap.js';
+import { decideBootstrap, type BootstrapDecision, type ClusterObservation, type FailCode } from './bootstrap.js';
 import { DataDirStatus, dataDirStatusName, type DataDirStatusName } from './validation-status.js';
 import { validateDataDir, type ValidationMode, type ValidationResult } from './validator.js';
 
@@ -24,6 +24,18 @@ export type InitializationProgress =
   /** Multi-node: the bootstrap decision, before it is carried out. */
   | { step: 'decided'; decision: BootstrapDecision };
 
+/**
+ * The membership operations a multi-node initialization needs. The initializer names them here and the
+ * cluster layer above provides them (cluster/members.ts's MemberControl), so that imports point down only.
+ */
+export interface ClusterMembership {
+  /** Looks at the cluster until it is quorate (or retries are spent). */
+  observe(signal?: AbortSignal): Promise<ClusterObservation>;
+  /** Adds this member as a learner; `beforeAttempt` runs before every attempt (the data dir is wiped there). */
+  addAsLearner(opts?: { beforeAttempt?: () => Promise<void>; signal?: AbortSignal }): Promise<{ memberId?: string; alreadyMember: boolean }>;
+  remove(memberId: string, signal?: AbortSignal): Promise<void>;
+}
+
 /** What a multi-node member needs besides the data dir: who it is and how to reach the cluster. */
 export interface MultiNodeInit {
   /** `[member-name-prefix-]POD_NAME`. */
@@ -32,7 +44,7 @@ export interface MultiNodeInit {
   inInitialCluster: boolean;
   /** This member's peer URLs from the etcd config. */
   peerUrls: string[];
-  members: Pick<MemberControl, 'observe' | 'addAsLearner' | 'remove'>;
+  members: ClusterMembership;
   /** The EtcdMember create-as-learner annotation; absent without Kubernetes. */
   createAsLearner?: () => Promise<boolean>;
   /** Whether the member lease has a holder; absent without Kubernetes. */
@@ -43,7 +55,7 @@ export interface MultiNodeInit {
 }
 
 /** A refusal to initialize, with a stable code (bootstrap FailCode) next to the message. */
-export class InitializationError extends Error {
+export class InitializationError extends CodedError {
   constructor(
     readonly code: FailCode,
     message: string,
@@ -111,17 +123,17 @@ export async function initializeDataDir(mode: ValidationMode, opts: InitializerO
       if (opts.clusterSize <= 1) return 'valid';
       break;
     case DataDirStatus.WrongVolumeMounted:
-      throw new Error(`won't initialize ETCD because wrong ETCD volume is mounted: ${result.reason ?? ''}`.trim());
+      throw new EtcdbrError('E_CONFLICT', `won't initialize ETCD because wrong ETCD volume is mounted: ${result.reason ?? ''}`.trim());
     case DataDirStatus.FailToOpenBoltDBError:
-      throw new Error('failed to initialize since another process still holds the file lock');
+      throw new EtcdbrError('E_CONFLICT', 'failed to initialize since another process still holds the file lock');
     case DataDirStatus.DataDirectoryStatusUnknown:
-      throw new Error(`cannot tell whether the data directory ${opts.dataDir} is valid: ${result.reason ?? 'unknown error'}`);
+      throw new EtcdbrError('E_FAILED', `cannot tell whether the data directory ${opts.dataDir} is valid: ${result.reason ?? 'unknown error'}`);
     default:
       break;
   }
   if (opts.clusterSize > 1) {
     if (!opts.multiNode) {
-      throw new Error(`cluster size ${opts.clusterSize}: a multi-node member can only be initialized by the server (it needs the cluster)`);
+      throw new EtcdbrError('E_INVALID_INPUT', `cluster size ${opts.clusterSize}: a multi-node member can only be initialized by the server (it needs the cluster)`);
     }
     return initializeMultiNode(opts, opts.multiNode, result, latestRevision);
   }
@@ -224,7 +236,7 @@ async function initializeMultiNode(
     }
     case 'restore':
       // decideBootstrap restores only single-node clusters; a multi-node member never comes here.
-      throw new Error('internal error: multi-node member asked to restore from the snapstore');
+      throw new EtcdbrError('E_INTERNAL', 'multi-node member asked to restore from the snapstore');
     case 'fail':
       throw new InitializationError(decision.code, decision.reason);
   }

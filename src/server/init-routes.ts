@@ -1,17 +1,18 @@
+import { EtcdbrError } from '../errors.js';
 import type { FastifyInstance } from 'fastify';
 import { stringify } from 'yaml';
+import type { PodEnvironment } from '../config/pod-environment.js';
 import {
-  etcdConfigPath,
   readEtcdConfigTemplate,
   renderMemberConfig,
   type ClusterView,
-} from '../initializer/etcd-config.js';
+} from '../config/etcd-config.js';
 import type { InitializationState } from './initialization.js';
 import { GO_SNIFFED_TEXT, errorMessage, queryParam, sendError } from './respond.js';
 
 export interface InitRoutesDeps {
   state: InitializationState;
-  env: Readonly<Record<string, string | undefined>>;
+  pod: PodEnvironment;
   /** What etcd says about the cluster now; rejects when etcd cannot be asked (e.g. not started yet). */
   clusterView: () => Promise<ClusterView>;
 }
@@ -43,9 +44,9 @@ export function registerInitRoutes(app: FastifyInstance, deps: InitRoutesDeps): 
     url: '/config',
     handler: async (_request, reply) => {
       try {
-        const template = await readEtcdConfigTemplate(etcdConfigPath(deps.env));
-        const podName = deps.env.POD_NAME ?? '';
-        if (podName === '') throw new Error('POD_NAME is not set: cannot tell which member this is');
+        const template = await readEtcdConfigTemplate(deps.pod.etcdConfigPath);
+        const podName = deps.pod.podName ?? '';
+        if (podName === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAME is not set: cannot tell which member this is');
         const view = await deps.clusterView().catch(() => ({ existingMembers: [], learnerPresent: false }));
         const config = renderMemberConfig(template, podName, view);
         const body = stringify(config, { sortMapEntries: true, lineWidth: 0 });

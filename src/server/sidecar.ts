@@ -1,5 +1,5 @@
 import { tmpdir } from 'node:os';
-import type { CommandContext } from '../cli/context.js';
+import type { CommandContext } from '../config/context.js';
 import { systemClock, type Clock } from '../clock.js';
 import { LeadershipWatcher } from '../cluster/leadership.js';
 import { ClusterMaintenance } from '../cluster/maintenance.js';
@@ -9,7 +9,7 @@ import { STORE_ENV_PREFIX } from '../config/store.js';
 import { createEtcdClientFromFlags } from '../etcd/client.js';
 import { Metrics } from '../metrics.js';
 import type { Snapshotter } from '../snapshotter/snapshotter.js';
-import { RotatingStore } from '../snapshotter/store-provider.js';
+import { RotatingStore } from '../config/store-provider.js';
 import { HealthState } from './health.js';
 import { wireHttp } from './wiring/http.js';
 import { BackupScrubber } from '../verifier/scrubber.js';
@@ -47,13 +47,13 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   const client = await createEtcdClientFromFlags(conn);
   let active: Snapshotter | undefined;
 
-  const k8s = await wireKube({ config, env: ctx.env, client, latestFull: () => active?.chain.prevFull, clock, logger });
-  const size = await resolveClusterSize(ctx.env, config.restorationConfig.initialCluster, logger);
+  const k8s = await wireKube({ config, env: ctx.env, pod: ctx.pod, client, latestFull: () => active?.chain.prevFull, clock, logger });
+  const size = await resolveClusterSize(ctx.pod, config.restorationConfig.initialCluster, logger);
   metrics.clusterSize.set(size);
-  const etcdMemberStatus = startEtcdMemberStatus(k8s, { config, env: ctx.env, clusterSize: size, clock, logger });
+  const etcdMemberStatus = startEtcdMemberStatus(k8s, { config, pod: ctx.pod, clusterSize: size, clock, logger });
   // Multi-node membership: bootstrap decision, /config cluster view, learner promotion.
   const multiNode = new MultiNode({
-    env: ctx.env,
+    pod: ctx.pod,
     connection: conn,
     ...(k8s.kube ? { kube: k8s.kube } : {}),
     namespace: k8s.namespace,
@@ -66,7 +66,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   let clusterMaintenance: ClusterMaintenance | undefined;
   const initState = wireInitialization({
     config,
-    env: ctx.env,
+    pod: ctx.pod,
     signal: ctx.signal,
     clusterSize: size,
     multiNode,
@@ -87,7 +87,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     : undefined;
   const http = await wireHttp({
     config,
-    env: ctx.env,
+    pod: ctx.pod,
     client,
     health: healthState,
     snapshots: () => active,
@@ -109,7 +109,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   // Cluster maintenance: peer URL update at start; defragmentation and member cleanup on the leader.
   const maintenance = (clusterMaintenance = new ClusterMaintenance({
     config,
-    env: ctx.env,
+    pod: ctx.pod,
     clock,
     logger,
     metrics,

@@ -4,7 +4,7 @@ import type { CompressionConfig, EtcdConnectionConfig, SnapshotterConfig } from 
 import type { Metrics } from '../metrics.js';
 import type { EtcdClient } from '../etcd/etcd-client.js';
 import { GarbageCollector } from './garbage-collector.js';
-import { CronSchedule } from './schedule.js';
+import { CronSchedule } from '../config/schedule.js';
 import { Snapshotter, type StoredSnapshotInfo } from './snapshotter.js';
 
 /** How long SIGTERM waits for the last delta snapshot before the process exits. */

@@ -1,4 +1,4 @@
-import { wallTime, zonedTime, type CronSchedule } from './schedule.js';
+import { wallTime, zonedTime, type CronSchedule } from '../config/schedule.js';
 
 /**
  * Upstream IsFullSnapshotRequiredAtStartup (pkg/snapshot/snapshotter/snapshotter.go) with its helpers

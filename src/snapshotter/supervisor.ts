@@ -3,7 +3,7 @@ import type { Clock } from '../clock.js';
 import { failureLabel, type Metrics } from '../metrics.js';
 import type { ExponentialBackoff } from './backoff.js';
 import type { GarbageCollector } from './garbage-collector.js';
-import { fullSnapshotMaxTimeWindowHours } from './schedule.js';
+import { fullSnapshotMaxTimeWindowHours } from '../config/schedule.js';
 import type { Snapshotter } from './snapshotter.js';
 import { decideFullSnapshotAtStartup } from './startup.js';
 

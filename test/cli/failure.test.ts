@@ -5,7 +5,7 @@ import { GRPCUnavailableError } from 'etcd3';
 import { describe, expect, it } from 'vitest';
 import { describeFailure, reportFailure } from '../../src/cli/failure.js';
 import { EtcdError, toEtcdError } from '../../src/etcd/errors.js';
-import { EtcdConfigError } from '../../src/initializer/etcd-config.js';
+import { EtcdConfigError } from '../../src/config/etcd-config.js';
 import { KubeError } from '../../src/k8s/errors.js';
 import { createLogger } from '../../src/log.js';
 

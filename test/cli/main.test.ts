@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import type { CommandContext } from '../../src/cli/context.js';
+import type { CommandContext } from '../../src/config/context.js';
 import { main } from '../../src/cli/main.js';
 import type { MainOptions } from '../../src/cli/main.js';
 import type { ServerConfig } from '../../src/config/types.js';

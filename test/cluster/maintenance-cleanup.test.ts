@@ -3,6 +3,7 @@
  * a superfluous member; the same maintenance with the flag on (the control) removes it, which shows the
  * off run had everything it needed to remove it.
  */
+import { podEnvironment } from '../../src/config/pod-environment.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -51,7 +52,7 @@ describe('ClusterMaintenance with --enable-member-cleanup', () => {
   const maintenance = (config: ServerConfig, logger: ReturnType<typeof recordingLogger>) =>
     new ClusterMaintenance({
       config,
-      env: { POD_NAME: 'etcd-main-0', ETCD_CONF: template },
+      pod: podEnvironment({ POD_NAME: 'etcd-main-0', ETCD_CONF: template }),
       clock: systemClock,
       logger,
       metrics: new Metrics({ defaultMetrics: false }),

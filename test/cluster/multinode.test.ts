@@ -3,6 +3,7 @@
  * filtered to existing members plus self, state new or existing), and the EtcdMember create-as-learner
  * annotation read from and cleared in a fake Kubernetes API.
  */
+import { podEnvironment } from '../../src/config/pod-environment.js';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,7 +15,7 @@ import type { ClusterClientFactory } from '../../src/cluster/members.js';
 import type { EtcdMember } from '../../src/etcd/etcd-client.js';
 import { MultiNode } from '../../src/cluster/multinode.js';
 import type { EtcdConnectionConfig } from '../../src/config/types.js';
-import { readEtcdConfigTemplate, renderMemberConfig } from '../../src/initializer/etcd-config.js';
+import { readEtcdConfigTemplate, renderMemberConfig } from '../../src/config/etcd-config.js';
 import type { KubeClient } from '../../src/k8s/client.js';
 import { Metrics } from '../../src/metrics.js';
 import { startFakeKubeWithClient } from '../k8s/support.js';
@@ -62,7 +63,7 @@ describe('/config for n members', () => {
 
   const render = async (pod: number, members: EtcdMember[] | Error, decide?: (mn: MultiNode) => Promise<void>) => {
     const mn = new MultiNode({
-      env: { ETCD_CONF: template, POD_NAME: `etcd-main-${pod}` },
+      pod: podEnvironment({ ETCD_CONF: template, POD_NAME: `etcd-main-${pod}` }),
       connection: CONNECTION,
       namespace: '',
       clock: systemClock,

@@ -1,4 +1,5 @@
 /** Peer URL update at server start (upstream §9.3, seeds MEM-11). */
+import { podEnvironment } from '../../src/config/pod-environment.js';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -160,7 +161,7 @@ describe('updatePeerUrlsIfChanged against a real etcd member', () => {
       const logger = recordingLogger();
       const maintenance = new ClusterMaintenance({
         config,
-        env: { POD_NAME: 'etcd-main-0', ETCD_CONF: confPath },
+        pod: podEnvironment({ POD_NAME: 'etcd-main-0', ETCD_CONF: confPath }),
         clock: systemClock,
         logger,
         metrics: new Metrics({ defaultMetrics: false }),

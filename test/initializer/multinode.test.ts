@@ -4,6 +4,7 @@
  * scale-up 1→3 adds learners one at a time; bad input fails with a clear reason and never wipes a healthy
  * member's data dir.
  */
+import { podEnvironment } from '../../src/config/pod-environment.js';
 import { cp, mkdtemp, readdir, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,7 +19,7 @@ import { MultiNode } from '../../src/cluster/multinode.js';
 import { LearnerPromoter } from '../../src/cluster/promoter.js';
 import type { EtcdConnectionConfig } from '../../src/config/types.js';
 import { freePort } from '../../src/etcd/ports.js';
-import { readEtcdConfigTemplate, renderMemberConfig } from '../../src/initializer/etcd-config.js';
+import { readEtcdConfigTemplate, renderMemberConfig } from '../../src/config/etcd-config.js';
 import {
   InitializationError,
   initializeDataDir,
@@ -66,7 +67,7 @@ function memberOf(index: number, template: string, extraEnv: Record<string, stri
   const log = collectingLogger();
   const metrics = new Metrics({ defaultMetrics: false });
   const mn = new MultiNode({
-    env: { ETCD_CONF: template, POD_NAME: `etcd-main-${index}`, ...extraEnv },
+    pod: podEnvironment({ ETCD_CONF: template, POD_NAME: `etcd-main-${index}`, ...extraEnv }),
     connection: CONNECTION,
     namespace: '',
     clock: systemClock,

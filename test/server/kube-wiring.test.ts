@@ -4,6 +4,7 @@
  * `--initial-advertise-peer-urls` only without a usable file. Real fake-API requests, a real etcd for the
  * member identity.
  */
+import { podEnvironment } from '../../src/config/pod-environment.js';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,7 +59,7 @@ async function wireAndBeat(etcdConf: string | undefined, peerUrlFlag: string): P
   config.etcdConnectionConfig.endpoints = [etcd.clientUrl];
   const clock = new FakeClock('2026-11-25T00:00:00Z');
   const env = { KUBECONFIG: join(dir, 'kubeconfig'), POD_NAMESPACE: NS, POD_NAME: POD, ETCD_CONF: etcdConf ?? join(dir, 'no-such-file.yaml') };
-  parts = await wireKube({ config, env, client, latestFull: () => undefined, clock, logger: silentLogger });
+  parts = await wireKube({ config, env, pod: podEnvironment(env), client, latestFull: () => undefined, clock, logger: silentLogger });
   parts.memberLease!.start();
   await clock.advanceAsync(HEARTBEAT_MS);
   await parts.memberLease!.whenIdle();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CronSchedule, fullSnapshotMaxTimeWindowHours } from '../../src/snapshotter/schedule.js';
+import { CronSchedule, fullSnapshotMaxTimeWindowHours } from '../../src/config/schedule.js';
 import {
   decideFullSnapshotAtStartup,
   isFullSnapshotRequiredAtStartup,

@@ -2,7 +2,7 @@ import type { Etcd3 } from 'etcd3';
 import { silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
 import { systemClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
-import { CronSchedule } from '../../src/snapshotter/schedule.js';
+import { CronSchedule } from '../../src/config/schedule.js';
 import { Snapshotter, type SnapshotterConfig, type SnapshotterDeps } from '../../src/snapshotter/snapshotter.js';
 import { ours } from './etcd-client.js';
 

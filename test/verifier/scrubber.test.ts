@@ -10,7 +10,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { SnapStore } from '@etcdbrctl/snapstore';
 import { FakeClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
-import { CronSchedule } from '../../src/snapshotter/schedule.js';
+import { CronSchedule } from '../../src/config/schedule.js';
 import { BackupScrubber } from '../../src/verifier/scrubber.js';
 import type { VerifyReport } from '../../src/verifier/verify.js';
 import { recordingLogger } from '../restorer/support.js';

@@ -3,7 +3,7 @@ import { systemClock } from '../../clock.js';
 import type { CopyCommandConfig } from '../../config/types.js';
 import { CopyError, copyBackups } from '../../copier/copier.js';
 import { saveBufferBytes } from '../../copier/save-buffer.js';
-import type { CommandContext } from '../context.js';
+import type { CommandContext } from '../../config/context.js';
 import { reportFailure } from '../failure.js';
 
 /**

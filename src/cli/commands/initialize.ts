@@ -1,11 +1,12 @@
+import { etcdBinaryLookup } from '../../config/pod-environment.js';
 import type { InitializeCommandConfig } from '../../config/types.js';
 import { STORE_ENV_PREFIX } from '../../config/store.js';
 import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/binaries.js';
 import { initializeDataDir } from '../../initializer/initializer.js';
 import { restoreSettings } from '../../restorer/restore.js';
 import { Metrics } from '../../metrics.js';
-import { RotatingStore } from '../../snapshotter/store-provider.js';
-import type { CommandContext } from '../context.js';
+import { RotatingStore } from '../../config/store-provider.js';
+import type { CommandContext } from '../../config/context.js';
 import { reportFailure } from '../failure.js';
 
 /**
@@ -26,7 +27,7 @@ export async function run(config: InitializeCommandConfig, ctx: CommandContext):
       clusterSize: 1,
       ...(store ? { store: () => store.get() } : {}),
       ...(ctx.stores.primary ? { snapstoreTempDir: ctx.stores.primary.tempDir } : {}),
-      binaries: () => (binaries ??= findEtcdBinaries({ etcdBin: ctx.env.ETCD_BIN, path: ctx.env.PATH ?? '' })),
+      binaries: () => (binaries ??= findEtcdBinaries(etcdBinaryLookup(ctx.pod))),
       restore: { ...restoreSettings(rc), tempDir: rc.tempDir, signal: ctx.signal },
       logger: ctx.logger,
       metrics: new Metrics({ defaultMetrics: false }),

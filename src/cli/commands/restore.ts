@@ -1,9 +1,10 @@
+import { etcdBinaryLookup } from '../../config/pod-environment.js';
 import { openSnapStore } from '@etcdbrctl/snapstore';
 import type { RestoreCommandConfig } from '../../config/types.js';
 import { findEtcdBinaries } from '../../etcd/binaries.js';
 import { planRestore, type RestorePlan, type RestoreTarget } from '../../restorer/plan.js';
 import { executeRestore, restoreSettings } from '../../restorer/restore.js';
-import type { CommandContext } from '../context.js';
+import type { CommandContext } from '../../config/context.js';
 import { reportFailure } from '../failure.js';
 
 /**
@@ -32,7 +33,7 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
       return 0;
     }
     const rc = config.restorationConfig;
-    const binaries = await findEtcdBinaries({ etcdBin: ctx.env.ETCD_BIN, path: ctx.env.PATH ?? '' });
+    const binaries = await findEtcdBinaries(etcdBinaryLookup(ctx.pod));
     const result = await executeRestore(store, plan, {
       ...restoreSettings(rc),
       binaries,

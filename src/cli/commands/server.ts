@@ -1,6 +1,6 @@
 import type { ServerConfig } from '../../config/types.js';
 import { runSidecar } from '../../server/sidecar.js';
-import type { CommandContext } from '../context.js';
+import type { CommandContext } from '../../config/context.js';
 
 /** `etcdbrctl server`: the sidecar (HTTP API, leader-only snapshotter and garbage collection). */
 export async function run(config: ServerConfig, ctx: CommandContext): Promise<number> {

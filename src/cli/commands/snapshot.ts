@@ -6,8 +6,8 @@ import { createEtcdClientFromFlags } from '../../etcd/client.js';
 import { systemClock } from '../../clock.js';
 import { Metrics } from '../../metrics.js';
 import { snapshotterFactory } from '../../snapshotter/from-config.js';
-import { RotatingStore } from '../../snapshotter/store-provider.js';
-import type { CommandContext } from '../context.js';
+import { RotatingStore } from '../../config/store-provider.js';
+import type { CommandContext } from '../../config/context.js';
 import { reportFailure } from '../failure.js';
 
 /**
@@ -53,7 +53,7 @@ export async function run(config: SnapshotCommandConfig, ctx: CommandContext): P
       schedule: config.defragmentationSchedule,
       defragTimeoutMs: conn.defragTimeout,
       statusTimeoutMs: conn.connectionTimeout,
-      retryPeriodMs: defragRetryPeriodMs(ctx.env, ctx.logger),
+      retryPeriodMs: defragRetryPeriodMs(ctx.pod.defragRetryPeriod, ctx.logger),
       clock: systemClock,
       logger: ctx.logger,
       metrics,

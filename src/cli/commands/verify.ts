@@ -8,7 +8,7 @@ import { openSnapStore } from '@etcdbrctl/snapstore';
 import type { VerifyCommandConfig } from '../../config/types.js';
 import { planVerification } from '../../verifier/chains.js';
 import { verifyBackups, type VerifyReport } from '../../verifier/verify.js';
-import type { CommandContext } from '../context.js';
+import type { CommandContext } from '../../config/context.js';
 import { reportFailure } from '../failure.js';
 
 export const BROKEN_BACKUP_EXIT_CODE = 3;

@@ -4,13 +4,13 @@
  */
 import { readFile } from 'node:fs/promises';
 import type { EtcdClient } from '../../etcd/etcd-client.js';
-import type { Env } from '../../cli/context.js';
+import type { PodEnvironment } from '../../config/pod-environment.js';
 import { memberStatus } from '../../cluster/leadership.js';
 import type { MultiNode } from '../../cluster/multinode.js';
 import type { ServerConfig } from '../../config/types.js';
 import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
-import type { RotatingStore } from '../../snapshotter/store-provider.js';
+import type { RotatingStore } from '../../config/store-provider.js';
 import type { BackupScrubber } from '../../verifier/scrubber.js';
 import type { OnDemandMaintenance } from '../../cluster/on-demand.js';
 import { buildHttpServer, type HttpServer } from '../app.js';
@@ -21,7 +21,7 @@ import type { SnapshotterControl } from '../types.js';
 
 export async function wireHttp(input: {
   config: ServerConfig;
-  env: Env;
+  pod: PodEnvironment;
   client: EtcdClient;
   health: HealthState;
   snapshots: () => SnapshotterControl | undefined;
@@ -65,7 +65,7 @@ export async function wireHttp(input: {
     extraRoutes: (app) =>
       registerInitRoutes(app, {
         state: input.initState,
-        env: input.env,
+        pod: input.pod,
         // Through the service endpoints: before /config the local etcd is not running yet.
         clusterView: () => multiNode.clusterView(),
       }),

@@ -3,23 +3,23 @@
  * a multi-node join, reported to the EtcdMember status. Also the cluster size the sidecar starts with.
  */
 import type { StoreConfig } from '@etcdbrctl/snapstore';
-import type { Env } from '../../cli/context.js';
+import { etcdBinaryLookup, type PodEnvironment } from '../../config/pod-environment.js';
 import type { MultiNode } from '../../cluster/multinode.js';
 import type { ServerConfig } from '../../config/types.js';
 import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/binaries.js';
-import { clusterSize, etcdConfigPath, parseInitialCluster, readEtcdConfigTemplate } from '../../initializer/etcd-config.js';
+import { clusterSize, parseInitialCluster, readEtcdConfigTemplate } from '../../config/etcd-config.js';
 import { initializeDataDir, type InitializationOutcome } from '../../initializer/initializer.js';
-import { recordInitialization, type EtcdMemberStatusPublisher } from '../../k8s/etcd-member-status.js';
+import { recordInitialization, type EtcdMemberStatusPublisher } from '../../cluster/etcd-member-status.js';
 import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
 import { restoreSettings } from '../../restorer/restore.js';
-import type { RotatingStore } from '../../snapshotter/store-provider.js';
+import type { RotatingStore } from '../../config/store-provider.js';
 import type { HealthState } from '../health.js';
 import { InitializationState, type ValidationMode } from '../initialization.js';
 
 export function wireInitialization(input: {
   config: ServerConfig;
-  env: Env;
+  pod: PodEnvironment;
   /** Aborted on shutdown; stops waiting for the multi-node cluster view. */
   signal: AbortSignal;
   /** The cluster size at start; above 1 the etcd config is read again at each initialization. */
@@ -37,7 +37,7 @@ export function wireInitialization(input: {
   logger: Logger;
   metrics: Metrics;
 }): InitializationState {
-  const { env, multiNode, store, primaryStore, etcdMemberStatus, logger, metrics } = input;
+  const { pod, multiNode, store, primaryStore, etcdMemberStatus, logger, metrics } = input;
   const rc = input.config.restorationConfig;
   const size = input.clusterSize;
   let binaries: Promise<EtcdBinaries> | undefined;
@@ -59,12 +59,12 @@ export function wireInitialization(input: {
     const mn = size > 1 ? await multiNode.initOptions(input.signal) : undefined;
     return initializeDataDir(mode, {
       dataDir: rc.dataDir,
-      ...(env.POD_NAMESPACE ? { podNamespace: env.POD_NAMESPACE } : {}),
+      ...(pod.podNamespace ? { podNamespace: pod.podNamespace } : {}),
       clusterSize: mn?.clusterSize ?? size,
       ...(mn ? { multiNode: mn.multiNode } : {}),
       ...(store ? { store: () => store.get() } : {}),
       ...(primaryStore ? { snapstoreTempDir: primaryStore.tempDir } : {}),
-      binaries: () => (binaries ??= findEtcdBinaries({ etcdBin: env.ETCD_BIN, path: env.PATH ?? '' })),
+      binaries: () => (binaries ??= findEtcdBinaries(etcdBinaryLookup(pod))),
       restore: { ...restoreSettings(rc), tempDir: rc.tempDir },
       logger,
       metrics,
@@ -78,11 +78,11 @@ export function wireInitialization(input: {
  * file); without the file we fall back to `--initial-cluster` so a plain local run works.
  */
 export async function resolveClusterSize(
-  env: Readonly<Record<string, string | undefined>>,
+  pod: PodEnvironment,
   initialCluster: string,
   logger: { warn(o: object, m: string): void },
 ): Promise<number> {
-  const path = etcdConfigPath(env);
+  const path = pod.etcdConfigPath;
   try {
     return clusterSize(await readEtcdConfigTemplate(path));
   } catch (err) {

@@ -2,14 +2,15 @@
  * The sidecar's Kubernetes side, kept in one place because every part of it exists only when a flag turns
  * Kubernetes on: snapshot leases and their renewer, the member lease heartbeat, the EtcdMember status.
  */
+import { EtcdbrError } from '../../errors.js';
 import type { EtcdClient } from '../../etcd/etcd-client.js';
 import type { Snapshot } from '@etcdbrctl/snapstore';
-import type { Env } from '../../cli/context.js';
+import type { Env, PodEnvironment } from '../../config/pod-environment.js';
 import type { Clock } from '../../clock.js';
 import type { ServerConfig } from '../../config/types.js';
-import { etcdConfigPath, peerUrlsUseTls, readEtcdConfigTemplate } from '../../initializer/etcd-config.js';
+import { peerUrlsUseTls, readEtcdConfigTemplate } from '../../config/etcd-config.js';
 import { createKubeClient, resolveKubeConnection, type KubeClient } from '../../k8s/client.js';
-import { EtcdMemberStatusPublisher } from '../../k8s/etcd-member-status.js';
+import { EtcdMemberStatusPublisher } from '../../cluster/etcd-member-status.js';
 import { MemberLeaseHeartbeat } from '../../k8s/member-lease.js';
 import { FullSnapshotLeaseRenewer, SnapshotLeases } from '../../k8s/snapshot-leases.js';
 import type { Logger } from '../../log.js';
@@ -29,22 +30,24 @@ export interface KubeParts {
 /** Connects to Kubernetes when a lease flag asks for it and builds the leases; nothing is started yet. */
 export async function wireKube(input: {
   config: ServerConfig;
+  /** Only for the Kubernetes connection (KUBECONFIG, the in-cluster service host and port). */
   env: Env;
+  pod: PodEnvironment;
   client: EtcdClient;
   /** The newest full snapshot the active snapshotter knows, for the full snapshot lease. */
   latestFull: () => Snapshot | undefined;
   clock: Clock;
   logger: Logger;
 }): Promise<KubeParts> {
-  const { config, env, client, clock, logger } = input;
+  const { config, env, pod, client, clock, logger } = input;
   const health = config.healthConfig;
   let kube: KubeClient | undefined;
   if (health.snapshotLeaseRenewalEnabled || health.memberLeaseRenewalEnabled) {
     kube = await createKubeClient(resolveKubeConnection({ env }));
   }
-  const namespace = env.POD_NAMESPACE ?? '';
-  if (kube && namespace === '') throw new Error('POD_NAMESPACE must be set when lease renewal is enabled');
-  const peerTLS = () => peerTlsEnabled(env, config.restorationConfig.initialAdvertisePeerURLs, logger);
+  const namespace = pod.podNamespace ?? '';
+  if (kube && namespace === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAMESPACE must be set when lease renewal is enabled');
+  const peerTLS = () => peerTlsEnabled(pod, config.restorationConfig.initialAdvertisePeerURLs, logger);
   const leases =
     kube && health.snapshotLeaseRenewalEnabled
       ? new SnapshotLeases({
@@ -62,7 +65,7 @@ export async function wireKube(input: {
       ? new MemberLeaseHeartbeat({
           kube,
           namespace,
-          memberName: env.POD_NAME ?? config.restorationConfig.name,
+          memberName: pod.podName ?? config.restorationConfig.name,
           memberIdentity: async () => {
             const st = await client.status();
             return { memberId: st.memberId, clusterId: st.clusterId, isLeader: st.memberId === st.leaderId };
@@ -82,10 +85,10 @@ export async function wireKube(input: {
  * Whether all of this member's peer URLs use https: from the etcd config file, as upstream reads them (any of
  * its URL forms, the legacy template included); without a usable file, from `--initial-advertise-peer-urls`.
  */
-async function peerTlsEnabled(env: Env, flagUrls: readonly string[], logger: Logger): Promise<boolean> {
-  const path = etcdConfigPath(env);
+async function peerTlsEnabled(pod: PodEnvironment, flagUrls: readonly string[], logger: Logger): Promise<boolean> {
+  const path = pod.etcdConfigPath;
   try {
-    const fromConfig = peerUrlsUseTls(await readEtcdConfigTemplate(path), env.POD_NAME ?? '');
+    const fromConfig = peerUrlsUseTls(await readEtcdConfigTemplate(path), pod.podName ?? '');
     if (fromConfig !== undefined) return fromConfig;
   } catch (err) {
     // No file (a local run) or a malformed one (/config reports that, naming the line): the flags decide.
@@ -100,7 +103,7 @@ async function peerTlsEnabled(env: Env, flagUrls: readonly string[], logger: Log
  */
 export function startEtcdMemberStatus(
   parts: KubeParts,
-  input: { config: ServerConfig; env: Env; clusterSize: number; clock: Clock; logger: Logger },
+  input: { config: ServerConfig; pod: PodEnvironment; clusterSize: number; clock: Clock; logger: Logger },
 ): EtcdMemberStatusPublisher | undefined {
   const { kube, namespace } = parts;
   const { config, clock, logger } = input;
@@ -109,7 +112,7 @@ export function startEtcdMemberStatus(
     ? new EtcdMemberStatusPublisher({
         kube,
         namespace,
-        name: input.env.POD_NAME ?? rc.name,
+        name: input.pod.podName ?? rc.name,
         clusterSize: input.clusterSize,
         peerTLSEnabled: parts.peerTLSEnabled,
         // DB sizes change with every write: refreshed at the member lease heartbeat, not every reelection period.

@@ -4,21 +4,21 @@
  */
 import type { EtcdClient } from '../../etcd/etcd-client.js';
 import { latestSet, type StoreConfig } from '@etcdbrctl/snapstore';
-import type { Env } from '../../cli/context.js';
+import type { Env } from '../../config/context.js';
 import type { Clock } from '../../clock.js';
 import { memberStatus, type LeadershipLossReason } from '../../cluster/leadership.js';
 import type { ClusterMaintenance } from '../../cluster/maintenance.js';
 import type { ServerConfig } from '../../config/types.js';
 import { secondarySyncFromConfig, type SecondarySyncHandle } from '../../copier/secondary-sync.js';
-import type { EtcdMemberStatusPublisher } from '../../k8s/etcd-member-status.js';
+import type { EtcdMemberStatusPublisher } from '../../cluster/etcd-member-status.js';
 import { snapshotLeaseHook, type FullSnapshotLeaseRenewer, type SnapshotLeases } from '../../k8s/snapshot-leases.js';
 import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
 import { ExponentialBackoff } from '../../snapshotter/backoff.js';
 import { snapshotterFactory } from '../../snapshotter/from-config.js';
 import { LeadershipLost, type Snapshotter } from '../../snapshotter/snapshotter.js';
-import type { RotatingStore } from '../../snapshotter/store-provider.js';
-import { CronSchedule } from '../../snapshotter/schedule.js';
+import type { RotatingStore } from '../../config/store-provider.js';
+import { CronSchedule } from '../../config/schedule.js';
 import { superviseSnapshotter } from '../../snapshotter/supervisor.js';
 import type { BackupScrubber } from '../../verifier/scrubber.js';
 import type { HealthState } from '../health.js';

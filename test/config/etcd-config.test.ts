@@ -1,4 +1,5 @@
 /** The etcd config file (ETCD_CONF): the legacy URL template of older etcd-druid releases, and `/config`. */
+import { podEnvironment } from '../../src/config/pod-environment.js';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -11,7 +12,7 @@ import {
   peerUrlsUseTls,
   readEtcdConfigTemplate,
   renderMemberConfig,
-} from '../../src/initializer/etcd-config.js';
+} from '../../src/config/etcd-config.js';
 import { InitializationState } from '../../src/server/initialization.js';
 import { registerInitRoutes } from '../../src/server/init-routes.js';
 import { Resources, silentLogger, startServer } from '../server/support.js';
@@ -140,7 +141,7 @@ describe('/config over HTTP', () => {
       extraRoutes: (app) =>
         registerInitRoutes(app, {
           state,
-          env: { ETCD_CONF: file, POD_NAME: podName },
+          pod: podEnvironment({ ETCD_CONF: file, POD_NAME: podName }),
           clusterView: async () => ({ existingMembers: [], learnerPresent: false }),
         }),
     });

@@ -1,3 +1,4 @@
+import { CodedError } from '../errors.js';
 import { readFile } from 'node:fs/promises';
 import { isMap, isScalar, LineCounter, parseDocument } from 'yaml';
 
@@ -93,7 +94,7 @@ export function memberUrls(template: EtcdConfigTemplate, key: string, member: st
 }
 
 /** A malformed etcd config file: names the file or the key and what is accepted there. */
-export class EtcdConfigError extends Error {
+export class EtcdConfigError extends CodedError {
   override readonly name = 'EtcdConfigError';
   readonly code = 'E_ETCD_CONFIG';
 }

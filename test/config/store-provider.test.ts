@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { silentLogger, type StoreConfig } from '@etcdbrctl/snapstore';
-import { RotatingStore } from '../../src/snapshotter/store-provider.js';
+import { RotatingStore } from '../../src/config/store-provider.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {

@@ -11,9 +11,9 @@
 import { PatchStrategy } from '@kubernetes/client-node';
 import type { Logger, Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock, TimerHandle } from '../clock.js';
-import type { MemberDefragmentation } from '../cluster/defrag.js';
-import { ETCD_MEMBER } from '../cluster/etcd-member.js';
-import type { EtcdMemberStatus } from '../cluster/leadership.js';
+import type { MemberDefragmentation } from './defrag.js';
+import { ETCD_MEMBER } from './etcd-member.js';
+import type { EtcdMemberStatus } from './leadership.js';
 import {
   currentState,
   eventFromInitializationProgress,
@@ -24,12 +24,12 @@ import {
   type MemberEvent,
   type MemberEventInput,
   type MemberStatusModel,
-} from '../cluster/member-status.js';
+} from './member-status.js';
 import type { InitializationOutcome, InitializationProgress } from '../initializer/initializer.js';
 import type { StoredSnapshotInfo } from '../snapshotter/snapshotter.js';
-import type { KubeClient } from './client.js';
-import { KubeError, toKubeError } from './errors.js';
-import { requestOptions, withDeadline } from './lease.js';
+import type { KubeClient } from '../k8s/client.js';
+import { KubeError, toKubeError } from '../k8s/errors.js';
+import { requestOptions, withDeadline } from '../k8s/lease.js';
 
 export interface EtcdMemberStatusPublisherOptions {
   kube: KubeClient;

@@ -3,11 +3,12 @@
  * streams, signals, home directory) comes in here, so commands stay testable in-process.
  */
 import type { StoreConfig } from '@etcdbrctl/snapstore';
-import type { StoreRole } from '../config/store.js';
+import type { Env, PodEnvironment } from './pod-environment.js';
+import type { StoreRole } from './store.js';
 import type { Logger } from '../log.js';
 import type { VersionInfo } from '../version.js';
 
-export type Env = Readonly<Record<string, string | undefined>>;
+export type { Env, PodEnvironment } from './pod-environment.js';
 
 /** Minimal writable streams; process.stdout/stderr or test buffers. */
 export interface CliIO {
@@ -17,6 +18,8 @@ export interface CliIO {
 
 export interface CommandContext {
   env: Env;
+  /** POD_NAME, POD_NAMESPACE, ETCD_CONF, ETCD_BIN & co., read once from `env`. */
+  pod: PodEnvironment;
   io: CliIO;
   logger: Logger;
   /** Aborted on SIGINT/SIGTERM; long-running commands stop when it fires. */

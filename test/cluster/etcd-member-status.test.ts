@@ -6,9 +6,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { newSnapshot } from '@etcdbrctl/snapstore';
 import { FakeClock } from '../../src/clock.js';
 import type { KubeClient } from '../../src/k8s/client.js';
-import { EtcdMemberStatusPublisher, recordInitialization, type EtcdMemberStatusPublisherOptions } from '../../src/k8s/etcd-member-status.js';
+import { EtcdMemberStatusPublisher, recordInitialization, type EtcdMemberStatusPublisherOptions } from '../../src/cluster/etcd-member-status.js';
 import { ETCD_MEMBERS, type FakeKubeApiServer } from '../support/fake-kube.js';
-import { recordingLogger, startFakeKubeWithClient } from './support.js';
+import { recordingLogger, startFakeKubeWithClient } from '../k8s/support.js';
 
 const NS = 'shoot--dev--status';
 const NAME = 'etcd-main-0';
