@@ -15,5 +15,10 @@ export async function openSnapStore(config: StoreConfig, options: OpenOptions = 
       return (await import('./providers/abs.js')).openAbsStore(config);
     case 'GCS':
       return (await import('./providers/gcs.js')).openGcsStore(config);
+    case 'Swift':
+      return (await import('./providers/swift.js')).openSwiftStore(config);
+    case 'ECS':
+    case 'OCS':
+      return (await import('./providers/s3-compatible.js')).openS3CompatibleStore(config);
   }
 }
