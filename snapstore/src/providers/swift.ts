@@ -308,7 +308,7 @@ class SwiftSnapStore implements SnapStore {
     const text = (await res.text().catch(() => '')).slice(0, 300);
     const detail = `${op} ${subject} in ${this.where}: HTTP ${res.status}${text ? ` ${text}` : ''}`;
     if (res.status === 404) {
-      return subject.startsWith('object') || subject.startsWith('segment')
+      return subject.startsWith('object ') || subject.startsWith('segment ')
         ? new SnapStoreError('E_NOT_FOUND', `${subject} not found in ${this.where}`)
         : new SnapStoreError('E_CONFIG', `${detail} (the container does not exist)`);
     }
