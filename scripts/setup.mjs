@@ -127,6 +127,12 @@ function ensureSwift() {
     'install OpenStack Swift 2.x (proxy, object, container and account servers, swift-ring-builder) and put them on PATH');
 }
 
+// The encryption tests decrypt our objects with an independent age implementation: the reference CLI.
+function ensureAge() {
+  ensureFromDebian('age (for the encryption tests)', ['age', 'age-keygen'], ['age'],
+    'install age 1.1+ (https://age-encryption.org) and put `age` and `age-keygen` on PATH');
+}
+
 function build() {
   say('building TypeScript (tsc -b) ...');
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -141,4 +147,5 @@ ensureEtcd();
 if (forTests) ensureGo();
 if (forTests) ensurePromtool();
 if (forTests) ensureSwift();
+if (forTests) ensureAge();
 build();

@@ -10,3 +10,5 @@ export * from './codec.js';
 export * from './credentials.js';
 export { readSwiftCredentials } from './credentials-openstack.js';
 export { readEcsCredentials, readOcsCredentials } from './credentials-s3-compatible.js';
+export * from './encryption.js';
+export * from './encrypting-store.js';

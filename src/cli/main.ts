@@ -15,11 +15,10 @@ import { readConfigFile } from '../config/file.js';
 import { ConfigError } from '../config/schema.js';
 import { buildStoreConfig } from '../config/store.js';
 import type { StoreRole } from '../config/store.js';
-import type { CommandConfigs, CommandName, SnapstoreConfig } from '../config/types.js';
+import type { CommandConfigs, CommandName, EncryptionConfig, SnapstoreConfig } from '../config/types.js';
 import { parseGoBool } from '../config/values.js';
 import { createLogger } from '../log.js';
 import { textLogDestination } from '../log-text.js';
-import type { Logger } from '../log.js';
 import { formatVersionInfo, versionInfo } from '../version.js';
 import type { CliIO, CommandContext, Env } from '../config/context.js';
 import { podEnvironment } from '../config/pod-environment.js';
@@ -199,7 +198,9 @@ async function runCommand<N extends CommandName>(
     const flags = roles.get(role);
     // A store the command only reads gets no scratch directory either: reading creates nothing.
     const createTempDir = !readsOnly(name, role);
-    return flags === undefined ? undefined : buildStoreConfig(flags, { role, env, homeDir, logger, createTempDir });
+    if (flags === undefined) return undefined;
+    const encryption = (config as { encryptionConfig?: EncryptionConfig }).encryptionConfig;
+    return buildStoreConfig(flags, { role, env, homeDir, logger, createTempDir, ...(encryption ? { encryption } : {}) });
   };
   const stores: CommandContext['stores'] = {};
   try {

@@ -250,7 +250,7 @@ export function formatGoDuration(ms: number): string {
 export function parseCsvRecord(input: string): string[] {
   if (input === '') return [];
   // Go's reader skips empty lines before the first record.
-  let s = input.replace(/^(\r?\n)+/, '');
+  const s = input.replace(/^(\r?\n)+/, '');
   if (s === '') throw new ValueError('EOF');
   const fields: string[] = [];
   let pos = 0;

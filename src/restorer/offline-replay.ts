@@ -21,7 +21,7 @@ import { BoltDB, bucketFromValue, type Bucket } from '../bbolt/db.js';
 import { storeRevisionOf } from '../bbolt/revision.js';
 import { BoltWriter, type WriterEntry } from '../bbolt/writer.js';
 import { RevisionMismatchError } from './apply.js';
-import { encodePutValue, encodeTombstoneValue, mainRevisionOf, revisionKey } from './mvcc.js';
+import { encodePutValue, encodeTombstoneValue, revisionKey } from './mvcc.js';
 
 /** The backend is not one the offline replay knows how to write (auto then replays online). */
 export class OfflineReplayNotApplicable extends CodedError {

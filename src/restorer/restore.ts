@@ -3,7 +3,7 @@ import { ReadStream, createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { createDecompressStream, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import { checkDecryptable, createDecompressStream, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { setAuthEnabled } from '../bbolt/patch.js';
 import type { RestorationConfig } from '../config/types.js';
 import { restoreBaseSnapshot } from '../etcd/base-restore.js';
@@ -126,6 +126,8 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     return { restored: false, revision: 0, deltasApplied: 0, revisionsApplied: 0, durationMs: 0, replayMs: 0, authDisabledForReplay: false };
   }
   const partDir = `${opts.dataDir}.part`;
+  // A missing or wrong age identity fails here, on the headers alone, before anything on disk changes.
+  await checkDecryptable(store, [plan.base, ...plan.deltas]);
   await recoverInterruptedSwap(opts.dataDir);
   if (!opts.replaceExisting && (await nonEmptyDir(opts.dataDir))) {
     throw new EtcdbrError('E_CONFLICT', `data-dir ${opts.dataDir} is not empty: refusing to restore over it`);

@@ -2,6 +2,7 @@ import { EtcdbrError } from '../errors.js';
 import { Readable, pipeline as pipelineCb } from 'node:stream';
 import {
   createCompressStream,
+  encryptsNewSnapshots,
   newSnapshot,
   suffixForPolicy,
   type CompressionPolicy,
@@ -66,6 +67,9 @@ export async function takeSizedFullSnapshot(deps: FullSnapshotDeps, opts: FullSn
       createdOn: deps.now(),
       compressionSuffix: suffixForPolicy(deps.compression),
       isFinal: opts.isFinal,
+      // With recipients configured every new full is encrypted: the first one after encryption was turned
+      // on starts an encrypted chain, whatever the store held before.
+      encrypted: encryptsNewSnapshots(deps.store),
     });
 
     async function* blobs(): AsyncGenerator<Buffer> {

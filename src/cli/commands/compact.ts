@@ -75,7 +75,7 @@ export async function run(config: CompactCommandConfig, ctx: CommandContext): Pr
 async function defaultLocalStore(config: CompactCommandConfig, ctx: CommandContext): Promise<StoreConfig> {
   const local = await buildStoreConfig(
     { ...config.snapstoreConfig, provider: 'Local' },
-    { role: 'primary', env: ctx.env, homeDir: ctx.homeDir, logger: ctx.logger },
+    { role: 'primary', env: ctx.env, homeDir: ctx.homeDir, logger: ctx.logger, encryption: config.encryptionConfig },
   );
   if (local?.provider !== 'Local') throw new SnapStoreError('E_CONFIG', 'cannot build the default Local store');
   ctx.logger.info({ rootDir: local.rootDir }, 'No storage provider given: using the Local store');
