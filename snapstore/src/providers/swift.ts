@@ -163,7 +163,8 @@ class SwiftSnapStore implements SnapStore {
     const pool = new PartBufferPool(this.segmentSize, this.concurrency + 1, this.idle);
     const inFlight = new Set<Promise<void>>();
     let started = 0;
-    let failure: unknown;
+    // Boxed: the first segment failure as it was thrown (any value), told apart from "none yet".
+    let failure: { error: unknown } | undefined;
     try {
       if (signal?.aborted) throw abortReason(signal);
       // A stalled input must not keep the save waiting once it is aborted or a segment failed.
@@ -176,7 +177,7 @@ class SwiftSnapStore implements SnapStore {
         started = n;
         const p = this.putSegment(segmentName(key, n), b.subarray(0, length), cancel.signal)
           .catch((err: unknown) => {
-            failure ??= err;
+            failure ??= { error: err };
             cancel.abort(err);
           })
           .finally(() => {
@@ -188,7 +189,7 @@ class SwiftSnapStore implements SnapStore {
         while (inFlight.size >= this.concurrency) await Promise.race(inFlight);
       };
       for await (const piece of data.iterator({ destroyOnReturn: true })) {
-        if (cancel.signal.aborted) throw failure ?? abortReason(cancel.signal);
+        if (cancel.signal.aborted) throw failure ? failure.error : abortReason(cancel.signal);
         const bytes = toBuffer(piece);
         let offset = 0;
         while (offset < bytes.length) {
@@ -197,7 +198,7 @@ class SwiftSnapStore implements SnapStore {
           offset += n;
           if (filled === buf.length) {
             await dispatch(buf, filled);
-            if (cancel.signal.aborted) throw failure ?? abortReason(cancel.signal);
+            if (cancel.signal.aborted) throw failure ? failure.error : abortReason(cancel.signal);
             buf = pool.take();
             filled = 0;
           }
@@ -211,7 +212,7 @@ class SwiftSnapStore implements SnapStore {
         if (filled > 0) await dispatch(buf, filled);
         else pool.give(buf);
         await Promise.all(inFlight);
-        if (failure !== undefined) throw failure;
+        if (failure !== undefined) throw failure.error;
         if (cancel.signal.aborted) throw abortReason(cancel.signal);
         const manifest = `${this.client.container}/${key}/`;
         await this.putObject(key, Buffer.alloc(0), { 'x-object-manifest': manifest }, cancel.signal);
@@ -225,7 +226,7 @@ class SwiftSnapStore implements SnapStore {
       await Promise.allSettled([...inFlight]);
       // Nothing is committed: remove what was uploaded (a manifest was not written).
       if (started > 0) await this.deleteSegments(key, 0).catch((e: unknown) => this.logger.warn({ key, err: describeError(e) }, 'could not remove uploaded segments'));
-      const cause = signal?.aborted ? abortReason(signal) : isAbortError(err) && failure !== undefined ? failure : err;
+      const cause = signal?.aborted ? abortReason(signal) : isAbortError(err) && failure !== undefined ? failure.error : err;
       throw saveFailed(this.mapSaveError(cause, key), what);
     } finally {
       signal?.removeEventListener('abort', onAbort);
