@@ -8,7 +8,20 @@
  * compression suffix (`Full-00000000-00000042-1700000000.gz.age`, `.final` still last).
  */
 import { Duplex, Readable, Writable } from 'node:stream';
-import { Decrypter, Encrypter, identityToRecipient, type Identity, type Stanza } from 'age-encryption';
+import { createRequire } from 'node:module';
+import type { Decrypter, Identity, Stanza } from 'age-encryption';
+
+type AgeLibrary = typeof import('age-encryption');
+let ageLibrary: AgeLibrary | undefined;
+
+/**
+ * age-encryption and its @noble dependencies (about 50 modules, ~80 ms to load) load on first use, so a
+ * command on a store without encryption (the default) never pays for them. Node 24 requires an ES module
+ * synchronously, which keeps the stream factories below synchronous.
+ */
+function age(): AgeLibrary {
+  return (ageLibrary ??= createRequire(import.meta.url)('age-encryption') as AgeLibrary);
+}
 import { SnapStoreError } from './errors.js';
 
 /** A private key as read from an identity file, with its public key for messages (never the secret). */
@@ -48,7 +61,7 @@ export function parseRecipientsFile(text: string, source: string): string[] {
   return lines.map(({ line, value }) => {
     try {
       // The library validates the bech32 encoding and type when a recipient is added.
-      new Encrypter().addRecipient(value);
+      new (age().Encrypter)().addRecipient(value);
     } catch (err) {
       const hint = value.startsWith('AGE-SECRET-KEY-') ? ' (this is a private key: give it with the identity file instead)' : '';
       throw new SnapStoreError('E_CONFIG', `encryption recipients file ${source} line ${line}: not an age recipient${hint}: ${(err as Error).message}`, {
@@ -68,7 +81,7 @@ export async function parseIdentityFile(text: string, source: string): Promise<A
     let recipient: string;
     try {
       if (!value.startsWith('AGE-SECRET-KEY-')) throw new Error('expected AGE-SECRET-KEY-1…');
-      recipient = await identityToRecipient(value);
+      recipient = await age().identityToRecipient(value);
     } catch (err) {
       // The message never repeats the line: it may be a secret.
       throw new SnapStoreError('E_CONFIG', `encryption identity file ${source} line ${line}: not an age identity: ${(err as Error).message}`, {
@@ -144,7 +157,7 @@ function asBuffer(chunk: Uint8Array): Buffer {
  */
 export function createEncryptStream(recipients: readonly string[]): Duplex {
   if (recipients.length === 0) throw new SnapStoreError('E_CONFIG', 'cannot encrypt: no recipient given');
-  const encrypter = new Encrypter();
+  const encrypter = new (age().Encrypter)();
   for (const r of recipients) encrypter.addRecipient(r);
   const plain = webSource();
   const cipher = encrypter.encrypt(plain.stream);
@@ -180,7 +193,7 @@ class StanzaRecorder implements Identity {
 const NO_MATCH = 'no identity matched';
 
 function decrypterFor(identities: readonly AgeIdentity[]): { decrypter: Decrypter; recorder: StanzaRecorder } {
-  const decrypter = new Decrypter();
+  const decrypter = new (age().Decrypter)();
   const recorder = new StanzaRecorder();
   decrypter.addIdentity(recorder);
   for (const id of identities) decrypter.addIdentity(id.secretKey);

@@ -6,7 +6,7 @@
  * Durations are Go duration strings, or numbers of nanoseconds (upstream's `wrappers.Duration`).
  */
 import { readFile } from 'node:fs/promises';
-import { parseDocument } from 'yaml';
+import { yaml } from './yaml.js';
 import type { GroupUse } from './commands.js';
 import type { FieldDef } from './schema.js';
 import { ConfigError } from './schema.js';
@@ -25,7 +25,7 @@ export async function readConfigFile(path: string): Promise<unknown> {
 }
 
 export function parseConfigText(text: string, path: string): unknown {
-  const doc = parseDocument(text, { prettyErrors: false });
+  const doc = yaml().parseDocument(text, { prettyErrors: false });
   if (doc.errors.length > 0) {
     throw new ConfigError(doc.errors.map((e) => `--config-file ${path}: invalid YAML: ${e.message}`));
   }

@@ -34,6 +34,7 @@ import {
   latestFulls,
   setEncrypted,
   setFinal,
+  SnapStoreError,
   storedBytesStore,
   FINAL_SUFFIX,
   type AgeIdentity,
@@ -285,7 +286,7 @@ class IntegrityCheck extends ByteCounter {
     const verifier = new PayloadVerifier(`${kind} snapshot ${snap.snapName}`, kind);
     const sink = new Writable({ write: (_chunk, _enc, cb) => cb() });
     const stored = snap.isEncrypted === true;
-    if (stored && identities === undefined) throw new Error(`${snap.snapName} is encrypted and no identity was given to check it`);
+    if (stored && identities === undefined) throw new SnapStoreError('E_NO_IDENTITY', `${snap.snapName} is encrypted and no identity was given to check it`);
     const decrypt = stored ? createDecryptStream(identities ?? [], snap.snapName) : undefined;
     this.head = decrypt ?? decompress;
     this.checked = decrypt ? pipeline(decrypt, decompress, verifier, sink) : pipeline(decompress, verifier, sink);
