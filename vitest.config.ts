@@ -14,5 +14,14 @@ export default defineConfig({
     // Integration tests start real etcd processes and emulators; two cores, so keep it modest.
     maxWorkers: 2,
     reporters: ['default', './test/support/summary-reporter.ts'],
+    // Line and branch coverage of the code the test processes run in-process (V8's own counters, cheap).
+    // The CLI processes the e2e tests spawn are not counted, so the figure is a floor.
+    coverage: {
+      enabled: true,
+      provider: 'v8',
+      include: ['src/**/*.ts', 'snapstore/src/**/*.ts'],
+      reporter: ['text-summary', 'json-summary'],
+      reportsDirectory: 'coverage',
+    },
   },
 });
