@@ -84,12 +84,10 @@ async function liveEtcd(): Promise<{ url: string; put: (prefix: string, n: numbe
   const client = new Etcd3({ hosts: etcd.clientUrl });
   cleanups.push(async () => client.close());
   const put = async (prefix: string, n: number): Promise<number> => {
-    let rev = 0;
-    for (let i = 0; i < n; i++) rev = Number((await client.put(`${prefix}/${i}`).value(`v${i}-${'x'.repeat(i * 37)}`).exec()).header.revision);
+    for (let i = 0; i < n; i++) await client.put(`${prefix}/${i}`).value(`v${i}-${'x'.repeat(i * 37)}`).exec();
     // A deleted key and an overwritten one, so revisions and tombstones travel through the deltas too.
     await client.delete().key(`${prefix}/0`).exec();
-    rev = Number((await client.put(`${prefix}/1`).value('overwritten').exec()).header.revision);
-    return rev;
+    return Number((await client.put(`${prefix}/1`).value('overwritten').exec()).header.revision);
   };
   return { url: etcd.clientUrl, put };
 }
