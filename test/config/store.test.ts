@@ -91,8 +91,8 @@ describe('buildStoreConfig', () => {
   });
 
   it('rejects unknown and upstream-only providers', async () => {
-    expect(await configError(buildStoreConfig(flags({ provider: 'OSS' }), { role: 'primary', env: {}, homeDir: '/h' }), 'E_CONFIG')).toMatch(
-      /--storage-provider: storage provider "OSS" is supported by etcd-backup-restore but not by this implementation; supported providers: Local, S3, ABS, GCS/,
+    expect(await configError(buildStoreConfig(flags({ provider: 'FAILED' }), { role: 'primary', env: {}, homeDir: '/h' }), 'E_CONFIG')).toMatch(
+      /--storage-provider: storage provider "FAILED" is supported by etcd-backup-restore but not by this implementation; supported providers: Local, S3, ABS, GCS, Swift, OSS, ECS, OCS/,
     );
     expect(await configError(buildStoreConfig(flags({ provider: 'Azure' }), { role: 'secondary', env: {}, homeDir: '/h' }), 'E_CONFIG')).toMatch(
       /--secondary-storage-provider: unknown storage provider "Azure"/,
