@@ -1,7 +1,8 @@
 /**
  * Stores of the providers without a cloud here, each on the real server or fake that the snapstore's own
  * tests use, and configured for bin/etcdbrctl exactly as a user would: flags plus credential files or
- * environment. Swift: a Swift all-in-one behind the fake Keystone; ECS and OCS: s3rver.
+ * environment. Swift: a Swift all-in-one behind the fake Keystone; OSS: the fake of the OSS API (in this
+ * process, reached by the CLI over loopback); ECS and OCS: s3rver.
  *
  * A target gives its flags and environment for any role, so the same store can be a copy source
  * (`--source-*`, `SOURCE_*`) or a destination.
@@ -9,10 +10,11 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { startFakeKeystone } from '../../snapstore/test/support/fake-keystone.js';
+import { FAKE_OSS_ACCESS_KEY_ID, FAKE_OSS_ACCESS_KEY_SECRET, startFakeOss } from '../../snapstore/test/support/fake-oss.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from '../../snapstore/test/support/s3rver.js';
 import { startSwiftAio } from '../../snapstore/test/support/swift-aio.js';
 
-export type RoundTripProvider = 'Swift' | 'ECS' | 'OCS';
+export type RoundTripProvider = 'Swift' | 'OSS' | 'ECS' | 'OCS';
 
 /** '' for the primary store, 'SOURCE_' for the copy source. */
 export type TargetRole = '' | 'SOURCE_';
@@ -92,11 +94,25 @@ async function ocsTarget(dir: string): Promise<ProviderTarget> {
   };
 }
 
+async function ossTarget(dir: string): Promise<ProviderTarget> {
+  const oss = await startFakeOss({ bucket: CONTAINER });
+  const file = join(dir, 'alicloud.json');
+  await writeFile(file, JSON.stringify({ storageEndpoint: oss.endpoint, accessKeyID: FAKE_OSS_ACCESS_KEY_ID, accessKeySecret: FAKE_OSS_ACCESS_KEY_SECRET, bucketName: CONTAINER }));
+  return {
+    provider: 'OSS',
+    flags: (role) => storeFlags(role, 'OSS'),
+    env: (role) => ({ [`${role}ALICLOUD_APPLICATION_CREDENTIALS_JSON`]: file }),
+    stop: () => oss.stop(),
+  };
+}
+
 /** Starts the provider's server; `dir` (owned by the caller) holds the credential files. */
 export function startTarget(provider: RoundTripProvider, dir: string): Promise<ProviderTarget> {
   switch (provider) {
     case 'Swift':
       return swiftTarget(dir);
+    case 'OSS':
+      return ossTarget(dir);
     case 'ECS':
       return ecsTarget();
     case 'OCS':
