@@ -140,7 +140,7 @@ describe('buildStoreConfig', () => {
   });
 
   /** Credential files of each new provider, and the variables (without role prefix) that point at them. */
-  function providerCredentials(provider: 'Swift' | 'ECS' | 'OCS', tag: string): { env: Record<string, string>; credentials: unknown } {
+  function providerCredentials(provider: 'Swift' | 'OSS' | 'ECS' | 'OCS', tag: string): { env: Record<string, string>; credentials: unknown } {
     if (provider === 'Swift') {
       const p = join(tmp, `${tag}-openstack.json`);
       writeFileSync(p, JSON.stringify({ authURL: `https://keystone.${tag}/v3`, domainName: 'Default', tenantName: `project-${tag}`, username: `user-${tag}`, password: 'pw' }));
@@ -154,6 +154,11 @@ describe('buildStoreConfig', () => {
           password: { username: `user-${tag}`, password: 'pw' },
         },
       };
+    }
+    if (provider === 'OSS') {
+      const p = join(tmp, `${tag}-alicloud.json`);
+      writeFileSync(p, JSON.stringify({ storageEndpoint: `https://oss.${tag}`, accessKeyID: `key-${tag}`, accessKeySecret: 'secret', bucketName: 'ignored' }));
+      return { env: { ALICLOUD_APPLICATION_CREDENTIALS_JSON: p }, credentials: { storageEndpoint: `https://oss.${tag}`, accessKeyID: `key-${tag}`, accessKeySecret: 'secret' } };
     }
     if (provider === 'ECS') {
       return {
@@ -173,7 +178,7 @@ describe('buildStoreConfig', () => {
 
   const ROLE_PREFIX = { primary: '', source: 'SOURCE_', secondary: 'SECONDARY_' } as const;
 
-  describe.each(['Swift', 'ECS', 'OCS'] as const)('%s', (provider) => {
+  describe.each(['Swift', 'OSS', 'ECS', 'OCS'] as const)('%s', (provider) => {
     it.each(['primary', 'secondary', 'source'] as const)('as the %s store reads the credentials of its own prefix only', async (role) => {
       // Every role has credentials in the environment; the store must take those of its role.
       const env: Record<string, string> = {};
@@ -191,6 +196,7 @@ describe('buildStoreConfig', () => {
       const msg = await configError(buildStoreConfig(flags({ provider, container: 'bkt' }), { role: 'secondary', env: {}, homeDir: '/h' }), 'E_CREDENTIALS');
       const expected = {
         Swift: /SECONDARY_OPENSTACK_APPLICATION_CREDENTIALS.*SECONDARY_OS_AUTH_URL/,
+        OSS: /unable to get credentials: set SECONDARY_ALICLOUD_APPLICATION_CREDENTIALS_JSON .* or SECONDARY_ALICLOUD_APPLICATION_CREDENTIALS/,
         ECS: /ECS_ENDPOINT is not set/,
         OCS: /SECONDARY_OPENSHIFT_APPLICATION_CREDENTIALS_JSON.*SECONDARY_OPENSHIFT_APPLICATION_CREDENTIALS/,
       }[provider];
