@@ -152,5 +152,6 @@ export type StoreConfig =
   | AbsStoreConfig
   | GcsStoreConfig
   | SwiftStoreConfig
+  | OssStoreConfig
   | EcsStoreConfig
   | OcsStoreConfig;

@@ -23,6 +23,8 @@ async function openProviderStore(config: StoreConfig, options: OpenOptions): Pro
       return (await import('./providers/gcs.js')).openGcsStore(config);
     case 'Swift':
       return (await import('./providers/swift.js')).openSwiftStore(config);
+    case 'OSS':
+      return (await import('./providers/oss.js')).openOssStore(config);
     case 'ECS':
     case 'OCS':
       return (await import('./providers/s3-compatible.js')).openS3CompatibleStore(config);

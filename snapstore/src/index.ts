@@ -9,6 +9,7 @@ export * from './gc.js';
 export * from './codec.js';
 export * from './credentials.js';
 export { readSwiftCredentials } from './credentials-openstack.js';
+export { readOssCredentials } from './credentials-alicloud.js';
 export { readEcsCredentials, readOcsCredentials } from './credentials-s3-compatible.js';
 export * from './encryption.js';
 export * from './encrypting-store.js';

@@ -10,6 +10,7 @@ import {
   readEcsCredentials,
   readGcsCredentials,
   readOcsCredentials,
+  readOssCredentials,
   readS3Credentials,
   readSwiftCredentials,
   SnapStoreError,
@@ -113,6 +114,8 @@ export async function buildStoreConfig(flags: SnapstoreConfig, opts: StoreBuildO
     }
     case 'Swift':
       return { ...base, provider: 'Swift', credentials: await readSwiftCredentials(opts.env, envPrefix) };
+    case 'OSS':
+      return { ...base, provider: 'OSS', credentials: await readOssCredentials(opts.env, envPrefix) };
     case 'ECS':
       return { ...base, provider: 'ECS', credentials: readEcsCredentials(opts.env, envPrefix) };
     case 'OCS':

@@ -20,6 +20,7 @@ export function saveBufferBytes(c: StoreConfig): number {
     case 'GCS':
       return 2 * c.minChunkSize;
     case 'Swift':
+    case 'OSS':
       return (c.maxParallelChunkUploads + 1) * c.minChunkSize;
   }
 }

@@ -91,8 +91,8 @@ describe('buildStoreConfig', () => {
   });
 
   it('rejects unknown and upstream-only providers', async () => {
-    expect(await configError(buildStoreConfig(flags({ provider: 'OSS' }), { role: 'primary', env: {}, homeDir: '/h' }), 'E_CONFIG')).toMatch(
-      /--storage-provider: storage provider "OSS" is supported by etcd-backup-restore but not by this implementation; supported providers: Local, S3, ABS, GCS/,
+    expect(await configError(buildStoreConfig(flags({ provider: 'FAILED' }), { role: 'primary', env: {}, homeDir: '/h' }), 'E_CONFIG')).toMatch(
+      /--storage-provider: storage provider "FAILED" is supported by etcd-backup-restore but not by this implementation; supported providers: Local, S3, ABS, GCS, Swift, OSS, ECS, OCS/,
     );
     expect(await configError(buildStoreConfig(flags({ provider: 'Azure' }), { role: 'secondary', env: {}, homeDir: '/h' }), 'E_CONFIG')).toMatch(
       /--secondary-storage-provider: unknown storage provider "Azure"/,
@@ -137,6 +137,89 @@ describe('buildStoreConfig', () => {
     });
     expect(c).toMatchObject({ provider: 'GCS', container: 'g', endpointOverride: 'http://127.0.0.1:4443' });
     expect(c).not.toHaveProperty('credentials');
+  });
+
+  /** Credential files of each new provider, and the variables (without role prefix) that point at them. */
+  function providerCredentials(provider: 'Swift' | 'OSS' | 'ECS' | 'OCS', tag: string): { env: Record<string, string>; credentials: unknown } {
+    if (provider === 'Swift') {
+      const p = join(tmp, `${tag}-openstack.json`);
+      writeFileSync(p, JSON.stringify({ authURL: `https://keystone.${tag}/v3`, domainName: 'Default', tenantName: `project-${tag}`, username: `user-${tag}`, password: 'pw' }));
+      return {
+        env: { OPENSTACK_APPLICATION_CREDENTIALS_JSON: p },
+        credentials: {
+          authURL: `https://keystone.${tag}/v3`,
+          userDomainName: 'Default',
+          projectDomainName: 'Default',
+          tenantName: `project-${tag}`,
+          password: { username: `user-${tag}`, password: 'pw' },
+        },
+      };
+    }
+    if (provider === 'OSS') {
+      const p = join(tmp, `${tag}-alicloud.json`);
+      writeFileSync(p, JSON.stringify({ storageEndpoint: `https://oss.${tag}`, accessKeyID: `key-${tag}`, accessKeySecret: 'secret', bucketName: 'ignored' }));
+      return { env: { ALICLOUD_APPLICATION_CREDENTIALS_JSON: p }, credentials: { storageEndpoint: `https://oss.${tag}`, accessKeyID: `key-${tag}`, accessKeySecret: 'secret' } };
+    }
+    if (provider === 'ECS') {
+      return {
+        env: { ECS_ENDPOINT: `ecs.${tag}:9021`, ECS_ACCESS_KEY_ID: `key-${tag}`, ECS_SECRET_ACCESS_KEY: 'secret', ECS_DISABLE_SSL: 'true' },
+        credentials: { endpoint: `ecs.${tag}:9021`, region: 'US-Standard', accessKeyID: `key-${tag}`, secretAccessKey: 'secret', disableSSL: true, insecureSkipVerify: false },
+      };
+    }
+    const d = join(tmp, `${tag}-ocs`);
+    mkdirSync(d);
+    const values = { endpoint: `https://ocs.${tag}`, region: 'r1', accessKeyID: `key-${tag}`, secretAccessKey: 'secret', insecureSkipVerify: 'true' };
+    for (const [k, v] of Object.entries(values)) writeFileSync(join(d, k), `${v}\n`);
+    return {
+      env: { OPENSHIFT_APPLICATION_CREDENTIALS: d },
+      credentials: { endpoint: `https://ocs.${tag}`, region: 'r1', accessKeyID: `key-${tag}`, secretAccessKey: 'secret', disableSSL: false, insecureSkipVerify: true },
+    };
+  }
+
+  const ROLE_PREFIX = { primary: '', source: 'SOURCE_', secondary: 'SECONDARY_' } as const;
+
+  describe.each(['Swift', 'OSS', 'ECS', 'OCS'] as const)('%s', (provider) => {
+    it.each(['primary', 'secondary', 'source'] as const)('as the %s store reads the credentials of its own prefix only', async (role) => {
+      // Every role has credentials in the environment; the store must take those of its role.
+      const env: Record<string, string> = {};
+      let mine: unknown;
+      for (const r of ['primary', 'secondary', 'source'] as const) {
+        const c = providerCredentials(provider, `${provider.toLowerCase()}-${r}`);
+        for (const [k, v] of Object.entries(c.env)) env[`${ROLE_PREFIX[r]}${k}`] = v;
+        if (r === role) mine = c.credentials;
+      }
+      const c = await buildStoreConfig(flags({ provider, container: 'bkt', prefix: 'etcd-main' }), { role, env, homeDir: '/h' });
+      expect(c).toEqual({ provider, container: 'bkt', prefix: 'etcd-main/v2', maxParallelChunkUploads: 5, minChunkSize: 5 * 1024 * 1024, tempDir: tmp, credentials: mine });
+    });
+
+    it('names the variables to set when the credentials are missing', async () => {
+      const msg = await configError(buildStoreConfig(flags({ provider, container: 'bkt' }), { role: 'secondary', env: {}, homeDir: '/h' }), 'E_CREDENTIALS');
+      const expected = {
+        Swift: /SECONDARY_OPENSTACK_APPLICATION_CREDENTIALS.*SECONDARY_OS_AUTH_URL/,
+        OSS: /unable to get credentials: set SECONDARY_ALICLOUD_APPLICATION_CREDENTIALS_JSON .* or SECONDARY_ALICLOUD_APPLICATION_CREDENTIALS/,
+        ECS: /ECS_ENDPOINT is not set/,
+        OCS: /SECONDARY_OPENSHIFT_APPLICATION_CREDENTIALS_JSON.*SECONDARY_OPENSHIFT_APPLICATION_CREDENTIALS/,
+      }[provider];
+      expect(msg).toMatch(expected);
+    });
+  });
+
+  it('builds a copy from Swift to OCS: each side from its own flags and credentials', async () => {
+    const swift = providerCredentials('Swift', 'src');
+    const ocs = providerCredentials('OCS', 'dst');
+    const env = { ...Object.fromEntries(Object.entries(swift.env).map(([k, v]) => [`SOURCE_${k}`, v])), ...ocs.env };
+    const parsed = commandFlagSet(COMMAND_SPECS.copy).parse([
+      '--source-storage-provider=Swift',
+      '--source-store-container=swift-bkt',
+      '--storage-provider=OCS',
+      '--store-container=ocs-bkt',
+      '--store-prefix=etcd-main',
+    ]);
+    const { config } = buildCommandConfig('copy', { flags: parsed.changed });
+    const source = await buildStoreConfig(config.sourceSnapstoreConfig, { role: 'source', env, homeDir: '/h', createTempDir: false });
+    const dest = await buildStoreConfig(config.snapstoreConfig, { role: 'primary', env, homeDir: '/h', createTempDir: false });
+    expect(source).toMatchObject({ provider: 'Swift', container: 'swift-bkt', prefix: 'etcd-main/v2', credentials: swift.credentials });
+    expect(dest).toMatchObject({ provider: 'OCS', container: 'ocs-bkt', prefix: 'etcd-main/v2', credentials: ocs.credentials });
   });
 
   it('creates the temp directory (0700) when missing', async () => {
