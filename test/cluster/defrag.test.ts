@@ -11,7 +11,8 @@ import { Metrics } from '../../src/metrics.js';
 import { startTestCluster, type TestCluster } from '../support/cluster.js';
 import { startTestEtcd } from '../support/etcd.js';
 import { etcdClient } from '../support/etcd-client.js';
-import { leaderName, makeLeader, plainEndpointClient, recordingLogger, until } from './maintenance-support.js';
+import { leaderName, makeLeader, plainEndpointClient, recordingLogger } from './maintenance-support.js';
+import { waitFor } from '../support/wait.js';
 
 /** Sum of observations per endpoint and outcome of etcdbr_defragmentation_duration_seconds. */
 async function defragCounts(metrics: Metrics): Promise<Record<string, number>> {
@@ -170,7 +171,7 @@ describe('DefragRunner against a three-member cluster', () => {
       callbacks++;
     }).runJob(stop.signal);
     try {
-      await until(
+      await waitFor(
         () => logger.entries.filter((e) => e.msg.startsWith('postponing defragmentation')).length >= 3,
         'three postponed attempts',
       );
@@ -181,7 +182,7 @@ describe('DefragRunner against a three-member cluster', () => {
       expect(callbacks).toBe(0);
 
       await cluster.start(down!.name, { state: 'existing' });
-      await until(() => (callbacks > 0 ? true : undefined), 'the run to finish', 30_000);
+      await waitFor(() => (callbacks > 0 ? true : undefined), 'the run to finish', 30_000);
       await job;
     } finally {
       stop.abort();
@@ -278,7 +279,7 @@ describe('etcdbrctl snapshot', () => {
         (await readdir(join(dir, 'store'), { recursive: true }).catch(() => [] as string[]))
           .filter((f) => /(^|\/)Full-/.test(f))
           .map((f) => f.slice(f.lastIndexOf('/') + 1));
-      const initial = await until(async () => ((await fulls()).length > 0 ? fulls() : undefined), 'the initial full snapshot', 30_000);
+      const initial = await waitFor(async () => ((await fulls()).length > 0 ? fulls() : undefined), 'the initial full snapshot', 30_000);
       // A write after it, so a later full has a higher revision and cannot share the initial one's name
       // (same revision in the same second is the same object).
       const client = new Etcd3({ hosts: etcd.clientUrl });
@@ -293,7 +294,7 @@ describe('etcdbrctl snapshot', () => {
           .filter((l) => l.includes('full snapshot after defragmentation'))
           .map((l) => (JSON.parse(l) as { snapshot: string }).snapshot)
           .find((name) => !initial.includes(name));
-      const post = await until(afterDefrag, 'a post-defrag full snapshot after the write', 30_000);
+      const post = await waitFor(afterDefrag, 'a post-defrag full snapshot after the write', 30_000);
       stop.abort();
       expect(await code).toBe(0);
       expect(stderr).not.toMatch(/callback after defragmentation failed/);
