@@ -9,6 +9,7 @@ import type { KubeClient } from '../../src/k8s/client.js';
 import { EtcdMemberStatusPublisher, recordInitialization, type EtcdMemberStatusPublisherOptions } from '../../src/cluster/etcd-member-status.js';
 import { ETCD_MEMBERS, type FakeKubeApiServer } from '../support/fake-kube.js';
 import { recordingLogger, startFakeKubeWithClient } from '../k8s/support.js';
+import { waitFor } from '../support/wait.js';
 
 const NS = 'shoot--dev--status';
 const NAME = 'etcd-main-0';
@@ -206,7 +207,7 @@ describe('EtcdMemberStatusPublisher', () => {
     fake.stallNext(1, { method: 'PATCH', path: STATUS_PATH });
     pub.start();
     // The stalled PATCH waits for its deadline on the fake clock.
-    for (let i = 0; i < 50 && patches().length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitFor(() => patches().length > 0, 'the PATCH to reach the API server', 5_000, 10);
     expect(patches()).toHaveLength(1);
     await clock.advanceAsync(5_000);
     await pub.whenIdle();
