@@ -14,6 +14,7 @@ import {
 } from '../../src/k8s/member-lease.js';
 import { LEASES, type FakeKubeApiServer } from '../support/fake-kube.js';
 import { micro, recordingLogger, seedLease, startFakeKubeWithClient } from './support.js';
+import { waitFor } from '../support/wait.js';
 
 const NS = 'shoot--dev--one';
 const MEMBER = 'etcd-main-0';
@@ -156,8 +157,7 @@ describe('MemberLeaseHeartbeat (upstream RenewMemberLeasePeriodically)', () => {
     fake.stallNext(1, { method: 'GET', path: leasePath });
     hb.start();
     clock.advance(30_000);
-    const deadline = Date.now() + 5_000;
-    while (fake.requests.length === 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
+    await waitFor(() => fake.requests.length > 0, 'the renewal to reach the API server', 5_000, 5);
     await hb.stop();
     expect(logger.warnings()).toEqual([]);
     expect(clock.pending).toBe(0);

@@ -9,6 +9,7 @@ import { isKubeError } from '../../src/k8s/errors.js';
 import { FullSnapshotLeaseRenewer, SnapshotLeases, snapshotLeaseHook } from '../../src/k8s/snapshot-leases.js';
 import { FakeKubeApiServer, LEASES } from '../support/fake-kube.js';
 import { deltaSnapshot, fullSnapshot, micro, recordingLogger, seedLease, startFakeKubeWithClient } from './support.js';
+import { waitFor } from '../support/wait.js';
 
 const NS = 'shoot--dev--one';
 const FULL = 'etcd-main-full-snap';
@@ -143,7 +144,7 @@ describe('full snapshot lease', () => {
     const clock = new FakeClock('2026-01-02T00:00:00Z');
     fake.stallNext(1, { method: 'GET', path: fullPath });
     const pending = leases({ clock }).updateFull(fullSnapshot(20, created)).catch((e: unknown) => e);
-    await waitFor(() => fake.requestsMatching({ method: 'GET', path: fullPath }).length === 1);
+    await waitFor(() => fake.requestsMatching({ method: 'GET', path: fullPath }).length === 1, 'the stalled GET', 5_000, 5);
     clock.advance(59_999);
     clock.advance(1);
     const err = await pending;
@@ -323,14 +324,14 @@ describe('FullSnapshotLeaseRenewer (upstream RenewFullSnapshotLeasePeriodically)
     const renewer = new FullSnapshotLeaseRenewer({ leases: leases({ clock, logger }), latestFull: () => fullSnapshot(8, created), clock, logger });
     fake.stallNext(2, { method: 'GET', path: fullPath });
     renewer.trigger();
-    await waitFor(() => fake.requestsMatching({ method: 'GET' }).length === 1);
+    await waitFor(() => fake.requestsMatching({ method: 'GET' }).length === 1, 'the first (stalled) GET', 5_000, 5);
     clock.advance(60_000);
     await renewer.whenIdle();
     expect(logger.warnings()[0]).toContain('did not finish within 60 s');
     expect(renewer.pending).toBe(true);
 
     clock.advance(60_000);
-    await waitFor(() => fake.requestsMatching({ method: 'GET' }).length === 2);
+    await waitFor(() => fake.requestsMatching({ method: 'GET' }).length === 2, 'the retried (stalled) GET', 5_000, 5);
     await renewer.stop();
     expect(renewer.pending).toBe(false);
     expect(logger.warnings()).toHaveLength(1);
@@ -355,11 +356,3 @@ describe('FullSnapshotLeaseRenewer (upstream RenewFullSnapshotLeasePeriodically)
     }
   });
 });
-
-async function waitFor(cond: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
