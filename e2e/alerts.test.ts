@@ -134,7 +134,7 @@ describe('deploy/monitoring against a running sidecar', () => {
       await execFileAsync('promtool', ['test', 'rules', file]);
     } catch (err) {
       const e = err as { stdout?: string; stderr?: string; message: string };
-      throw new Error(`promtool: ${e.stdout ?? ''}${e.stderr ?? e.message}`);
+      throw new Error(`promtool: ${e.stdout ?? ''}${e.stderr ?? e.message}`, { cause: err });
     }
   }
 

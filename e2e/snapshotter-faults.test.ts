@@ -211,7 +211,7 @@ describe('etcdbrctl server: snapshotter behaviour and faults (process, real etcd
 
     // 17: after a final full, the next start always takes a full snapshot.
     expect(await s.stop('SIGTERM')).toBe(0);
-    s = await startHealthy(localFlags());
+    await startHealthy(localFlags());
     const after = await waitFor(
       async () => (await objects(store)).find((x) => x.kind === 'Full' && !x.isFinal && x.snapName !== full.snapName),
       'a full after the final one',

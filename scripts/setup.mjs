@@ -119,6 +119,12 @@ function ensurePromtool() {
     'install Prometheus 2.x (its promtool) and put `promtool` on PATH');
 }
 
+// The encryption tests decrypt our objects with an independent age implementation: the reference CLI.
+function ensureAge() {
+  ensureFromDebian('age (for the encryption tests)', ['age', 'age-keygen'], ['age'],
+    'install age 1.1+ (https://age-encryption.org) and put `age` and `age-keygen` on PATH');
+}
+
 function build() {
   say('building TypeScript (tsc -b) ...');
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -132,4 +138,5 @@ checkNode();
 ensureEtcd();
 if (forTests) ensureGo();
 if (forTests) ensurePromtool();
+if (forTests) ensureAge();
 build();

@@ -2,6 +2,7 @@
  * Time source for components that schedule work (snapshotter timers, cron ticks, GC, backoff). Production code
  * gets `systemClock`; tests pass a `FakeClock` and move time forward explicitly instead of sleeping.
  */
+import { EtcdbrError } from './errors.js';
 
 /** Opaque handle returned by `Clock.setTimeout`; only meaningful to the clock that created it. */
 export interface TimerHandle {
@@ -96,7 +97,7 @@ export class FakeClock implements Clock {
 
   constructor(start: Date | number | string = 0) {
     this.current = new Date(start).getTime();
-    if (Number.isNaN(this.current)) throw new Error(`FakeClock: invalid start time ${String(start)}`);
+    if (Number.isNaN(this.current)) throw new EtcdbrError('E_INVALID_INPUT', `FakeClock: invalid start time ${String(start)}`);
   }
 
   now(): Date {

@@ -18,7 +18,7 @@ describe('--log-format=text', () => {
     let out = '';
     const logger = createLogger({ destination: textLogDestination({ write: (s: string) => (out += s) }) });
     logger.info({ deltas: 4 }, 'restoring');
-    expect(out).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z INFO  restoring deltas=4\n$/);
+    expect(out).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z INFO {2}restoring deltas=4\n$/);
   });
 });
 

@@ -10,6 +10,8 @@
  *                no hash check)
  *   local/none   takeFullSnapshot -> Local store, uncompressed
  *   local/zstd   takeFullSnapshot -> Local store, zstd
+ *   local/none+age, local/zstd+age  the same, age-encrypted to one X25519 recipient (issue 17's target:
+ *                within 1.15x of the same case unencrypted)
  *   s3/none      takeFullSnapshot -> S3 store on s3rver (a child process), uncompressed
  *   s3/zstd      takeFullSnapshot -> S3 store on s3rver, zstd
  *   s3/floor-none  the emulator's floor: the same snapshot bytes, already in a local file, uploaded
@@ -43,7 +45,8 @@ import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { fileURLToPath } from 'node:url';
-import { createCompressStream, silentLogger } from '../../snapstore/src/index.js';
+import { generateX25519Identity, identityToRecipient } from 'age-encryption';
+import { createCompressStream, silentLogger, withEncryption } from '../../snapstore/src/index.js';
 import type { CompressionPolicy, SnapStore, Snapshot } from '../../snapstore/src/index.js';
 import { openLocalStore } from '../../snapstore/src/providers/local.js';
 import { openS3Store } from '../../snapstore/src/providers/s3.js';
@@ -166,6 +169,8 @@ async function openCases(setup: Setup, stages: boolean, s3Name: string) {
     },
   });
   await client.get('warm-up'); // connect now, not inside the first measurement
+  const recipient = await identityToRecipient(await generateX25519Identity());
+  const localAge = withEncryption(local, { recipients: [recipient], identities: [] });
 
   const ours = (store: SnapStore, compression: CompressionPolicy | undefined) => async (): Promise<number> => {
     const snap = await takeFullSnapshot(
@@ -211,6 +216,8 @@ async function openCases(setup: Setup, stages: boolean, s3Name: string) {
     ],
     ['local/none', ours(local, undefined)],
     ['local/zstd', ours(local, 'zstd')],
+    ['local/none+age', ours(localAge, undefined)],
+    ['local/zstd+age', ours(localAge, 'zstd')],
     [`${s3Name}/none`, ours(s3, undefined)],
     [`${s3Name}/zstd`, ours(s3, 'zstd')],
     [`${s3Name}/floor-none`, floor(setup.floorDb, '')],
@@ -332,7 +339,7 @@ async function main(): Promise<void> {
         `(${round1(filled.bytes / MiB / filled.seconds)} MiB/s); db size ${round1(dbBytes / MiB)} MiB, revision ${status.revision}`,
     );
 
-    const allNames = ['etcdctl', 'local/none', 'local/zstd', `${s3Name}/none`, `${s3Name}/zstd`, `${s3Name}/floor-none`, `${s3Name}/floor-zstd`];
+    const allNames = ['etcdctl', 'local/none', 'local/zstd', 'local/none+age', 'local/zstd+age', `${s3Name}/none`, `${s3Name}/zstd`, `${s3Name}/floor-none`, `${s3Name}/floor-zstd`];
     if (stages) allNames.push('drain', 'verify', 'verify+zstd', 'null/zstd');
     // --cases=a,b runs only those (etcdctl is always kept: every ratio is against it).
     const only = flag('cases')?.split(',');
@@ -432,6 +439,17 @@ async function main(): Promise<void> {
           (Number.isFinite(v.cpuShare) ? `; ours + etcd + s3rver kept ${Math.round(v.cpuShare * 100)}% of ${os.cpus().length} cores busy` : ''),
       );
     }
+    // Issue 17: each encrypted case against the same case unencrypted.
+    const ENCRYPTION_TARGET = 1.15;
+    const encryption = summary
+      .filter((x) => x.name.endsWith('+age'))
+      .flatMap((x) => {
+        const plain = byName.get(x.name.slice(0, -'+age'.length));
+        return plain ? [{ name: x.name, overPlain: round3(x.seconds / plain.seconds) }] : [];
+      });
+    for (const e of encryption) {
+      console.log(`  ${e.name.padEnd(10)} ${e.overPlain.toFixed(2)}x the same unencrypted: ${e.overPlain <= ENCRYPTION_TARGET ? 'met' : 'NOT met'} (target ${ENCRYPTION_TARGET})`);
+    }
     const likeForLike = verdicts.filter((v) => v.name.startsWith('local/'));
     // undefined: no local case was among the --cases, so the ratio target was not measured there.
     const ratioOk = likeForLike.length === 0 ? undefined : likeForLike.every((v) => v.ratio <= RATIO_TARGET);
@@ -455,6 +473,7 @@ async function main(): Promise<void> {
         s3Tls,
         results: summary,
         verdicts,
+        encryption,
         ratioTarget: RATIO_TARGET,
         rssTargetMB: RSS_TARGET_MB,
         ratioOk,

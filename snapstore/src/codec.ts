@@ -8,14 +8,31 @@
  */
 import { PassThrough, Transform } from 'node:stream';
 import type { TransformCallback } from 'node:stream';
+import { createRequire } from 'node:module';
 import * as zlib from 'node:zlib';
-import { CompressStream } from 'zstd-napi';
-import zstdBinding from 'zstd-napi/binding.js';
 import { SnapStoreError } from './errors.js';
 import { LzwDecoder, LzwEncoder } from './lzw.js';
 import type { CompressionSuffix } from './snapshot.js';
 
 export type CompressionPolicy = 'gzip' | 'lzw' | 'zlib' | 'zstd';
+
+interface ZstdNapi {
+  CompressStream: typeof import('zstd-napi').CompressStream;
+  binding: typeof import('zstd-napi/binding.js');
+}
+let zstdNapi: ZstdNapi | undefined;
+
+/** zstd-napi (a native addon) loads on first use: restoring a gzip store, the default, never loads it. */
+function zstd(): ZstdNapi {
+  if (zstdNapi === undefined) {
+    const require = createRequire(import.meta.url);
+    zstdNapi = {
+      CompressStream: (require('zstd-napi') as typeof import('zstd-napi')).CompressStream,
+      binding: require('zstd-napi/binding.js') as typeof import('zstd-napi/binding.js'),
+    };
+  }
+  return zstdNapi;
+}
 
 export const COMPRESSION_POLICIES: readonly CompressionPolicy[] = ['gzip', 'lzw', 'zlib', 'zstd'];
 
@@ -87,7 +104,7 @@ export function createCompressStream(policy: CompressionPolicy | undefined): Tra
     case 'lzw':
       return new LzwEncoder();
     case 'zstd':
-      return new CompressStream(ZSTD_OPTIONS);
+      return new (zstd().CompressStream)(ZSTD_OPTIONS);
     default:
       throw new SnapStoreError('E_UNSUPPORTED_COMPRESSION', `unsupported compression policy ${JSON.stringify(policy)}`);
   }
@@ -160,7 +177,6 @@ function relabelZlibErrors<T extends zlib.Gunzip | zlib.Inflate>(stream: T, rela
   return stream;
 }
 
-const ZSTD_OUT_SIZE = zstdBinding.dStreamOutSize();
 const ZSTD_MIN_ROOM = 16 * 1024;
 
 /**
@@ -169,7 +185,7 @@ const ZSTD_MIN_ROOM = 16 * 1024;
  * unfinished frames and pauses between output blocks while the readable side is full.
  */
 class ZstdDecoder extends Transform {
-  private readonly dctx = new zstdBinding.DCtx();
+  private readonly dctx = new (zstd().binding.DCtx)();
   private readonly corrupt: (cause: unknown) => Error;
   private sawInput = false;
   /** True while a frame has started but not fully been decoded and flushed. */
@@ -177,7 +193,7 @@ class ZstdDecoder extends Transform {
   private input: Buffer | null = null;
   private pending: TransformCallback | null = null;
   private running = false;
-  private out = Buffer.allocUnsafe(ZSTD_OUT_SIZE);
+  private out = Buffer.allocUnsafe(zstd().binding.dStreamOutSize());
   private outPos = 0;
 
   constructor(corrupt: (cause: unknown) => Error) {
@@ -239,7 +255,7 @@ class ZstdDecoder extends Transform {
     let src = this.input ?? Buffer.alloc(0);
     for (;;) {
       if (this.out.length - this.outPos < ZSTD_MIN_ROOM) {
-        this.out = Buffer.allocUnsafe(ZSTD_OUT_SIZE);
+        this.out = Buffer.allocUnsafe(zstd().binding.dStreamOutSize());
         this.outPos = 0;
       }
       // Decode into the unused tail of the current block; pushed slices before it are never touched again.

@@ -1,3 +1,4 @@
+import type { SnapshotEncryption } from './encryption.js';
 import type { Logger } from './logger.js';
 
 /**
@@ -18,6 +19,8 @@ export interface StoreConfigBase {
   /** `--snapstore-temp-directory`: scratch space for providers that need it. */
   tempDir: string;
   logger?: Logger;
+  /** age keys: recipients for new encrypted snapshots, identities for reading encrypted ones. Default: none. */
+  encryption?: SnapshotEncryption;
 }
 
 export interface LocalStoreConfig extends StoreConfigBase {

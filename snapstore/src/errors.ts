@@ -20,7 +20,9 @@ export type SnapStoreErrorCode =
   /** The compression suffix or policy is not known. */
   | 'E_UNSUPPORTED_COMPRESSION'
   /** A save did not complete; nothing was committed. */
-  | 'E_SAVE_FAILED';
+  | 'E_SAVE_FAILED'
+  /** An encrypted object that none of the identities given can open (or no identity was given). */
+  | 'E_NO_IDENTITY';
 
 export class SnapStoreError extends Error {
   override readonly name = 'SnapStoreError';

@@ -8,3 +8,5 @@ export * from './retention.js';
 export * from './gc.js';
 export * from './codec.js';
 export * from './credentials.js';
+export * from './encryption.js';
+export * from './encrypting-store.js';

@@ -25,6 +25,8 @@ export interface Snapshot {
   /** For listed snapshots: everything up to and including `v1/` or `v2/`; '' for new snapshots. */
   prefix: string;
   compressionSuffix: string;
+  /** The object is an age file (`.age` after the compression suffix); undefined means false. Ours, not upstream's. */
+  isEncrypted?: boolean;
   isChunk: boolean;
   isFinal: boolean;
   /** Set by providers with retention policies; undefined = deletable any time. */
@@ -43,6 +45,9 @@ export interface Snapshot {
 /** Appended after the compression suffix of a final full snapshot (upstream `FinalSuffix`). */
 export const FINAL_SUFFIX = '.final';
 
+/** After the compression suffix of an age-encrypted object, before `.final` (ours; see encryption.ts). */
+export const ENCRYPTED_SUFFIX = '.age';
+
 /** The compression suffixes we can decode. Parsing keeps any other suffix; the codec rejects it later. */
 export const KNOWN_COMPRESSION_SUFFIXES: readonly CompressionSuffix[] = ['', '.gz', '.Z', '.zlib', '.zst'];
 
@@ -53,7 +58,7 @@ export function isKnownCompressionSuffix(suffix: string): suffix is CompressionS
 /** The fields a snapshot name is made of. */
 export type SnapshotNameFields = Pick<
   Snapshot,
-  'kind' | 'startRevision' | 'lastRevision' | 'createdOn' | 'compressionSuffix' | 'isFinal'
+  'kind' | 'startRevision' | 'lastRevision' | 'createdOn' | 'compressionSuffix' | 'isFinal' | 'isEncrypted'
 >;
 
 /** Go's `%08d`: at least 8 digits, never truncated. */
@@ -71,10 +76,14 @@ function unixSeconds(d: Date): number {
   return Math.floor(d.getTime() / 1000);
 }
 
-/** `<Kind>-<start %08d>-<last %08d>-<unix seconds><compression suffix>[.final]` (upstream GenerateSnapshotName). */
+/**
+ * `<Kind>-<start %08d>-<last %08d>-<unix seconds><compression suffix>[.age][.final]` (upstream
+ * GenerateSnapshotName, plus our `.age` for encrypted objects).
+ */
 export function generateSnapshotName(s: SnapshotNameFields): string {
   const final = s.isFinal ? FINAL_SUFFIX : '';
-  return `${s.kind}-${pad8(s.startRevision)}-${pad8(s.lastRevision)}-${unixSeconds(s.createdOn)}${s.compressionSuffix}${final}`;
+  const encrypted = s.isEncrypted === true ? ENCRYPTED_SUFFIX : '';
+  return `${s.kind}-${pad8(s.startRevision)}-${pad8(s.lastRevision)}-${unixSeconds(s.createdOn)}${s.compressionSuffix}${encrypted}${final}`;
 }
 
 export interface NewSnapshotOptions {
@@ -84,6 +93,8 @@ export interface NewSnapshotOptions {
   createdOn: Date;
   compressionSuffix?: CompressionSuffix;
   isFinal?: boolean;
+  /** Stored as an age file (name gets `.age`). */
+  encrypted?: boolean;
 }
 
 /**
@@ -130,6 +141,8 @@ export function newSnapshot(opts: NewSnapshotOptions): Snapshot {
     isChunk: false,
     isFinal,
   };
+  // Only set when true, so plain records stay exactly what they were before encryption existed.
+  if (opts.encrypted === true) snap.isEncrypted = true;
   snap.snapName = generateSnapshotName(snap);
   return snap;
 }
@@ -215,12 +228,19 @@ export function parseSnapshotKey(key: string): Snapshot {
   }
 
   // Upstream's suffix rule: the 2nd dot-part is the compression suffix unless it is `final`; the
-  // snapshot is final when the last dot-part is `final`.
+  // snapshot is final when the last dot-part is `final`. Ours on top: `.age` right after the compression
+  // suffix (or in its place when uncompressed) marks an encrypted object and is no compression suffix.
   const dotParts = timeToken.split('.');
   let compressionSuffix = '';
   let isFinal = false;
+  let isEncrypted = false;
   if (dotParts.length >= 2) {
-    if (`.${dotParts[1]}` !== FINAL_SUFFIX) compressionSuffix = `.${dotParts[1]}`;
+    let next = 1;
+    if (`.${dotParts[1]}` !== FINAL_SUFFIX && `.${dotParts[1]}` !== ENCRYPTED_SUFFIX) {
+      compressionSuffix = `.${dotParts[1]}`;
+      next = 2;
+    }
+    if (`.${dotParts[next] ?? ''}` === ENCRYPTED_SUFFIX) isEncrypted = true;
     if (`.${dotParts[dotParts.length - 1]}` === FINAL_SUFFIX) isFinal = true;
   }
   const secondsToken = dotParts[0] as string;
@@ -240,6 +260,7 @@ export function parseSnapshotKey(key: string): Snapshot {
     isChunk: chunkToken !== undefined,
     isFinal,
   };
+  if (isEncrypted) snap.isEncrypted = true;
   if (chunkToken !== undefined) {
     const n = DIGITS.test(chunkToken) ? Number(chunkToken) : NaN;
     if (!Number.isSafeInteger(n) || pad10(n) !== chunkToken) {
@@ -406,6 +427,21 @@ export function setFinal(snap: Snapshot, final: boolean): Snapshot {
   return { ...snap, snapName, isFinal: final };
 }
 
+/**
+ * A copy named as the same snapshot stored encrypted (`.age` after the compression suffix) or plain; for
+ * copies that re-encrypt or decrypt. `.final` stays last.
+ */
+export function setEncrypted(snap: Snapshot, encrypted: boolean): Snapshot {
+  if ((snap.isEncrypted === true) === encrypted) return { ...snap };
+  const final = snap.snapName.endsWith(FINAL_SUFFIX) ? FINAL_SUFFIX : '';
+  let stem = final === '' ? snap.snapName : snap.snapName.slice(0, -FINAL_SUFFIX.length);
+  if (stem.endsWith(ENCRYPTED_SUFFIX)) stem = stem.slice(0, -ENCRYPTED_SUFFIX.length);
+  const out: Snapshot = { ...snap, snapName: `${stem}${encrypted ? ENCRYPTED_SUFFIX : ''}${final}` };
+  if (encrypted) out.isEncrypted = true;
+  else delete out.isEncrypted;
+  return out;
+}
+
 /** Upstream IsDeletable: no immutability expiry, or `now` is past it. */
 export function isDeletable(snap: Snapshot, now: Date): boolean {
   return snap.immutabilityExpiryTime === undefined || now.getTime() > snap.immutabilityExpiryTime.getTime();
@@ -532,6 +568,9 @@ export function snapshotFromJSON(obj: unknown): Snapshot {
     isChunk,
     isFinal: bool('isFinal'),
   };
+  // Upstream's JSON has no such field: an encrypted object is told by its name, as in listings.
+  const bare = snapName.replace(/\/[0-9]+$/, '');
+  if ((bare.endsWith(FINAL_SUFFIX) ? bare.slice(0, -FINAL_SUFFIX.length) : bare).endsWith(ENCRYPTED_SUFFIX)) snap.isEncrypted = true;
   if (isChunk) {
     const slash = snapName.lastIndexOf('/');
     const token = snapName.slice(slash + 1);

@@ -8,7 +8,6 @@ import { Readable } from 'node:stream';
 import { PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { S3Credentials, S3StoreConfig } from '../src/config.js';
-import { isSnapStoreError } from '../src/errors.js';
 import type { Logger } from '../src/logger.js';
 import { openS3Store } from '../src/providers/s3.js';
 import type { S3Tuning } from '../src/providers/s3.js';

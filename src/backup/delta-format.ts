@@ -4,6 +4,7 @@
  * `clientv3.Event` (omitempty everywhere, `type` 1 for DELETE and absent for PUT, base64 key/value),
  * followed by 32 raw bytes of sha256 over the JSON.
  */
+import { EtcdbrError } from '../errors.js';
 
 export type EventType = 'PUT' | 'DELETE';
 
@@ -38,7 +39,7 @@ export function encodeDeltaEvent(ev: DeltaEvent): string {
   if (ev.version !== 0) add(`"version":${ev.version}`);
   if (ev.value.length > 0) add(`"value":"${ev.value.toString('base64')}"`);
   if (ev.lease !== '0' && ev.lease !== '') {
-    if (!INT64_RE.test(ev.lease)) throw new Error(`invalid lease ID ${JSON.stringify(ev.lease)}: not an int64`);
+    if (!INT64_RE.test(ev.lease)) throw new EtcdbrError('E_INVALID_INPUT', `invalid lease ID ${JSON.stringify(ev.lease)}: not an int64`);
     add(`"lease":${ev.lease}`);
   }
   const type = ev.type === 'DELETE' ? '"type":1,' : '';

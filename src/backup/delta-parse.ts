@@ -1,9 +1,11 @@
+import { CodedError } from '../errors.js';
 import { createHash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import type { DeltaEvent } from './delta-format.js';
 import { SHA256_SIZE } from './full-verify.js';
 
-export class DeltaPayloadError extends Error {
+export class DeltaPayloadError extends CodedError {
+  readonly code = 'E_DELTA_PAYLOAD';
   override readonly name = 'DeltaPayloadError';
 }
 

@@ -1,3 +1,4 @@
+import { CodedError, asError } from '../errors.js';
 import { createHash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { OffThreadSha256 } from './sha256-worker.js';
@@ -5,7 +6,8 @@ import { OffThreadSha256 } from './sha256-worker.js';
 /** etcd appends sha256(db) to the snapshot stream; a bbolt db is a whole number of 512-byte units. */
 export const SHA256_SIZE = 32;
 
-export class FullSnapshotIntegrityError extends Error {
+export class FullSnapshotIntegrityError extends CodedError {
+  readonly code = 'E_FULL_SNAPSHOT_INTEGRITY';
   override readonly name = 'FullSnapshotIntegrityError';
 }
 
@@ -105,7 +107,7 @@ export class PayloadVerifier extends Transform {
   override _flush(cb: TransformCallback): void {
     this.finish().then(
       () => cb(),
-      (err: unknown) => cb(err instanceof Error ? err : new Error(String(err))),
+      (err: unknown) => cb(asError(err)),
     );
   }
 

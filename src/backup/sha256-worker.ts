@@ -8,6 +8,7 @@
  * `maxInFlight` batches are outstanding, so memory is bounded and a slow hasher slows the stream instead
  * of queueing it.
  */
+import { asError, EtcdbrError } from '../errors.js';
 import { Worker } from 'node:worker_threads';
 
 /** The worker's whole program: inline, so it runs the same from src (tsx, vitest) and from dist. */
@@ -58,15 +59,15 @@ export class OffThreadSha256 {
     // it owes an answer it must, or a process waiting on nothing else could exit mid-hash.
     this.worker.unref();
     this.worker.on('message', (msg: WorkerReply) => this.onMessage(msg));
-    this.worker.on('error', (err) => this.fail(err instanceof Error ? err : new Error(String(err))));
+    this.worker.on('error', (err) => this.fail(asError(err)));
     this.worker.on('exit', (code) => {
-      if (!this.closed) this.fail(new Error(`sha256 worker exited with code ${code}`));
+      if (!this.closed) this.fail(new EtcdbrError('E_FAILED', `sha256 worker exited with code ${code}`));
     });
   }
 
   /** Adds bytes; resolves once they are staged and the worker is not too far behind. */
   async update(data: Uint8Array): Promise<void> {
-    if (this.closed) throw new Error('sha256 worker: update after close');
+    if (this.closed) throw new EtcdbrError('E_INTERNAL', 'sha256 worker: update after close');
     let offset = 0;
     while (offset < data.length) {
       if (this.failure) throw this.failure;
@@ -80,7 +81,7 @@ export class OffThreadSha256 {
 
   /** The sha256 of everything passed to `update`; the hasher is closed afterwards. */
   async digest(): Promise<Buffer> {
-    if (this.closed) throw new Error('sha256 worker: digest after close');
+    if (this.closed) throw new EtcdbrError('E_INTERNAL', 'sha256 worker: digest after close');
     if (this.staged > 0) await this.send();
     if (this.failure) throw this.failure;
     const result = new Promise<Buffer>((resolve, reject) => {

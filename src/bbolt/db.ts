@@ -6,6 +6,7 @@
  * reader that never writes does not need one. Reading while etcd writes is unsafe the same way it is for
  * bbolt's read-only mode without the lock: callers check for a running etcd first.
  */
+import { CodedError } from '../errors.js';
 import { open } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import {
@@ -33,7 +34,7 @@ export type BoltErrorCode =
   /** A bucket the caller requires is absent. */
   | 'E_BOLT_NO_BUCKET';
 
-export class BoltError extends Error {
+export class BoltError extends CodedError {
   override readonly name = 'BoltError';
   constructor(
     readonly code: BoltErrorCode,

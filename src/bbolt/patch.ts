@@ -17,6 +17,7 @@
  * `auth enable` itself may have that entry above the backend's consistent index, and etcd re-applies it
  * at start, over the flag.
  */
+import { CodedError } from '../errors.js';
 import { open } from 'node:fs/promises';
 import { BoltDB, BoltError, bucketFromValue, element, isLeaf } from './db.js';
 import type { Bucket, Page } from './db.js';
@@ -26,7 +27,8 @@ import { findFlockHolder } from './lock.js';
 const AUTH_BUCKET = Buffer.from('auth');
 const AUTH_ENABLED_KEY = Buffer.from('authEnabled');
 
-export class BoltPatchError extends Error {
+export class BoltPatchError extends CodedError {
+  readonly code = 'E_BOLT_PATCH';
   override readonly name = 'BoltPatchError';
 }
 

@@ -10,6 +10,7 @@
  * then the buckets' pages, then the tree of top-level buckets. Empty buckets are written inline, as bbolt
  * writes a fresh bucket. The file is fsynced before `finish` resolves; the caller renames it into place.
  */
+import { CodedError } from '../errors.js';
 import { open, type FileHandle } from 'node:fs/promises';
 import {
   BUCKET_HEADER_SIZE,
@@ -26,7 +27,7 @@ import {
   fnv64a,
 } from './format.js';
 
-export class BoltWriteError extends Error {
+export class BoltWriteError extends CodedError {
   override readonly name = 'BoltWriteError';
   readonly code = 'E_BOLT_WRITE';
 }

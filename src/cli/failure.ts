@@ -8,6 +8,7 @@
  * Exit codes: every failure exits 1, as upstream does (cobra and logrus' Fatal), so scripts and Kubernetes
  * Jobs see what they saw before; the table keeps the exit code per rule so that a distinction is one edit.
  */
+import { errorCode } from '../errors.js';
 import { ETCD_UNREACHABLE_CODES, isEtcdError } from '../etcd/errors.js';
 import type { Logger } from '../log.js';
 import type { CliIO } from '../config/context.js';
@@ -40,6 +41,8 @@ export const FAILURE_RULES: Readonly<Record<string, FailureRule>> = {
   EPERM: { exitCode: 1, hint: 'check the permissions of that path for the user this runs as' },
   ENOSPC: { exitCode: 1, hint: 'free space on that file system' },
   EROFS: { exitCode: 1, hint: 'that file system is read-only: use a writable path' },
+  // src/errors.ts: a broken invariant of ours
+  E_INTERNAL: { exitCode: 1, hint: 'this is a bug in etcdbrctl: please report it with the output of the same command at --log-level=5' },
 };
 
 /** The etcd client library's errors carry no code; these classes mean that etcd could not be reached or did not answer. */
@@ -76,11 +79,6 @@ export function reportFailure(io: CliIO, logger: Logger, command: string, err: u
   const report = describeFailure(err);
   io.stderr.write(`${report.line}\n`);
   return report.exitCode;
-}
-
-function errorCode(err: unknown): string | undefined {
-  const code = err !== null && typeof err === 'object' ? (err as { code?: unknown }).code : undefined;
-  return typeof code === 'string' ? code : undefined;
 }
 
 /** Library messages may span lines (gRPC, aggregated errors); the operator gets one, without trailing blanks. */

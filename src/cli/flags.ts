@@ -11,6 +11,7 @@
  *
  * Error messages are pflag's (`unknown flag: --x`, `invalid argument "abc" for "-m, --max-backups" flag: ...`).
  */
+import { CodedError, EtcdbrError } from '../errors.js';
 import type { ValueType } from '../config/schema.js';
 import {
   formatGoDuration,
@@ -35,7 +36,8 @@ export interface FlagSpec {
 }
 
 /** A command-line problem: unknown flag, bad value, missing argument. Exit code 1, like cobra. */
-export class FlagError extends Error {
+export class FlagError extends CodedError {
+  readonly code = 'E_INVALID_FLAG';
   override readonly name = 'FlagError';
 }
 
@@ -86,12 +88,12 @@ export class FlagSet {
 
   /** Registers a flag; a duplicate name or shorthand is a programming error. */
   add(spec: FlagSpec): void {
-    if (this.byName.has(spec.name)) throw new Error(`flag redefined: ${spec.name}`);
+    if (this.byName.has(spec.name)) throw new EtcdbrError('E_INTERNAL', `flag redefined: ${spec.name}`);
     if (spec.shorthand !== undefined) {
-      if (spec.shorthand.length !== 1) throw new Error(`shorthand ${JSON.stringify(spec.shorthand)} of --${spec.name} is not one character`);
+      if (spec.shorthand.length !== 1) throw new EtcdbrError('E_INTERNAL', `shorthand ${JSON.stringify(spec.shorthand)} of --${spec.name} is not one character`);
       const other = this.byShorthand.get(spec.shorthand);
       if (other !== undefined) {
-        throw new Error(`unable to redefine ${JSON.stringify(spec.shorthand)} shorthand of --${spec.name}: used by --${other.name}`);
+        throw new EtcdbrError('E_INTERNAL', `unable to redefine ${JSON.stringify(spec.shorthand)} shorthand of --${spec.name}: used by --${other.name}`);
       }
       this.byShorthand.set(spec.shorthand, spec);
     }

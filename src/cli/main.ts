@@ -6,6 +6,7 @@
  * Exit codes: 0 success or help; 1 bad usage, invalid configuration or a failed command (as cobra and
  * upstream's Fatalf). A failure is one line on stderr (see failure.ts); its stack only at debug level.
  */
+import { EtcdbrError } from '../errors.js';
 import os from 'node:os';
 import type { StoreConfig } from '@etcdbrctl/snapstore';
 import { buildCommandConfig } from '../config/build.js';
@@ -14,11 +15,10 @@ import { readConfigFile } from '../config/file.js';
 import { ConfigError } from '../config/schema.js';
 import { buildStoreConfig } from '../config/store.js';
 import type { StoreRole } from '../config/store.js';
-import type { CommandConfigs, CommandName, SnapstoreConfig } from '../config/types.js';
+import type { CommandConfigs, CommandName, EncryptionConfig, SnapstoreConfig } from '../config/types.js';
 import { parseGoBool } from '../config/values.js';
 import { createLogger } from '../log.js';
 import { textLogDestination } from '../log-text.js';
-import type { Logger } from '../log.js';
 import { formatVersionInfo, versionInfo } from '../version.js';
 import type { CliIO, CommandContext, Env } from '../config/context.js';
 import { podEnvironment } from '../config/pod-environment.js';
@@ -198,7 +198,9 @@ async function runCommand<N extends CommandName>(
     const flags = roles.get(role);
     // A store the command only reads gets no scratch directory either: reading creates nothing.
     const createTempDir = !readsOnly(name, role);
-    return flags === undefined ? undefined : buildStoreConfig(flags, { role, env, homeDir, logger, createTempDir });
+    if (flags === undefined) return undefined;
+    const encryption = (config as { encryptionConfig?: EncryptionConfig }).encryptionConfig;
+    return buildStoreConfig(flags, { role, env, homeDir, logger, createTempDir, ...(encryption ? { encryption } : {}) });
   };
   const stores: CommandContext['stores'] = {};
   try {
@@ -262,7 +264,7 @@ export async function runFromProcess(): Promise<void> {
     const action = stops.receive(Date.now());
     const line = signalLogLine(action, sig, stops.windowMs);
     signalLogger[line.level](line.msg);
-    if (action === 'shutdown') ac.abort(new Error(`received ${sig}`));
+    if (action === 'shutdown') ac.abort(new EtcdbrError('E_STOPPED', `received ${sig}`));
     // stderr is synchronous for files and pipes on Linux: the line above is out before the exit.
     else if (action === 'force') process.exit(1);
   };

@@ -1,3 +1,4 @@
+import { CodedError, EtcdbrError } from '../errors.js';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { EtcdConnectionConfig } from '../config/types.js';
@@ -110,7 +111,7 @@ export class EndpointClients {
 }
 
 /** An on-demand maintenance operation asked for while one of its kind runs. */
-export class MaintenanceBusyError extends Error {
+export class MaintenanceBusyError extends CodedError {
   override readonly name = 'MaintenanceBusyError';
   readonly code = 'E_MAINTENANCE_BUSY';
 }
@@ -349,7 +350,7 @@ export class DefragRunner {
     const started = performance.now();
     const seconds = () => (performance.now() - started) / 1000;
     try {
-      if (signal.aborted) throw new Error('stopped');
+      if (signal.aborted) throw new EtcdbrError('E_STOPPED', 'stopped');
       // On shutdown the call is cancelled, so a pending defragmentation (minutes on a large database) does not
       // keep the process alive; etcd finishes the defragmentation anyway.
       await c.defragment({ timeoutMs: defragTimeoutMs, signal });
@@ -358,7 +359,7 @@ export class DefragRunner {
       logger.error({ ...fields, err }, 'defragmentation of etcd member failed');
       // Cancelled at shutdown: etcd finishes on its own, the outcome is unknown here.
       if (!signal.aborted) tell(false, `Defragmentation failed: ${err instanceof Error ? err.message : String(err)}`);
-      throw new Error(`defragmentation of ${probe.member.name || endpoint} failed: ${err instanceof Error ? err.message : String(err)}`, {
+      throw new EtcdbrError('E_FAILED', `defragmentation of ${probe.member.name || endpoint} failed: ${err instanceof Error ? err.message : String(err)}`, {
         cause: err,
       });
     }

@@ -1,3 +1,4 @@
+import { EtcdbrError } from '../errors.js';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { EtcdClient } from '../etcd/etcd-client.js';
@@ -84,7 +85,7 @@ export class LeadershipWatcher {
     let status: EtcdMemberStatus;
     try {
       status = await memberStatus(this.client, this.opts.timeoutMs);
-      if (status.leaderId === '0') throw new Error('no etcd leader');
+      if (status.leaderId === '0') throw new EtcdbrError('E_UNAVAILABLE', 'no etcd leader');
     } catch (err) {
       if (this.state !== 'Unknown') this.logger.warn({ err }, 'cannot determine the etcd leader');
       if (this.state === 'Leader') this.callbacks.onStoppedLeading('unreachable');

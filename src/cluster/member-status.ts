@@ -6,6 +6,7 @@
  * Field names and shapes are the DEP-04 API block's. Where the seed is silent or contradicts itself, the
  * choices are written next to the type (and in the README's differences).
  */
+import { EtcdbrError } from '../errors.js';
 import type { Snapshot } from '@etcdbrctl/snapstore';
 import type { BootstrapDecision } from '../initializer/bootstrap.js';
 import type { InitializationOutcome, InitializationProgress } from '../initializer/initializer.js';
@@ -566,7 +567,7 @@ const BINARY_SUFFIXES = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'] as const;
  * stays `1536`).
  */
 export function formatQuantity(bytes: number): string {
-  if (!Number.isSafeInteger(bytes) || bytes < 0) throw new RangeError(`byte count ${bytes} is not a non-negative integer`);
+  if (!Number.isSafeInteger(bytes) || bytes < 0) throw new EtcdbrError('E_INTERNAL', `byte count ${bytes} is not a non-negative integer`);
   if (bytes < 1024) return String(bytes);
   let n = bytes;
   let i = 0;

@@ -5,6 +5,7 @@
  * would otherwise keep refusing calls for seconds after the "unhealthy cluster" answers a fresh cluster
  * gives, and a learner endpoint must be skipped (learners serve no member RPCs).
  */
+import { EtcdbrError } from '../errors.js';
 import { systemClock, type Clock } from '../clock.js';
 import type { EtcdClientOptions } from '../etcd/client.js';
 import { createEtcdClient } from '../etcd/client.js';
@@ -88,7 +89,7 @@ export function memberOpEndpoints(serviceEndpoints: readonly string[], template:
   else add(value);
   const unique = [...new Set(urls)];
   if (unique.length === 0) {
-    throw new Error('failed to get etcd endpoints from config file: set --service-endpoints or advertise-client-urls in the etcd config');
+    throw new EtcdbrError('E_INVALID_INPUT', 'failed to get etcd endpoints from config file: set --service-endpoints or advertise-client-urls in the etcd config');
   }
   return unique;
 }
@@ -127,7 +128,7 @@ export class MemberControl {
   private readonly timeoutMs: number;
 
   constructor(private readonly opts: MemberControlOptions) {
-    if (opts.endpoints.length === 0) throw new Error('member operations need at least one etcd endpoint');
+    if (opts.endpoints.length === 0) throw new EtcdbrError('E_INVALID_INPUT', 'member operations need at least one etcd endpoint');
     this.clock = opts.clock ?? systemClock;
     this.timeoutMs = opts.timeoutMs ?? MEMBER_OP_TIMEOUT_MS;
   }
@@ -166,7 +167,7 @@ export class MemberControl {
         errors.push(`${ep}: ${(err as Error).message}`);
       }
     }
-    throw new Error(`${what} failed on every endpoint (${errors.join('; ')})`, { cause: last });
+    throw new EtcdbrError('E_UNAVAILABLE', `${what} failed on every endpoint (${errors.join('; ')})`, { cause: last });
   }
 
   /** The member list as any reachable member sees it (etcd 3.4 serves it without quorum). */
@@ -263,7 +264,8 @@ export class MemberControl {
       }
       if (attempt < policy.attempts) await this.clock.sleep(retryDelay(policy, attempt), opts.signal);
     }
-    throw new Error(
+    throw new EtcdbrError(
+      'E_FAILED',
       `could not add member ${memberName} (${peerUrls.join(',')}) as a learner after ${policy.attempts} attempts: ${(last as Error)?.message ?? 'unknown error'}`,
       { cause: last },
     );
@@ -292,7 +294,7 @@ export class MemberControl {
       }
       if (attempt < policy.attempts) await this.clock.sleep(retryDelay(policy, attempt), signal);
     }
-    throw new Error(`unable to remove member ${memberId} from the etcd cluster: ${(last as Error)?.message ?? 'unknown error'}`, { cause: last });
+    throw new EtcdbrError('E_FAILED', `unable to remove member ${memberId} from the etcd cluster: ${(last as Error)?.message ?? 'unknown error'}`, { cause: last });
   }
 
   /** Removes the member with this name (upstream RemoveMember); false when there is none. */

@@ -4,6 +4,7 @@
  * each time), the member operations over the service endpoints, the initializer's multi-node options, the
  * cluster view `/config` renders from, and learner promotion.
  */
+import { EtcdbrError } from '../errors.js';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { EtcdConnectionConfig } from '../config/types.js';
@@ -90,7 +91,7 @@ export class MultiNode {
     const cluster = parseInitialCluster(template['initial-cluster']);
     if (cluster.length <= 1) return undefined;
     const podName = this.opts.pod.podName ?? '';
-    if (podName === '') throw new Error('POD_NAME is not set: a member of a multi-node cluster cannot tell which member it is');
+    if (podName === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAME is not set: a member of a multi-node cluster cannot tell which member it is');
     const name = memberName(template, podName);
     const peerUrls = memberUrls(template, 'initial-advertise-peer-urls', name, podName);
     const inInitialCluster = cluster.some(([n]) => n === name);

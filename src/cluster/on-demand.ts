@@ -5,6 +5,7 @@
  * time; the last outcome of each is kept for `GET`. Durations and outcomes go to
  * `etcdbr_maintenance_duration_seconds`.
  */
+import { CodedError, EtcdbrError } from '../errors.js';
 import type { Clock } from '../clock.js';
 import type { EtcdClient } from '../etcd/etcd-client.js';
 import type { Logger } from '@etcdbrctl/snapstore';
@@ -24,7 +25,7 @@ export interface MaintenanceOutcome {
   revision?: number;
 }
 
-export class MaintenanceRequestError extends Error {
+export class MaintenanceRequestError extends CodedError {
   override readonly name = 'MaintenanceRequestError';
   readonly code = 'E_MAINTENANCE_REQUEST';
 }
@@ -59,7 +60,7 @@ export class OnDemandMaintenance {
     return this.run('defrag', async () => {
       const r = await this.deps.defragNow(signal);
       if (r.outcome === 'done') return { detail: `defragmented ${r.order.map((m) => m.name || m.id).join(', ')} (in this order)` };
-      throw new Error(r.outcome === 'postponed' ? `postponed: ${r.reason}` : r.reason);
+      throw r.outcome === 'postponed' ? new EtcdbrError('E_CONFLICT', `postponed: ${r.reason}`) : new EtcdbrError('E_FAILED', r.reason);
     });
   }
 

@@ -1,3 +1,4 @@
+import { EtcdbrError } from '../errors.js';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { Logger } from '@etcdbrctl/snapstore';
@@ -81,7 +82,7 @@ export async function updatePeerUrlsIfChanged(opts: PeerUrlUpdateOptions): Promi
   // The member that answered is the one --endpoints[0] points at; it must be the one of that name, or we
   // would give another member our URLs.
   if (list.memberId !== me.id) {
-    throw new Error(`the etcd member answering at the first endpoint (${list.memberId}) is not ${memberName} (${me.id}); not updating peer URLs`);
+    throw new EtcdbrError('E_CONFLICT', `the etcd member answering at the first endpoint (${list.memberId}) is not ${memberName} (${me.id}); not updating peer URLs`);
   }
   logger.info({ member: memberName, from: me.peerUrls, to: opts.configPeerUrls }, 'peer URLs changed: updating the etcd member');
   const attempts = opts.retry?.attempts ?? 5;
@@ -91,7 +92,7 @@ export async function updatePeerUrlsIfChanged(opts: PeerUrlUpdateOptions): Promi
       await client.memberUpdate(me.id, opts.configPeerUrls, { timeoutMs: opts.timeoutMs });
       break;
     } catch (err) {
-      if (i >= attempts) throw new Error(`updating the peer URLs of ${memberName} failed: ${(err as Error).message}`, { cause: err });
+      if (i >= attempts) throw new EtcdbrError('E_FAILED', `updating the peer URLs of ${memberName} failed: ${(err as Error).message}`, { cause: err });
       logger.warn({ err, attempt: i }, 'updating the peer URLs failed; retrying');
       await opts.clock.sleep(delay, opts.signal);
       delay *= 2;
@@ -116,14 +117,14 @@ export function postWrapperStop(url: string, ca: Buffer | undefined, timeoutMs: 
       u.protocol === 'https:'
         ? httpsRequest(u, { ...options, ...(ca ? { ca } : {}) })
         : httpRequest(u, options);
-    req.on('timeout', () => req.destroy(new Error(`no answer from ${url} within ${timeoutMs} ms`)));
-    req.on('error', (err) => reject(new Error(`asking etcd-wrapper to restart etcd (${url}) failed: ${err.message}`, { cause: err })));
+    req.on('timeout', () => req.destroy(new EtcdbrError('E_UNAVAILABLE', `no answer from ${url} within ${timeoutMs} ms`)));
+    req.on('error', (err) => reject(new EtcdbrError('E_UNAVAILABLE', `asking etcd-wrapper to restart etcd (${url}) failed: ${err.message}`, { cause: err })));
     req.on('response', (res) => {
       res.resume();
       res.on('end', () => {
         const code = res.statusCode ?? 0;
         if (code >= 200 && code < 300) resolve();
-        else reject(new Error(`etcd-wrapper answered ${code} to POST ${url}`));
+        else reject(new EtcdbrError('E_FAILED', `etcd-wrapper answered ${code} to POST ${url}`));
       });
     });
     req.end();

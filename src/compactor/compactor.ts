@@ -6,11 +6,12 @@
  * and the snapshot is newer, it sorts after that delta and becomes the base of the next restore. Nothing in
  * the store is modified or deleted (garbage collection does that).
  */
+import { EtcdbrError } from '../errors.js';
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { access, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { latestSet, newSnapshot, policyForSuffix, suffixForPolicy, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import { encryptsNewSnapshots, latestSet, newSnapshot, policyForSuffix, SnapStoreError, suffixForPolicy, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { CompactorConfig, RestorationConfig } from '../config/types.js';
 import type { EtcdBinaries } from '../etcd/binaries.js';
@@ -81,6 +82,15 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
   const latest = latestSet(listing);
   const suffixSource = latest.deltas.at(-1) ?? base;
   const compression = policyForSuffix(suffixSource.compressionSuffix);
+  // A compacted snapshot holds everything its inputs hold: storing encrypted inputs as a plain object
+  // would quietly undo their encryption.
+  const encryptedInput = [base, ...plan.deltas].find((s) => s.isEncrypted === true);
+  if (encryptedInput !== undefined && !encryptsNewSnapshots(store)) {
+    throw new SnapStoreError(
+      'E_CONFIG',
+      `${encryptedInput.snapName} is encrypted: give --encryption-recipients-file so that the compacted snapshot is encrypted too`,
+    );
+  }
   const leases = deps.leases ? await deps.leases() : undefined;
   const binaries = typeof deps.binaries === 'function' ? await deps.binaries() : deps.binaries;
 
@@ -109,7 +119,7 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
       ...(signal ? { signal } : {}),
     });
     etcd = restored.etcd;
-    if (!etcd) throw new Error('restore for compaction did not hand over its local etcd');
+    if (!etcd) throw new EtcdbrError('E_INTERNAL', 'restore for compaction did not hand over its local etcd');
     const restoreMs = Date.now() - started;
     logger.info({ revision: restored.revision, deltasApplied: restored.deltasApplied, ms: restoreMs }, 'Restoration for compaction is over');
 
@@ -141,6 +151,7 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
         createdOn: clock.now(),
         compressionSuffix: suffixForPolicy(compression),
         isFinal: base.isFinal,
+        encrypted: encryptsNewSnapshots(store),
       });
       const timeout = AbortSignal.timeout(cc.snapshotTimeout);
       await saveVerifiedFullSnapshot(store, snapshot, withSha256Trailer(backendPath(partDir)), compression, signal ? AbortSignal.any([signal, timeout]) : timeout);
@@ -198,7 +209,7 @@ async function compactAt(client: EtcdClient, revision: number, timeoutMs: number
       logger.info({ revision }, 'The restored etcd is already compacted at its head revision');
       return;
     }
-    throw new Error(`failed to compact: ${(err as Error)?.message ?? String(err)}`, { cause: err });
+    throw new EtcdbrError('E_FAILED', `failed to compact: ${(err as Error)?.message ?? String(err)}`, { cause: err });
   }
 }
 

@@ -2,6 +2,7 @@
  * Builds a subcommand's typed config: defaults, then the config file (server only), then the flags given
  * on the command line, then completion and validation. Pure apart from what the caller passes in.
  */
+import { EtcdbrError } from '../errors.js';
 import type { CommandSpec, GroupUse } from './commands.js';
 import { COMMAND_SPECS } from './commands.js';
 import { applyConfigDocument } from './file.js';
@@ -25,7 +26,7 @@ export function flagBindings(spec: CommandSpec): Map<string, FlagBinding> {
     const defaults = u.group.defaults() as Record<string, unknown>;
     for (const [key, field] of Object.entries(u.group.fields) as Array<[string, FieldDef]>) {
       if (field.flag === undefined) continue;
-      if (out.has(field.flag)) throw new Error(`command ${spec.name}: flag --${field.flag} defined twice`);
+      if (out.has(field.flag)) throw new EtcdbrError('E_INTERNAL', `command ${spec.name}: flag --${field.flag} defined twice`);
       out.set(field.flag, { use: u, key, field, defaultValue: defaults[key] });
     }
   }
@@ -85,7 +86,7 @@ export function buildCommandConfig<N extends CommandName>(name: N, input: BuildI
 
   for (const [flag, value] of input.flags) {
     const b = bindings.get(flag);
-    if (b === undefined) throw new Error(`command ${name}: no binding for flag --${flag}`);
+    if (b === undefined) throw new EtcdbrError('E_INTERNAL', `command ${name}: no binding for flag --${flag}`);
     targetOf(cfg, b.use.path)[b.key] = clone(value);
   }
 

@@ -5,6 +5,7 @@
 import { exponentialBackoffGroup } from './groups/backoff.js';
 import { compactorGroup } from './groups/compactor.js';
 import { compressionGroup } from './groups/compression.js';
+import { encryptionGroup } from './groups/encryption.js';
 import { copierGroup } from './groups/copier.js';
 import { etcdConnectionGroup } from './groups/etcd-connection.js';
 import { healthGroup } from './groups/health.js';
@@ -71,6 +72,7 @@ const secondarySyncEnabled = (cfg: Record<string, unknown>): boolean =>
 
 const common = use(commonGroup);
 const primaryStore = use(snapstoreGroup(''), ['snapstoreConfig']);
+const encryption = use(encryptionGroup, ['encryptionConfig']);
 
 /**
  * Upstream `SnapstoreConfig.MergeWith(destination)` for the copy source: an empty provider or temp dir
@@ -101,6 +103,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       use(httpServerGroup, ['serverConfig']),
       use(snapshotterGroup, ['snapshotterConfig']),
       primaryStore,
+      encryption,
       use(secondarySyncGroup, ['secondarySnapstoreConfig']),
       use(
         snapstoreGroup('secondary-'),
@@ -135,6 +138,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       common,
       use(etcdConnectionGroup, ['etcdConnectionConfig']),
       primaryStore,
+      encryption,
       use(snapshotterGroup, ['snapshotterConfig']),
       use(compressionGroup, ['compressionConfig']),
       use(exponentialBackoffGroup, ['exponentialBackoffConfig']),
@@ -146,7 +150,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
     short: 'restore an etcd data directory from the latest snapshots in the store',
     long: 'Restores the newest full snapshot and the delta snapshots after it into --data-dir (which must not exist or be empty).',
     configFile: false,
-    uses: [common, use(restorationGroup, ['restorationConfig']), primaryStore, use(restoreTargetGroup)],
+    uses: [common, use(restorationGroup, ['restorationConfig']), primaryStore, encryption, use(restoreTargetGroup)],
   },
   initialize: {
     name: 'initialize',
@@ -158,6 +162,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       use(validationModeGroup),
       use(restorationGroup, ['restorationConfig']),
       primaryStore,
+      encryption,
       use(etcdConnectionGroup, ['etcdConnectionConfig']),
     ],
   },
@@ -166,7 +171,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
     short: 'fold the latest full and delta snapshots into one new full snapshot',
     long: 'Restores the latest snapshots into a temporary etcd, compacts (and defragments) it, and stores a new full snapshot.',
     configFile: false,
-    uses: [common, use(restorationGroup, ['restorationConfig']), primaryStore, use(compactorGroup, ['compactorConfig'])],
+    uses: [common, use(restorationGroup, ['restorationConfig']), primaryStore, encryption, use(compactorGroup, ['compactorConfig'])],
   },
   copy: {
     name: 'copy',
@@ -180,6 +185,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       use(copierGroup, ['copierConfig']),
       use(snapstoreGroup('source-'), ['sourceSnapstoreConfig']),
       primaryStore,
+      encryption,
     ],
     complete(cfg: CopyCommandConfig) {
       cfg.sourceSnapstoreConfig = mergeSourceWithDestination(cfg.sourceSnapstoreConfig, cfg.snapstoreConfig);
@@ -194,7 +200,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
     short: 'list the snapshots in a store (not in etcd-backup-restore)',
     long: 'Lists every snapshot in the store (v1 and v2 layouts): kind, revisions, creation time, size, compression, final, chunk and key.',
     configFile: false,
-    uses: [common, primaryStore, use(lsOutputGroup)],
+    uses: [common, primaryStore, encryption, use(lsOutputGroup)],
   },
   verify: {
     name: 'verify',
@@ -204,7 +210,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       'sha256 trailers, the full snapshot\'s bbolt structure and revision, every delta event and the revision continuity.\n' +
       'Exit code 0: the newest chain restores; 3: a backup is broken (the first broken object is named).',
     configFile: false,
-    uses: [common, primaryStore, use(verifyOptionsGroup)],
+    uses: [common, primaryStore, encryption, use(verifyOptionsGroup)],
   },
 };
 

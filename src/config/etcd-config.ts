@@ -1,5 +1,6 @@
+import { CodedError } from '../errors.js';
 import { readFile } from 'node:fs/promises';
-import { isMap, isScalar, LineCounter, parseDocument } from 'yaml';
+import { yaml } from './yaml.js';
 
 /** Upstream's default location of the etcd config template (the ConfigMap mount). */
 export const DEFAULT_ETCD_CONFIG_PATH = '/var/etcd/config/etcd.conf.yaml';
@@ -25,6 +26,7 @@ export async function readEtcdConfigTemplate(path: string): Promise<EtcdConfigTe
   } catch (err) {
     throw new EtcdConfigError(`cannot read the etcd config file ${path}: ${(err as Error).message}`, { cause: err });
   }
+  const { isMap, isScalar, LineCounter, parseDocument } = yaml();
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter });
   const [yamlError] = doc.errors;
@@ -93,7 +95,7 @@ export function memberUrls(template: EtcdConfigTemplate, key: string, member: st
 }
 
 /** A malformed etcd config file: names the file or the key and what is accepted there. */
-export class EtcdConfigError extends Error {
+export class EtcdConfigError extends CodedError {
   override readonly name = 'EtcdConfigError';
   readonly code = 'E_ETCD_CONFIG';
 }

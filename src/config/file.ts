@@ -6,7 +6,7 @@
  * Durations are Go duration strings, or numbers of nanoseconds (upstream's `wrappers.Duration`).
  */
 import { readFile } from 'node:fs/promises';
-import { parseDocument } from 'yaml';
+import { yaml } from './yaml.js';
 import type { GroupUse } from './commands.js';
 import type { FieldDef } from './schema.js';
 import { ConfigError } from './schema.js';
@@ -25,7 +25,7 @@ export async function readConfigFile(path: string): Promise<unknown> {
 }
 
 export function parseConfigText(text: string, path: string): unknown {
-  const doc = parseDocument(text, { prettyErrors: false });
+  const doc = yaml().parseDocument(text, { prettyErrors: false });
   if (doc.errors.length > 0) {
     throw new ConfigError(doc.errors.map((e) => `--config-file ${path}: invalid YAML: ${e.message}`));
   }
@@ -54,33 +54,33 @@ function convertFileValue(field: FieldDef, value: unknown): unknown {
   const expected = (what: string): string => `expected ${what}, got ${kind} ${JSON.stringify(value)}`;
   switch (field.type) {
     case 'string':
-      if (typeof value !== 'string') throw new Error(expected('a string'));
+      if (typeof value !== 'string') throw new ValueError(expected('a string'));
       return value;
     case 'bool':
-      if (typeof value !== 'boolean') throw new Error(expected('true or false'));
+      if (typeof value !== 'boolean') throw new ValueError(expected('true or false'));
       return value;
     case 'uint':
     case 'uint32':
     case 'int':
     case 'int64': {
-      if (typeof value !== 'number' || !Number.isInteger(value)) throw new Error(expected('an integer'));
+      if (typeof value !== 'number' || !Number.isInteger(value)) throw new ValueError(expected('an integer'));
       const unsigned = field.type === 'uint' || field.type === 'uint32';
-      if (unsigned && value < 0) throw new Error(`expected an unsigned integer, got ${value}`);
+      if (unsigned && value < 0) throw new ValueError(`expected an unsigned integer, got ${value}`);
       const max = field.type === 'uint32' ? 0xffff_ffff : Number.MAX_SAFE_INTEGER;
-      if (Math.abs(value) > max) throw new Error(`value ${value} out of range`);
+      if (Math.abs(value) > max) throw new ValueError(`value ${value} out of range`);
       return value;
     }
     case 'duration':
       if (typeof value === 'number' && Number.isFinite(value)) return value / 1e6;
-      if (typeof value !== 'string') throw new Error(expected('a duration such as "30s"'));
+      if (typeof value !== 'string') throw new ValueError(expected('a duration such as "30s"'));
       try {
         return parseGoDuration(value);
       } catch (err) {
-        throw new Error(err instanceof ValueError ? err.message : String(err));
+        throw err instanceof ValueError ? err : new ValueError(String(err));
       }
     case 'stringSlice':
     case 'stringArray':
-      if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) throw new Error(expected('a list of strings'));
+      if (!Array.isArray(value) || !value.every((v) => typeof v === 'string')) throw new ValueError(expected('a list of strings'));
       return [...(value as string[])];
   }
 }

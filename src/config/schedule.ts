@@ -1,3 +1,4 @@
+import { CodedError, EtcdbrError } from '../errors.js';
 import {
   CronDayOfMonth,
   CronDayOfWeek,
@@ -33,7 +34,8 @@ export function isZeroTime(d: Date): boolean {
   return d.getTime() === GO_ZERO_TIME_MS;
 }
 
-export class CronScheduleError extends Error {
+export class CronScheduleError extends CodedError {
+  readonly code = 'E_INVALID_SCHEDULE';
   constructor(
     readonly spec: string,
     message: string,
@@ -104,7 +106,7 @@ export class CronSchedule {
    */
   next(after: Date): Date {
     const t = after.getTime();
-    if (Number.isNaN(t)) throw new RangeError('CronSchedule.next: invalid date');
+    if (Number.isNaN(t)) throw new EtcdbrError('E_INTERNAL', 'CronSchedule.next: invalid date');
     switch (this.plan.kind) {
       case 'never':
         return new Date(GO_ZERO_TIME_MS);

@@ -3,6 +3,7 @@
  * flag (name, shorthand, usage) and its config-file key, so flags, help, defaults and the config file
  * cannot drift apart.
  */
+import { CodedError } from '../errors.js';
 
 /** Value types, named after pflag's. Durations are milliseconds; every number is a safe integer otherwise. */
 export type ValueType =
@@ -74,7 +75,8 @@ export function defineGroup<T extends object>(group: GroupDef<T>): GroupDef<T> {
 }
 
 /** Thrown when flags or the config file hold invalid values; `problems` lists each one. */
-export class ConfigError extends Error {
+export class ConfigError extends CodedError {
+  readonly code = 'E_INVALID_CONFIG';
   override readonly name = 'ConfigError';
   constructor(readonly problems: readonly string[]) {
     super(problems.length === 1 ? (problems[0] as string) : `invalid configuration:\n  - ${problems.join('\n  - ')}`);

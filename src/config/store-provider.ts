@@ -1,3 +1,4 @@
+import { EtcdbrError } from '../errors.js';
 import {
   credentialsModifiedTime,
   openSnapStore,
@@ -39,7 +40,7 @@ export class RotatingStore {
   private async refresh(): Promise<SnapStore> {
     if (this.store && (await this.credentialsMtime(this.store.provider)) === this.seen) return this.store;
     const config = await this.opts.resolve();
-    if (!config) throw new Error('no storage provider configured');
+    if (!config) throw new EtcdbrError('E_INVALID_INPUT', 'no storage provider configured');
     const seen = await this.credentialsMtime(config.provider);
     const fresh = await openSnapStore(config);
     if (this.store) {

@@ -12,8 +12,9 @@ import {
   SnapStoreError,
 } from '@etcdbrctl/snapstore';
 import type { CredentialEnv, CredentialEnvPrefix, Logger, StoreConfig, StoreConfigBase } from '@etcdbrctl/snapstore';
+import { encryptionFiles, readEncryptionKeys } from './encryption.js';
 import { providerError } from './groups/snapstore.js';
-import type { SnapstoreConfig } from './types.js';
+import type { EncryptionConfig, SnapstoreConfig } from './types.js';
 
 /** Which of a command's stores: the primary (`--store-*`), the copy source (`--source-*`), the secondary. */
 export type StoreRole = 'primary' | 'source' | 'secondary';
@@ -37,6 +38,8 @@ export interface StoreBuildOptions {
   logger?: Logger;
   /** Create `tempDir` (0700) when missing, as upstream does; default true. */
   createTempDir?: boolean;
+  /** `--encryption-*`; the environment fills in what is not given. */
+  encryption?: EncryptionConfig;
 }
 
 /** upstream `path.Join(--store-prefix, "v2")`. */
@@ -79,6 +82,8 @@ export async function buildStoreConfig(flags: SnapstoreConfig, opts: StoreBuildO
   };
   if (flags.endpointOverride !== '') base.endpointOverride = flags.endpointOverride;
   if (opts.logger !== undefined) base.logger = opts.logger;
+  const encryption = await readEncryptionKeys(encryptionFiles(opts.encryption, opts.env, opts.role));
+  if (encryption !== undefined) base.encryption = encryption;
 
   if (provider === 'Local') {
     if (container === '') container = DEFAULT_LOCAL_CONTAINER;

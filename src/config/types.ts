@@ -87,6 +87,12 @@ export interface SecondarySnapstoreConfig {
   syncPeriod: DurationMs;
 }
 
+/** `--encryption-*` (ours): paths as given; '' / [] fall back to the environment (src/config/store.ts). */
+export interface EncryptionConfig {
+  recipientsFile: string;
+  identityFiles: string[];
+}
+
 export interface CompressionConfig {
   enabled: boolean;
   policy: CompressionPolicy;
@@ -176,6 +182,7 @@ export interface ServerConfig extends CommonConfig {
   serverConfig: HttpServerConfig;
   snapshotterConfig: SnapshotterConfig;
   snapstoreConfig: SnapstoreConfig;
+  encryptionConfig: EncryptionConfig;
   secondarySnapstoreConfig: SecondarySnapstoreConfig;
   compressionConfig: CompressionConfig;
   restorationConfig: RestorationConfig;
@@ -199,6 +206,7 @@ export interface ServerConfig extends CommonConfig {
 export interface SnapshotCommandConfig extends CommonConfig {
   etcdConnectionConfig: EtcdConnectionConfig;
   snapstoreConfig: SnapstoreConfig;
+  encryptionConfig: EncryptionConfig;
   snapshotterConfig: SnapshotterConfig;
   compressionConfig: CompressionConfig;
   exponentialBackoffConfig: ExponentialBackoffConfig;
@@ -219,18 +227,21 @@ export interface RestoreTargetConfig {
 export interface RestoreCommandConfig extends CommonConfig, RestoreTargetConfig {
   restorationConfig: RestorationConfig;
   snapstoreConfig: SnapstoreConfig;
+  encryptionConfig: EncryptionConfig;
 }
 
 export interface InitializeCommandConfig extends CommonConfig {
   validationMode: ValidationMode;
   restorationConfig: RestorationConfig;
   snapstoreConfig: SnapstoreConfig;
+  encryptionConfig: EncryptionConfig;
   etcdConnectionConfig: EtcdConnectionConfig;
 }
 
 export interface CompactCommandConfig extends CommonConfig {
   restorationConfig: RestorationConfig;
   snapstoreConfig: SnapstoreConfig;
+  encryptionConfig: EncryptionConfig;
   compactorConfig: CompactorConfig;
 }
 
@@ -243,11 +254,14 @@ export interface CopyCommandConfig extends CommonConfig {
   sourceSnapstoreConfig: SnapstoreConfig;
   /** The destination. */
   snapstoreConfig: SnapstoreConfig;
+  /** Identities read the source, recipients encrypt what is written to the destination. */
+  encryptionConfig: EncryptionConfig;
 }
 
 /** `etcdbrctl ls` (ours). */
 export interface LsCommandConfig extends CommonConfig {
   snapstoreConfig: SnapstoreConfig;
+  encryptionConfig: EncryptionConfig;
   output: OutputFormat;
   /** Include snapshots marked excluded (`x-etcd-snapshot-exclude`). */
   all: boolean;
@@ -256,6 +270,7 @@ export interface LsCommandConfig extends CommonConfig {
 /** `etcdbrctl verify` (ours): scrub the backups without restoring them. */
 export interface VerifyCommandConfig extends CommonConfig {
   snapstoreConfig: SnapstoreConfig;
+  encryptionConfig: EncryptionConfig;
   output: OutputFormat;
   /** Every chain in the store, not only the newest. */
   all: boolean;

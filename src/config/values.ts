@@ -5,8 +5,10 @@
  * Error messages copy Go's (`strconv.ParseUint: parsing "x": invalid syntax`, `time: invalid duration "x"`)
  * because pflag embeds them in its own messages and users search for them.
  */
+import { CodedError } from '../errors.js';
 
-export class ValueError extends Error {
+export class ValueError extends CodedError {
+  readonly code = 'E_INVALID_VALUE';
   override readonly name = 'ValueError';
 }
 
@@ -248,7 +250,7 @@ export function formatGoDuration(ms: number): string {
 export function parseCsvRecord(input: string): string[] {
   if (input === '') return [];
   // Go's reader skips empty lines before the first record.
-  let s = input.replace(/^(\r?\n)+/, '');
+  const s = input.replace(/^(\r?\n)+/, '');
   if (s === '') throw new ValueError('EOF');
   const fields: string[] = [];
   let pos = 0;

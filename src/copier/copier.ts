@@ -14,17 +14,30 @@
  *   ended cleanly, so an interrupted copy leaves nothing half-written and a re-run completes it.
  * - Unlike upstream, each object's integrity (the sha256 trailer of its decompressed payload) is checked on
  *   the way; a corrupt object is not committed at the destination and is reported with its name.
+ * - Encryption (ours): with encryption recipients for the destination, every object is stored encrypted
+ *   to them (`.age` added to its name); an encrypted source object is decrypted with the identities on
+ *   the way, all streamed. Without recipients, objects are copied as stored: encrypted ones stay encrypted
+ *   under their name. A snapshot counts as present at the destination encrypted or not.
  * - A failing object does not stop the others; every failure is reported at the end (upstream aggregates
  *   the errors the same way).
  */
+import { asError, CodedError, EtcdbrError } from '../errors.js';
 import { Transform, Writable, pipeline as pipelineCb, type Readable, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import {
   createDecompressStream,
+  createDecryptStream,
+  EncryptingStore,
+  encryptsNewSnapshots,
+  ENCRYPTED_SUFFIX,
   filteredBackups,
   latestFulls,
+  setEncrypted,
   setFinal,
+  SnapStoreError,
+  storedBytesStore,
   FINAL_SUFFIX,
+  type AgeIdentity,
   type Logger,
   type SnapStore,
   type Snapshot,
@@ -81,7 +94,8 @@ export interface CopyResult {
 }
 
 /** The copy ended with failed objects; `result` says what was copied nevertheless. */
-export class CopyError extends Error {
+export class CopyError extends CodedError {
+  readonly code = 'E_COPY_FAILED';
   override readonly name = 'CopyError';
   constructor(readonly result: CopyResult) {
     const n = result.failures.length;
@@ -92,9 +106,10 @@ export class CopyError extends Error {
   }
 }
 
-/** The name a snapshot is compared under: copies never carry `.final`. */
+/** The name a snapshot is compared under: copies never carry `.final`, and may be encrypted or not. */
 function baseName(name: string): string {
-  return name.endsWith(FINAL_SUFFIX) ? name.slice(0, -FINAL_SUFFIX.length) : name;
+  const unfinal = name.endsWith(FINAL_SUFFIX) ? name.slice(0, -FINAL_SUFFIX.length) : name;
+  return unfinal.endsWith(ENCRYPTED_SUFFIX) ? unfinal.slice(0, -ENCRYPTED_SUFFIX.length) : unfinal;
 }
 
 function message(err: unknown): string {
@@ -149,7 +164,7 @@ export async function copyBackups(deps: CopierDeps, config: CopierConfig): Promi
         result.copied.push(snap);
         logger.info({ snapshot: snap.snapName, bytes, ms: Date.now() - t0 }, `Successfully copied ${snap.kind} snapshot ${snap.snapName}`);
       } catch (err) {
-        const error = err instanceof Error ? err : new Error(String(err));
+        const error = asError(err);
         logger.error({ err: error, snapshot: snap.snapName }, error.message);
         result.failures.push({ snapshot: snap, error });
       } finally {
@@ -195,12 +210,15 @@ async function waitForFinalSnapshot(deps: CopierDeps, timeoutMs: number): Promis
 
 /** Streams one object from the source to the destination; returns the bytes copied. */
 async function copySnapshot(deps: CopierDeps, snap: Snapshot): Promise<number> {
-  const { source, destination, logger, signal } = deps;
+  const { destination, logger, signal } = deps;
+  // Re-encrypting reads plaintext (the source store decrypts); otherwise the stored bytes are copied as they are.
+  const reencrypt = encryptsNewSnapshots(destination);
+  const source = !reencrypt && snap.isEncrypted === true ? storedBytesStore(deps.source) : deps.source;
   let raw: Readable;
   try {
     raw = await source.fetch(snap);
   } catch (err) {
-    throw new Error(`could not fetch snapshot ${snap.snapName} from source store: ${message(err)}`, { cause: err });
+    throw new EtcdbrError('E_FAILED', `could not fetch snapshot ${snap.snapName} from source store: ${message(err)}`, { cause: err });
   }
   let sourceError: unknown;
   raw.once('error', (err) => {
@@ -209,7 +227,8 @@ async function copySnapshot(deps: CopierDeps, snap: Snapshot): Promise<number> {
   let check: IntegrityCheck | undefined;
   if (deps.verify !== false) {
     try {
-      check = new IntegrityCheck(snap);
+      // What passes is plaintext when re-encrypting, the stored bytes otherwise.
+      check = reencrypt ? new IntegrityCheck(setEncrypted(snap, false)) : new IntegrityCheck(snap, identitiesOf(deps.source));
     } catch (err) {
       // An unknown codec (written by something newer): copied as is, as upstream copies everything.
       logger.warn({ err, snapshot: snap.snapName }, 'cannot check the integrity of this snapshot; copying it unchecked');
@@ -217,22 +236,27 @@ async function copySnapshot(deps: CopierDeps, snap: Snapshot): Promise<number> {
   }
   const counter = check ?? new ByteCounter();
   // Saved under the source's prefix kind (v1 stays v1 through objectKey) and never as final.
-  const target = setFinal(snap, false);
+  const target = reencrypt ? setEncrypted(setFinal(snap, false), true) : setFinal(snap, false);
   const data = pipelineCb(raw, counter, () => {});
   try {
     await destination.save(target, data, signal ? { signal } : {});
   } catch (err) {
     if (check?.failure) {
-      throw new Error(`snapshot ${snap.snapName} in the source store is corrupt: ${check.failure.message}`, { cause: check.failure });
+      throw new EtcdbrError('E_CORRUPT', `snapshot ${snap.snapName} in the source store is corrupt: ${check.failure.message}`, { cause: check.failure });
     }
     if (sourceError !== undefined) {
-      throw new Error(`could not read snapshot ${snap.snapName} from source store: ${message(sourceError)}`, { cause: sourceError });
+      throw new EtcdbrError('E_FAILED', `could not read snapshot ${snap.snapName} from source store: ${message(sourceError)}`, { cause: sourceError });
     }
-    throw new Error(`could not save snapshot ${snap.snapName} to destination store: ${message(err)}`, { cause: err });
+    throw new EtcdbrError('E_FAILED', `could not save snapshot ${snap.snapName} to destination store: ${message(err)}`, { cause: err });
   } finally {
     if (!data.destroyed && !data.readableEnded) data.destroy();
   }
   return counter.bytes;
+}
+
+/** The identities a store decrypts with; undefined when it has none (stored bytes cannot be opened). */
+function identitiesOf(store: SnapStore): readonly AgeIdentity[] | undefined {
+  return store instanceof EncryptingStore && store.encryption.identities.length > 0 ? store.encryption.identities : undefined;
 }
 
 class ByteCounter extends Transform {
@@ -254,17 +278,21 @@ class IntegrityCheck extends ByteCounter {
   private readonly head: Writable;
   private readonly checked: Promise<void>;
 
-  constructor(snap: Snapshot) {
+  /** `identities`: to open the stored bytes of an encrypted snapshot (copied verbatim); else it cannot be checked. */
+  constructor(snap: Snapshot, identities?: readonly AgeIdentity[]) {
     super();
     const decompress = createDecompressStream(snap.compressionSuffix, snap.snapName);
     const kind = snap.kind === 'Full' ? 'full' : 'delta';
     const verifier = new PayloadVerifier(`${kind} snapshot ${snap.snapName}`, kind);
     const sink = new Writable({ write: (_chunk, _enc, cb) => cb() });
-    this.head = decompress;
-    this.checked = pipeline(decompress, verifier, sink);
+    const stored = snap.isEncrypted === true;
+    if (stored && identities === undefined) throw new SnapStoreError('E_NO_IDENTITY', `${snap.snapName} is encrypted and no identity was given to check it`);
+    const decrypt = stored ? createDecryptStream(identities ?? [], snap.snapName) : undefined;
+    this.head = decrypt ?? decompress;
+    this.checked = decrypt ? pipeline(decrypt, decompress, verifier, sink) : pipeline(decompress, verifier, sink);
     this.checked.catch((err: unknown) => {
       if (this.destroyed) return; // torn down from outside (destination failed, abort): not our finding
-      this.failure = err instanceof Error ? err : new Error(String(err));
+      this.failure = asError(err);
       this.destroy(this.failure);
     });
   }
@@ -285,7 +313,7 @@ class IntegrityCheck extends ByteCounter {
     this.head.end();
     this.checked.then(
       () => cb(),
-      (err: unknown) => cb(err instanceof Error ? err : new Error(String(err))),
+      (err: unknown) => cb(asError(err)),
     );
   }
 

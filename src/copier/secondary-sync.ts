@@ -16,6 +16,7 @@
  * - Aborting the signal (leadership lost, SIGTERM) stops both loops; copies in flight are aborted and
  *   the secondary store commits nothing partial (SnapStore.save's contract).
  */
+import { asError } from '../errors.js';
 import { isSnapStoreError, type CredentialEnv, type GcResult, type Logger, type SnapStore, type StoreConfig } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import { STORE_ENV_PREFIX } from '../config/store.js';
@@ -174,7 +175,7 @@ export class SecondarySync {
         this.log.info({}, 'secondary backup sync round interrupted; copies in flight were not committed');
         return { status: 'aborted' };
       }
-      const error = err instanceof Error ? err : new Error(String(err));
+      const error = asError(err);
       // Object names stay out of the label: a label per failed round would grow without bound.
       const label = err instanceof CopyError ? 'secondary backup sync: some snapshots could not be copied' : `secondary backup sync: ${failureLabel(error)}`;
       metrics.snapshotterFailure.labels(label).inc();

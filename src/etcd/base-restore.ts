@@ -1,3 +1,4 @@
+import { EtcdbrError } from '../errors.js';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { EtcdBinaries } from './binaries.js';
@@ -28,7 +29,8 @@ export async function restoreBaseSnapshot(opts: BaseRestoreOptions): Promise<voi
   const useEtcdutl = opts.binaries.etcdutl !== undefined && (major > 3 || (major === 3 && minor >= 5));
   const tool = useEtcdutl ? opts.binaries.etcdutl : opts.binaries.etcdctl;
   if (!tool) {
-    throw new Error(
+    throw new EtcdbrError(
+      'E_INVALID_INPUT',
       `cannot restore a snapshot: neither etcdutl nor etcdctl was found next to ${opts.binaries.etcd} or on PATH`,
     );
   }
@@ -53,6 +55,6 @@ export async function restoreBaseSnapshot(opts: BaseRestoreOptions): Promise<voi
     // etcd's own info-level JSON log lines say nothing about the failure; keep the rest.
     const lines = (e.stderr ?? '').trim().split('\n').filter((l) => !/^\{"level":"(debug|info)"/.test(l));
     const detail = lines.slice(-5).join('\n') || e.message;
-    throw new Error(`${tool} snapshot restore of ${opts.snapshotFile} into ${opts.dataDir} failed: ${detail}`, { cause: err });
+    throw new EtcdbrError('E_FAILED', `${tool} snapshot restore of ${opts.snapshotFile} into ${opts.dataDir} failed: ${detail}`, { cause: err });
   }
 }

@@ -1,3 +1,4 @@
+import { EtcdbrError } from '../errors.js';
 import { execFile } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
@@ -36,7 +37,8 @@ function which(name: string, path: string): string | undefined {
 export async function findEtcdBinaries(opts: { etcdBin?: string; path: string }): Promise<EtcdBinaries> {
   const etcd = opts.etcdBin ?? which('etcd', opts.path);
   if (!etcd || !isFile(etcd)) {
-    throw new Error(
+    throw new EtcdbrError(
+      'E_INVALID_INPUT',
       `etcd binary not found${opts.etcdBin ? ` at ${opts.etcdBin}` : ' on PATH'}: install etcd ` +
         '(Debian/Ubuntu: apt-get install etcd-server etcd-client) or set ETCD_BIN',
     );
@@ -47,7 +49,7 @@ export async function findEtcdBinaries(opts: { etcdBin?: string; path: string })
   };
   const { stdout } = await execFileAsync(etcd, ['--version']);
   const match = /etcd Version:\s*(\S+)/.exec(stdout);
-  if (!match?.[1]) throw new Error(`cannot read the version of ${etcd} from: ${stdout.trim()}`);
+  if (!match?.[1]) throw new EtcdbrError('E_FAILED', `cannot read the version of ${etcd} from: ${stdout.trim()}`);
   const result: EtcdBinaries = { etcd, version: match[1] };
   const etcdctl = near('etcdctl');
   const etcdutl = near('etcdutl');

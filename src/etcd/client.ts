@@ -1,3 +1,4 @@
+import { EtcdbrError } from '../errors.js';
 import { readFile } from 'node:fs/promises';
 import type { Etcd3, IOptions } from 'etcd3';
 import { Etcd3Client, LocalEtcd3Client, type EtcdClient, type LocalEtcdClient } from './etcd-client.js';
@@ -48,7 +49,7 @@ export const ETCD_FLOW_CONTROL_WINDOW_BYTES = 4 * 1024 * 1024;
  * username and password are set, as upstream.
  */
 export async function createEtcdClient(opts: EtcdClientOptions): Promise<EtcdClient> {
-  if (opts.endpoints.length === 0) throw new Error('no etcd endpoints configured (--endpoints)');
+  if (opts.endpoints.length === 0) throw new EtcdbrError('E_INVALID_INPUT', 'no etcd endpoints configured (--endpoints)');
   const useTls =
     opts.endpoints.some((e) => e.startsWith('https://')) ||
     Boolean(opts.caFile || opts.certFile || opts.keyFile) ||
@@ -73,7 +74,7 @@ export async function createEtcdClient(opts: EtcdClientOptions): Promise<EtcdCli
       try {
         return await readFile(file);
       } catch (err) {
-        throw new Error(`cannot read the etcd ${what} file ${file}: ${(err as Error).message}`);
+        throw new EtcdbrError('E_INVALID_INPUT', `cannot read the etcd ${what} file ${file}: ${(err as Error).message}`);
       }
     };
     const [ca, cert, key] = await Promise.all([
@@ -81,7 +82,7 @@ export async function createEtcdClient(opts: EtcdClientOptions): Promise<EtcdCli
       readOpt(opts.certFile, 'client certificate (--cert)'),
       readOpt(opts.keyFile, 'client key (--key)'),
     ]);
-    if (Boolean(cert) !== Boolean(key)) throw new Error('--cert and --key must be given together');
+    if (Boolean(cert) !== Boolean(key)) throw new EtcdbrError('E_INVALID_INPUT', '--cert and --key must be given together');
     if (ca || cert) {
       // grpc-js falls back to the default roots only for a missing CA; an empty buffer would trust nothing.
       // etcd3's type demands a buffer, but it hands the value to grpc-js createSsl unchanged.
@@ -116,11 +117,11 @@ interface PoolInternals {
 function skipServerCertificateVerification(client: Etcd3): void {
   const pool = (client as unknown as { pool?: PoolInternals }).pool;
   const creds = [...(pool?.hosts ?? []).map((h) => h.channelCredentials), pool?.authenticator?.credentials];
-  if (creds.length < 2) throw new Error('--insecure-skip-tls-verify: cannot reach the etcd client TLS settings');
+  if (creds.length < 2) throw new EtcdbrError('E_INTERNAL', '--insecure-skip-tls-verify: cannot reach the etcd client TLS settings');
   for (const c of new Set(creds)) {
     const verify = c?.verifyOptions;
     if (typeof verify !== 'object' || verify === null) {
-      throw new Error('--insecure-skip-tls-verify: the etcd client library does not expose TLS verify options');
+      throw new EtcdbrError('E_INTERNAL', '--insecure-skip-tls-verify: the etcd client library does not expose TLS verify options');
     }
     verify.rejectUnauthorized = false;
   }

@@ -3,6 +3,8 @@
  * (or, on the streams it does not wrap, grpc-js's numeric status), which would tie every caller to it; a
  * code is what the rest of the project looks at, as with KubeError and SnapStoreError.
  */
+import { CodedError } from '../errors.js';
+
 export type EtcdErrorCode =
   /** No connection to etcd, or it broke during the call. */
   | 'E_ETCD_UNAVAILABLE'
@@ -24,7 +26,7 @@ export type EtcdErrorCode =
   /** Any other refusal or failure; etcd's message says which. */
   | 'E_ETCD_REQUEST';
 
-export class EtcdError extends Error {
+export class EtcdError extends CodedError {
   override readonly name: string = 'EtcdError';
   constructor(
     readonly code: EtcdErrorCode,

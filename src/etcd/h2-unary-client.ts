@@ -18,10 +18,11 @@
  * telling success from failure; only the error's code and text are missing. No deadlines either: a call
  * waits until its stream ends or the connection fails.
  */
+import { CodedError } from '../errors.js';
 import net from 'node:net';
 
 /** A call that did not get a response message: a gRPC error (status not decoded) or a failed connection. */
-export class H2CallError extends Error {
+export class H2CallError extends CodedError {
   override readonly name = 'H2CallError';
   readonly code = 'E_ETCD_H2_CALL';
 }

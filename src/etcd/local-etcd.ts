@@ -1,3 +1,4 @@
+import { CodedError, EtcdbrError } from '../errors.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import type { EtcdBinaries } from './binaries.js';
@@ -88,7 +89,9 @@ export async function startLocalEtcd(opts: LocalEtcdOptions): Promise<LocalEtcd>
   throw lastError;
 }
 
-class PortInUseError extends Error {}
+class PortInUseError extends CodedError {
+  readonly code = 'E_PORT_IN_USE';
+}
 
 async function startOnce(opts: LocalEtcdOptions): Promise<LocalEtcd> {
   const host = opts.host ?? '127.0.0.1';
@@ -161,7 +164,7 @@ async function startOnce(opts: LocalEtcdOptions): Promise<LocalEtcd> {
     await stop(2_000);
     if (/address already in use/.test(tail)) throw new PortInUseError(tail);
     const why = err instanceof Error ? err.message : String(err);
-    throw new Error(`local etcd on ${opts.dataDir} did not start: ${why}\n--- etcd log (tail) ---\n${lastLines(tail, 20)}`);
+    throw new EtcdbrError('E_UNAVAILABLE', `local etcd on ${opts.dataDir} did not start: ${why}\n--- etcd log (tail) ---\n${lastLines(tail, 20)}`);
   }
   return handle;
 }
@@ -178,7 +181,7 @@ async function waitUntilServing(clientUrl: string, exited: Promise<number | null
     gone = true;
   });
   while (Date.now() < deadline) {
-    if (gone) throw new Error('etcd exited during start-up');
+    if (gone) throw new EtcdbrError('E_UNAVAILABLE', 'etcd exited during start-up');
     try {
       const res = await fetch(`${clientUrl}/version`, { signal: AbortSignal.timeout(1_000) });
       if (res.ok) {
@@ -190,5 +193,5 @@ async function waitUntilServing(clientUrl: string, exited: Promise<number | null
     }
     await new Promise((r) => setTimeout(r, 50));
   }
-  throw new Error(`no answer from ${clientUrl} within ${timeoutMs} ms`);
+  throw new EtcdbrError('E_UNAVAILABLE', `no answer from ${clientUrl} within ${timeoutMs} ms`);
 }

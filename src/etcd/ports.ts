@@ -1,3 +1,4 @@
+import { EtcdbrError } from '../errors.js';
 import { randomInt } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
@@ -56,7 +57,7 @@ function kernelPort(host: string): Promise<number> {
       const addr = srv.address();
       srv.close(() => {
         if (addr && typeof addr === 'object') resolve(addr.port);
-        else reject(new Error('could not determine a free port'));
+        else reject(new EtcdbrError('E_FAILED', 'could not determine a free port'));
       });
     });
   });

@@ -6,6 +6,7 @@
  * request_delete_range = 3}, PutRequest{key = 1, value = 2}, DeleteRangeRequest{key = 1},
  * TxnResponse{header = 1, succeeded = 2}, ResponseHeader{revision = 3}.
  */
+import { CodedError } from '../errors.js';
 
 /** One operation of a replayed revision, in the form etcd3's raw KV client takes too. */
 export interface ReplayOp {
@@ -13,7 +14,7 @@ export interface ReplayOp {
   request_delete_range?: { key: Buffer };
 }
 
-export class TxnWireError extends Error {
+export class TxnWireError extends CodedError {
   override readonly name = 'TxnWireError';
   readonly code = 'E_ETCD_WIRE';
 }

@@ -1,7 +1,7 @@
 import type { Etcd3, Watcher } from 'etcd3';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { nowRfc3339Nano } from '../backup/delta-format.js';
-import { EtcdError } from './errors.js';
+import { EtcdError, toEtcdError } from './errors.js';
 
 interface RawKv {
   key: Buffer;
@@ -95,7 +95,7 @@ export async function watchAllKeys(
   watcher.on('error', (err) => {
     if (failed) return;
     failed = true;
-    handlers.onError(new Error(`watch from revision ${startRevision} failed: ${err.message || err.name}`, { cause: err }));
+    handlers.onError(new EtcdError(toEtcdError(err).code, `watch from revision ${startRevision} failed: ${err.message || err.name}`));
   });
   return {
     close: async () => {

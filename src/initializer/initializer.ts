@@ -1,3 +1,4 @@
+import { CodedError, EtcdbrError } from '../errors.js';
 import { mkdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SnapStore } from '@etcdbrctl/snapstore';
@@ -54,7 +55,7 @@ export interface MultiNodeInit {
 }
 
 /** A refusal to initialize, with a stable code (bootstrap FailCode) next to the message. */
-export class InitializationError extends Error {
+export class InitializationError extends CodedError {
   constructor(
     readonly code: FailCode,
     message: string,
@@ -122,17 +123,17 @@ export async function initializeDataDir(mode: ValidationMode, opts: InitializerO
       if (opts.clusterSize <= 1) return 'valid';
       break;
     case DataDirStatus.WrongVolumeMounted:
-      throw new Error(`won't initialize ETCD because wrong ETCD volume is mounted: ${result.reason ?? ''}`.trim());
+      throw new EtcdbrError('E_CONFLICT', `won't initialize ETCD because wrong ETCD volume is mounted: ${result.reason ?? ''}`.trim());
     case DataDirStatus.FailToOpenBoltDBError:
-      throw new Error('failed to initialize since another process still holds the file lock');
+      throw new EtcdbrError('E_CONFLICT', 'failed to initialize since another process still holds the file lock');
     case DataDirStatus.DataDirectoryStatusUnknown:
-      throw new Error(`cannot tell whether the data directory ${opts.dataDir} is valid: ${result.reason ?? 'unknown error'}`);
+      throw new EtcdbrError('E_FAILED', `cannot tell whether the data directory ${opts.dataDir} is valid: ${result.reason ?? 'unknown error'}`);
     default:
       break;
   }
   if (opts.clusterSize > 1) {
     if (!opts.multiNode) {
-      throw new Error(`cluster size ${opts.clusterSize}: a multi-node member can only be initialized by the server (it needs the cluster)`);
+      throw new EtcdbrError('E_INVALID_INPUT', `cluster size ${opts.clusterSize}: a multi-node member can only be initialized by the server (it needs the cluster)`);
     }
     return initializeMultiNode(opts, opts.multiNode, result, latestRevision);
   }
@@ -235,7 +236,7 @@ async function initializeMultiNode(
     }
     case 'restore':
       // decideBootstrap restores only single-node clusters; a multi-node member never comes here.
-      throw new Error('internal error: multi-node member asked to restore from the snapstore');
+      throw new EtcdbrError('E_INTERNAL', 'multi-node member asked to restore from the snapstore');
     case 'fail':
       throw new InitializationError(decision.code, decision.reason);
   }

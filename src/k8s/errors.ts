@@ -2,6 +2,7 @@
  * Typed Kubernetes errors with stable codes. Callers branch on `code` (conflict ⇒ retry, not found ⇒ tell the
  * operator the lease must exist), never on message text. Messages name the object and what to do.
  */
+import { CodedError } from '../errors.js';
 import { ApiException } from '@kubernetes/client-node';
 
 export type KubeErrorCode =
@@ -22,7 +23,7 @@ export type KubeErrorCode =
   /** The object holds a value we cannot interpret (e.g. a non-numeric snapshot lease holder). */
   | 'E_KUBE_BAD_OBJECT';
 
-export class KubeError extends Error {
+export class KubeError extends CodedError {
   override readonly name = 'KubeError';
   constructor(
     readonly code: KubeErrorCode,

@@ -2,6 +2,7 @@
  * Lease primitives shared by the snapshot leases and the member lease: read, JSON merge patch, MicroTime,
  * request deadlines and client-go's RetryOnConflict. Leases are created by etcd-druid; we only read and patch.
  */
+import { EtcdbrError } from '../errors.js';
 import { Observable, PatchStrategy } from '@kubernetes/client-node';
 import type { ConfigurationOptions, ObservableMiddleware, RequestContext, ResponseContext, V1Lease } from '@kubernetes/client-node';
 import type { Clock } from '../clock.js';
@@ -25,7 +26,7 @@ export interface LeaseMergePatch {
  */
 export function formatMicroTime(d: Date): string {
   const iso = d.toISOString();
-  if (!iso.endsWith('Z') || iso.length !== 24) throw new RangeError(`time ${iso} cannot be written as a Kubernetes MicroTime`);
+  if (!iso.endsWith('Z') || iso.length !== 24) throw new EtcdbrError('E_INTERNAL', `time ${iso} cannot be written as a Kubernetes MicroTime`);
   return `${iso.slice(0, 23)}000Z`;
 }
 

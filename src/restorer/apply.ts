@@ -1,9 +1,11 @@
+import { CodedError } from '../errors.js';
 import { createReadStream } from 'node:fs';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { DELTA_READ_BYTES, DeltaPayloadParser } from '../backup/delta-parse.js';
 import type { ReplayOp, ReplayTxns } from '../etcd/replay-txns.js';
 
-export class RevisionMismatchError extends Error {
+export class RevisionMismatchError extends CodedError {
+  readonly code = 'E_REVISION_MISMATCH';
   override readonly name = 'RevisionMismatchError';
 }
 

@@ -10,6 +10,7 @@
  * The new file is written beside the backend and only renamed over it once complete and fsynced; the
  * caller checks it before the data dir is put in place. Any failure leaves the base backend untouched.
  */
+import { CodedError } from '../errors.js';
 import { createReadStream } from 'node:fs';
 import { rename, rm, stat } from 'node:fs/promises';
 import type { Logger, Snapshot } from '@etcdbrctl/snapstore';
@@ -20,16 +21,16 @@ import { BoltDB, bucketFromValue, type Bucket } from '../bbolt/db.js';
 import { storeRevisionOf } from '../bbolt/revision.js';
 import { BoltWriter, type WriterEntry } from '../bbolt/writer.js';
 import { RevisionMismatchError } from './apply.js';
-import { encodePutValue, encodeTombstoneValue, mainRevisionOf, revisionKey } from './mvcc.js';
+import { encodePutValue, encodeTombstoneValue, revisionKey } from './mvcc.js';
 
 /** The backend is not one the offline replay knows how to write (auto then replays online). */
-export class OfflineReplayNotApplicable extends Error {
+export class OfflineReplayNotApplicable extends CodedError {
   override readonly name = 'OfflineReplayNotApplicable';
   readonly code = 'E_OFFLINE_NOT_APPLICABLE';
 }
 
 /** The deltas are not a history etcd could have produced (auto then replays online, which decides). */
-export class InconsistentDeltaError extends Error {
+export class InconsistentDeltaError extends CodedError {
   override readonly name = 'InconsistentDeltaError';
   readonly code = 'E_DELTA_INCONSISTENT';
 }

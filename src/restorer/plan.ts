@@ -1,3 +1,4 @@
+import { CodedError } from '../errors.js';
 import { sortSnapshots, type Snapshot } from '@etcdbrctl/snapstore';
 
 /** Where to stop replaying (a difference from upstream: point-in-time restore). */
@@ -19,7 +20,8 @@ export interface RestorePlan {
   fetchBytes: number;
 }
 
-export class RestorePlanError extends Error {
+export class RestorePlanError extends CodedError {
+  readonly code = 'E_RESTORE_PLAN';
   override readonly name = 'RestorePlanError';
 }
 

@@ -1,8 +1,9 @@
+import { EtcdbrError } from '../errors.js';
 import { ReadStream, createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
-import { createDecompressStream, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import { checkDecryptable, createDecompressStream, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { setAuthEnabled } from '../bbolt/patch.js';
 import type { RestorationConfig } from '../config/types.js';
 import { restoreBaseSnapshot } from '../etcd/base-restore.js';
@@ -10,7 +11,7 @@ import type { EtcdBinaries } from '../etcd/binaries.js';
 import { startLocalEtcd, type LocalEtcd } from '../etcd/local-etcd.js';
 import { connectLocalEtcd } from '../etcd/client.js';
 import type { EtcdClient, LocalEtcdClient, ReplayTxns } from '../etcd/etcd-client.js';
-import { applyDeltaFile, commitOpenRevision, type OpenRevision } from './apply.js';
+import { applyDeltaFile, commitOpenRevision, RevisionMismatchError, type OpenRevision } from './apply.js';
 import { fetchDeltasInOrder } from './fetch.js';
 import type { RestorePlan } from './plan.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable, replayDeltasOffline } from './offline-replay.js';
@@ -125,9 +126,11 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     return { restored: false, revision: 0, deltasApplied: 0, revisionsApplied: 0, durationMs: 0, replayMs: 0, authDisabledForReplay: false };
   }
   const partDir = `${opts.dataDir}.part`;
+  // A missing or wrong age identity fails here, on the headers alone, before anything on disk changes.
+  await checkDecryptable(store, [plan.base, ...plan.deltas]);
   await recoverInterruptedSwap(opts.dataDir);
   if (!opts.replaceExisting && (await nonEmptyDir(opts.dataDir))) {
-    throw new Error(`data-dir ${opts.dataDir} is not empty: refusing to restore over it`);
+    throw new EtcdbrError('E_CONFLICT', `data-dir ${opts.dataDir} is not empty: refusing to restore over it`);
   }
   // The scratch space is ours for this restore only: what we create for it goes again at the end, so a
   // restore leaves no empty `default.restoration.tmp/` behind in the working directory.
@@ -157,7 +160,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         skipHashCheck: opts.skipHashCheck,
       });
     } catch (err) {
-      throw new Error(`restoring full snapshot ${base.snapName} failed: ${(err as Error).message}`, { cause: err });
+      throw new EtcdbrError('E_FAILED', `restoring full snapshot ${base.snapName} failed: ${(err as Error).message}`, { cause: err });
     }
     await rm(dbFile, { force: true });
     logger.info({ snapshot: base.snapName, ms: Date.now() - started }, 'base snapshot restored');
@@ -245,7 +248,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         // A held-back last revision is written with the next delta (or after the last one).
         const now = open ? open.revision : await client.currentRevision(30_000);
         if (now !== expected && now < expected) {
-          throw new Error(
+          throw new RevisionMismatchError(
             `mismatched event revision while applying delta snapshot ${snap.snapName}, expected ${expected} but applied ${now}`,
           );
         }

@@ -1,8 +1,9 @@
+import { CodedError } from '../errors.js';
 import { checkConsistency } from '../bbolt/check.js';
 import { BoltError } from '../bbolt/db.js';
 
 /** A restored backend that is not a consistent bbolt file: it never replaces the data dir. */
-export class RestoredBackendError extends Error {
+export class RestoredBackendError extends CodedError {
   override readonly name = 'RestoredBackendError';
   readonly code = 'E_RESTORED_BACKEND';
 }

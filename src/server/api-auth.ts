@@ -5,6 +5,7 @@
  * file, with `Authorization: Bearer <token>`; with both, either does. `/healthz` and `/metrics` stay open
  * for probes and scrapers unless `--api-open-probes=false`.
  */
+import { CodedError } from '../errors.js';
 import { timingSafeEqual } from 'node:crypto';
 import { readFile, stat } from 'node:fs/promises';
 import type { TLSSocket } from 'node:tls';
@@ -18,7 +19,7 @@ export interface ApiAuthOptions {
   openProbes: boolean;
 }
 
-export class ApiAuthError extends Error {
+export class ApiAuthError extends CodedError {
   override readonly name = 'ApiAuthError';
   readonly code = 'E_API_AUTH';
 }

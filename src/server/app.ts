@@ -3,6 +3,7 @@
  * snapshots with delegation to the leading sidecar, the latest snapshot set, Prometheus metrics and,
  * when enabled, profiling. Routes accept every method, as Go's ServeMux does.
  */
+import { EtcdbrError } from '../errors.js';
 import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { fastify, LogController } from 'fastify';
@@ -10,13 +11,13 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOption
 import { latestSet, snapshotToJSON } from '@etcdbrctl/snapstore';
 import type { Snapshot } from '@etcdbrctl/snapstore';
 import { ApiAuth } from './api-auth.js';
-import { MaintenanceBusyError } from '../cluster/defrag.js';
-import { MaintenanceRequestError, type CompactTarget } from '../cluster/on-demand.js';
+import type { CompactTarget } from '../cluster/on-demand.js';
 import { registerProfilingRoutes } from './debug.js';
 import type { Profiling } from './debug.js';
 import { delegateToLeader } from './proxy.js';
 import type { DelegationOptions } from './proxy.js';
 import { errorMessage, parseGoBool, queryParam, sendError, sendJson } from './respond.js';
+import { httpStatusOf } from './error-status.js';
 import type { HttpServerDeps, SnapshotterControl } from './types.js';
 
 export interface HttpServer {
@@ -64,7 +65,7 @@ async function readTlsFile(path: string, what: string): Promise<Buffer> {
   try {
     return await readFile(path);
   } catch (err) {
-    throw new Error(`cannot read the server TLS ${what} ${JSON.stringify(path)} (--server-${what}): ${errorMessage(err)}`);
+    throw new EtcdbrError('E_INVALID_INPUT', `cannot read the server TLS ${what} ${JSON.stringify(path)} (--server-${what}): ${errorMessage(err)}`);
   }
 }
 
@@ -118,7 +119,8 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
   app.setNotFoundHandler((_request, reply) => sendError(reply, 404, '404 page not found'));
 
   app.setErrorHandler((err: { statusCode?: number; message?: string }, request, reply) => {
-    const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500;
+    // fastify's own errors (a malformed body, …) carry their status; ours carry a code.
+    const status = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : httpStatusOf(err);
     if (status >= 500) request.log.error({ err, url: request.url }, 'request failed');
     return sendError(reply, status, err.message ?? 'internal error');
   });
@@ -155,9 +157,8 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
         }
         return sendJson(reply, outcome.state === 'succeeded' ? 200 : 500, outcome);
       } catch (err) {
-        if (err instanceof MaintenanceBusyError) return sendError(reply, 409, err.message);
-        if (err instanceof MaintenanceRequestError) return sendError(reply, 400, err.message);
-        return sendError(reply, 500, `${operation} failed: ${errorMessage(err)}`);
+        const status = httpStatusOf(err);
+        return sendError(reply, status, status < 500 ? errorMessage(err) : `${operation} failed: ${errorMessage(err)}`);
       }
     });
   }

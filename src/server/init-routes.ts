@@ -1,3 +1,4 @@
+import { EtcdbrError } from '../errors.js';
 import type { FastifyInstance } from 'fastify';
 import { stringify } from 'yaml';
 import type { PodEnvironment } from '../config/pod-environment.js';
@@ -45,7 +46,7 @@ export function registerInitRoutes(app: FastifyInstance, deps: InitRoutesDeps): 
       try {
         const template = await readEtcdConfigTemplate(deps.pod.etcdConfigPath);
         const podName = deps.pod.podName ?? '';
-        if (podName === '') throw new Error('POD_NAME is not set: cannot tell which member this is');
+        if (podName === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAME is not set: cannot tell which member this is');
         const view = await deps.clusterView().catch(() => ({ existingMembers: [], learnerPresent: false }));
         const config = renderMemberConfig(template, podName, view);
         const body = stringify(config, { sortMapEntries: true, lineWidth: 0 });

@@ -2,6 +2,7 @@
  * Leader delegation (upstream `delegateReqToLeader`): a sidecar without a snapshotter forwards snapshot
  * requests to the leading sidecar, after checking that the leader's `/healthz` says `{"health":true}`.
  */
+import { EtcdbrError } from '../errors.js';
 import http from 'node:http';
 import https from 'node:https';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
@@ -71,7 +72,7 @@ function trimBase(base: string): string {
 function requestFn(url: URL): typeof http.request {
   if (url.protocol === 'http:') return http.request;
   if (url.protocol === 'https:') return https.request;
-  throw new Error(`unsupported scheme ${JSON.stringify(url.protocol)} in leader URL ${url.href}`);
+  throw new EtcdbrError('E_INVALID_INPUT', `unsupported scheme ${JSON.stringify(url.protocol)} in leader URL ${url.href}`);
 }
 
 function tlsOptions(url: URL, ca: Buffer | undefined, client?: { cert: Buffer; key: Buffer }): https.RequestOptions {
@@ -86,7 +87,7 @@ async function readLimited(res: IncomingMessage, limit: number): Promise<Buffer>
     size += chunk.length;
     if (size > limit) {
       res.destroy();
-      throw new Error(`response body larger than ${limit} bytes`);
+      throw new EtcdbrError('E_FAILED', `response body larger than ${limit} bytes`);
     }
     chunks.push(chunk);
   }
@@ -110,16 +111,16 @@ export async function isLeaderHealthy(
     const req = request(url, { method: 'GET', agent: false, signal, ...tlsOptions(url, ca, client) }, (res) => {
       readLimited(res, HEALTH_BODY_LIMIT).then(resolve, reject);
     });
-    req.on('error', (err) => reject(signal.aborted ? new Error(`no answer within ${timeoutMs} ms`) : err));
+    req.on('error', (err) => reject(signal.aborted ? new EtcdbrError('E_UNAVAILABLE', `no answer within ${timeoutMs} ms`) : err));
     req.end();
   });
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
   } catch {
-    throw new Error(`/healthz answered ${JSON.stringify(body.toString('utf8').slice(0, 200))}, not JSON`);
+    throw new EtcdbrError('E_FAILED', `/healthz answered ${JSON.stringify(body.toString('utf8').slice(0, 200))}, not JSON`);
   }
-  if (typeof parsed !== 'object' || parsed === null) throw new Error('/healthz answered JSON that is not an object');
+  if (typeof parsed !== 'object' || parsed === null) throw new EtcdbrError('E_FAILED', '/healthz answered JSON that is not an object');
   return (parsed as { health?: unknown }).health === true;
 }
 

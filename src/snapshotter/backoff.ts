@@ -1,3 +1,4 @@
+import { EtcdbrError } from '../errors.js';
 /**
  * Upstream's ExponentialBackoff (pkg/backoff/exponentialbackoff.go), used by the leader's probe loop to wait
  * before restarting the snapshotter after a failed Run.
@@ -40,7 +41,7 @@ export class ExponentialBackoff {
     this.attemptLimit = opts.attemptLimit ?? DEFAULT_BACKOFF_ATTEMPT_LIMIT;
     this.thresholdMs = opts.thresholdMs ?? DEFAULT_BACKOFF_THRESHOLD_MS;
     for (const [name, v] of [['multiplier', this.multiplier], ['attemptLimit', this.attemptLimit]] as const) {
-      if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`backoff ${name} must be a non-negative integer, got ${v}`);
+      if (!Number.isSafeInteger(v) || v < 0) throw new EtcdbrError('E_INVALID_INPUT', `backoff ${name} must be a non-negative integer, got ${v}`);
     }
   }
 

@@ -1,6 +1,7 @@
 import { Readable, pipeline as pipelineCb } from 'node:stream';
 import {
   createCompressStream,
+  encryptsNewSnapshots,
   newSnapshot,
   suffixForPolicy,
   type CompressionPolicy,
@@ -28,6 +29,7 @@ export async function saveDeltaSnapshot(
     lastRevision: delta.lastRevision,
     createdOn,
     compressionSuffix: suffixForPolicy(compression),
+    encrypted: encryptsNewSnapshots(store),
   });
   const data = pipelineCb(Readable.from(deltaPayloadBatches(delta)), createCompressStream(compression), () => {});
   await store.save(snap, data, signal ? { signal } : {});

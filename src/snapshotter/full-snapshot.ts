@@ -1,6 +1,8 @@
+import { EtcdbrError } from '../errors.js';
 import { Readable, pipeline as pipelineCb } from 'node:stream';
 import {
   createCompressStream,
+  encryptsNewSnapshots,
   newSnapshot,
   suffixForPolicy,
   type CompressionPolicy,
@@ -65,6 +67,9 @@ export async function takeSizedFullSnapshot(deps: FullSnapshotDeps, opts: FullSn
       createdOn: deps.now(),
       compressionSuffix: suffixForPolicy(deps.compression),
       isFinal: opts.isFinal,
+      // With recipients configured every new full is encrypted: the first one after encryption was turned
+      // on starts an encrypted chain, whatever the store held before.
+      encrypted: encryptsNewSnapshots(deps.store),
     });
 
     async function* blobs(): AsyncGenerator<Buffer> {
@@ -101,6 +106,6 @@ export async function saveVerifiedFullSnapshot(
   const data = pipelineCb(Readable.from(source), verifier, createCompressStream(compression), () => {});
   await store.save(snap, data, signal ? { signal } : {});
   const result = verifier.result;
-  if (!result) throw new Error(`full snapshot ${snap.snapName}: stored without a completed verification`);
+  if (!result) throw new EtcdbrError('E_INTERNAL', `full snapshot ${snap.snapName}: stored without a completed verification`);
   return result.totalBytes;
 }

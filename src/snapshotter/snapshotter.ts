@@ -1,3 +1,4 @@
+import { asError, CodedError, EtcdbrError } from '../errors.js';
 import {
   latestSet,
   type CompressionPolicy,
@@ -58,7 +59,8 @@ export interface ChainState {
 /** How long a stop waits for the watch to deliver the writes etcd acknowledged before it (at most). */
 const STOP_CATCH_UP_MS = 3_000;
 
-export class SnapshotterStoppedError extends Error {
+export class SnapshotterStoppedError extends CodedError {
+  readonly code = 'E_SNAPSHOTTER_STOPPED';
   override readonly name = 'SnapshotterStoppedError';
 }
 
@@ -68,12 +70,13 @@ export class SnapshotterStoppedError extends Error {
  * now could land after it read the store, and two deltas would start at the same revision. So the run only
  * waits for writes already under way and leaves the buffered events to the next leader (as upstream does).
  */
-export class LeadershipLost extends Error {
+export class LeadershipLost extends CodedError {
+  readonly code = 'E_LEADERSHIP_LOST';
   override readonly name = 'LeadershipLost';
 }
 
 /** etcd under the watch is no longer the history the chain records (restored to an older revision, replaced). */
-export class TimelineChangedError extends Error {
+export class TimelineChangedError extends CodedError {
   override readonly name = 'TimelineChangedError';
   readonly code = 'E_TIMELINE_CHANGED';
 }
@@ -154,7 +157,7 @@ export class Snapshotter {
    * that one instead of writing another (upstream's skip rule).
    */
   triggerFullSnapshot(isFinal: boolean): Promise<Snapshot> {
-    if (!this.running) return Promise.reject(new Error('snapshotter is not active'));
+    if (!this.running) return Promise.reject(new SnapshotterStoppedError('snapshotter is not active'));
     return this.serial(async () => {
       try {
         const snap = await this.fullSnapshot(isFinal);
@@ -169,10 +172,11 @@ export class Snapshotter {
 
   /** Writes the buffered events as a delta now; undefined when there were none. */
   triggerDeltaSnapshot(): Promise<Snapshot | undefined> {
-    if (!this.running) return Promise.reject(new Error('snapshotter is not active'));
+    if (!this.running) return Promise.reject(new SnapshotterStoppedError('snapshotter is not active'));
     if (!this.deltasEnabled) {
       return Promise.reject(
-        new Error(
+        new EtcdbrError(
+          'E_INVALID_INPUT',
           `found delta snapshot interval ${this.config.deltaSnapshotPeriodMs / 1000}s less than 1 second. Delta snapshotting is disabled.`,
         ),
       );
@@ -195,7 +199,7 @@ export class Snapshotter {
    * from the previous snapshot with deltas.
    */
   async run(signal: AbortSignal, startWithFullSnapshot: boolean): Promise<void> {
-    if (this.running) throw new Error('snapshotter is already running');
+    if (this.running) throw new EtcdbrError('E_CONFLICT', 'snapshotter is already running');
     this.running = true;
     const failed = new Promise<never>((_, reject) => {
       this.fatal = (err) => reject(err);
@@ -278,7 +282,7 @@ export class Snapshotter {
       await watch.close();
     }
     if (timedOut && !watchError) {
-      watchError = new Error(`watch from revision ${this.prevLastRevision + 1} did not reach revision ${target} in time`);
+      watchError = new EtcdbrError('E_UNAVAILABLE', `watch from revision ${this.prevLastRevision + 1} did not reach revision ${target} in time`);
     }
     await Promise.all(pending);
     if (watchError) throw watchError;
@@ -523,7 +527,7 @@ export class Snapshotter {
     const next = this.config.schedule.next(now);
     if (isZeroTime(next)) {
       // A schedule that never fires (e.g. 30 February): fail the run as upstream does, instead of looping.
-      this.fail(new Error('error in full snapshot schedule: it never fires'));
+      this.fail(new EtcdbrError('E_INVALID_INPUT', 'error in full snapshot schedule: it never fires'));
       return;
     }
     this.fullTimer = this.deps.clock.setTimeout(() => {
@@ -555,7 +559,7 @@ export class Snapshotter {
   }
 
   private fail(err: unknown): void {
-    const e = err instanceof Error ? err : new Error(String(err));
+    const e = asError(err);
     this.deps.metrics.snapshotterFailure.labels(failureLabel(e)).inc();
     this.fatal?.(e);
   }

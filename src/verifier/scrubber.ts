@@ -3,6 +3,7 @@
  * during a scheduled scrub gets that scrub's report), on the leader's `--verify-schedule`, with the result
  * in the `etcdbr_backup_*` metrics, so an alert fires on a broken or stale backup before anyone needs it.
  */
+import { EtcdbrError } from '../errors.js';
 import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { Metrics } from '../metrics.js';
@@ -68,7 +69,7 @@ export class BackupScrubber {
       throw err;
     }
     // An aborted scrub reports the objects it was cut off in as broken: that is no verdict on the backups.
-    if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : new Error('backup verification was stopped');
+    if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : new EtcdbrError('E_STOPPED', 'backup verification was stopped');
     const newest = report.chains.at(-1);
     if (report.restorable && newest) {
       metrics.backupLastVerifiedRevision.set(newest.restorableRevision);

@@ -3,8 +3,10 @@
  * etcdserverpb.Metadata). The messages are tiny and fixed, so a generated codec would be all weight.
  * Errors follow what Go's unmarshalers reject: truncated varints and lengths, and unknown wire types.
  */
+import { CodedError } from '../errors.js';
 
-export class ProtoError extends Error {
+export class ProtoError extends CodedError {
+  readonly code = 'E_PROTOBUF';
   override readonly name = 'ProtoError';
 }
 

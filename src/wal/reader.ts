@@ -13,6 +13,7 @@
  * torn write (repairable by truncating the segment, which etcd does itself on start) when one of its 512-byte
  * sectors is all zeros, or when the segment ends inside it. Anywhere else it is corruption.
  */
+import { CodedError } from '../errors.js';
 import { open } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
 import { crc32c } from './crc32c.js';
@@ -55,7 +56,8 @@ export interface WalScanOptions {
   readBytes?: number;
 }
 
-class Stop extends Error {
+class Stop extends CodedError {
+  readonly code = 'E_WAL_SCAN_STOP';
   constructor(
     readonly kind: 'torn' | 'corrupt',
     readonly problem: WalScanProblem,

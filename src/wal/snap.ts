@@ -4,6 +4,7 @@
  * reads back intact wins (names sort by term, then index); broken ones are skipped and reported, never
  * renamed (etcd renames them to `.broken` itself when it starts). No snapshot at all is a normal state.
  */
+import { EtcdbrError } from '../errors.js';
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { crc32c } from './crc32c.js';
@@ -25,21 +26,21 @@ export interface SnapLoadResult {
 /** Reads one .snap file; throws an Error saying what is wrong with it. */
 export async function readSnapFile(path: string): Promise<SnapshotRef> {
   const b = await readFile(path);
-  if (b.length === 0) throw new Error('empty snapshot file');
+  if (b.length === 0) throw new EtcdbrError('E_CORRUPT', 'empty snapshot file');
   let env;
   try {
     env = decodeSnapEnvelope(b);
   } catch (err) {
-    if (err instanceof ProtoError) throw new Error(`undecodable snapshot envelope: ${err.message}`);
+    if (err instanceof ProtoError) throw new EtcdbrError('E_CORRUPT', `undecodable snapshot envelope: ${err.message}`);
     throw err;
   }
-  if (env.dataEnd === env.dataStart || env.crc === 0) throw new Error('snapshot without data or crc');
+  if (env.dataEnd === env.dataStart || env.crc === 0) throw new EtcdbrError('E_CORRUPT', 'snapshot without data or crc');
   const crc = crc32c(b, 0, env.dataStart, env.dataEnd);
-  if (crc !== env.crc) throw new Error(`crc mismatch: file says ${env.crc >>> 0}, data gives ${crc}`);
+  if (crc !== env.crc) throw new EtcdbrError('E_CORRUPT', `crc mismatch: file says ${env.crc >>> 0}, data gives ${crc}`);
   try {
     return decodeRaftSnapshotMetadata(b, env.dataStart, env.dataEnd);
   } catch (err) {
-    if (err instanceof ProtoError) throw new Error(`undecodable raft snapshot: ${err.message}`);
+    if (err instanceof ProtoError) throw new EtcdbrError('E_CORRUPT', `undecodable raft snapshot: ${err.message}`);
     throw err;
   }
 }

@@ -33,6 +33,7 @@ const EXPECTED: LsRow[] = [
     sizeBytes: size as number,
     compression: 'gzip',
     compressionSuffix: '.gz',
+    encrypted: false,
     isFinal: false,
     isChunk: false,
     key: `v2/${name}`,
@@ -52,9 +53,9 @@ describe('etcdbrctl ls', () => {
     expect(r.code).toBe(0);
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines).toHaveLength(6);
-    expect(lines[0]).toMatch(/^KIND\s+START\s+LAST\s+CREATED\s+SIZE\s+COMPRESSION\s+FINAL\s+CHUNK\s+KEY$/);
-    expect(lines[1]?.split(/\s+/)).toEqual(['Full', '0', '301', '2026-11-21T00:03:24Z', '619826', 'gzip', 'false', 'false', 'v2/Full-00000000-00000301-1795219404.gz']);
-    expect(lines[5]?.split(/\s+/)).toEqual(['Incr', '356', '385', '2026-11-21T00:03:37Z', '5116', 'gzip', 'false', 'false', 'v2/Incr-00000356-00000385-1795219417.gz']);
+    expect(lines[0]).toMatch(/^KIND\s+START\s+LAST\s+CREATED\s+SIZE\s+COMPRESSION\s+ENCRYPTED\s+FINAL\s+CHUNK\s+KEY$/);
+    expect(lines[1]?.split(/\s+/)).toEqual(['Full', '0', '301', '2026-11-21T00:03:24Z', '619826', 'gzip', 'no', 'false', 'false', 'v2/Full-00000000-00000301-1795219404.gz']);
+    expect(lines[5]?.split(/\s+/)).toEqual(['Incr', '356', '385', '2026-11-21T00:03:37Z', '5116', 'gzip', 'no', 'false', 'false', 'v2/Incr-00000356-00000385-1795219417.gz']);
     // Columns are aligned: every KEY starts at the same offset.
     expect(new Set(lines.map((l) => l.indexOf(l.includes('KEY') ? 'KEY' : 'v2/'))).size).toBe(1);
   });

@@ -102,6 +102,9 @@ const UPSTREAM: Record<string, [type: string, def: unknown, shorthand?: string]>
   'to-time': ['string', ''],
   // restoration (ours): how delta snapshots are applied
   'delta-replay': ['string', 'auto'],
+  // age encryption of snapshot objects (ours)
+  'encryption-recipients-file': ['string', ''],
+  'encryption-identity-file': ['stringSlice', []],
 };
 
 /** The snapstore group, registered with each prefix. */
@@ -130,18 +133,19 @@ const health = ['enable-snapshot-lease-renewal', 'enable-member-lease-renewal', 
 const leader = ['etcd-connection-timeout-leader-election', 'reelection-period'];
 const backoff = ['backoff-multiplier', 'backoff-attempt-limit', 'backoff-threshold-time'];
 const compactor = ['defragment', 'etcd-snapshot-timeout', 'etcd-defrag-timeout', 'full-snapshot-lease-name', 'delta-snapshot-lease-name', 'enable-snapshot-lease-renewal', 'metrics-scrape-wait-duration'];
+const encryption = ['encryption-recipients-file', 'encryption-identity-file'];
 const copier = ['max-backups-to-copy', 'max-backup-age', 'max-parallel-copy-operations', 'wait-for-final-snapshot', 'wait-for-final-snapshot-timeout'];
 
 /** §1.2: the flag groups of each subcommand (plus --log-level everywhere, ours outside server). */
 const EXPECTED_FLAGS: Record<CommandName, string[]> = {
-  server: ['log-level', 'log-format', 'config-file', 'defragmentation-schedule', 'use-etcd-wrapper', ...connection, ...http, ...snapshotter, ...store(''), ...store('secondary-'), 'secondary-backup-sync-enabled', 'secondary-backup-sync-period', ...compression, ...restoration, ...health, ...leader, ...backoff, 'enable-member-cleanup', 'verify-schedule', 'api-client-ca-file', 'api-token-file', 'api-open-probes'],
-  snapshot: ['log-level', 'log-format', ...connection, ...store(''), ...snapshotter, ...compression, ...backoff, 'defragmentation-schedule'],
-  restore: ['log-level', 'log-format', ...restoration, ...store(''), 'dry-run', 'to-revision', 'to-time', 'output'],
-  initialize: ['log-level', 'log-format', 'validation-mode', ...restoration, ...store(''), ...connection],
-  compact: ['log-level', 'log-format', ...restoration, ...store(''), ...compactor],
-  copy: ['log-level', 'log-format', ...copier, ...store('source-'), ...store('')],
-  ls: ['log-level', 'log-format', ...store(''), 'output', 'all'],
-  verify: ['log-level', 'log-format', ...store(''), 'output', 'all', 'max-fetchers'],
+  server: ['log-level', 'log-format', 'config-file', 'defragmentation-schedule', 'use-etcd-wrapper', ...connection, ...http, ...snapshotter, ...store(''), ...encryption, ...store('secondary-'), 'secondary-backup-sync-enabled', 'secondary-backup-sync-period', ...compression, ...restoration, ...health, ...leader, ...backoff, 'enable-member-cleanup', 'verify-schedule', 'api-client-ca-file', 'api-token-file', 'api-open-probes'],
+  snapshot: ['log-level', 'log-format', ...connection, ...store(''), ...encryption, ...snapshotter, ...compression, ...backoff, 'defragmentation-schedule'],
+  restore: ['log-level', 'log-format', ...restoration, ...store(''), ...encryption, 'dry-run', 'to-revision', 'to-time', 'output'],
+  initialize: ['log-level', 'log-format', 'validation-mode', ...restoration, ...store(''), ...encryption, ...connection],
+  compact: ['log-level', 'log-format', ...restoration, ...store(''), ...encryption, ...compactor],
+  copy: ['log-level', 'log-format', ...copier, ...store('source-'), ...store(''), ...encryption],
+  ls: ['log-level', 'log-format', ...store(''), ...encryption, 'output', 'all'],
+  verify: ['log-level', 'log-format', ...store(''), ...encryption, 'output', 'all', 'max-fetchers'],
 };
 
 describe('flag groups match upstream §1.1 / §1.2', () => {

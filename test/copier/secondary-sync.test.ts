@@ -239,13 +239,12 @@ describe('sync rounds', () => {
     const secondary = await s3('abort/v2', dir);
     const server = await s3rver();
 
-    let h!: Harness;
     let run!: ReturnType<Harness['start']>;
     const primary = withFetchProgress(inner, big.snapName, (seen) => {
       // Leadership ends when half of the big object went through.
       if (seen >= 6 * MiB && !run.abort.signal.aborted) run.abort.abort(new Error('leadership lost'));
     });
-    h = harness({ periodMs: HOUR, gc: { ...NO_GC, periodMs: 60_000 } }, { primary: async () => primary, secondary: async () => secondary });
+    const h = harness({ periodMs: HOUR, gc: { ...NO_GC, periodMs: 60_000 } }, { primary: async () => primary, secondary: async () => secondary });
     run = h.start();
     expect((await h.rounds.next()).status).toBe('aborted');
     await run.done;

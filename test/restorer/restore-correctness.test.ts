@@ -2,7 +2,7 @@
  * Restore from stores written by our own snapshotter under a varied workload, compared with the live
  * source etcd (leases aside), plus the failure modes of upstream-reference.md §13.4 cases 33–36 and 10.
  */
-import { cp, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';

@@ -45,7 +45,7 @@ describe('ExponentialBackoff (upstream pkg/backoff)', () => {
   });
 
   it('rejects negative or fractional multiplier / attempt limit', () => {
-    expect(() => new ExponentialBackoff({ multiplier: -1 })).toThrow(RangeError);
-    expect(() => new ExponentialBackoff({ attemptLimit: 1.5 })).toThrow(RangeError);
+    expect(() => new ExponentialBackoff({ multiplier: -1 })).toThrow(/must be a non-negative integer/);
+    expect(() => new ExponentialBackoff({ attemptLimit: 1.5 })).toThrow(/must be a non-negative integer/);
   });
 });

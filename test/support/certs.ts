@@ -40,7 +40,7 @@ async function openssl(args: string[]): Promise<void> {
     await execFileAsync('openssl', args);
   } catch (err) {
     const e = err as { stderr?: string; message: string };
-    throw new Error(`openssl ${args[0]} failed: ${e.stderr ?? e.message}`);
+    throw new Error(`openssl ${args[0]} failed: ${e.stderr ?? e.message}`, { cause: err });
   }
 }
 
@@ -168,7 +168,7 @@ export async function etcdctl(endpoint: string, args: string[], auth?: { user: s
     return stdout;
   } catch (err) {
     const e = err as { stderr?: string; message: string };
-    throw new Error(`etcdctl ${args.join(' ')} failed: ${e.stderr ?? e.message}`);
+    throw new Error(`etcdctl ${args.join(' ')} failed: ${e.stderr ?? e.message}`, { cause: err });
   }
 }
 

@@ -214,7 +214,8 @@ class AbsSnapStore implements SnapStore {
     const inflight = new Set<Promise<void>>();
     // Staged blocks in flight plus the one being filled; a block goes back once its request settled.
     const pool = new PartBufferPool(this.blockSize, this.parallel + 1, this.idleBlocks);
-    let failure: unknown;
+    // Boxed: the first stage failure as it was thrown (any value), told apart from "none yet".
+    let failure: { error: unknown } | undefined;
     let committedBefore: boolean | undefined;
     try {
       if (signal?.aborted) throw abortReason(signal);
@@ -237,16 +238,16 @@ class AbsSnapStore implements SnapStore {
           (err: unknown) => {
             inflight.delete(staged);
             pool.give(buffer);
-            failure ??= err;
+            failure ??= { error: err };
             stop.abort();
           },
         );
         inflight.add(staged);
         while (inflight.size >= this.parallel && failure === undefined) await Promise.race(inflight);
-        if (failure !== undefined) throw failure;
+        if (failure !== undefined) throw failure.error;
       }
       await Promise.all(inflight);
-      if (failure !== undefined) throw failure;
+      if (failure !== undefined) throw failure.error;
       if (signal?.aborted) throw abortReason(signal);
       await blob.commitBlockList(blockIds, {
         abortSignal: stop.signal,

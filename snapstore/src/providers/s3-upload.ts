@@ -238,7 +238,7 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
         await attempt('object', (s) => client.send(signed(new PutObjectCommand(input)), { abortSignal: s }));
       } catch (err) {
         fail('s3', err);
-        throw failure;
+        throw failure ?? err;
       } finally {
         pool.give(buf); // the request has ended either way
       }

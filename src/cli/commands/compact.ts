@@ -1,3 +1,4 @@
+import { EtcdbrError } from '../../errors.js';
 import { etcdBinaryLookup } from '../../config/pod-environment.js';
 import { openSnapStore, SnapStoreError, type StoreConfig } from '@etcdbrctl/snapstore';
 import { systemClock } from '../../clock.js';
@@ -29,7 +30,7 @@ export async function run(config: CompactCommandConfig, ctx: CommandContext): Pr
           ? {
               leases: async () => {
                 const namespace = ctx.env.POD_NAMESPACE ?? '';
-                if (namespace === '') throw new Error('POD_NAMESPACE must be set when snapshot lease renewal is enabled');
+                if (namespace === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAMESPACE must be set when snapshot lease renewal is enabled');
                 return new SnapshotLeases({
                   kube: await createKubeClient(resolveKubeConnection({ env: ctx.env })),
                   namespace,
@@ -74,7 +75,7 @@ export async function run(config: CompactCommandConfig, ctx: CommandContext): Pr
 async function defaultLocalStore(config: CompactCommandConfig, ctx: CommandContext): Promise<StoreConfig> {
   const local = await buildStoreConfig(
     { ...config.snapstoreConfig, provider: 'Local' },
-    { role: 'primary', env: ctx.env, homeDir: ctx.homeDir, logger: ctx.logger },
+    { role: 'primary', env: ctx.env, homeDir: ctx.homeDir, logger: ctx.logger, encryption: config.encryptionConfig },
   );
   if (local?.provider !== 'Local') throw new SnapStoreError('E_CONFIG', 'cannot build the default Local store');
   ctx.logger.info({ rootDir: local.rootDir }, 'No storage provider given: using the Local store');

@@ -20,6 +20,8 @@ export interface LsRow {
   /** Policy name from the suffix: gzip, lzw, zlib, zstd, none, or the unknown suffix itself. */
   compression: string;
   compressionSuffix: string;
+  /** An age file (`.age` in the name): it needs an identity to be read. */
+  encrypted: boolean;
   isFinal: boolean;
   isChunk: boolean;
   key: string;
@@ -36,6 +38,7 @@ export function toRow(snap: Snapshot): LsRow {
     sizeBytes: snap.sizeBytes ?? null,
     compression: POLICY_BY_SUFFIX[snap.compressionSuffix] ?? snap.compressionSuffix,
     compressionSuffix: snap.compressionSuffix,
+    encrypted: snap.isEncrypted === true,
     isFinal: snap.isFinal,
     isChunk: snap.isChunk,
     key: listedObjectKey(snap),
@@ -43,7 +46,7 @@ export function toRow(snap: Snapshot): LsRow {
 }
 
 export function formatTable(rows: readonly LsRow[]): string {
-  const header = ['KIND', 'START', 'LAST', 'CREATED', 'SIZE', 'COMPRESSION', 'FINAL', 'CHUNK', 'KEY'];
+  const header = ['KIND', 'START', 'LAST', 'CREATED', 'SIZE', 'COMPRESSION', 'ENCRYPTED', 'FINAL', 'CHUNK', 'KEY'];
   const cells = rows.map((r) => [
     r.kind,
     String(r.startRevision),
@@ -51,6 +54,7 @@ export function formatTable(rows: readonly LsRow[]): string {
     r.createdOn,
     r.sizeBytes === null ? '-' : String(r.sizeBytes),
     r.compression,
+    r.encrypted ? 'age' : 'no',
     String(r.isFinal),
     String(r.isChunk),
     r.key,

@@ -2,6 +2,7 @@
  * The sidecar's Kubernetes side, kept in one place because every part of it exists only when a flag turns
  * Kubernetes on: snapshot leases and their renewer, the member lease heartbeat, the EtcdMember status.
  */
+import { EtcdbrError } from '../../errors.js';
 import type { EtcdClient } from '../../etcd/etcd-client.js';
 import type { Snapshot } from '@etcdbrctl/snapstore';
 import type { Env, PodEnvironment } from '../../config/pod-environment.js';
@@ -45,7 +46,7 @@ export async function wireKube(input: {
     kube = await createKubeClient(resolveKubeConnection({ env }));
   }
   const namespace = pod.podNamespace ?? '';
-  if (kube && namespace === '') throw new Error('POD_NAMESPACE must be set when lease renewal is enabled');
+  if (kube && namespace === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAMESPACE must be set when lease renewal is enabled');
   const peerTLS = () => peerTlsEnabled(pod, config.restorationConfig.initialAdvertisePeerURLs, logger);
   const leases =
     kube && health.snapshotLeaseRenewalEnabled
