@@ -125,6 +125,12 @@ function ensureAge() {
     'install age 1.1+ (https://age-encryption.org) and put `age` and `age-keygen` on PATH');
 }
 
+// TLS tests (etcd over TLS, S3 over https, the kube client's CA handling) make their certificates with the
+// openssl CLI; without it they fail, they do not skip.
+function ensureOpenssl() {
+  ensureFromDebian('openssl (for the TLS tests)', ['openssl'], ['openssl'], 'install OpenSSL 1.1.1+ and put `openssl` on PATH');
+}
+
 function build() {
   say('building TypeScript (tsc -b) ...');
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -139,4 +145,5 @@ ensureEtcd();
 if (forTests) ensureGo();
 if (forTests) ensurePromtool();
 if (forTests) ensureAge();
+if (forTests) ensureOpenssl();
 build();
