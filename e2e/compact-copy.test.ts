@@ -19,7 +19,7 @@ import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver, UPLOAD_PART_MARKER }
 import { etcdBinaries } from '../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../test/support/etcd-dump.js';
 import { FakeKubeApiServer, LEASES } from '../test/support/fake-kube.js';
-import { BIN } from './support/sidecar.js';
+import { BIN, waitFor } from './support/sidecar.js';
 import { UPSTREAM_V023 } from '../test/support/fixtures.js';
 
 const COMPAT = UPSTREAM_V023;
@@ -294,13 +294,8 @@ describe('etcdbrctl copy killed with SIGKILL mid-copy', () => {
   async function killWhen(run: Running, cond: () => Promise<boolean>, pollMs: number): Promise<Exit> {
     let ended = false;
     void run.exited.then(() => (ended = true));
-    while (!ended) {
-      if (await cond()) {
-        run.child.kill('SIGKILL');
-        break;
-      }
-      await new Promise((r) => setTimeout(r, pollMs));
-    }
+    const outcome = await waitFor(async () => (ended ? 'ended' : (await cond()) ? 'due' : undefined), 'the moment to kill the process', 120_000, pollMs);
+    if (outcome === 'due') run.child.kill('SIGKILL');
     return run.exited;
   }
 
