@@ -16,6 +16,7 @@ import { CountingIdleBuffers } from './support/counting-idle.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from './support/s3rver.js';
 import type { S3rverInstance } from './support/s3rver.js';
 import { writeSelfSignedCert } from '../../test/support/certs.js';
+import { waitFor } from '../../test/support/wait.js';
 
 const MiB = 1024 * 1024;
 const PART = 5 * MiB;
@@ -237,9 +238,12 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
   }
 
   it('cuts the input into parts of exactly partSize and completes them in order, even when they finish out of order', async () => {
-    // Part 1 answers last: the Complete request must still list 1, 2, 3, 4.
+    // Part 1 answers last (it goes to S3 only once the other three were answered): the Complete request
+    // must still list 1, 2, 3, 4.
     proxy.reset(async (s) => {
-      if (isPart(s) && partNo(s) === 1) await new Promise((r) => setTimeout(r, 400));
+      if (isPart(s) && partNo(s) === 1) {
+        await waitFor(() => proxy.seen.filter((x) => isPart(x) && partNo(x) > 1 && x.status === 200).length === 3, 'parts 2 to 4 answered', 20_000, 10);
+      }
       return undefined;
     });
     const size = 3 * PART + 777_777;
@@ -349,7 +353,7 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     const controller = new AbortController();
     const src = source(6 * PART);
     const p = uploadStream(src.stream, options({ signal: controller.signal }));
-    while (proxy.seen.filter(isPart).length < 3) await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => proxy.seen.filter(isPart).length >= 3, 'three parts hanging at the proxy', 20_000, 10);
     controller.abort();
     const err = await failure(p);
     expect(err.origin).toBe('aborted');
@@ -369,10 +373,11 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     const src = source(8 * PART + 5, { chunk: 65_536 });
     const opts = options({ concurrency: 2 });
     const p = uploadStream(src.stream, opts);
-    while (proxy.seen.filter(isPart).length < 2) await new Promise((r) => setTimeout(r, 10));
-    await new Promise((r) => setTimeout(r, 300));
-    // Two parts held at the proxy, one buffer full and waiting for a slot; the source is not read further
-    // than that plus the stream's own read-ahead.
+    await waitFor(() => proxy.seen.filter(isPart).length >= 2, 'two parts held at the proxy', 20_000, 10);
+    // Two parts held at the proxy, one buffer full and waiting for a slot (the uploader stops reading there);
+    // the source is not read further than that plus the stream's own read-ahead. buffersAllocated below
+    // bounds the read-ahead over the whole upload.
+    await waitFor(() => src.produced >= 3 * PART, 'the third buffer filled', 20_000, 10);
     expect(src.produced).toBeLessThanOrEqual(3 * PART + 2 * 65_536);
     expect(proxy.seen.filter(isPart)).toHaveLength(2);
     release();
