@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FakeClock, systemClock } from '../../src/clock.js';
+import { FakeClock, systemClock, type Clock } from '../../src/clock.js';
 import { DefragRunner, type DefragAttemptResult, type DefragJobState, type MemberDefragmentation } from '../../src/cluster/defrag.js';
 import { main } from '../../src/cli/main.js';
 import { Metrics } from '../../src/metrics.js';
@@ -107,6 +107,7 @@ describe('DefragRunner scheduling (fake clock)', () => {
 });
 
 describe('DefragRunner against a three-member cluster', () => {
+  const RETRY_MS = 200;
   let cluster: TestCluster;
   let client: Etcd3;
 
@@ -121,15 +122,15 @@ describe('DefragRunner against a three-member cluster', () => {
     await cluster?.cleanup();
   });
 
-  function runner(metrics: Metrics, logger = recordingLogger(), onDefragmented?: () => Promise<unknown>) {
+  function runner(metrics: Metrics, logger = recordingLogger(), onDefragmented?: () => Promise<unknown>, clock: Clock = systemClock) {
     return new DefragRunner({
       clusterClient: async () => etcdClient(cluster.clientUrls()),
       endpointClient: plainEndpointClient,
       schedule: '0 0 */3 * *',
       defragTimeoutMs: 30_000,
       statusTimeoutMs: 2_000,
-      retryPeriodMs: 200,
-      clock: systemClock,
+      retryPeriodMs: RETRY_MS,
+      clock,
       logger,
       metrics,
       ...(onDefragmented ? { onDefragmented } : {}),
@@ -167,14 +168,22 @@ describe('DefragRunner against a three-member cluster', () => {
     const logger = recordingLogger();
     let callbacks = 0;
     const stop = new AbortController();
-    const job = runner(metrics, logger, async () => {
-      callbacks++;
-    }).runJob(stop.signal);
+    // Retry periods pass when the test advances this clock, one per poll.
+    const clock = new FakeClock(Date.now());
+    const job = runner(
+      metrics,
+      logger,
+      async () => {
+        callbacks++;
+      },
+      clock,
+    ).runJob(stop.signal);
+    const postponements = () => logger.entries.filter((e) => e.msg.startsWith('postponing defragmentation'));
     try {
-      await waitFor(
-        () => logger.entries.filter((e) => e.msg.startsWith('postponing defragmentation')).length >= 3,
-        'three postponed attempts',
-      );
+      await waitFor(async () => {
+        await clock.advanceAsync(RETRY_MS);
+        return postponements().length >= 3;
+      }, 'three postponed attempts');
       const postponed = logger.entries.filter((e) => e.msg.startsWith('postponing defragmentation'));
       expect(postponed.every((e) => e.level === 'warn' && e.msg.includes(down!.name))).toBe(true);
       expect(postponed[0]?.fields.unhealthy).toEqual([expect.objectContaining({ name: down!.name, endpoint: down!.clientUrl })]);
@@ -182,7 +191,10 @@ describe('DefragRunner against a three-member cluster', () => {
       expect(callbacks).toBe(0);
 
       await cluster.start(down!.name, { state: 'existing' });
-      await waitFor(() => (callbacks > 0 ? true : undefined), 'the run to finish', 30_000);
+      await waitFor(async () => {
+        await clock.advanceAsync(RETRY_MS);
+        return callbacks > 0;
+      }, 'the run to finish', 30_000);
       await job;
     } finally {
       stop.abort();
