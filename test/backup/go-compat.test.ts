@@ -25,6 +25,7 @@ import { openLocalStore } from '../support/local-store.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
 import { UPSTREAM_V023 } from '../support/fixtures.js';
 import { waitFor } from '../support/wait.js';
+import { FakeClock } from '../../src/clock.js';
 
 const GO_DIR = fileURLToPath(new URL('./go/', import.meta.url));
 const FIXTURES = UPSTREAM_V023;
@@ -120,13 +121,15 @@ describe('Go restorer reads the deltas and fulls we write', () => {
 
   it('every event of a varied workload, under gzip, zlib, lzw and no compression', async () => {
     const metrics = new Metrics({ defaultMetrics: false });
+    // The delta period (1 s) passes when the test advances this clock.
+    const clock = new FakeClock(Date.now());
     const runs = await Promise.all(
       POLICIES.map(async (policy) => {
         const name = policy ?? 'none';
         const store = await openLocalStore(join(dir, name), dir);
         stores.push(store);
         const snapshotter = await createTestSnapshotter(
-          { client, store, metrics },
+          { client, store, metrics, clock },
           // Low enough that the 500 KiB value cuts a delta by memory, not by the timer.
           { deltaSnapshotMemoryLimit: 256 * 1024, compression: policy, finalDeltaTimeoutMs: 10_000 },
         );
@@ -172,7 +175,10 @@ describe('Go restorer reads the deltas and fulls we write', () => {
     await client.put('/registry/last').value('done');
     const lastRev = Number((await client.get('/registry/last').exec()).header.revision);
 
-    await waitFor(() => runs.every((r) => r.snapshotter.chain.prevSnapshot?.lastRevision === lastRev), 'deltas up to the last write');
+    await waitFor(async () => {
+      await clock.advanceAsync(1000);
+      return runs.every((r) => r.snapshotter.chain.prevSnapshot?.lastRevision === lastRev);
+    }, 'deltas up to the last write');
     for (const r of runs) {
       r.stop.abort();
       await r.running;
