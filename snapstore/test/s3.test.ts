@@ -25,6 +25,7 @@ import {
 } from './support/s3rver.js';
 import type { RecordingProxy, S3rverInstance } from './support/s3rver.js';
 import { writeSelfSignedCert } from '../../test/support/certs.js';
+import { waitFor } from '../../test/support/wait.js';
 
 const MiB = 1024 * 1024;
 
@@ -146,12 +147,11 @@ describe('S3 provider against s3rver, observed through a recording proxy', () =>
           this.push(Buffer.alloc(n, 3));
           return;
         }
-        const poll = (): void => {
-          const done = proxy.requests.some((r) => r.method === 'PUT' && queryOf(r.url).has('partNumber') && r.status !== undefined);
-          if (done) this.destroy(new Error('generated stream failed on purpose after a part'));
-          else setTimeout(poll, 10);
-        };
-        poll();
+        const partAnswered = () => proxy.requests.some((r) => r.method === 'PUT' && queryOf(r.url).has('partNumber') && r.status !== undefined);
+        void waitFor(partAnswered, 'part 1 answered', 20_000, 10).then(
+          () => this.destroy(new Error('generated stream failed on purpose after a part')),
+          (err: unknown) => this.destroy(err as Error),
+        );
       },
     });
     const err = await rejection(store.save(testSnapshot('Full', 0, 10, 1_700_000_010), src));
@@ -175,10 +175,16 @@ describe('S3 provider against s3rver, observed through a recording proxy', () =>
     proxy.requests.length = 0;
     const controller = new AbortController();
     let sent = 0;
+    let stalling = false;
     const stalled = new Readable({
       read() {
         if (sent >= 6 * MiB) {
-          setTimeout(() => controller.abort(), 100);
+          // Stalled after more than a part: abort once the upload is under way (a part reached S3's side).
+          if (stalling) return;
+          stalling = true;
+          const partSent = () => proxy.requests.some((r) => r.method === 'PUT' && queryOf(r.url).has('partNumber'));
+          const abort = (): void => controller.abort();
+          void waitFor(partSent, 'a part sent', 20_000, 10).then(abort, abort);
           return;
         }
         sent += MiB;
