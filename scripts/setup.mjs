@@ -119,6 +119,14 @@ function ensurePromtool() {
     'install Prometheus 2.x (its promtool) and put `promtool` on PATH');
 }
 
+// The Swift provider is tested against a real OpenStack Swift all-in-one (snapstore/test/support/swift-aio.ts).
+function ensureSwift() {
+  ensureFromDebian('OpenStack Swift (for the Swift provider tests)',
+    ['swift-proxy-server', 'swift-object-server', 'swift-container-server', 'swift-account-server', 'swift-ring-builder'],
+    ['swift', 'swift-proxy', 'swift-object', 'swift-container', 'swift-account'],
+    'install OpenStack Swift 2.x (proxy, object, container and account servers, swift-ring-builder) and put them on PATH');
+}
+
 // The encryption tests decrypt our objects with an independent age implementation: the reference CLI.
 function ensureAge() {
   ensureFromDebian('age (for the encryption tests)', ['age', 'age-keygen'], ['age'],
@@ -144,6 +152,7 @@ checkNode();
 ensureEtcd();
 if (forTests) ensureGo();
 if (forTests) ensurePromtool();
+if (forTests) ensureSwift();
 if (forTests) ensureAge();
 if (forTests) ensureOpenssl();
 build();

@@ -85,4 +85,72 @@ export interface GcsStoreConfig extends StoreConfigBase {
   credentials?: GcsCredentials;
 }
 
-export type StoreConfig = LocalStoreConfig | S3StoreConfig | AbsStoreConfig | GcsStoreConfig;
+/**
+ * OpenStack Keystone v3 credentials for Swift (`OPENSTACK_APPLICATION_CREDENTIALS[_JSON]`, or the `OS_*`
+ * environment). Exactly one of password and application credential is set.
+ */
+export interface SwiftCredentials {
+  /** Keystone URL, e.g. `https://keystone.example.com/v3` (without `/v3`, it is added). */
+  authURL: string;
+  /** Domain of the user and of the project (`domainName`; `OS_USER_DOMAIN_NAME`/`OS_PROJECT_DOMAIN_NAME`). */
+  userDomainName?: string;
+  projectDomainName?: string;
+  /** Project (tenant) the token is scoped to; password authentication only. */
+  tenantName?: string;
+  tenantId?: string;
+  /** Region of the object-store endpoint in the catalog; any region when undefined. */
+  region?: string;
+  password?: { username: string; password: string };
+  applicationCredential?: { id: string; name?: string; secret: string };
+}
+
+export interface SwiftStoreConfig extends StoreConfigBase {
+  provider: 'Swift';
+  credentials: SwiftCredentials;
+}
+
+/** Alibaba Cloud OSS credentials (`ALICLOUD_APPLICATION_CREDENTIALS[_JSON]`). */
+export interface OssCredentials {
+  /** e.g. `https://oss-eu-central-1.aliyuncs.com`. */
+  storageEndpoint: string;
+  accessKeyID: string;
+  accessKeySecret: string;
+}
+
+export interface OssStoreConfig extends StoreConfigBase {
+  provider: 'OSS';
+  credentials: OssCredentials;
+}
+
+/**
+ * An S3-compatible store reached with static keys and path-style addressing: Dell ECS (`ECS_*`
+ * environment) and OpenShift Container Storage (`OPENSHIFT_APPLICATION_CREDENTIALS[_JSON]`).
+ */
+export interface S3CompatibleCredentials {
+  endpoint: string;
+  region: string;
+  accessKeyID: string;
+  secretAccessKey: string;
+  /** An endpoint without scheme is reached over http instead of https. */
+  disableSSL: boolean;
+  insecureSkipVerify: boolean;
+}
+
+export interface EcsStoreConfig extends StoreConfigBase {
+  provider: 'ECS';
+  credentials: S3CompatibleCredentials;
+}
+
+export interface OcsStoreConfig extends StoreConfigBase {
+  provider: 'OCS';
+  credentials: S3CompatibleCredentials;
+}
+
+export type StoreConfig =
+  | LocalStoreConfig
+  | S3StoreConfig
+  | AbsStoreConfig
+  | GcsStoreConfig
+  | SwiftStoreConfig
+  | EcsStoreConfig
+  | OcsStoreConfig;

@@ -12,13 +12,36 @@
  * The environment is passed in; nothing here reads process.env. Every error is an E_CREDENTIALS
  * SnapStoreError naming the variable, the file and what is wrong with it.
  */
-import type { Stats } from 'node:fs';
-import { readdir, readFile, stat } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import type { AbsCredentials, GcsCredentials, S3Credentials } from './config.js';
-import { SnapStoreError } from './errors.js';
+import type {
+  AbsCredentials,
+  GcsCredentials,
+  OssCredentials,
+  S3CompatibleCredentials,
+  S3Credentials,
+  SwiftCredentials,
+} from './config.js';
+import type { SnapStoreError } from './errors.js';
+import {
+  allExist,
+  fail,
+  findJsonInDir,
+  jsonBool,
+  jsonString,
+  lookup,
+  maxMtime,
+  parseBool,
+  readDirValues,
+  readJsonObject,
+  readText,
+  statOrUndefined,
+} from './credential-files.js';
+import type { CredentialEnv } from './credential-files.js';
+import { OSS_BASE, ossCredentialsModifiedTime, readOssCredentials } from './credentials-alicloud.js';
+import { ECS_ENV_VARS, OCS_BASE, ocsCredentialsModifiedTime, readEcsCredentials, readOcsCredentials } from './credentials-s3-compatible.js';
+import { SWIFT_BASE, readSwiftCredentials, swiftCredentialsModifiedTime } from './credentials-openstack.js';
 
-export type CredentialEnv = Readonly<Record<string, string | undefined>>;
+export type { CredentialEnv } from './credential-files.js';
 /** '' = primary store, 'SOURCE_' = copy source, 'SECONDARY_' = secondary store. */
 export type CredentialEnvPrefix = '' | 'SOURCE_' | 'SECONDARY_';
 
@@ -35,123 +58,17 @@ export function credentialEnvVars(provider: string, prefix: CredentialEnvPrefix)
       return [`${prefix}${ABS_BASE}_JSON`, `${prefix}${ABS_BASE}`];
     case 'GCS':
       return [`${prefix}${GCS_BASE}`];
+    case 'Swift':
+      return [`${prefix}${SWIFT_BASE}_JSON`, `${prefix}${SWIFT_BASE}`];
+    case 'OSS':
+      return [`${prefix}${OSS_BASE}_JSON`, `${prefix}${OSS_BASE}`];
+    case 'OCS':
+      return [`${prefix}${OCS_BASE}_JSON`, `${prefix}${OCS_BASE}`];
+    case 'ECS':
+      return ECS_ENV_VARS.map((v) => `${prefix}${v}`);
     default:
       return [];
   }
-}
-
-function fail(message: string, cause?: unknown): SnapStoreError {
-  return new SnapStoreError('E_CREDENTIALS', message, cause === undefined ? undefined : { cause });
-}
-
-/** An empty variable counts as unset (upstream would try to read the file "" and fail). */
-function lookup(env: CredentialEnv, name: string): string | undefined {
-  const v = env[name];
-  return v === undefined || v === '' ? undefined : v;
-}
-
-function errnoText(err: unknown): string {
-  const e = err as NodeJS.ErrnoException;
-  if (e.code === 'ENOENT') return 'no such file or directory';
-  if (e.code === 'EACCES') return 'permission denied';
-  if (e.code === 'EISDIR') return 'is a directory';
-  if (e.code === 'ENOTDIR') return 'not a directory';
-  return e.code ?? String(err);
-}
-
-async function readText(envVar: string, path: string): Promise<string> {
-  try {
-    return await readFile(path, 'utf8');
-  } catch (err) {
-    throw fail(`${envVar}: cannot read credential file ${path}: ${errnoText(err)}`, err);
-  }
-}
-
-async function readJsonObject(envVar: string, path: string): Promise<Record<string, unknown>> {
-  const text = await readText(envVar, path);
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch (err) {
-    throw fail(`${envVar}: credential file ${path} is not valid JSON: ${(err as Error).message}`, err);
-  }
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw fail(`${envVar}: credential file ${path} must hold a JSON object`);
-  }
-  return value as Record<string, unknown>;
-}
-
-/** Go encoding/json key matching: exact, else case-insensitive. */
-function pick(obj: Record<string, unknown>, key: string): unknown {
-  if (Object.hasOwn(obj, key)) return obj[key];
-  const lower = key.toLowerCase();
-  const k = Object.keys(obj).find((x) => x.toLowerCase() === lower);
-  return k === undefined ? undefined : obj[k];
-}
-
-function jsonString(envVar: string, path: string, obj: Record<string, unknown>, key: string): string | undefined {
-  const v = pick(obj, key);
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'string') throw fail(`${envVar}: credential file ${path}: "${key}" must be a string`);
-  return v;
-}
-
-function jsonBool(envVar: string, path: string, obj: Record<string, unknown>, key: string): boolean | undefined {
-  const v = pick(obj, key);
-  if (v === undefined || v === null) return undefined;
-  if (typeof v !== 'boolean') throw fail(`${envVar}: credential file ${path}: "${key}" must be true or false`);
-  return v;
-}
-
-/** `strconv.ParseBool`. */
-function parseBool(envVar: string, path: string, text: string): boolean {
-  if (['1', 't', 'T', 'TRUE', 'true', 'True'].includes(text)) return true;
-  if (['0', 'f', 'F', 'FALSE', 'false', 'False'].includes(text)) return false;
-  throw fail(`${envVar}: credential file ${path} must hold true or false, got ${JSON.stringify(text)}`);
-}
-
-async function statOrUndefined(path: string): Promise<Stats | undefined> {
-  try {
-    return await stat(path);
-  } catch {
-    return undefined;
-  }
-}
-
-/**
- * The first `*.json` file in the directory by name (symlinks followed, as Kubernetes secret volumes use
- * them), or undefined. A missing directory is an error.
- */
-async function findJsonInDir(envVar: string, dir: string): Promise<string | undefined> {
-  let names: string[];
-  try {
-    names = await readdir(dir);
-  } catch (err) {
-    throw fail(`${envVar}: cannot read credential directory ${dir}: ${errnoText(err)}`, err);
-  }
-  for (const name of names.filter((n) => n.endsWith('.json')).sort()) {
-    const st = await statOrUndefined(join(dir, name));
-    if (st?.isFile() === true) return join(dir, name);
-  }
-  return undefined;
-}
-
-/** Reads those of `keys` that exist as files in `dir`, trimmed unless listed in `raw`. */
-async function readDirValues(
-  envVar: string,
-  dir: string,
-  keys: readonly string[],
-  raw: readonly string[] = [],
-): Promise<Map<string, string>> {
-  const out = new Map<string, string>();
-  for (const key of keys) {
-    const path = join(dir, key);
-    const st = await statOrUndefined(path);
-    if (st === undefined) continue;
-    const text = await readText(envVar, path);
-    out.set(key, raw.includes(key) ? text : text.trim());
-  }
-  return out;
 }
 
 // ---------------------------------------------------------------------------------------------- S3
@@ -397,7 +314,7 @@ export async function readCredentials(
   provider: string,
   env: CredentialEnv,
   prefix: CredentialEnvPrefix,
-): Promise<S3Credentials | AbsCredentials | GcsCredentials | undefined> {
+): Promise<S3Credentials | AbsCredentials | GcsCredentials | SwiftCredentials | OssCredentials | S3CompatibleCredentials | undefined> {
   switch (provider) {
     case 'S3':
       return readS3Credentials(env, prefix);
@@ -405,31 +322,20 @@ export async function readCredentials(
       return readAbsCredentials(env, prefix);
     case 'GCS':
       return readGcsCredentials(env, prefix);
+    case 'Swift':
+      return readSwiftCredentials(env, prefix);
+    case 'OSS':
+      return readOssCredentials(env, prefix);
+    case 'ECS':
+      return readEcsCredentials(env, prefix);
+    case 'OCS':
+      return readOcsCredentials(env, prefix);
     default:
       return undefined;
   }
 }
 
 // ------------------------------------------------------------------------------- modification time
-
-async function maxMtime(envVar: string, files: readonly string[]): Promise<Date> {
-  let max = 0;
-  for (const f of files) {
-    let st: Stats;
-    try {
-      st = await stat(f);
-    } catch (err) {
-      throw fail(`${envVar}: cannot stat credential file ${f}: ${errnoText(err)}`, err);
-    }
-    max = Math.max(max, st.mtimeMs);
-  }
-  return new Date(max);
-}
-
-async function allExist(files: readonly string[]): Promise<boolean> {
-  for (const f of files) if ((await statOrUndefined(f)) === undefined) return false;
-  return true;
-}
 
 /**
  * The newest modification time of the files a provider's credentials are read from, for rotation
@@ -438,9 +344,10 @@ async function allExist(files: readonly string[]): Promise<boolean> {
  * - a `_JSON` file, or the JSON file found in the directory;
  * - S3 directory: `region, accessKeyID, secretAccessKey`, else `region, roleARN, token`;
  * - ABS directory: `storageAccount, storageKey`;
- * - GCS: the credentials file, plus `token` and `projectID` beside it for external_account.
+ * - GCS: the credentials file, plus `token` and `projectID` beside it for external_account;
+ * - Swift, OSS and OCS directories: the files of credentials-openstack.ts, -alicloud.ts, -s3-compatible.ts.
  *
- * Undefined means "nothing to watch": Local, or no credential variable set (upstream errors then, §15.9).
+ * Undefined means "nothing to watch": Local, ECS (environment only), or no credential variable set (upstream errors then, §15.9).
  * A listed file that is missing is an E_CREDENTIALS error.
  */
 export async function credentialsModifiedTime(
@@ -457,6 +364,9 @@ export async function credentialsModifiedTime(
     if (json['type'] === 'external_account') files.push(join(dirname(keyFile), 'token'), join(dirname(keyFile), 'projectID'));
     return maxMtime(envVar, files);
   }
+  if (provider === 'Swift') return swiftCredentialsModifiedTime(env, prefix);
+  if (provider === 'OSS') return ossCredentialsModifiedTime(env, prefix);
+  if (provider === 'OCS') return ocsCredentialsModifiedTime(env, prefix);
   if (provider !== 'S3' && provider !== 'ABS') return undefined;
   const [jsonVar, dirVar] = credentialEnvVars(provider, prefix) as [string, string];
   const jsonFile = lookup(env, jsonVar);

@@ -21,5 +21,10 @@ async function openProviderStore(config: StoreConfig, options: OpenOptions): Pro
       return (await import('./providers/abs.js')).openAbsStore(config);
     case 'GCS':
       return (await import('./providers/gcs.js')).openGcsStore(config);
+    case 'Swift':
+      return (await import('./providers/swift.js')).openSwiftStore(config);
+    case 'ECS':
+    case 'OCS':
+      return (await import('./providers/s3-compatible.js')).openS3CompatibleStore(config);
   }
 }

@@ -56,7 +56,10 @@ export async function runGarbageCollection(store: SnapStore, plan: GcPlan, logge
     }
   };
 
-  for (const chunk of plan.chunks) await remove(chunk, 'chunk of an uploaded snapshot');
+  // Swift's chunks are the segments of dynamic large objects: they are the snapshot's data, removed with
+  // it, never on their own (upstream drops chunk entries for Swift).
+  const chunks = store.provider === 'Swift' ? [] : plan.chunks;
+  for (const chunk of chunks) await remove(chunk, 'chunk of an uploaded snapshot');
 
   for (const stream of plan.streams) {
     let errors = 0;

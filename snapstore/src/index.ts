@@ -8,5 +8,7 @@ export * from './retention.js';
 export * from './gc.js';
 export * from './codec.js';
 export * from './credentials.js';
+export { readSwiftCredentials } from './credentials-openstack.js';
+export { readEcsCredentials, readOcsCredentials } from './credentials-s3-compatible.js';
 export * from './encryption.js';
 export * from './encrypting-store.js';

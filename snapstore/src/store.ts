@@ -2,7 +2,7 @@ import type { Readable } from 'node:stream';
 import type { Snapshot } from './snapshot.js';
 
 /** The storage providers we implement. Names are upstream's `--storage-provider` values. */
-export type ProviderName = 'Local' | 'S3' | 'ABS' | 'GCS';
+export type ProviderName = 'Local' | 'S3' | 'ABS' | 'GCS' | 'Swift' | 'ECS' | 'OCS';
 
 export interface ListOptions {
   /**

@@ -41,6 +41,11 @@ export interface ConformanceHarness {
    * sent. Leave undefined for backends that implement cleanup.
    */
   ignoreLeftover?(key: string): boolean;
+  /**
+   * The raw keys one saved object of `size` bytes occupies when the provider's documented layout has more
+   * than one (Swift: a manifest `<key>` and its segments `<key>/%010d`). Default: `[key]`.
+   */
+  layout?(key: string, size: number): string[];
 }
 
 const MiB = 1024 * 1024;
@@ -282,7 +287,7 @@ export function describeSnapStoreConformance(
       const back = await sha256Of(await store.fetch(got));
       expect(back.size).toBe(size);
       expect(back.hex).toBe(src.digest());
-      expect(await keysUnder(r)).toEqual([`${r}/v2/${snap.snapName}`]);
+      expect(await keysUnder(r)).toEqual(h.layout?.(`${r}/v2/${snap.snapName}`, size) ?? [`${r}/v2/${snap.snapName}`]);
     });
 
     it('fetches byte ranges (inclusive end, open end)', async () => {

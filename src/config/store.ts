@@ -7,8 +7,11 @@ import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import {
   readAbsCredentials,
+  readEcsCredentials,
   readGcsCredentials,
+  readOcsCredentials,
   readS3Credentials,
+  readSwiftCredentials,
   SnapStoreError,
 } from '@etcdbrctl/snapstore';
 import type { CredentialEnv, CredentialEnvPrefix, Logger, StoreConfig, StoreConfigBase } from '@etcdbrctl/snapstore';
@@ -108,6 +111,12 @@ export async function buildStoreConfig(flags: SnapstoreConfig, opts: StoreBuildO
       const credentials = await readGcsCredentials(opts.env, envPrefix);
       return credentials === undefined ? { ...base, provider: 'GCS' } : { ...base, provider: 'GCS', credentials };
     }
+    case 'Swift':
+      return { ...base, provider: 'Swift', credentials: await readSwiftCredentials(opts.env, envPrefix) };
+    case 'ECS':
+      return { ...base, provider: 'ECS', credentials: readEcsCredentials(opts.env, envPrefix) };
+    case 'OCS':
+      return { ...base, provider: 'OCS', credentials: await readOcsCredentials(opts.env, envPrefix) };
     default:
       throw new SnapStoreError('E_CONFIG', `--${flagPrefix}storage-provider: unknown storage provider ${JSON.stringify(provider)}`);
   }

@@ -12,10 +12,14 @@ export function saveBufferBytes(c: StoreConfig): number {
     case 'Local':
       return 0;
     case 'S3':
+    case 'ECS':
+    case 'OCS':
       return (c.maxParallelChunkUploads + 1) * Math.max(c.minChunkSize, 5 * MiB);
     case 'ABS':
       return (c.maxParallelChunkUploads + 1) * c.minChunkSize;
     case 'GCS':
       return 2 * c.minChunkSize;
+    case 'Swift':
+      return (c.maxParallelChunkUploads + 1) * c.minChunkSize;
   }
 }

@@ -90,7 +90,7 @@ describe('etcdbrctl ls', () => {
   it('needs a store', async () => {
     const r = await run(['ls']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toBe('Error: no store to list: give --storage-provider (Local, S3, ABS or GCS)\n');
+    expect(r.stderr).toBe('Error: no store to list: give --storage-provider (Local, S3, ABS, GCS, Swift, ECS or OCS)\n');
   });
 
   it('rejects an unknown output format', async () => {

@@ -137,7 +137,7 @@ describe('user errors are one clear line without a stack trace', () => {
   it('no store given to a command that needs one', async () => {
     const r = await etcdbrctl(['restore', '--dry-run']);
     expect(r.code).toBe(1);
-    expect(errorLines(r.stderr)).toEqual(['Error: no store to restore from: give --storage-provider (Local, S3, ABS or GCS) and --store-container']);
+    expect(errorLines(r.stderr)).toEqual(['Error: no store to restore from: give --storage-provider (Local, S3, ABS, GCS, Swift, ECS or OCS) and --store-container']);
   });
 
   it('a corrupt snapshot in the store: the snapshot is named, the data dir is not created; the stack only at debug level', async () => {

@@ -73,7 +73,11 @@ interface Ssec {
   SSECustomerKeyMD5: string;
 }
 
-export async function openS3Store(config: S3StoreConfig, tuning: S3Tuning = {}): Promise<SnapStore> {
+/**
+ * Opens an S3 store. `provider` is the name the store reports (ECS and OCS are S3 underneath, and
+ * credential rotation looks up their own files by that name).
+ */
+export async function openS3Store(config: S3StoreConfig, tuning: S3Tuning = {}, provider: 'S3' | 'ECS' | 'OCS' = 'S3'): Promise<SnapStore> {
   if (!config.container) throw new SnapStoreError('E_CONFIG', 'S3 store needs a bucket name (--store-container)');
   const creds = config.credentials;
   const endpoint = parseEndpoint(config.endpointOverride ?? creds?.endpoint);
@@ -111,7 +115,7 @@ export async function openS3Store(config: S3StoreConfig, tuning: S3Tuning = {}):
     timeoutMs: tuning.partTimeoutMs ?? DEFAULT_PART_RETRY.timeoutMs,
   };
   const where = endpoint ?? (region ? `https://s3.${region}.amazonaws.com` : 'the default AWS S3 endpoint');
-  return new S3SnapStore(config, client, where, ssec, partRetry);
+  return new S3SnapStore(config, client, where, ssec, partRetry, provider);
 }
 
 function parseEndpoint(raw: string | undefined): string | undefined {
@@ -195,7 +199,6 @@ async function credentialProvider(
 }
 
 class S3SnapStore implements SnapStore {
-  readonly provider = 'S3' as const;
   readonly prefix: string;
   private readonly bucket: string;
   private readonly logger: Logger;
@@ -211,6 +214,7 @@ class S3SnapStore implements SnapStore {
     private readonly endpoint: string,
     private readonly ssec: Ssec | undefined,
     private readonly partRetry: PartRetryPolicy,
+    readonly provider: 'S3' | 'ECS' | 'OCS',
   ) {
     this.prefix = config.prefix;
     this.bucket = config.container;

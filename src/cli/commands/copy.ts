@@ -15,7 +15,7 @@ export async function run(config: CopyCommandConfig, ctx: CommandContext): Promi
   const destinationConfig = ctx.stores.primary;
   if (!sourceConfig || !destinationConfig) {
     const which = !sourceConfig ? 'source store: give --source-storage-provider' : 'destination store: give --storage-provider';
-    ctx.io.stderr.write(`Error: no ${which} (Local, S3, ABS or GCS) and its container\n`);
+    ctx.io.stderr.write(`Error: no ${which} (Local, S3, ABS, GCS, Swift, ECS or OCS) and its container\n`);
     return 1;
   }
   let source: SnapStore | undefined;

@@ -71,7 +71,7 @@ export function formatTable(rows: readonly LsRow[]): string {
 export async function run(config: LsCommandConfig, ctx: CommandContext): Promise<number> {
   const storeConfig = ctx.stores.primary;
   if (storeConfig === undefined) {
-    ctx.io.stderr.write('Error: no store to list: give --storage-provider (Local, S3, ABS or GCS)\n');
+    ctx.io.stderr.write('Error: no store to list: give --storage-provider (Local, S3, ABS, GCS, Swift, ECS or OCS)\n');
     return 1;
   }
   let snaps: Snapshot[];

@@ -15,7 +15,7 @@ import { reportFailure } from '../failure.js';
 export async function run(config: RestoreCommandConfig, ctx: CommandContext): Promise<number> {
   const storeConfig = ctx.stores.primary;
   if (!storeConfig) {
-    ctx.io.stderr.write('Error: no store to restore from: give --storage-provider (Local, S3, ABS or GCS) and --store-container\n');
+    ctx.io.stderr.write('Error: no store to restore from: give --storage-provider (Local, S3, ABS, GCS, Swift, ECS or OCS) and --store-container\n');
     return 1;
   }
   const store = await openSnapStore(storeConfig, { readOnly: true });

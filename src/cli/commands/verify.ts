@@ -42,7 +42,7 @@ export function formatReport(r: VerifyReport): string {
 export async function run(config: VerifyCommandConfig, ctx: CommandContext): Promise<number> {
   const storeConfig = ctx.stores.primary;
   if (storeConfig === undefined) {
-    ctx.io.stderr.write('Error: no store to verify: give --storage-provider (Local, S3, ABS or GCS)\n');
+    ctx.io.stderr.write('Error: no store to verify: give --storage-provider (Local, S3, ABS, GCS, Swift, ECS or OCS)\n');
     return 1;
   }
   let report: VerifyReport;

@@ -3,9 +3,9 @@ import type { GroupDef } from '../schema.js';
 import type { SecondarySnapstoreConfig, SnapstoreConfig } from '../types.js';
 
 /** Providers this implementation has. */
-export const SUPPORTED_PROVIDERS = ['Local', 'S3', 'ABS', 'GCS'] as const;
+export const SUPPORTED_PROVIDERS = ['Local', 'S3', 'ABS', 'GCS', 'Swift', 'ECS', 'OCS'] as const;
 /** Providers upstream has and we do not (`FAILED` is upstream's test fake). */
-export const UPSTREAM_ONLY_PROVIDERS = ['Swift', 'OSS', 'ECS', 'OCS', 'FAILED'] as const;
+export const UPSTREAM_ONLY_PROVIDERS = ['OSS', 'FAILED'] as const;
 
 export const MIN_CHUNK_SIZE = 5 * 1024 * 1024;
 
@@ -41,7 +41,7 @@ export function snapstoreGroup(prefix: SnapstoreFlagPrefix): GroupDef<SnapstoreC
       provider: {
         type: 'string',
         flag: `${prefix}storage-provider`,
-        usage: `${what}snapshot storage provider: Local, S3, ABS or GCS; none = no store`,
+        usage: `${what}snapshot storage provider: Local, S3, ABS, GCS, Swift, ECS or OCS; none = no store`,
       },
       container: {
         type: 'string',
