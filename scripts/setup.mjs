@@ -141,7 +141,9 @@ function ensureOpenssl() {
 
 function build() {
   say('building TypeScript (tsc -b) ...');
-  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc');
+  // TypeScript 7's native tsc (package.json's @typescript/native); `typescript` itself is the TypeScript 6
+  // compatibility package, there only for the compiler API the syntax-tree tests read sources with.
+  const tsc = join(root, 'node_modules', '@typescript', 'native', 'bin', 'tsc');
   const r = spawnSync(process.execPath, [tsc, '-b', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
   if (r.status !== 0) fail('the TypeScript build failed (see above).');
 }

@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import * as zlib from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   createCompressStream,
@@ -167,6 +168,15 @@ describe('headers', () => {
     expect(out.subarray(0, 4).toString('hex')).toBe('28b52ffd');
     // Frame header descriptor: bit 2 = content checksum flag.
     expect(out[4]! & 0x04).toBe(0x04);
+  });
+
+  it("zstd frames are interchangeable with Node's own zstd (node:zlib, another build of libzstd)", async () => {
+    const data = Buffer.concat([kubeText(100_000, 11), randomBytes(300_000, 12)]);
+    // Several MiB, so the frame has many blocks (and several of zstd-napi's worker jobs).
+    const big = Buffer.concat(Array.from({ length: 4 }, () => data));
+    expect(sha(zlib.zstdDecompressSync(await compress('zstd', big)))).toBe(sha(big));
+    const theirs = zlib.zstdCompressSync(big, { params: { [zlib.constants.ZSTD_c_checksumFlag]: 1 } });
+    expect(sha(await decompress('.zst', 'Full-00000001-00000002-1700000000.zst', theirs))).toBe(sha(big));
   });
 });
 

@@ -67,9 +67,22 @@ export function toKubeError(err: unknown, what: string, signal?: AbortSignal): K
               : 'E_KUBE_REQUEST';
     return new KubeError(code, `${what}: ${detail} (HTTP ${status})`, { cause: err, status });
   }
-  const message = err instanceof Error ? err.message : String(err);
-  // node-fetch reports transport failures as FetchError with type 'system' (ECONNREFUSED, ENOTFOUND, TLS).
-  return new KubeError('E_KUBE_UNREACHABLE', `${what}: the Kubernetes API server could not be reached: ${message}`, { cause: err });
+  return new KubeError('E_KUBE_UNREACHABLE', `${what}: the Kubernetes API server could not be reached: ${transportDetail(err)}`, { cause: err });
+}
+
+/**
+ * client-node's fetch (undici) reports every transport failure as `TypeError: fetch failed` and puts what
+ * happened (ECONNREFUSED, ENOTFOUND, a TLS verification error) in `cause`: name the whole chain.
+ */
+function transportDetail(err: unknown): string {
+  const parts: string[] = [];
+  let e: unknown = err;
+  for (let depth = 0; e !== undefined && e !== null && depth < 5; depth++) {
+    const message = e instanceof Error ? e.message : String(e);
+    if (message !== '' && !parts.includes(message)) parts.push(message);
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  return parts.length === 0 ? 'unknown error' : parts.join(': ');
 }
 
 /** The `message` of a Kubernetes `Status` body, which client-node hands over as text or as parsed JSON. */

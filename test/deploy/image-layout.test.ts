@@ -21,6 +21,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { findEtcdBinaries } from '../../src/etcd/binaries.js';
+import { moduleImports } from '../support/module-imports.js';
 import { copyPaths, envPairs, execForm, inBuildContext, parseDockerfile, resolveInStage } from './dockerfile.js';
 import type { Instruction, Stage } from './dockerfile.js';
 
@@ -458,9 +459,8 @@ describe('the final stage, replayed', () => {
     );
     const bare = new Set<string>();
     for (const f of files) {
-      const text = readFileSync(f, 'utf8');
-      for (const m of text.matchAll(/(?:\bfrom\s*|\bimport\s*\(?\s*)['"]([^'"]+)['"]/g)) {
-        const spec = m[1]!;
+      // Read from the syntax tree: an import-like phrase in a comment or string is not an import.
+      for (const { specifier: spec } of moduleImports(f, readFileSync(f, 'utf8'))) {
         if (!spec.startsWith('.') && !spec.startsWith('/') && !spec.startsWith('node:')) bare.add(spec);
       }
     }

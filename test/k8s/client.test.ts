@@ -3,7 +3,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKubeClient, resolveKubeConnection, SERVICE_ACCOUNT_DIR } from '../../src/k8s/client.js';
-import { isKubeError } from '../../src/k8s/errors.js';
+import { isKubeError, toKubeError } from '../../src/k8s/errors.js';
 import { FakeKubeApiServer } from '../support/fake-kube.js';
 import { seedLease, selfSignedCert, tempDir, type TempDir } from './support.js';
 
@@ -84,7 +84,11 @@ describe('createKubeClient', () => {
     delete config.clusters[0]!.cluster['certificate-authority-data'];
     await writeFile(file, JSON.stringify(config));
     const kube = await createKubeClient({ kind: 'kubeconfig', paths: [file] });
-    await expect(kube.coordination.readNamespacedLease({ name: 'lease-b', namespace: NS })).rejects.toThrow(/self[- ]signed|certificate/i);
+    const err = await kube.coordination.readNamespacedLease({ name: 'lease-b', namespace: NS }).catch((e: unknown) => e);
+    // fetch (undici) throws "fetch failed" with the TLS error as its cause; toKubeError names the chain.
+    const kubeErr = toKubeError(err, 'get lease');
+    expect(kubeErr.code).toBe('E_KUBE_UNREACHABLE');
+    expect(kubeErr.message).toMatch(/self[- ]signed|certificate/i);
   });
 
   it('several kubeconfig files merge first-wins (KUBECONFIG list)', async () => {

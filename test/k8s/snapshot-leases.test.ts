@@ -147,6 +147,8 @@ describe('full snapshot lease', () => {
     const l = new SnapshotLeases({ kube: client, namespace: NS, fullSnapshotLeaseName: FULL, deltaSnapshotLeaseName: DELTA, clock: systemClock, logger: recordingLogger() });
     const err = await l.updateFull(fullSnapshot(1, created)).catch((e: unknown) => e);
     expect(isKubeError(err, 'E_KUBE_UNREACHABLE')).toBe(true);
+    // The transport's own reason, not just fetch's "fetch failed".
+    expect((err as Error).message).toContain('ECONNREFUSED');
   });
 });
 

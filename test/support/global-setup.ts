@@ -7,7 +7,8 @@ import { fileURLToPath } from 'node:url';
  */
 export default function setup(): void {
   const root = fileURLToPath(new URL('../..', import.meta.url));
-  const tsc = fileURLToPath(new URL('../../node_modules/typescript/bin/tsc', import.meta.url));
+  // TypeScript 7's native tsc; `typescript` is the TypeScript 6 API package (see package.json).
+  const tsc = fileURLToPath(new URL('../../node_modules/@typescript/native/bin/tsc', import.meta.url));
   const build = spawnSync(process.execPath, [tsc, '-b', 'tsconfig.build.json'], { cwd: root, encoding: 'utf8' });
   if (build.status !== 0) throw new Error(`the TypeScript build failed:\n${build.stdout}${build.stderr}`);
 }
