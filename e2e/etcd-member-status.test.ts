@@ -10,7 +10,8 @@ import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../src/etcd/ports.js';
 import { etcdBinaries } from '../test/support/etcd.js';
-import { ETCD_MEMBERS, FakeKubeApiServer, LEASES } from '../test/support/fake-kube.js';
+import { ETCD_MEMBERS, LEASES } from '../test/support/fake-kube.js';
+import { useFakeKube } from '../test/support/fake-kube-fixture.js';
 import { LEASE_RENEWAL_FLAGS, localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
 import { runWrapper, type ConfiguredEtcd } from './support/wrapper.js';
 import { UPSTREAM_V023 } from '../test/support/fixtures.js';
@@ -53,31 +54,32 @@ function bytes(q: string | undefined): number {
 
 describe('etcdbrctl server publishes the EtcdMember status', () => {
   let dir: string;
-  let kube: FakeKubeApiServer;
   let sidecar: SidecarProcess | undefined;
   let etcd: ConfiguredEtcd | undefined;
+  // What etcd-druid creates before the StatefulSet: the EtcdMember and the leases.
+  const k8s = useFakeKube({
+    seed: (fake) => {
+      fake.seed(ETCD_MEMBERS, {
+        apiVersion: 'druid.gardener.cloud/v1alpha1',
+        kind: 'EtcdMember',
+        metadata: { name: POD, namespace: NS, labels: { 'gardener.cloud/owned-by': 'etcd-main' } },
+      });
+      for (const name of [POD, 'etcd-main-full-snap', 'etcd-main-delta-snap']) fake.seed(LEASES, { metadata: { name, namespace: NS }, spec: {} });
+    },
+  });
 
   beforeAll(async () => {
     dir = await mkdtemp(join(tmpdir(), 'etcdbr-e2e-member-status-'));
-    kube = await FakeKubeApiServer.start();
-    await writeFile(join(dir, 'kubeconfig'), kube.kubeconfig());
-    // What etcd-druid creates before the StatefulSet: the EtcdMember and the leases.
-    kube.seed(ETCD_MEMBERS, {
-      apiVersion: 'druid.gardener.cloud/v1alpha1',
-      kind: 'EtcdMember',
-      metadata: { name: POD, namespace: NS, labels: { 'gardener.cloud/owned-by': 'etcd-main' } },
-    });
-    for (const name of [POD, 'etcd-main-full-snap', 'etcd-main-delta-snap']) kube.seed(LEASES, { metadata: { name, namespace: NS }, spec: {} });
+    await writeFile(join(dir, 'kubeconfig'), k8s.fake.kubeconfig());
   });
 
   afterAll(async () => {
     await sidecar?.stop('SIGKILL');
     await etcd?.stop();
-    await kube?.stop();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  const status = (): MemberStatus => (kube.read(ETCD_MEMBERS, NS, POD)?.status ?? {}) as MemberStatus;
+  const status = (): MemberStatus => (k8s.fake.read(ETCD_MEMBERS, NS, POD)?.status ?? {}) as MemberStatus;
   const states = (): string[] => (status().transitions ?? []).map((t) => `${t.state}/${t.subState}`);
 
   it('New → Initializing(DBValidationFull → Restoration) → Started(Leader), then ids, sizes and snapshots', async () => {
@@ -153,7 +155,7 @@ describe('etcdbrctl server publishes the EtcdMember status', () => {
       expect(status().id).toBe(BigInt(st.header.member_id).toString(16));
       expect(status().clusterID).toBe(BigInt(st.header.cluster_id).toString(16));
       const holder = await waitFor(async () => {
-        const h = (kube.read(LEASES, NS, POD)?.spec as { holderIdentity?: string } | undefined)?.holderIdentity;
+        const h = (k8s.fake.read(LEASES, NS, POD)?.spec as { holderIdentity?: string } | undefined)?.holderIdentity;
         return h ?? undefined;
       }, 'member lease holder');
       expect(holder).toBe(`${status().id}:${status().clusterID}:Leader`);

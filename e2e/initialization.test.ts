@@ -32,21 +32,26 @@ function runCli(args: string[]): Promise<{ code: number | null; stderr: string }
 /** Follows etcd-wrapper's client: poll status every 100 ms, start on New, stop at Successful. */
 async function wrapperHandshake(url: string, mode: 'full' | 'sanity'): Promise<string[]> {
   const seen: string[] = [];
-  const deadline = Date.now() + 60_000;
-  let started = false;
-  while (Date.now() < deadline) {
-    const status = await (await fetch(`${url}/initialization/status`)).text();
-    if (seen.at(-1) !== status) seen.push(status);
-    if (status === 'Successful') return seen;
-    if (status === 'New') {
-      if (started && seen.includes('Failed')) return seen;
-      const r = await fetch(`${url}/initialization/start?mode=${mode}`);
-      expect(r.status).toBe(200);
-      started = true;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`initialization did not finish: ${seen.join(' -> ')}`);
+  const startAnswers: number[] = [];
+  await waitFor(
+    async () => {
+      const status = await (await fetch(`${url}/initialization/status`)).text();
+      if (seen.at(-1) !== status) seen.push(status);
+      if (status === 'Successful') return true;
+      if (status === 'New') {
+        if (startAnswers.length > 0 && seen.includes('Failed')) return true;
+        startAnswers.push((await fetch(`${url}/initialization/start?mode=${mode}`)).status);
+      }
+      return undefined;
+    },
+    'initialization to finish',
+    60_000,
+    100,
+  ).catch((err: unknown) => {
+    throw new Error(`${(err as Error).message}: ${seen.join(' -> ')}`);
+  });
+  expect(startAnswers.filter((code) => code !== 200)).toEqual([]);
+  return seen;
 }
 
 describe('initialization through the etcd-wrapper protocol', () => {

@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FakeKubeApiServer, LEASES } from '../test/support/fake-kube.js';
+import { LEASES } from '../test/support/fake-kube.js';
+import { useFakeKube } from '../test/support/fake-kube-fixture.js';
 import { startTestEtcd, type TestEtcd } from '../test/support/etcd.js';
 import { LEASE_RENEWAL_FLAGS, localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
 
@@ -12,24 +13,25 @@ const specOf = (l: object | undefined): LeaseSpec => ((l as { spec?: unknown } |
 
 describe('etcdbrctl server renews snapshot and member leases in Kubernetes', () => {
   let etcd: TestEtcd;
-  let kube: FakeKubeApiServer;
   let dir: string;
   let sidecar: SidecarProcess | undefined;
   const ns = 'shoot--dev--e2e';
+  const k8s = useFakeKube({
+    seed: (fake) => {
+      for (const name of ['etcd-main-full-snap', 'etcd-main-delta-snap', 'etcd-main-0']) {
+        fake.seed(LEASES, { metadata: { name, namespace: ns }, spec: {} });
+      }
+    },
+  });
 
   beforeAll(async () => {
     etcd = await startTestEtcd();
-    kube = await FakeKubeApiServer.start();
     dir = await mkdtemp(join(tmpdir(), 'etcdbr-e2e-leases-'));
-    for (const name of ['etcd-main-full-snap', 'etcd-main-delta-snap', 'etcd-main-0']) {
-      kube.seed(LEASES, { metadata: { name, namespace: ns }, spec: {} });
-    }
-    await writeFile(join(dir, 'kubeconfig'), kube.kubeconfig());
+    await writeFile(join(dir, 'kubeconfig'), k8s.fake.kubeconfig());
   });
 
   afterAll(async () => {
     await sidecar?.stop('SIGKILL');
-    await kube?.stop();
     await etcd?.cleanup();
     if (dir) await rm(dir, { recursive: true, force: true });
   });
@@ -53,7 +55,7 @@ describe('etcdbrctl server renews snapshot and member leases in Kubernetes', () 
       return j.fullSnapshot ?? undefined;
     }, 'a full snapshot');
     const fullLease = await waitFor(async () => {
-      const l = kube.read(LEASES, ns, 'etcd-main-full-snap');
+      const l = k8s.fake.read(LEASES, ns, 'etcd-main-full-snap');
       return specOf(l).holderIdentity !== undefined ? specOf(l) : undefined;
     }, 'full lease update');
     expect(fullLease.holderIdentity).toBe(String(full.lastRevision));
@@ -65,12 +67,12 @@ describe('etcdbrctl server renews snapshot and member leases in Kubernetes', () 
     const rev = Number((await client.get('foo').exec()).header.revision);
     client.close();
     await waitFor(async () => {
-      const l = kube.read(LEASES, ns, 'etcd-main-delta-snap');
+      const l = k8s.fake.read(LEASES, ns, 'etcd-main-delta-snap');
       return specOf(l).holderIdentity === String(rev) ? true : undefined;
     }, `delta lease holder ${rev}`);
 
     const member = await waitFor(async () => {
-      const l = kube.read(LEASES, ns, 'etcd-main-0');
+      const l = k8s.fake.read(LEASES, ns, 'etcd-main-0');
       return typeof specOf(l).holderIdentity === 'string' ? l : undefined;
     }, 'member lease');
     expect(specOf(member).holderIdentity).toMatch(/^[0-9a-f]+:[0-9a-f]+:Leader$/);

@@ -34,7 +34,10 @@ function dailyScheduleJustPassed(): string {
   return `${d.getMinutes()} ${d.getHours()} * * *`;
 }
 
-/** Puts `w/<n>` in a loop through the given members and keeps what etcd acknowledged. */
+/**
+ * Puts `w/<n>` in a loop through the given members and keeps what etcd acknowledged. The pauses pace the
+ * load (two cores, an election under way); nothing waits on them.
+ */
 class Writer {
   readonly acked = new Map<string, string>();
   lastAckedRevision = 0;

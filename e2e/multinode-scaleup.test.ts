@@ -70,7 +70,8 @@ describe('scale-up 1 → 3 through sidecars and the etcd-wrapper protocol', () =
       sidecars.push(await sidecarFor(1, templates[1]!), await sidecarFor(2, templates[2]!));
 
       // Watch the member list the whole time: etcd 3.4 admits one learner at a time, and our sidecars must
-      // cope with "too many learners" by waiting, not by failing initialization.
+      // cope with "too many learners" by waiting, not by failing initialization. Sampled every 100 ms (etcd
+      // has no membership watch); a sampler, not a wait: the test waits on the wrappers below.
       const views: MemberView[][] = [];
       let watching = true;
       const watcher = (async () => {

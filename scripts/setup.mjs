@@ -133,6 +133,12 @@ function ensureAge() {
     'install age 1.1+ (https://age-encryption.org) and put `age` and `age-keygen` on PATH');
 }
 
+// TLS tests (etcd over TLS, S3 over https, the kube client's CA handling) make their certificates with the
+// openssl CLI; without it they fail, they do not skip.
+function ensureOpenssl() {
+  ensureFromDebian('openssl (for the TLS tests)', ['openssl'], ['openssl'], 'install OpenSSL 1.1.1+ and put `openssl` on PATH');
+}
+
 function build() {
   say('building TypeScript (tsc -b) ...');
   // TypeScript 7's native tsc (package.json's @typescript/native); `typescript` itself is the TypeScript 6
@@ -150,4 +156,5 @@ if (forTests) ensureGo();
 if (forTests) ensurePromtool();
 if (forTests) ensureSwift();
 if (forTests) ensureAge();
+if (forTests) ensureOpenssl();
 build();

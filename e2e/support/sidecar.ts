@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { freePort } from '../../src/etcd/ports.js';
+import { waitFor } from '../../test/support/wait.js';
 
 export const BIN = fileURLToPath(new URL('../../bin/etcdbrctl', import.meta.url));
 
@@ -31,20 +32,21 @@ export async function startSidecar(args: string[], env: NodeJS.ProcessEnv = {}):
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    if (child.exitCode !== null) throw new Error(`etcdbrctl server exited early (${child.exitCode}):\n${logs}`);
-    try {
+  // Listening (any answer from /healthz) or gone, whichever comes first.
+  const started = await waitFor(
+    async () => {
+      if (child.exitCode !== null) return 'exited';
       await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(1000) });
-      break;
-    } catch {
-      if (Date.now() > deadline) {
-        child.kill('SIGKILL');
-        throw new Error(`etcdbrctl server did not listen on ${url}:\n${logs}`);
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
+      return 'listening';
+    },
+    `etcdbrctl server to listen on ${url}`,
+    30_000,
+    100,
+  ).catch((err: unknown) => {
+    child.kill('SIGKILL');
+    throw new Error(`${(err as Error).message}:\n${logs}`);
+  });
+  if (started === 'exited') throw new Error(`etcdbrctl server exited early (${child.exitCode}):\n${logs}`);
   return {
     url,
     port,

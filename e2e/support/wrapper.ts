@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { parse } from 'yaml';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { killOnProcessExit } from '../../src/etcd/local-etcd.js';
+import { waitFor } from '../../test/support/wait.js';
 
 export interface ConfiguredEtcd {
   /** The config etcd was started with, as parsed from `/config`. */
@@ -45,21 +46,24 @@ export async function startEtcdFromConfig(binaries: EtcdBinaries, configPath: st
     exited,
     logTail: () => tail,
     async ready(timeoutMs = 60_000) {
-      const end = Date.now() + timeoutMs;
       let gone = false;
       void exited.then(() => (gone = true));
-      while (Date.now() < end) {
-        if (gone) throw new Error(`etcd exited during start-up:\n${tail.split('\n').slice(-20).join('\n')}`);
-        try {
+      const last = () => tail.split('\n').slice(-20).join('\n');
+      // Answering /version or gone, whichever comes first.
+      const outcome = await waitFor(
+        async () => {
+          if (gone) return 'exited';
           const r = await fetch(`${clientUrl}/version`, { signal: AbortSignal.timeout(1000) });
           await r.arrayBuffer();
-          if (r.ok) return;
-        } catch {
-          /* not yet */
-        }
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      throw new Error(`etcd at ${clientUrl} did not answer within ${timeoutMs} ms:\n${tail.split('\n').slice(-20).join('\n')}`);
+          return r.ok ? 'ready' : undefined;
+        },
+        `etcd at ${clientUrl} to answer /version`,
+        timeoutMs,
+        100,
+      ).catch((err: unknown) => {
+        throw new Error(`${(err as Error).message}:\n${last()}`);
+      });
+      if (outcome === 'exited') throw new Error(`etcd exited during start-up:\n${last()}`);
     },
     stop(graceMs = 10_000) {
       stopping ??= (async () => {
@@ -93,17 +97,23 @@ export async function initializationHandshake(
   opts: { mode?: 'full' | 'sanity'; pollMs?: number; timeoutMs?: number; maxFailures?: number } = {},
 ): Promise<HandshakeResult> {
   const seen: string[] = [];
-  const end = Date.now() + (opts.timeoutMs ?? 180_000);
   let failures = 0;
-  while (Date.now() < end) {
-    const status = await (await fetch(`${url}/initialization/status`, { signal: AbortSignal.timeout(60_000) })).text();
-    if (seen.at(-1) !== status) seen.push(status);
-    if (status === 'Successful') return { seen, ok: true };
-    if (status === 'Failed' && ++failures >= (opts.maxFailures ?? 1)) return { seen, ok: false };
-    if (status === 'New') await (await fetch(`${url}/initialization/start?mode=${opts.mode ?? 'full'}`)).arrayBuffer();
-    await new Promise((r) => setTimeout(r, opts.pollMs ?? 200));
-  }
-  throw new Error(`initialization did not finish: ${seen.join(' -> ')}`);
+  // One poll of the wrapper's loop per probe; the sidecar cannot call back, so polling is the event.
+  return waitFor(
+    async (): Promise<HandshakeResult | undefined> => {
+      const status = await (await fetch(`${url}/initialization/status`, { signal: AbortSignal.timeout(60_000) })).text();
+      if (seen.at(-1) !== status) seen.push(status);
+      if (status === 'Successful') return { seen, ok: true };
+      if (status === 'Failed' && ++failures >= (opts.maxFailures ?? 1)) return { seen, ok: false };
+      if (status === 'New') await (await fetch(`${url}/initialization/start?mode=${opts.mode ?? 'full'}`)).arrayBuffer();
+      return undefined;
+    },
+    'initialization to finish',
+    opts.timeoutMs ?? 180_000,
+    opts.pollMs ?? 200,
+  ).catch((err: unknown) => {
+    throw new Error(`${(err as Error).message}: ${seen.join(' -> ')}`);
+  });
 }
 
 /** `/config` with the wrapper's 5 attempts, 1 s apart. */

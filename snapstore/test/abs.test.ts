@@ -18,6 +18,7 @@ import { describeSnapStoreConformance, expectCode, generatedStream, pseudoRandom
 import { CountingIdleBuffers } from './support/counting-idle.js';
 import { AZURITE_ACCOUNT, AZURITE_KEY, startAzurite, type Azurite } from './support/azurite.js';
 import { closedPort } from './support/ports.js';
+import { waitFor } from '../../test/support/wait.js';
 
 const MiB = 1024 * 1024;
 const CONTAINER = 'snapshots';
@@ -222,14 +223,14 @@ describe('ABS provider on Azurite', () => {
     const store = await open();
     const snap = testSnapshot('Full', 0, 6, 1_700_000_006);
     await store.save(snap, Readable.from([Buffer.from('committed')]));
-    // One full block, time for it to be staged, then the input fails.
+    const blob = az.containerClient(CONTAINER).getBlockBlobClient(`${store.prefix}/${snap.snapName}`);
+    // One full block; once Azure holds it staged, the input fails.
     async function* failing(): AsyncGenerator<Buffer> {
       yield pseudoRandomBytes(5 * MiB + 100, 1);
-      await new Promise((r) => setTimeout(r, 500));
+      await waitFor(async () => ((await blob.getBlockList('uncommitted')).uncommittedBlocks?.length ?? 0) > 0, 'the first block staged');
       throw new Error('input failed on purpose');
     }
     await expectCode(store.save(snap, Readable.from(failing())), 'E_SAVE_FAILED');
-    const blob = az.containerClient(CONTAINER).getBlockBlobClient(`${store.prefix}/${snap.snapName}`);
     const blocks = await blob.getBlockList('all');
     // Deleting the blob to drop them would delete the previous snapshot; Azure discards them itself.
     expect(blocks.uncommittedBlocks?.length).toBeGreaterThanOrEqual(1);
@@ -253,6 +254,9 @@ describe('ABS provider on Azurite', () => {
       proxy.reset();
       proxy.hold = true;
       let produced = 0;
+      // Read from the input but not yet answered by Azure, at its largest: checked over the whole save,
+      // so no pause is needed to give an unbounded reader time to show itself.
+      let maxAhead = 0;
       const total = 8 * 5 * MiB;
       const input = new Readable({
         read() {
@@ -262,21 +266,22 @@ describe('ABS provider on Azurite', () => {
           }
           const piece = pseudoRandomBytes(256 * 1024, produced);
           produced += piece.length;
+          maxAhead = Math.max(maxAhead, produced - proxy.completedStages * 5 * MiB);
           this.push(piece);
         },
       });
       const snap = testSnapshot('Full', 0, 8, 1_700_000_008);
       const saving = store.save(snap, input);
-      await waitFor(() => proxy.held.length === 3);
-      await new Promise((r) => setTimeout(r, 300));
-      expect(proxy.held.length).toBe(3);
-      // 3 blocks staged + 1 being filled, plus what the input stream buffers (16 KiB + one piece).
-      expect(produced).toBeLessThanOrEqual(4 * 5 * MiB + 512 * 1024);
+      await waitFor(() => proxy.held.length === 3, 'three stages held at the proxy', 20_000, 10);
+      expect(proxy.completedStages).toBe(0);
       proxy.hold = false;
       proxy.release();
       await saving;
       expect(proxy.maxConcurrentStages).toBe(3);
       expect(proxy.stages).toBe(8);
+      // 3 blocks staged + 1 being filled, plus what the input stream buffers (16 KiB + one piece).
+      expect(maxAhead).toBeGreaterThanOrEqual(3 * 5 * MiB);
+      expect(maxAhead).toBeLessThanOrEqual(4 * 5 * MiB + 512 * 1024);
       const got = (await store.list()).find((s) => s.snapName === snap.snapName) as Snapshot;
       expect(got.sizeBytes).toBe(total);
     });
@@ -406,6 +411,8 @@ interface StageProxy {
   /** Answer the n-th Put Block (1-based) with 400. */
   failStage: number | undefined;
   stages: number;
+  /** Put Block requests answered so far. */
+  completedStages: number;
   commits: number;
   maxConcurrentStages: number;
   release(): void;
@@ -422,6 +429,7 @@ async function startStageProxy(target: URL): Promise<StageProxy> {
     held: [],
     failStage: undefined,
     stages: 0,
+    completedStages: 0,
     commits: 0,
     maxConcurrentStages: 0,
     release() {
@@ -431,6 +439,7 @@ async function startStageProxy(target: URL): Promise<StageProxy> {
       state.hold = false;
       state.failStage = undefined;
       state.stages = 0;
+      state.completedStages = 0;
       state.commits = 0;
       state.maxConcurrentStages = 0;
       state.release();
@@ -464,6 +473,7 @@ async function startStageProxy(target: URL): Promise<StageProxy> {
       state.maxConcurrentStages = Math.max(state.maxConcurrentStages, concurrent);
       const finish = (): void => {
         concurrent--;
+        state.completedStages++;
       };
       if (state.failStage === nth) {
         req.resume();
@@ -487,12 +497,4 @@ async function startStageProxy(target: URL): Promise<StageProxy> {
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   state.origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return state;
-}
-
-async function waitFor(cond: () => boolean, timeoutMs = 20_000): Promise<void> {
-  const start = Date.now();
-  while (!cond()) {
-    if (Date.now() - start > timeoutMs) throw new Error('condition not reached in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }

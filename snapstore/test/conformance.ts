@@ -442,15 +442,14 @@ export function describeSnapStoreConformance(
           this.push(pseudoRandomBytes(n, sent));
         },
       });
-      const started = Date.now();
       await expectCode(
         store.save(testSnapshot('Full', 0, 88, 1_700_000_088), stalled, { signal: controller.signal }),
         'E_SAVE_FAILED',
       );
-      expect(Date.now() - started).toBeLessThan(30_000);
       expect(await store.list()).toEqual([]);
       expect(await keysUnder(r)).toEqual([]);
-    });
+      // A save that ignored the abort would hang on the stalled input: the test's timeout is the bound.
+    }, 30_000);
 
     it('save with an already aborted signal rejects and writes nothing', async () => {
       const r = root();
@@ -519,13 +518,12 @@ export function describeSnapStoreConformance(
       const store = await h.openUnreachable();
       stores.push(store);
       const snap = { ...testSnapshot('Full', 0, 1, 1_700_000_001), prefix: `${store.prefix}/` };
-      const started = Date.now();
       await expectCode(store.list(), 'E_UNREACHABLE');
       await expectCode(store.fetch(snap), 'E_UNREACHABLE');
       await expectCode(store.delete(snap), 'E_UNREACHABLE');
       const err = await expectCode(store.save(snap, Readable.from([Buffer.from('x')])), 'E_UNREACHABLE');
       expect((err as Error).message).toMatch(/127\.0\.0\.1|localhost/);
-      expect(Date.now() - started).toBeLessThan(30_000);
-    });
+      // Retrying an unreachable endpoint for minutes would fail on the test's timeout.
+    }, 30_000);
   });
 }

@@ -10,6 +10,7 @@ import type { Snapshot } from '../src/snapshot.js';
 import type { SnapStore } from '../src/store.js';
 import { describeSnapStoreConformance, readAll, testSnapshot } from './conformance.js';
 import type { ConformanceHarness } from './conformance.js';
+import { waitFor } from '../../test/support/wait.js';
 
 const MiB = 1024 * 1024;
 
@@ -92,8 +93,10 @@ describe('Local provider specifics', () => {
     const snap = testSnapshot('Full', 0, 2, 1_700_000_002);
     const saving = store.save(snap, input);
     input.write(Buffer.alloc(1000, 1));
-    await new Promise((r) => setTimeout(r, 50));
-    const during = await filesUnder(path.join(root, 'p', 'v2'));
+    const during = await waitFor(async () => {
+      const files = await filesUnder(path.join(root, 'p', 'v2'));
+      return files.length > 0 ? files : undefined;
+    }, 'the save to open its file', 10_000, 10);
     expect(during).toHaveLength(1);
     expect(during[0]).toMatch(/^\.etcd-backup-/);
     expect(await store.list()).toEqual([]);

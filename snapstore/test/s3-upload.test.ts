@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import http from 'node:http';
@@ -16,6 +15,8 @@ import type { PartRetryPolicy, StreamUploadOptions } from '../src/providers/s3-u
 import { CountingIdleBuffers } from './support/counting-idle.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from './support/s3rver.js';
 import type { S3rverInstance } from './support/s3rver.js';
+import { writeSelfSignedCert } from '../../test/support/certs.js';
+import { waitFor } from '../../test/support/wait.js';
 
 const MiB = 1024 * 1024;
 const PART = 5 * MiB;
@@ -161,9 +162,19 @@ const isComplete = (s: Seen): boolean => s.method === 'POST' && s.query.has('upl
 const isAbort = (s: Seen): boolean => s.method === 'DELETE' && s.query.has('uploadId');
 const isCreate = (s: Seen): boolean => s.method === 'POST' && s.query.has('uploads');
 
-function captureLogger(): Logger & { warnings: string[] } {
+function captureLogger(): Logger & { warnings: string[]; retryDelays: number[] } {
   const warnings: string[] = [];
-  return { ...silentLogger, warnings, warn: (obj: object | string, msg?: string) => void warnings.push(msg ?? String(obj)) };
+  const retryDelays: number[] = [];
+  return {
+    ...silentLogger,
+    warnings,
+    retryDelays,
+    warn: (obj: object | string, msg?: string) => {
+      warnings.push(msg ?? String(obj));
+      const delay = typeof obj === 'object' ? (obj as { delayMs?: unknown }).delayMs : undefined;
+      if (typeof delay === 'number') retryDelays.push(delay);
+    },
+  };
 }
 
 async function failure(p: Promise<unknown>): Promise<UploadFailedError> {
@@ -227,9 +238,12 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
   }
 
   it('cuts the input into parts of exactly partSize and completes them in order, even when they finish out of order', async () => {
-    // Part 1 answers last: the Complete request must still list 1, 2, 3, 4.
+    // Part 1 answers last (it goes to S3 only once the other three were answered): the Complete request
+    // must still list 1, 2, 3, 4.
     proxy.reset(async (s) => {
-      if (isPart(s) && partNo(s) === 1) await new Promise((r) => setTimeout(r, 400));
+      if (isPart(s) && partNo(s) === 1) {
+        await waitFor(() => proxy.seen.filter((x) => isPart(x) && partNo(x) > 1 && x.status === 200).length === 3, 'parts 2 to 4 answered', 20_000, 10);
+      }
       return undefined;
     });
     const size = 3 * PART + 777_777;
@@ -286,13 +300,13 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
 
   it('gives up after the configured retries, aborts the upload and never completes it', async () => {
     proxy.reset((s) => (isPart(s) && partNo(s) === 2 ? { fail: 503, code: 'SlowDown' } : undefined));
-    const started = Date.now();
-    const err = await failure(uploadStream(source(4 * PART).stream, options()));
+    const logger = captureLogger();
+    const err = await failure(uploadStream(source(4 * PART).stream, options({ logger })));
     expect(err.origin).toBe('s3');
     expect((err.cause as { name?: string }).name).toBe('SlowDown');
-    // 1 + 2 retries, after 20 and 40 ms
+    // 1 + 2 retries, after 20 and 40 ms (the backoff the uploader reports, not the test's wall clock)
     expect(proxy.seen.filter((s) => isPart(s) && partNo(s) === 2)).toHaveLength(3);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(60);
+    expect(logger.retryDelays).toEqual([20, 40]);
     expect(proxy.seen.filter(isAbort)).toHaveLength(1);
     expect(proxy.seen.some(isComplete)).toBe(false);
   });
@@ -339,7 +353,7 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     const controller = new AbortController();
     const src = source(6 * PART);
     const p = uploadStream(src.stream, options({ signal: controller.signal }));
-    while (proxy.seen.filter(isPart).length < 3) await new Promise((r) => setTimeout(r, 10));
+    await waitFor(() => proxy.seen.filter(isPart).length >= 3, 'three parts hanging at the proxy', 20_000, 10);
     controller.abort();
     const err = await failure(p);
     expect(err.origin).toBe('aborted');
@@ -359,10 +373,11 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     const src = source(8 * PART + 5, { chunk: 65_536 });
     const opts = options({ concurrency: 2 });
     const p = uploadStream(src.stream, opts);
-    while (proxy.seen.filter(isPart).length < 2) await new Promise((r) => setTimeout(r, 10));
-    await new Promise((r) => setTimeout(r, 300));
-    // Two parts held at the proxy, one buffer full and waiting for a slot; the source is not read further
-    // than that plus the stream's own read-ahead.
+    await waitFor(() => proxy.seen.filter(isPart).length >= 2, 'two parts held at the proxy', 20_000, 10);
+    // Two parts held at the proxy, one buffer full and waiting for a slot (the uploader stops reading there);
+    // the source is not read further than that plus the stream's own read-ahead. buffersAllocated below
+    // bounds the read-ahead over the whole upload.
+    await waitFor(() => src.produced >= 3 * PART, 'the third buffer filled', 20_000, 10);
     expect(src.produced).toBeLessThanOrEqual(3 * PART + 2 * 65_536);
     expect(proxy.seen.filter(isPart)).toHaveLength(2);
     release();
@@ -432,15 +447,8 @@ describe('uploadStream over https', () => {
 
   beforeAll(async () => {
     dir = await mkdtemp(path.join(os.tmpdir(), 's3up-tls-'));
-    const keyFile = path.join(dir, 'key.pem');
-    const certFile = path.join(dir, 'cert.pem');
-    const made = spawnSync(
-      'openssl',
-      ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1',
-        '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
-      { stdio: 'ignore' },
-    );
-    if (made.status !== 0) return; // no openssl CLI: the case below skips
+    // Needs the openssl CLI (scripts/setup.mjs installs it): without it this fails, it does not skip.
+    const { keyFile, certFile } = await writeSelfSignedCert(dir, '127.0.0.1');
     srv = await startS3rver({ tls: { keyFile, certFile } });
     client = new S3Client({
       endpoint: srv.endpoint,
@@ -464,8 +472,8 @@ describe('uploadStream over https', () => {
     if (dir) await rm(dir, { recursive: true, force: true });
   });
 
-  it('sends parts and single puts as UNSIGNED-PAYLOAD, everything else signed, and the objects round-trip', async (ctx) => {
-    if (!srv || !client) return ctx.skip();
+  it('sends parts and single puts as UNSIGNED-PAYLOAD, everything else signed, and the objects round-trip', async () => {
+    if (!srv || !client) throw new Error('the https s3rver did not start (see beforeAll)');
     for (const size of [PART + 3, 1000]) {
       sent.length = 0;
       const src = source(size);

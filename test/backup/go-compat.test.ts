@@ -24,6 +24,8 @@ import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
 import { openLocalStore } from '../support/local-store.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
 import { UPSTREAM_V023 } from '../support/fixtures.js';
+import { waitFor } from '../support/wait.js';
+import { FakeClock } from '../../src/clock.js';
 
 const GO_DIR = fileURLToPath(new URL('./go/', import.meta.url));
 const FIXTURES = UPSTREAM_V023;
@@ -119,13 +121,15 @@ describe('Go restorer reads the deltas and fulls we write', () => {
 
   it('every event of a varied workload, under gzip, zlib, lzw and no compression', async () => {
     const metrics = new Metrics({ defaultMetrics: false });
+    // The delta period (1 s) passes when the test advances this clock.
+    const clock = new FakeClock(Date.now());
     const runs = await Promise.all(
       POLICIES.map(async (policy) => {
         const name = policy ?? 'none';
         const store = await openLocalStore(join(dir, name), dir);
         stores.push(store);
         const snapshotter = await createTestSnapshotter(
-          { client, store, metrics },
+          { client, store, metrics, clock },
           // Low enough that the 500 KiB value cuts a delta by memory, not by the timer.
           { deltaSnapshotMemoryLimit: 256 * 1024, compression: policy, finalDeltaTimeoutMs: 10_000 },
         );
@@ -134,14 +138,7 @@ describe('Go restorer reads the deltas and fulls we write', () => {
         return { name, policy, store, snapshotter, stop, running };
       }),
     );
-    const until = async (cond: () => boolean | Promise<boolean>, what: string, ms = 30_000) => {
-      const end = Date.now() + ms;
-      while (!(await cond())) {
-        if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    };
-    await until(() => runs.every((r) => r.snapshotter.chain.prevFull !== undefined), 'the first full snapshots');
+    await waitFor(() => runs.every((r) => r.snapshotter.chain.prevFull !== undefined), 'the first full snapshots');
     const fullRev = runs[0]!.snapshotter.chain.prevFull!.lastRevision;
     for (const r of runs) expect(r.snapshotter.chain.prevFull!.lastRevision).toBe(fullRev);
 
@@ -178,7 +175,10 @@ describe('Go restorer reads the deltas and fulls we write', () => {
     await client.put('/registry/last').value('done');
     const lastRev = Number((await client.get('/registry/last').exec()).header.revision);
 
-    await until(() => runs.every((r) => r.snapshotter.chain.prevSnapshot?.lastRevision === lastRev), 'deltas up to the last write');
+    await waitFor(async () => {
+      await clock.advanceAsync(1000);
+      return runs.every((r) => r.snapshotter.chain.prevSnapshot?.lastRevision === lastRev);
+    }, 'deltas up to the last write');
     for (const r of runs) {
       r.stop.abort();
       await r.running;

@@ -4,14 +4,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FakeClock, systemClock } from '../../src/clock.js';
+import { FakeClock, systemClock, type Clock } from '../../src/clock.js';
 import { DefragRunner, type DefragAttemptResult, type DefragJobState, type MemberDefragmentation } from '../../src/cluster/defrag.js';
 import { main } from '../../src/cli/main.js';
 import { Metrics } from '../../src/metrics.js';
 import { startTestCluster, type TestCluster } from '../support/cluster.js';
 import { startTestEtcd } from '../support/etcd.js';
 import { etcdClient } from '../support/etcd-client.js';
-import { leaderName, makeLeader, plainEndpointClient, recordingLogger, until } from './maintenance-support.js';
+import { leaderName, makeLeader, plainEndpointClient, recordingLogger } from './maintenance-support.js';
+import { waitFor } from '../support/wait.js';
 
 /** Sum of observations per endpoint and outcome of etcdbr_defragmentation_duration_seconds. */
 async function defragCounts(metrics: Metrics): Promise<Record<string, number>> {
@@ -106,6 +107,7 @@ describe('DefragRunner scheduling (fake clock)', () => {
 });
 
 describe('DefragRunner against a three-member cluster', () => {
+  const RETRY_MS = 200;
   let cluster: TestCluster;
   let client: Etcd3;
 
@@ -120,15 +122,15 @@ describe('DefragRunner against a three-member cluster', () => {
     await cluster?.cleanup();
   });
 
-  function runner(metrics: Metrics, logger = recordingLogger(), onDefragmented?: () => Promise<unknown>) {
+  function runner(metrics: Metrics, logger = recordingLogger(), onDefragmented?: () => Promise<unknown>, clock: Clock = systemClock) {
     return new DefragRunner({
       clusterClient: async () => etcdClient(cluster.clientUrls()),
       endpointClient: plainEndpointClient,
       schedule: '0 0 */3 * *',
       defragTimeoutMs: 30_000,
       statusTimeoutMs: 2_000,
-      retryPeriodMs: 200,
-      clock: systemClock,
+      retryPeriodMs: RETRY_MS,
+      clock,
       logger,
       metrics,
       ...(onDefragmented ? { onDefragmented } : {}),
@@ -166,14 +168,22 @@ describe('DefragRunner against a three-member cluster', () => {
     const logger = recordingLogger();
     let callbacks = 0;
     const stop = new AbortController();
-    const job = runner(metrics, logger, async () => {
-      callbacks++;
-    }).runJob(stop.signal);
+    // Retry periods pass when the test advances this clock, one per poll.
+    const clock = new FakeClock(Date.now());
+    const job = runner(
+      metrics,
+      logger,
+      async () => {
+        callbacks++;
+      },
+      clock,
+    ).runJob(stop.signal);
+    const postponements = () => logger.entries.filter((e) => e.msg.startsWith('postponing defragmentation'));
     try {
-      await until(
-        () => logger.entries.filter((e) => e.msg.startsWith('postponing defragmentation')).length >= 3,
-        'three postponed attempts',
-      );
+      await waitFor(async () => {
+        await clock.advanceAsync(RETRY_MS);
+        return postponements().length >= 3;
+      }, 'three postponed attempts');
       const postponed = logger.entries.filter((e) => e.msg.startsWith('postponing defragmentation'));
       expect(postponed.every((e) => e.level === 'warn' && e.msg.includes(down!.name))).toBe(true);
       expect(postponed[0]?.fields.unhealthy).toEqual([expect.objectContaining({ name: down!.name, endpoint: down!.clientUrl })]);
@@ -181,7 +191,10 @@ describe('DefragRunner against a three-member cluster', () => {
       expect(callbacks).toBe(0);
 
       await cluster.start(down!.name, { state: 'existing' });
-      await until(() => (callbacks > 0 ? true : undefined), 'the run to finish', 30_000);
+      await waitFor(async () => {
+        await clock.advanceAsync(RETRY_MS);
+        return callbacks > 0;
+      }, 'the run to finish', 30_000);
       await job;
     } finally {
       stop.abort();
@@ -278,7 +291,7 @@ describe('etcdbrctl snapshot', () => {
         (await readdir(join(dir, 'store'), { recursive: true }).catch(() => [] as string[]))
           .filter((f) => /(^|\/)Full-/.test(f))
           .map((f) => f.slice(f.lastIndexOf('/') + 1));
-      const initial = await until(async () => ((await fulls()).length > 0 ? fulls() : undefined), 'the initial full snapshot', 30_000);
+      const initial = await waitFor(async () => ((await fulls()).length > 0 ? fulls() : undefined), 'the initial full snapshot', 30_000);
       // A write after it, so a later full has a higher revision and cannot share the initial one's name
       // (same revision in the same second is the same object).
       const client = new Etcd3({ hosts: etcd.clientUrl });
@@ -293,7 +306,7 @@ describe('etcdbrctl snapshot', () => {
           .filter((l) => l.includes('full snapshot after defragmentation'))
           .map((l) => (JSON.parse(l) as { snapshot: string }).snapshot)
           .find((name) => !initial.includes(name));
-      const post = await until(afterDefrag, 'a post-defrag full snapshot after the write', 30_000);
+      const post = await waitFor(afterDefrag, 'a post-defrag full snapshot after the write', 30_000);
       stop.abort();
       expect(await code).toBe(0);
       expect(stderr).not.toMatch(/callback after defragmentation failed/);

@@ -2,13 +2,14 @@
  * EtcdMember status publishing through the real @kubernetes/client-node against the fake API: the status
  * lands in `/status`, updates coalesce, a missing EtcdMember is waited for, failures are retried with backoff.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { newSnapshot } from '@etcdbrctl/snapstore';
 import { FakeClock } from '../../src/clock.js';
-import type { KubeClient } from '../../src/k8s/client.js';
 import { EtcdMemberStatusPublisher, recordInitialization, type EtcdMemberStatusPublisherOptions } from '../../src/cluster/etcd-member-status.js';
-import { ETCD_MEMBERS, type FakeKubeApiServer } from '../support/fake-kube.js';
-import { recordingLogger, startFakeKubeWithClient } from '../k8s/support.js';
+import { ETCD_MEMBERS } from '../support/fake-kube.js';
+import { recordingLogger } from '../k8s/support.js';
+import { waitFor } from '../support/wait.js';
+import { useFakeKube } from '../support/fake-kube-fixture.js';
 
 const NS = 'shoot--dev--status';
 const NAME = 'etcd-main-0';
@@ -16,23 +17,11 @@ const STATUS_PATH = `/apis/druid.gardener.cloud/v1alpha1/namespaces/${NS}/etcdme
 const ITEM_PATH = `/apis/druid.gardener.cloud/v1alpha1/namespaces/${NS}/etcdmembers/${NAME}`;
 const ME = '8e9e05c52164694d';
 
-let fake: FakeKubeApiServer;
-let kube: KubeClient;
-
-beforeAll(async () => {
-  ({ fake, kube } = await startFakeKubeWithClient());
-});
-afterAll(async () => {
-  await fake?.stop();
-});
-beforeEach(() => {
-  fake.remove(ETCD_MEMBERS, NS, NAME);
-  fake.resetInjections();
-});
+const k8s = useFakeKube();
 
 /** An EtcdMember as etcd-druid creates it (DEP-04 "API"), optionally with a status left by an earlier run. */
 function seedMember(status?: Record<string, unknown>): void {
-  fake.seed(ETCD_MEMBERS, {
+  k8s.fake.seed(ETCD_MEMBERS, {
     apiVersion: 'druid.gardener.cloud/v1alpha1',
     kind: 'EtcdMember',
     metadata: {
@@ -49,7 +38,7 @@ function publisher(overrides: Partial<EtcdMemberStatusPublisherOptions> = {}) {
   const clock = new FakeClock('2026-05-06T07:00:00.000Z');
   const logger = recordingLogger();
   const pub = new EtcdMemberStatusPublisher({
-    kube,
+    kube: k8s.kube,
     namespace: NS,
     name: NAME,
     clusterSize: 1,
@@ -65,23 +54,23 @@ function publisher(overrides: Partial<EtcdMemberStatusPublisherOptions> = {}) {
 }
 
 type Transition = { state: string; subState: string; reason: string };
-const statusOf = () => fake.read(ETCD_MEMBERS, NS, NAME)?.status as Record<string, unknown> | undefined;
+const statusOf = () => k8s.fake.read(ETCD_MEMBERS, NS, NAME)?.status as Record<string, unknown> | undefined;
 const statesOf = () => ((statusOf()?.transitions ?? []) as Transition[]).map((t) => `${t.state}/${t.subState}`);
-const patches = () => fake.requestsMatching({ method: 'PATCH', path: STATUS_PATH });
+const patches = () => k8s.fake.requestsMatching({ method: 'PATCH', path: STATUS_PATH });
 
 const leaderStatus = { memberId: ME, clusterId: 'cdf818194e3a8c32', leaderId: ME, isLearner: false, dbSize: 6 * 2 ** 30, dbSizeInUse: 2 ** 30 };
 
 describe('EtcdMemberStatusPublisher', () => {
   it('merge-patches /status only: the state lands in status, metadata and fields it does not own stay', async () => {
     seedMember({ volumeMismatches: [{ volumeID: 'vol-1', numRestarts: 2 }] });
-    const before = fake.read(ETCD_MEMBERS, NS, NAME)!;
+    const before = k8s.fake.read(ETCD_MEMBERS, NS, NAME)!;
     const { pub } = publisher();
     pub.start();
     await pub.whenIdle();
     expect(patches()).toHaveLength(1);
     expect(patches()[0]?.contentType).toBe('application/merge-patch+json');
-    expect(fake.requestsMatching({ method: 'GET', path: ITEM_PATH })).toHaveLength(1);
-    const obj = fake.read(ETCD_MEMBERS, NS, NAME)!;
+    expect(k8s.fake.requestsMatching({ method: 'GET', path: ITEM_PATH })).toHaveLength(1);
+    const obj = k8s.fake.read(ETCD_MEMBERS, NS, NAME)!;
     expect(obj.metadata.annotations).toEqual(before.metadata.annotations);
     expect(obj.metadata.generation).toBe(before.metadata.generation);
     expect(obj.status).toEqual({
@@ -109,7 +98,7 @@ describe('EtcdMemberStatusPublisher', () => {
     const { pub } = publisher();
     pub.start();
     await pub.whenIdle();
-    fake.beforeNext({ method: 'PATCH', path: STATUS_PATH }, () => {
+    k8s.fake.beforeNext({ method: 'PATCH', path: STATUS_PATH }, () => {
       // Runs while the PATCH is in flight: three more changes.
       pub.onEtcdStatus({ ...leaderStatus, dbSize: 1024 });
       pub.onEtcdStatus({ ...leaderStatus, dbSize: 2048 });
@@ -137,11 +126,11 @@ describe('EtcdMemberStatusPublisher', () => {
     expect(patches()).toHaveLength(0);
     pub.onEtcdStatus(leaderStatus);
     await pub.whenIdle();
-    expect(fake.requestsMatching({ method: 'GET', path: ITEM_PATH })).toHaveLength(1);
+    expect(k8s.fake.requestsMatching({ method: 'GET', path: ITEM_PATH })).toHaveLength(1);
 
     await clock.advanceAsync(30_000);
     await pub.whenIdle();
-    expect(fake.requestsMatching({ method: 'GET', path: ITEM_PATH })).toHaveLength(2);
+    expect(k8s.fake.requestsMatching({ method: 'GET', path: ITEM_PATH })).toHaveLength(2);
     const missing = logger.warnings().filter((w) => w.includes('does not exist'));
     expect(missing).toHaveLength(1);
     expect(missing[0]).toContain(`EtcdMember ${NS}/${NAME} does not exist`);
@@ -155,7 +144,7 @@ describe('EtcdMemberStatusPublisher', () => {
     expect(logger.lines.some((l) => l.msg === 'EtcdMember found: publishing its status')).toBe(true);
 
     // Deleted (e.g. hibernation) and created again: written again from scratch, after the next retry.
-    fake.remove(ETCD_MEMBERS, NS, NAME);
+    k8s.fake.remove(ETCD_MEMBERS, NS, NAME);
     pub.onEtcdStatus({ ...leaderStatus, dbSize: 1024 });
     await pub.whenIdle();
     expect(pub.retryPending).toBe(true);
@@ -170,8 +159,8 @@ describe('EtcdMemberStatusPublisher', () => {
   it('retries 500 and 409 answers with doubling backoff and succeeds when the server does', async () => {
     seedMember();
     const { pub, clock, logger } = publisher();
-    fake.failNext(1, { status: 500 }, { method: 'PATCH', path: STATUS_PATH });
-    fake.failNext(2, { status: 409 }, { method: 'PATCH', path: STATUS_PATH });
+    k8s.fake.failNext(1, { status: 500 }, { method: 'PATCH', path: STATUS_PATH });
+    k8s.fake.failNext(2, { status: 409 }, { method: 'PATCH', path: STATUS_PATH });
     pub.start();
     await pub.whenIdle();
     expect(patches().map((r) => r.status)).toEqual([500]);
@@ -203,10 +192,10 @@ describe('EtcdMemberStatusPublisher', () => {
   it('a request that never answers times out and is retried', async () => {
     seedMember();
     const { pub, clock } = publisher({ requestTimeoutMs: 5_000 });
-    fake.stallNext(1, { method: 'PATCH', path: STATUS_PATH });
+    k8s.fake.stallNext(1, { method: 'PATCH', path: STATUS_PATH });
     pub.start();
     // The stalled PATCH waits for its deadline on the fake clock.
-    for (let i = 0; i < 50 && patches().length === 0; i++) await new Promise((r) => setTimeout(r, 20));
+    await waitFor(() => patches().length > 0, 'the PATCH to reach the API server', 5_000, 10);
     expect(patches()).toHaveLength(1);
     await clock.advanceAsync(5_000);
     await pub.whenIdle();
@@ -242,7 +231,7 @@ describe('EtcdMemberStatusPublisher', () => {
   it('stop tries a pending write once more, then gives up without retrying', async () => {
     seedMember();
     const { pub, clock } = publisher();
-    fake.failNext(1, { status: 503 }, { method: 'PATCH', path: STATUS_PATH });
+    k8s.fake.failNext(1, { status: 503 }, { method: 'PATCH', path: STATUS_PATH });
     pub.start();
     await pub.whenIdle();
     expect(pub.retryPending).toBe(true);
@@ -253,7 +242,7 @@ describe('EtcdMemberStatusPublisher', () => {
 
     // After stop: a failure arms nothing.
     const second = publisher();
-    fake.failNext(5, { status: 500 }, { method: 'PATCH', path: STATUS_PATH });
+    k8s.fake.failNext(5, { status: 500 }, { method: 'PATCH', path: STATUS_PATH });
     second.pub.onEtcdStatus(leaderStatus);
     await second.pub.stop();
     expect(second.pub.retryPending).toBe(false);

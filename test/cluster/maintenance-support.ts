@@ -6,6 +6,7 @@ import { memberStatus } from '../../src/cluster/leadership.js';
 import { createEtcdClient } from '../../src/etcd/client.js';
 import type { TestCluster } from '../support/cluster.js';
 import { etcdClient } from '../support/etcd-client.js';
+import { waitFor } from '../support/wait.js';
 
 export interface LogEntry {
   level: 'debug' | 'info' | 'warn' | 'error';
@@ -49,34 +50,27 @@ export async function leaderName(cluster: TestCluster): Promise<string> {
   throw new Error('no member knows a leader');
 }
 
-/** Makes `name` the raft leader (MoveLeader through the current leader). */
+/** Makes `name` the raft leader (MoveLeader through the current leader, again until the cluster reports it). */
 export async function makeLeader(cluster: TestCluster, name: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const current = await leaderName(cluster).catch(() => undefined);
-    if (current === name) return;
-    if (current !== undefined) {
-      const from = cluster.members.find((m) => m.name === current);
-      const c = new Etcd3({ hosts: from?.clientUrl ?? '' });
-      try {
-        const list = await c.cluster.memberList({});
-        const target = list.members.find((m) => m.name === name);
-        if (target) await c.maintenance.moveLeader({ targetID: target.ID }).catch(() => undefined);
-      } finally {
-        c.close();
+  await waitFor(
+    async () => {
+      const current = await leaderName(cluster).catch(() => undefined);
+      if (current === name) return true;
+      if (current !== undefined) {
+        const from = cluster.members.find((m) => m.name === current);
+        const c = new Etcd3({ hosts: from?.clientUrl ?? '' });
+        try {
+          const list = await c.cluster.memberList({});
+          const target = list.members.find((m) => m.name === name);
+          if (target) await c.maintenance.moveLeader({ targetID: target.ID }).catch(() => undefined);
+        } finally {
+          c.close();
+        }
       }
-    }
-    if (Date.now() > deadline) throw new Error(`could not make ${name} the leader`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-export async function until<T>(probe: () => T | undefined | Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined && v !== false) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+      return undefined;
+    },
+    `${name} to lead`,
+    20_000,
+    200,
+  );
 }

@@ -16,12 +16,11 @@ import type { EtcdMember } from '../../src/etcd/etcd-client.js';
 import { MultiNode } from '../../src/cluster/multinode.js';
 import type { EtcdConnectionConfig } from '../../src/config/types.js';
 import { readEtcdConfigTemplate, renderMemberConfig } from '../../src/config/etcd-config.js';
-import type { KubeClient } from '../../src/k8s/client.js';
 import { Metrics } from '../../src/metrics.js';
-import { startFakeKubeWithClient } from '../k8s/support.js';
 import { fakeEtcdClient } from '../support/etcd-client.js';
-import { ETCD_MEMBERS, type FakeKubeApiServer } from '../support/fake-kube.js';
+import { ETCD_MEMBERS } from '../support/fake-kube.js';
 import { collectingLogger } from './multinode-support.js';
+import { useFakeKube } from '../support/fake-kube-fixture.js';
 
 const CONNECTION = { serviceEndpoints: [], connectionTimeout: 5_000, insecureTransport: true } as unknown as EtcdConnectionConfig;
 const peer = (i: number) => `https://etcd-main-${i}.etcd-main-peer.ns.svc:2380`;
@@ -108,29 +107,22 @@ describe('/config for n members', () => {
 });
 
 describe('EtcdMember create-as-learner annotation', () => {
-  let fake: FakeKubeApiServer;
-  let kube: KubeClient;
-  beforeAll(async () => {
-    ({ fake, kube } = await startFakeKubeWithClient());
-  });
-  afterAll(async () => {
-    await fake?.stop();
-  });
+  const k8s = useFakeKube();
 
   it('reads it, clears it after promotion, and treats a missing EtcdMember as "no annotation"', async () => {
     const clock = new FakeClock(0);
     const ref = { namespace: 'shoot--a', name: 'etcd-main-2' };
-    expect(await readCreateAsLearner(kube, ref, clock, 5_000)).toBe(false);
-    fake.seed(ETCD_MEMBERS, {
+    expect(await readCreateAsLearner(k8s.kube, ref, clock, 5_000)).toBe(false);
+    k8s.fake.seed(ETCD_MEMBERS, {
       apiVersion: 'druid.gardener.cloud/v1alpha1',
       kind: 'EtcdMember',
       metadata: { name: ref.name, namespace: ref.namespace, annotations: { [CREATE_AS_LEARNER_ANNOTATION]: 'true', other: 'kept' } },
     });
-    expect(await readCreateAsLearner(kube, ref, clock, 5_000)).toBe(true);
-    await clearCreateAsLearner(kube, ref, clock, 5_000);
-    const obj = fake.read(ETCD_MEMBERS, ref.namespace, ref.name)!;
+    expect(await readCreateAsLearner(k8s.kube, ref, clock, 5_000)).toBe(true);
+    await clearCreateAsLearner(k8s.kube, ref, clock, 5_000);
+    const obj = k8s.fake.read(ETCD_MEMBERS, ref.namespace, ref.name)!;
     expect((obj.metadata as { annotations?: Record<string, string> }).annotations).toEqual({ other: 'kept' });
-    expect(await readCreateAsLearner(kube, ref, clock, 5_000)).toBe(false);
-    await clearCreateAsLearner(kube, { namespace: 'shoot--a', name: 'missing' }, clock, 5_000);
+    expect(await readCreateAsLearner(k8s.kube, ref, clock, 5_000)).toBe(false);
+    await clearCreateAsLearner(k8s.kube, { namespace: 'shoot--a', name: 'missing' }, clock, 5_000);
   });
 });

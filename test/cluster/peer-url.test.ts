@@ -8,7 +8,7 @@ import { createServer as createHttpsServer } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { systemClock } from '../../src/clock.js';
+import { FakeClock, systemClock } from '../../src/clock.js';
 import { ClusterMaintenance } from '../../src/cluster/maintenance.js';
 import { defaultCommandConfig } from '../../src/config/build.js';
 import { Metrics } from '../../src/metrics.js';
@@ -23,6 +23,7 @@ import { freePort } from '../../src/etcd/ports.js';
 import { createTestPki, type TestPki } from '../support/certs.js';
 import { startTestEtcd, type TestEtcd } from '../support/etcd.js';
 import { etcdClient, ours } from '../support/etcd-client.js';
+import { waitFor } from '../support/wait.js';
 import { recordingLogger } from './maintenance-support.js';
 
 /** Stands in for etcd-wrapper's port 9095: records requests, answers `status`. */
@@ -181,10 +182,17 @@ describe('updatePeerUrlsIfChanged against a real etcd member', () => {
     const unreachable = etcdClient(`http://127.0.0.1:${await freePort()}`);
     try {
       const stop = new AbortController();
-      const pending = updatePeerUrlsWhenReachable({ ...options([otherPeerUrl]), client: unreachable, pollMs: 50, signal: stop.signal });
-      await new Promise((r) => setTimeout(r, 300));
+      const clock = new FakeClock(0);
+      const pending = updatePeerUrlsWhenReachable({ ...options([otherPeerUrl]), client: unreachable, clock, pollMs: 50, signal: stop.signal });
+      // Each failed attempt leaves one poll timer on the clock; three attempts, then stop while it waits.
+      for (let attempt = 1; attempt <= 3; attempt++) {
+        await waitFor(() => clock.pending === 1, `failed attempt ${attempt} waiting to poll again`);
+        if (attempt < 3) clock.advance(50);
+      }
       stop.abort();
       expect(await pending).toBeUndefined();
+      expect(clock.pending).toBe(0);
+      expect(wrapper.requests).toEqual([]);
     } finally {
       unreachable.close();
     }

@@ -21,6 +21,7 @@ import { CopyError, copyBackups, type CopierDeps } from '../../src/copier/copier
 import { startFaultyStoreProxy } from '../../e2e/support/faulty-store.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 import { recordingLogger } from '../support/logger.js';
+import { waitFor } from '../support/wait.js';
 import { bytesOf, putSnapshot, snapshotPayload, testStores, withFetchProgress } from './support.js';
 import { UPSTREAM_V023 } from '../support/fixtures.js';
 
@@ -182,6 +183,23 @@ describe('what gets copied', () => {
 describe('--wait-for-final-snapshot', () => {
   const config: CopierConfig = { ...ALL, waitForFinalSnapshot: true };
 
+  /**
+   * The copier on a FakeClock, polling the source every 50 ms of fake time. While it waits for the next poll
+   * its one sleep is the clock's only timer, so `polling()` resolves once a listing found no final.
+   */
+  function waitingCopy(source: SnapStore, dest: SnapStore, conf: CopierConfig, over: Partial<CopierDeps> = {}) {
+    const clock = new FakeClock('2027-06-01T00:00:00Z');
+    const logger = recordingLogger();
+    let settled = false;
+    const run = copyBackups(deps(source, dest, { clock, logger, ...over }), conf);
+    void run.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    const polling = () => waitFor(() => clock.pending === 1, 'the copier to wait for its next poll', 10_000, 5);
+    return { clock, logger, run, polling, settled: () => settled };
+  }
+
   it('blocks until a final full appears among the newest 4 fulls, then copies it', async () => {
     const dir = await tempDir('wait');
     const source = await local(join(dir, 'source'), dir);
@@ -190,17 +208,20 @@ describe('--wait-for-final-snapshot', () => {
     // A final that is only the 5th newest full does not count.
     await putSnapshot(source, 'Full', 0, 10, new Date(t0), { isFinal: true });
     for (let i = 1; i <= 4; i++) await putSnapshot(source, 'Full', 0, 10 + i * 10, new Date(t0 + i * 1000));
-    const started = Date.now();
-    const writer = (async () => {
-      await new Promise((r) => setTimeout(r, 400));
-      await putSnapshot(source, 'Full', 0, 100, new Date(t0 + 60_000), { isFinal: true, suffix: '.gz' });
-    })();
-    const logger = recordingLogger();
-    const r = await copyBackups(deps(source, dest, { logger }), config);
-    await writer;
-    expect(Date.now() - started).toBeGreaterThanOrEqual(400);
+    const c = waitingCopy(source, dest, config);
+    // Three polls find no final among the newest 4: still waiting, nothing copied.
+    for (let i = 0; i < 3; i++) {
+      await c.polling();
+      c.clock.advance(50);
+    }
+    await c.polling();
+    expect(c.settled()).toBe(false);
+    expect(await dest.list()).toEqual([]);
+    await putSnapshot(source, 'Full', 0, 100, new Date(t0 + 60_000), { isFinal: true, suffix: '.gz' });
+    c.clock.advance(50);
+    const r = await c.run;
     expect(r.waitTimedOut).toBe(false);
-    expect(logger.lines.map((l) => l.msg)).toContain('Final full snapshot detected');
+    expect(c.logger.lines.map((l) => l.msg)).toContain('Final full snapshot detected');
     expect((await dest.list()).map((s) => s.snapName)).toContain(`Full-00000000-00000100-${(t0 + 60_000) / 1000}.gz`);
   });
 
@@ -211,9 +232,10 @@ describe('--wait-for-final-snapshot', () => {
     const t0 = new Date('2027-01-01T00:00:00Z').getTime();
     await putSnapshot(source, 'Full', 0, 10, new Date(t0), { isFinal: true });
     for (let i = 1; i <= 3; i++) await putSnapshot(source, 'Full', 0, 10 + i * 10, new Date(t0 + i * 1000));
-    const started = Date.now();
-    const r = await copyBackups(deps(source, dest, { finalSnapshotPollMs: 60_000 }), { ...config, waitForFinalSnapshotTimeout: 60_000 });
-    expect(Date.now() - started).toBeLessThan(10_000);
+    // The clock never moves: a copier that slept even once would never return.
+    const c = waitingCopy(source, dest, { ...config, waitForFinalSnapshotTimeout: 60_000 }, { finalSnapshotPollMs: 60_000 });
+    const r = await c.run;
+    expect(c.clock.pending).toBe(0);
     expect(r.waitTimedOut).toBe(false);
     expect(r.copied).toHaveLength(4);
   });
@@ -223,12 +245,19 @@ describe('--wait-for-final-snapshot', () => {
     const source = await local(join(dir, 'source'), dir);
     const dest = await local(join(dir, 'dest'), dir);
     await putSnapshot(source, 'Full', 0, 10, new Date('2027-01-01T00:00:00Z'));
-    const logger = recordingLogger();
-    const started = Date.now();
-    const r = await copyBackups(deps(source, dest, { logger }), { ...config, waitForFinalSnapshotTimeout: 300 });
-    expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+    const c = waitingCopy(source, dest, { ...config, waitForFinalSnapshotTimeout: 300 });
+    // Polls at 0, 50, …, 250 ms of fake time find nothing; the one at 300 ms is past the timeout.
+    for (let i = 0; i < 5; i++) {
+      await c.polling();
+      c.clock.advance(50);
+    }
+    await c.polling();
+    expect(c.settled()).toBe(false);
+    expect(c.logger.lines.map((l) => l.msg)).not.toContain('Timed out waiting for final full snapshot');
+    c.clock.advance(50);
+    const r = await c.run;
     expect(r.waitTimedOut).toBe(true);
-    expect(logger.lines.map((l) => l.msg)).toContain('Timed out waiting for final full snapshot');
+    expect(c.logger.lines.map((l) => l.msg)).toContain('Timed out waiting for final full snapshot');
     expect(r.copied).toHaveLength(1);
   });
 
@@ -238,8 +267,11 @@ describe('--wait-for-final-snapshot', () => {
     const dest = await local(join(dir, 'dest'), dir);
     await putSnapshot(source, 'Full', 0, 10, new Date('2027-01-01T00:00:00Z'));
     const ac = new AbortController();
-    setTimeout(() => ac.abort(new Error('received SIGTERM')), 150);
-    await expect(copyBackups(deps(source, dest, { signal: ac.signal }), config)).rejects.toThrow(/SIGTERM/);
+    const c = waitingCopy(source, dest, config, { signal: ac.signal });
+    await c.polling();
+    ac.abort(new Error('received SIGTERM'));
+    await expect(c.run).rejects.toThrow(/SIGTERM/);
+    expect(c.clock.pending).toBe(0);
     expect(await dest.list()).toEqual([]);
   });
 });

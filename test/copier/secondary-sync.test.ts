@@ -29,6 +29,7 @@ import { Metrics } from '../../src/metrics.js';
 import { startFaultyStoreProxy } from '../../e2e/support/faulty-store.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 import { bytesOf, putSnapshot, testStores, withFetchProgress } from './support.js';
+import { waitFor } from '../support/wait.js';
 
 const MiB = 1024 * 1024;
 const HOUR = 60 * 60 * 1000;
@@ -457,21 +458,12 @@ describe('secondarySyncFromConfig', () => {
     const check = await s3('factory/v2', dir);
     const names = async () => (await check.list()).map((s) => s.snapName);
     // The first round runs at once; the 2 min GC then keeps one backup; the 10 min sync brings the old one back.
-    await waitUntil(async () => (await names()).length === 2);
+    await waitFor(async () => (await names()).length === 2, 'the first round to copy both backups');
     expect(await names()).toEqual([older.snapName, newer.snapName]);
     await clock.advanceAsync(2 * 60_000);
-    await waitUntil(async () => (await names()).length === 1);
+    await waitFor(async () => (await names()).length === 1, 'the GC to keep one backup');
     expect(await names()).toEqual([newer.snapName]);
     await clock.advanceAsync(8 * 60_000);
-    await waitUntil(async () => (await names()).length === 2);
+    await waitFor(async () => (await names()).length === 2, 'the next sync to bring the old backup back');
   });
 });
-
-/** Polls real I/O that follows a fake-clock step (no time assertion: only an upper bound against hangs). */
-async function waitUntil(cond: () => Promise<boolean>, limitMs = 20_000): Promise<void> {
-  const end = Date.now() + limitMs;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error('condition not reached');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}

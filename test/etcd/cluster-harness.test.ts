@@ -1,6 +1,7 @@
 import { Etcd3 } from 'etcd3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { startTestCluster, type TestCluster } from '../support/cluster.js';
+import { waitFor } from '../support/wait.js';
 
 describe('three-member test cluster', () => {
   let cluster: TestCluster | undefined;
@@ -20,11 +21,7 @@ describe('three-member test cluster', () => {
       await cluster.start('etcd-main-2', { state: 'existing' });
       const only2 = new Etcd3({ hosts: cluster.members[2]!.clientUrl });
       try {
-        for (let i = 0; i < 50; i++) {
-          const v = await only2.get('b').string().catch(() => null);
-          if (v === '2') break;
-          await new Promise((r) => setTimeout(r, 100));
-        }
+        await waitFor(async () => (await only2.get('b').string()) === '2', 'the restarted member to serve the write it missed', 10_000, 100);
         expect(await only2.get('b').string()).toBe('2');
       } finally {
         only2.close();

@@ -32,6 +32,7 @@ import { startTestCluster, type TestCluster } from '../support/cluster.js';
 import { etcdBinaries, startTestEtcd } from '../support/etcd.js';
 import { etcdClient } from '../support/etcd-client.js';
 import { collectingLogger, writeTemplate, type CollectedLog } from '../cluster/multinode-support.js';
+import { waitFor } from '../support/wait.js';
 
 const CONNECTION: EtcdConnectionConfig = {
   endpoints: [],
@@ -146,7 +147,10 @@ function watchLeadership(m: Member, clientUrl: string): { stop(): Promise<void> 
   };
 }
 
-/** Puts a key every 50 ms through the given members and records what was acknowledged and what failed. */
+/**
+ * Load while members are removed, re-added and promoted: puts a key every 50 ms through the given members and
+ * records what was acknowledged and what failed. The pause paces the load (on two cores); nothing waits on it.
+ */
 function startWriter(endpoints: string[]): { stop(): Promise<{ acked: string[]; failures: string[] }> } {
   const client = new Etcd3({ hosts: endpoints });
   const acked: string[] = [];
@@ -172,16 +176,6 @@ function startWriter(endpoints: string[]): { stop(): Promise<{ acked: string[]; 
       return { acked, failures };
     },
   };
-}
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await probe().catch(() => undefined);
-    if (v !== undefined) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
 }
 
 async function members(endpoint: string): Promise<Array<{ id: string; name: string; isLearner: boolean; peerURLs: string[] }>> {
@@ -265,11 +259,16 @@ describe('multi-node initializer on a 3-member cluster', () => {
     const watch = watchLeadership(m, c.members[2]!.clientUrl);
     stops.push(() => watch.stop());
 
-    await waitFor('member etcd-main-2 promoted', async () => {
-      const list = await members(c.members[0]!.clientUrl);
-      const own = list.find((x) => x.name === 'etcd-main-2');
-      return own && !own.isLearner && list.length === 3 ? own : undefined;
-    });
+    await waitFor(
+      async () => {
+        const list = await members(c.members[0]!.clientUrl);
+        const own = list.find((x) => x.name === 'etcd-main-2');
+        return own && !own.isLearner && list.length === 3 ? own : undefined;
+      },
+      'member etcd-main-2 promoted',
+      60_000,
+      200,
+    );
     await watch.stop();
     const { acked, failures } = await writer.stop();
     expect(failures, 'every write during remove / re-add / promote succeeded (quorum kept)').toEqual([]);
@@ -325,7 +324,8 @@ describe('scale-up 1→3', () => {
     const writer = startWriter([c.members[0]!.clientUrl]);
     stops.push(() => writer.stop());
 
-    // The member list as it changes: never more than one learner at a time.
+    // The member list as it changes, sampled every 100 ms (etcd has no membership watch): never more than one
+    // learner at a time. A sampler, not a wait: the test waits on the promotions below.
     let maxLearners = 0;
     const learnerIds: string[] = [];
     let polling = true;
@@ -353,10 +353,15 @@ describe('scale-up 1→3', () => {
       await etcd.ready();
       const watch = watchLeadership(m, c.members[index]!.clientUrl);
       stops.push(() => watch.stop());
-      await waitFor(`etcd-main-${index} promoted`, async () => {
-        const own = (await members(c.members[0]!.clientUrl)).find((x) => x.name === `etcd-main-${index}`);
-        return own && !own.isLearner ? own : undefined;
-      }, 120_000);
+      await waitFor(
+        async () => {
+          const own = (await members(c.members[0]!.clientUrl)).find((x) => x.name === `etcd-main-${index}`);
+          return own && !own.isLearner ? own : undefined;
+        },
+        `etcd-main-${index} promoted`,
+        120_000,
+        200,
+      );
       return m;
     };
     const [m1, m2] = await Promise.all([bringUp(1), bringUp(2)]);

@@ -2,13 +2,15 @@
  * Full and delta snapshot leases (upstream §5.4, acceptance case 22) through the real @kubernetes/client-node
  * against the fake API server.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { FakeClock, systemClock } from '../../src/clock.js';
-import { createKubeClient, type KubeClient } from '../../src/k8s/client.js';
+import { createKubeClient } from '../../src/k8s/client.js';
 import { isKubeError } from '../../src/k8s/errors.js';
 import { FullSnapshotLeaseRenewer, SnapshotLeases, snapshotLeaseHook } from '../../src/k8s/snapshot-leases.js';
 import { FakeKubeApiServer, LEASES } from '../support/fake-kube.js';
-import { deltaSnapshot, fullSnapshot, micro, recordingLogger, seedLease, startFakeKubeWithClient } from './support.js';
+import { deltaSnapshot, fullSnapshot, micro, recordingLogger, seedLease } from './support.js';
+import { waitFor } from '../support/wait.js';
+import { useFakeKube } from '../support/fake-kube-fixture.js';
 
 const NS = 'shoot--dev--one';
 const FULL = 'etcd-main-full-snap';
@@ -16,25 +18,11 @@ const DELTA = 'etcd-main-delta-snap';
 const fullPath = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${FULL}`;
 const deltaPath = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${DELTA}`;
 
-let fake: FakeKubeApiServer;
-let kube: KubeClient;
-
-beforeAll(async () => {
-  ({ fake, kube } = await startFakeKubeWithClient());
-});
-afterAll(async () => {
-  await fake?.stop();
-});
-
-beforeEach(() => {
-  fake.remove(LEASES, NS, FULL);
-  fake.remove(LEASES, NS, DELTA);
-  fake.resetInjections();
-});
+const k8s = useFakeKube();
 
 function leases(opts: { clock?: FakeClock | typeof systemClock; logger?: ReturnType<typeof recordingLogger> } = {}): SnapshotLeases {
   return new SnapshotLeases({
-    kube,
+    kube: k8s.kube,
     namespace: NS,
     fullSnapshotLeaseName: FULL,
     deltaSnapshotLeaseName: DELTA,
@@ -43,18 +31,18 @@ function leases(opts: { clock?: FakeClock | typeof systemClock; logger?: ReturnT
   });
 }
 
-const spec = (name: string): Record<string, unknown> => fake.read(LEASES, NS, name)!.spec as Record<string, unknown>;
+const spec = (name: string): Record<string, unknown> => k8s.fake.read(LEASES, NS, name)!.spec as Record<string, unknown>;
 const created = new Date('2026-01-02T03:04:05Z');
 
 describe('full snapshot lease', () => {
   it('sets holderIdentity to the last revision (decimal) and renewTime to the snapshot creation time', async () => {
-    seedLease(fake, NS, FULL);
-    const rv = fake.read(LEASES, NS, FULL)!.metadata.resourceVersion;
+    seedLease(k8s.fake, NS, FULL);
+    const rv = k8s.fake.read(LEASES, NS, FULL)!.metadata.resourceVersion;
     const res = await leases().updateFull(fullSnapshot(1234567, created));
     expect(res).toEqual({ patched: true, holderIdentity: '1234567' });
     expect(spec(FULL)).toEqual({ holderIdentity: '1234567', renewTime: '2026-01-02T03:04:05.000000Z' });
     // A merge patch carrying the resourceVersion that was read: the optimistic lock.
-    const [patch] = fake.requestsMatching({ method: 'PATCH', path: fullPath });
+    const [patch] = k8s.fake.requestsMatching({ method: 'PATCH', path: fullPath });
     expect(patch?.contentType).toBe('application/merge-patch+json');
     expect(patch?.body).toEqual({
       metadata: { resourceVersion: rv },
@@ -63,7 +51,7 @@ describe('full snapshot lease', () => {
   });
 
   it('raises a lower holder, and with an equal holder renews only renewTime', async () => {
-    seedLease(fake, NS, FULL, { holderIdentity: '100', renewTime: '2025-01-01T00:00:00.000000Z' });
+    seedLease(k8s.fake, NS, FULL, { holderIdentity: '100', renewTime: '2025-01-01T00:00:00.000000Z' });
     await leases().updateFull(fullSnapshot(150, created));
     expect(spec(FULL)).toEqual({ holderIdentity: '150', renewTime: micro(created) });
 
@@ -71,40 +59,40 @@ describe('full snapshot lease', () => {
     const res = await leases().updateFull(fullSnapshot(150, later));
     expect(res).toEqual({ patched: true, holderIdentity: '150' });
     expect(spec(FULL)).toEqual({ holderIdentity: '150', renewTime: '2026-01-02T04:00:00.250000Z' });
-    expect(fake.requestsMatching({ method: 'PATCH' }).at(-1)?.body).toMatchObject({ spec: { renewTime: '2026-01-02T04:00:00.250000Z' } });
-    expect((fake.requestsMatching({ method: 'PATCH' }).at(-1)?.body as { spec: object }).spec).not.toHaveProperty('holderIdentity');
+    expect(k8s.fake.requestsMatching({ method: 'PATCH' }).at(-1)?.body).toMatchObject({ spec: { renewTime: '2026-01-02T04:00:00.250000Z' } });
+    expect((k8s.fake.requestsMatching({ method: 'PATCH' }).at(-1)?.body as { spec: object }).spec).not.toHaveProperty('holderIdentity');
   });
 
   it('does not lower a higher holder and sends no patch', async () => {
-    seedLease(fake, NS, FULL, { holderIdentity: '900', renewTime: '2025-01-01T00:00:00.000000Z' });
-    const before = fake.read(LEASES, NS, FULL);
+    seedLease(k8s.fake, NS, FULL, { holderIdentity: '900', renewTime: '2025-01-01T00:00:00.000000Z' });
+    const before = k8s.fake.read(LEASES, NS, FULL);
     const res = await leases().updateFull(fullSnapshot(500, created));
     expect(res).toEqual({ patched: false, holderIdentity: '900' });
-    expect(fake.read(LEASES, NS, FULL)).toEqual(before);
-    expect(fake.requestsMatching({ method: 'PATCH' })).toHaveLength(0);
+    expect(k8s.fake.read(LEASES, NS, FULL)).toEqual(before);
+    expect(k8s.fake.requestsMatching({ method: 'PATCH' })).toHaveLength(0);
   });
 
   it('retries on 409 Conflict: re-reads the lease and patches with the new resourceVersion', async () => {
-    seedLease(fake, NS, FULL, { holderIdentity: '10' });
-    fake.beforeNext({ method: 'PATCH', path: fullPath }, () =>
-      fake.write(LEASES, NS, FULL, (o) => {
+    seedLease(k8s.fake, NS, FULL, { holderIdentity: '10' });
+    k8s.fake.beforeNext({ method: 'PATCH', path: fullPath }, () =>
+      k8s.fake.write(LEASES, NS, FULL, (o) => {
         (o.metadata.annotations as Record<string, string> | undefined) ??= {};
         (o.metadata.annotations as Record<string, string>).touched = 'by-druid';
       }),
     );
     const res = await leases().updateFull(fullSnapshot(20, created));
     expect(res.holderIdentity).toBe('20');
-    expect(fake.requestsMatching({ method: 'PATCH', path: fullPath }).map((r) => r.status)).toEqual([409, 200]);
-    expect(fake.requestsMatching({ method: 'GET', path: fullPath })).toHaveLength(2);
-    const lease = fake.read(LEASES, NS, FULL)!;
+    expect(k8s.fake.requestsMatching({ method: 'PATCH', path: fullPath }).map((r) => r.status)).toEqual([409, 200]);
+    expect(k8s.fake.requestsMatching({ method: 'GET', path: fullPath })).toHaveLength(2);
+    const lease = k8s.fake.read(LEASES, NS, FULL)!;
     expect(lease.metadata.annotations).toEqual({ touched: 'by-druid' });
     expect(lease.spec).toMatchObject({ holderIdentity: '20' });
   });
 
   it('after a conflict, a concurrently published higher revision wins', async () => {
-    seedLease(fake, NS, FULL, { holderIdentity: '10' });
-    fake.beforeNext({ method: 'PATCH', path: fullPath }, () =>
-      fake.write(LEASES, NS, FULL, (o) => {
+    seedLease(k8s.fake, NS, FULL, { holderIdentity: '10' });
+    k8s.fake.beforeNext({ method: 'PATCH', path: fullPath }, () =>
+      k8s.fake.write(LEASES, NS, FULL, (o) => {
         (o.spec as Record<string, unknown>).holderIdentity = '99';
       }),
     );
@@ -114,11 +102,11 @@ describe('full snapshot lease', () => {
   });
 
   it('gives up after 4 conflicting attempts with E_KUBE_CONFLICT', async () => {
-    seedLease(fake, NS, FULL);
-    fake.failNext(4, { status: 409 }, { method: 'PATCH', path: fullPath });
+    seedLease(k8s.fake, NS, FULL);
+    k8s.fake.failNext(4, { status: 409 }, { method: 'PATCH', path: fullPath });
     const err = await leases().updateFull(fullSnapshot(20, created)).catch((e: unknown) => e);
     expect(isKubeError(err, 'E_KUBE_CONFLICT')).toBe(true);
-    expect(fake.requestsMatching({ method: 'PATCH', path: fullPath })).toHaveLength(4);
+    expect(k8s.fake.requestsMatching({ method: 'PATCH', path: fullPath })).toHaveLength(4);
   });
 
   it('a missing lease is E_KUBE_NOT_FOUND naming namespace/name; nothing is created', async () => {
@@ -126,24 +114,24 @@ describe('full snapshot lease', () => {
     expect(isKubeError(err, 'E_KUBE_NOT_FOUND')).toBe(true);
     expect((err as Error).message).toContain(`lease ${NS}/${FULL}`);
     expect((err as Error).message).toContain('etcd-druid');
-    expect(fake.read(LEASES, NS, FULL)).toBeUndefined();
-    expect(fake.requestsMatching({ method: 'POST' })).toHaveLength(0);
+    expect(k8s.fake.read(LEASES, NS, FULL)).toBeUndefined();
+    expect(k8s.fake.requestsMatching({ method: 'POST' })).toHaveLength(0);
   });
 
   it('a holder that is not a revision is an error (upstream ParseInt), the lease is left alone', async () => {
-    seedLease(fake, NS, FULL, { holderIdentity: 'abc:def:Leader' });
+    seedLease(k8s.fake, NS, FULL, { holderIdentity: 'abc:def:Leader' });
     const err = await leases().updateFull(fullSnapshot(20, created)).catch((e: unknown) => e);
     expect(isKubeError(err, 'E_KUBE_BAD_OBJECT')).toBe(true);
     expect((err as Error).message).toContain('abc:def:Leader');
-    expect(fake.requestsMatching({ method: 'PATCH' })).toHaveLength(0);
+    expect(k8s.fake.requestsMatching({ method: 'PATCH' })).toHaveLength(0);
   });
 
   it('times out after 60 s on the injected clock', async () => {
-    seedLease(fake, NS, FULL);
+    seedLease(k8s.fake, NS, FULL);
     const clock = new FakeClock('2026-01-02T00:00:00Z');
-    fake.stallNext(1, { method: 'GET', path: fullPath });
+    k8s.fake.stallNext(1, { method: 'GET', path: fullPath });
     const pending = leases({ clock }).updateFull(fullSnapshot(20, created)).catch((e: unknown) => e);
-    await waitFor(() => fake.requestsMatching({ method: 'GET', path: fullPath }).length === 1);
+    await waitFor(() => k8s.fake.requestsMatching({ method: 'GET', path: fullPath }).length === 1, 'the stalled GET', 5_000, 5);
     clock.advance(59_999);
     clock.advance(1);
     const err = await pending;
@@ -168,51 +156,51 @@ describe('delta snapshot lease', () => {
   const now = new Date('2026-03-04T05:06:07.890Z');
 
   it('"0" when there are no deltas and no holder; renewTime = now; no optimistic lock', async () => {
-    seedLease(fake, NS, DELTA);
+    seedLease(k8s.fake, NS, DELTA);
     const res = await leases({ clock: new FakeClock(now) }).updateDelta([]);
     expect(res.holderIdentity).toBe('0');
     expect(spec(DELTA)).toEqual({ holderIdentity: '0', renewTime: '2026-03-04T05:06:07.890000Z' });
-    const [patch] = fake.requestsMatching({ method: 'PATCH', path: deltaPath });
+    const [patch] = k8s.fake.requestsMatching({ method: 'PATCH', path: deltaPath });
     expect(patch?.contentType).toBe('application/merge-patch+json');
     expect(patch?.body).toEqual({ spec: { holderIdentity: '0', renewTime: '2026-03-04T05:06:07.890000Z' } });
   });
 
   it('no deltas and an existing holder: only renewTime changes', async () => {
-    seedLease(fake, NS, DELTA, { holderIdentity: '55' });
+    seedLease(k8s.fake, NS, DELTA, { holderIdentity: '55' });
     await leases({ clock: new FakeClock(now) }).updateDelta([]);
     expect(spec(DELTA)).toEqual({ holderIdentity: '55', renewTime: micro(now) });
   });
 
   it('holder = last delta revision when missing or lower; a higher holder stays', async () => {
-    seedLease(fake, NS, DELTA, { holderIdentity: '100' });
+    seedLease(k8s.fake, NS, DELTA, { holderIdentity: '100' });
     const deltas = [deltaSnapshot(101, 110, now), deltaSnapshot(111, 120, now)];
     await leases({ clock: new FakeClock(now) }).updateDelta(deltas);
     expect(spec(DELTA)).toMatchObject({ holderIdentity: '120' });
 
-    fake.write(LEASES, NS, DELTA, (o) => {
+    k8s.fake.write(LEASES, NS, DELTA, (o) => {
       (o.spec as Record<string, unknown>).holderIdentity = '500';
     });
     const later = new Date(now.getTime() + 20_000);
     await leases({ clock: new FakeClock(later) }).updateDelta(deltas);
     expect(spec(DELTA)).toEqual({ holderIdentity: '500', renewTime: micro(later) });
 
-    fake.remove(LEASES, NS, DELTA);
-    seedLease(fake, NS, DELTA);
+    k8s.fake.remove(LEASES, NS, DELTA);
+    seedLease(k8s.fake, NS, DELTA);
     await leases({ clock: new FakeClock(now) }).updateDelta(deltas);
     expect(spec(DELTA)).toMatchObject({ holderIdentity: '120' });
   });
 
   it('is not conditional on resourceVersion (a concurrent write does not make it fail)', async () => {
-    seedLease(fake, NS, DELTA);
-    fake.beforeNext({ method: 'PATCH', path: deltaPath }, () => fake.write(LEASES, NS, DELTA));
+    seedLease(k8s.fake, NS, DELTA);
+    k8s.fake.beforeNext({ method: 'PATCH', path: deltaPath }, () => k8s.fake.write(LEASES, NS, DELTA));
     await leases().updateDelta([deltaSnapshot(1, 9, now)]);
-    expect(fake.requestsMatching({ method: 'PATCH' }).map((r) => r.status)).toEqual([200]);
+    expect(k8s.fake.requestsMatching({ method: 'PATCH' }).map((r) => r.status)).toEqual([200]);
   });
 });
 
 describe('snapshot lease hook (the snapshotter onSnapshot)', () => {
   it('after a delta: updates the delta lease from the latest delta set; failures are only warned', async () => {
-    seedLease(fake, NS, DELTA);
+    seedLease(k8s.fake, NS, DELTA);
     const logger = recordingLogger();
     const l = leases({ logger });
     const renewer = new FullSnapshotLeaseRenewer({ leases: l, latestFull: () => undefined, clock: new FakeClock(0), logger });
@@ -221,7 +209,7 @@ describe('snapshot lease hook (the snapshotter onSnapshot)', () => {
     await hook(delta);
     expect(spec(DELTA)).toMatchObject({ holderIdentity: '42' });
 
-    fake.remove(LEASES, NS, DELTA);
+    k8s.fake.remove(LEASES, NS, DELTA);
     await expect(hook(delta)).resolves.toBeUndefined();
     expect(logger.warnings().join('\n')).toContain(`Delta snapshot lease update failed: lease ${NS}/${DELTA} (delta snapshot lease) does not exist`);
 
@@ -231,7 +219,7 @@ describe('snapshot lease hook (the snapshotter onSnapshot)', () => {
   });
 
   it('after a full snapshot: triggers the full lease renewer at once', async () => {
-    seedLease(fake, NS, FULL);
+    seedLease(k8s.fake, NS, FULL);
     const clock = new FakeClock('2026-01-02T00:00:00Z');
     const logger = recordingLogger();
     const l = leases({ clock, logger });
@@ -248,7 +236,7 @@ describe('snapshot lease hook (the snapshotter onSnapshot)', () => {
 
 describe('FullSnapshotLeaseRenewer (upstream RenewFullSnapshotLeasePeriodically)', () => {
   it('waits one interval, re-arms while there is no full snapshot, stops after a success', async () => {
-    seedLease(fake, NS, FULL);
+    seedLease(k8s.fake, NS, FULL);
     const clock = new FakeClock('2026-01-02T00:00:00Z');
     const logger = recordingLogger();
     let latest: ReturnType<typeof fullSnapshot> | undefined;
@@ -257,10 +245,10 @@ describe('FullSnapshotLeaseRenewer (upstream RenewFullSnapshotLeasePeriodically)
       renewer.start();
       clock.advance(59_999);
       await renewer.whenIdle();
-      expect(fake.requests).toHaveLength(0);
+      expect(k8s.fake.requests).toHaveLength(0);
       clock.advance(1);
       await renewer.whenIdle();
-      expect(fake.requests).toHaveLength(0);
+      expect(k8s.fake.requests).toHaveLength(0);
       expect(renewer.pending).toBe(true);
       expect(clock.nextDue()?.toISOString()).toBe('2026-01-02T00:02:00.000Z');
 
@@ -271,19 +259,19 @@ describe('FullSnapshotLeaseRenewer (upstream RenewFullSnapshotLeasePeriodically)
       expect(renewer.pending).toBe(false);
       clock.advance(10 * 60_000);
       await renewer.whenIdle();
-      expect(fake.requestsMatching({ method: 'PATCH' })).toHaveLength(1);
+      expect(k8s.fake.requestsMatching({ method: 'PATCH' })).toHaveLength(1);
     } finally {
       await renewer.stop();
     }
   });
 
   it('a failed update is warned and retried one interval later', async () => {
-    seedLease(fake, NS, FULL);
+    seedLease(k8s.fake, NS, FULL);
     const clock = new FakeClock('2026-01-02T00:00:00Z');
     const logger = recordingLogger();
     const renewer = new FullSnapshotLeaseRenewer({ leases: leases({ clock, logger }), latestFull: () => fullSnapshot(5, created), clock, logger });
     try {
-      fake.failNext(1, { status: 500 }, { method: 'GET', path: fullPath });
+      k8s.fake.failNext(1, { status: 500 }, { method: 'GET', path: fullPath });
       renewer.trigger();
       await renewer.whenIdle();
       expect(logger.warnings()).toHaveLength(1);
@@ -319,20 +307,20 @@ describe('FullSnapshotLeaseRenewer (upstream RenewFullSnapshotLeasePeriodically)
   });
 
   it('a timed-out update is retried after the interval; stop aborts a stalled update', async () => {
-    seedLease(fake, NS, FULL);
+    seedLease(k8s.fake, NS, FULL);
     const clock = new FakeClock(0);
     const logger = recordingLogger();
     const renewer = new FullSnapshotLeaseRenewer({ leases: leases({ clock, logger }), latestFull: () => fullSnapshot(8, created), clock, logger });
-    fake.stallNext(2, { method: 'GET', path: fullPath });
+    k8s.fake.stallNext(2, { method: 'GET', path: fullPath });
     renewer.trigger();
-    await waitFor(() => fake.requestsMatching({ method: 'GET' }).length === 1);
+    await waitFor(() => k8s.fake.requestsMatching({ method: 'GET' }).length === 1, 'the first (stalled) GET', 5_000, 5);
     clock.advance(60_000);
     await renewer.whenIdle();
     expect(logger.warnings()[0]).toContain('did not finish within 60 s');
     expect(renewer.pending).toBe(true);
 
     clock.advance(60_000);
-    await waitFor(() => fake.requestsMatching({ method: 'GET' }).length === 2);
+    await waitFor(() => k8s.fake.requestsMatching({ method: 'GET' }).length === 2, 'the retried (stalled) GET', 5_000, 5);
     await renewer.stop();
     expect(renewer.pending).toBe(false);
     expect(logger.warnings()).toHaveLength(1);
@@ -340,7 +328,7 @@ describe('FullSnapshotLeaseRenewer (upstream RenewFullSnapshotLeasePeriodically)
   });
 
   it('a trigger during an update runs another one right after it', async () => {
-    seedLease(fake, NS, FULL);
+    seedLease(k8s.fake, NS, FULL);
     const clock = new FakeClock(0);
     const logger = recordingLogger();
     let latest = fullSnapshot(10, created);
@@ -351,17 +339,9 @@ describe('FullSnapshotLeaseRenewer (upstream RenewFullSnapshotLeasePeriodically)
       renewer.trigger();
       await renewer.whenIdle();
       expect(spec(FULL)).toEqual({ holderIdentity: '20', renewTime: '2026-01-02T04:04:05.000000Z' });
-      expect(fake.requestsMatching({ method: 'PATCH' })).toHaveLength(2);
+      expect(k8s.fake.requestsMatching({ method: 'PATCH' })).toHaveLength(2);
     } finally {
       await renewer.stop();
     }
   });
 });
-
-async function waitFor(cond: () => boolean, timeoutMs = 5_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}

@@ -1,26 +1,14 @@
 /**
- * Shared pieces of the k8s tests: the fake API with a client on it, a recording logger, snapshot records,
- * temp dirs, a self-signed cert.
+ * Shared pieces of the k8s tests: a recording logger, snapshot records, seeded leases, temp dirs, a
+ * self-signed cert. The fake API server with a client on it is test/support/fake-kube-fixture.ts.
  */
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newSnapshot } from '@etcdbrctl/snapstore';
 import type { Logger, Snapshot } from '@etcdbrctl/snapstore';
-import { createKubeClient, type KubeClient } from '../../src/k8s/client.js';
 import { writeSelfSignedCert } from '../support/certs.js';
-import { FakeKubeApiServer, LEASES, type KubeObject } from '../support/fake-kube.js';
-
-/** The fake API server and a client connected straight to its URL; the caller stops `fake`. */
-export async function startFakeKubeWithClient(): Promise<{ fake: FakeKubeApiServer; kube: KubeClient }> {
-  const fake = await FakeKubeApiServer.start();
-  try {
-    return { fake, kube: await createKubeClient({ kind: 'server', server: fake.url }) };
-  } catch (err) {
-    await fake.stop();
-    throw err;
-  }
-}
+import { LEASES, type FakeKubeApiServer, type KubeObject } from '../support/fake-kube.js';
 
 export interface LogLine {
   level: 'debug' | 'info' | 'warn' | 'error';

@@ -18,7 +18,8 @@ import { etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
-import { client, dump, sleep, type Dump } from './support.js';
+import { client, dump, type Dump } from './support.js';
+import { waitFor } from '../support/wait.js';
 
 const ROOT = { username: 'root', password: 'r00t-pw' };
 
@@ -70,13 +71,14 @@ describe('restore of a store whose base snapshot has auth enabled (case 37)', ()
     const running = snapshotter.run(stop.signal, true);
     const cut = async () => {
       const target = Number((await c.get('foo').exec()).header.revision);
-      for (let i = 0; i < 200 && (snapshotter.chain.prevSnapshot?.lastRevision ?? 0) < target; i++) {
-        await sleep(50);
-        await snapshotter.triggerDeltaSnapshot();
-      }
+      // Each trigger writes what the watch has delivered so far; again until the delta reaches the target.
+      await waitFor(
+        async () => (await snapshotter.triggerDeltaSnapshot(), (snapshotter.chain.prevSnapshot?.lastRevision ?? 0) >= target),
+        `a delta through revision ${target}`,
+      );
     };
     try {
-      for (let i = 0; i < 100 && !snapshotter.chain.prevFull; i++) await sleep(50);
+      await waitFor(() => snapshotter.chain.prevFull, 'the full snapshot');
       // The full-only store: the same base, no deltas.
       await fullOnly.save(snapshotter.chain.prevFull!, await store.fetch((await store.list())[0]!));
       expectedFullOnly = await dump(c);

@@ -22,7 +22,8 @@ import { ours } from '../support/etcd-client.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
-import { client, copyFullAs, dump, dumpDataDir, exists, fingerprint, recordingLogger, sleep, writeDelta, type Dump } from './support.js';
+import { client, copyFullAs, dump, dumpDataDir, exists, fingerprint, recordingLogger, writeDelta, type Dump } from './support.js';
+import { waitFor } from '../support/wait.js';
 
 const MiB = 1024 * 1024;
 
@@ -64,14 +65,15 @@ describe('restore of stores written by our snapshotter', () => {
     const running = snapshotter.run(stop.signal, true);
     const cut = async () => {
       const target = await rev();
-      for (let i = 0; i < 200 && (snapshotter.chain.prevSnapshot?.lastRevision ?? 0) < target; i++) {
-        await sleep(50);
-        await snapshotter.triggerDeltaSnapshot();
-      }
+      // Each trigger writes what the watch has delivered so far; again until the delta reaches the target.
+      await waitFor(
+        async () => (await snapshotter.triggerDeltaSnapshot(), (snapshotter.chain.prevSnapshot?.lastRevision ?? 0) >= target),
+        `a delta through revision ${target}`,
+      );
       expect(snapshotter.chain.prevSnapshot?.lastRevision).toBe(target);
     };
     try {
-      for (let i = 0; i < 100 && !snapshotter.chain.prevFull; i++) await sleep(50);
+      await waitFor(() => snapshotter.chain.prevFull, 'the full snapshot');
 
       // Phase A: puts, overwrites, empty values, binary keys.
       for (let i = 0; i < 60; i++) await c.put(`/a/k${String(i).padStart(3, '0')}`).value(`a-${i}`);

@@ -134,4 +134,3 @@ export function recordingLogger(): Logger & { messages: string[]; warnings: stri
   return { messages, warnings, debug: rec, info: rec, warn, error: warn };
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -16,7 +16,8 @@ import { PEER_URL_TLS_ENABLED_ANNOTATION } from '../../src/k8s/member-lease.js';
 import { wireKube, type KubeParts } from '../../src/server/wiring/kube.js';
 import { startTestEtcd, type TestEtcd } from '../support/etcd.js';
 import { etcdClient } from '../support/etcd-client.js';
-import { FakeKubeApiServer, LEASES } from '../support/fake-kube.js';
+import { LEASES } from '../support/fake-kube.js';
+import { useFakeKube } from '../support/fake-kube-fixture.js';
 import { silentLogger } from './support.js';
 
 const NS = 'shoot--dev--one';
@@ -25,30 +26,28 @@ const HEARTBEAT_MS = 1_000;
 
 let etcd: TestEtcd;
 let client: EtcdClient;
-let fake: FakeKubeApiServer;
+const k8s = useFakeKube();
 let dir: string;
 let parts: KubeParts | undefined;
 
 beforeAll(async () => {
-  [etcd, fake, dir] = await Promise.all([startTestEtcd(), FakeKubeApiServer.start(), mkdtemp(join(tmpdir(), 'etcdbr-kube-wiring-'))]);
+  [etcd, dir] = await Promise.all([startTestEtcd(), mkdtemp(join(tmpdir(), 'etcdbr-kube-wiring-'))]);
   client = etcdClient(etcd.clientUrl);
-  await writeFile(join(dir, 'kubeconfig'), fake.kubeconfig());
+  await writeFile(join(dir, 'kubeconfig'), k8s.fake.kubeconfig());
 });
 afterEach(async () => {
   await parts?.memberLease?.stop();
   parts = undefined;
-  fake.remove(LEASES, NS, POD);
 });
 afterAll(async () => {
   client?.close();
-  await fake?.stop();
   await etcd?.cleanup();
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
 /** Wires the Kubernetes parts with member lease renewal, runs one heartbeat, returns the lease's TLS annotation. */
 async function wireAndBeat(etcdConf: string | undefined, peerUrlFlag: string): Promise<{ peerTLSEnabled: boolean; annotation: string | undefined }> {
-  fake.seed(LEASES, { metadata: { name: POD, namespace: NS }, spec: {} });
+  k8s.fake.seed(LEASES, { metadata: { name: POD, namespace: NS }, spec: {} });
   const config = buildCommandConfig('server', {
     flags: new Map<string, unknown>([
       ['enable-member-lease-renewal', true],
@@ -63,7 +62,7 @@ async function wireAndBeat(etcdConf: string | undefined, peerUrlFlag: string): P
   parts.memberLease!.start();
   await clock.advanceAsync(HEARTBEAT_MS);
   await parts.memberLease!.whenIdle();
-  const lease = fake.read(LEASES, NS, POD) as { metadata: { annotations?: Record<string, string> } } | undefined;
+  const lease = k8s.fake.read(LEASES, NS, POD) as { metadata: { annotations?: Record<string, string> } } | undefined;
   return { peerTLSEnabled: parts.peerTLSEnabled, annotation: lease?.metadata.annotations?.[PEER_URL_TLS_ENABLED_ANNOTATION] };
 }
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
-import { systemClock } from '../../src/clock.js';
+import { FakeClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
 import { ExponentialBackoff } from '../../src/snapshotter/backoff.js';
 import { GarbageCollector } from '../../src/snapshotter/garbage-collector.js';
@@ -17,15 +17,7 @@ import { superviseSnapshotter } from '../../src/snapshotter/supervisor.js';
 import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
 import { openLocalStore } from '../support/local-store.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
-
-async function until(cond: () => Promise<boolean> | boolean, what: string, timeoutMs = 15_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (await cond()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
+import { waitFor } from '../support/wait.js';
 
 describe('snapshotter stop: leadership lost vs shutdown', () => {
   let etcdEnv: EtcdWithClient;
@@ -43,9 +35,9 @@ describe('snapshotter stop: leadership lost vs shutdown', () => {
     await etcdEnv.cleanup();
   });
 
-  /** A snapshotter whose periodic delta never fires during the test: only the stop can write a delta. */
-  function make(metrics: Metrics): Promise<Snapshotter> {
-    return createTestSnapshotter({ client, store, metrics }, { deltaSnapshotPeriodMs: 600_000 });
+  /** A snapshotter on a clock that never moves: its periodic delta never fires, only the stop can write a delta. */
+  function make(metrics: Metrics, clock = new FakeClock(Date.now())): Promise<Snapshotter> {
+    return createTestSnapshotter({ client, store, metrics, clock }, { deltaSnapshotPeriodMs: 600_000 });
   }
 
   /**
@@ -54,30 +46,32 @@ describe('snapshotter stop: leadership lost vs shutdown', () => {
    */
   async function runAndStop(reason: unknown): Promise<number> {
     const metrics = new Metrics({ defaultMetrics: false });
+    // Supervisor backoff, GC period and snapshot timers all on one clock the test never advances.
+    const clock = new FakeClock(Date.now());
     const stop = new AbortController();
     const running = superviseSnapshotter(
       {
-        createSnapshotter: () => make(metrics),
+        createSnapshotter: () => make(metrics, clock),
         createGarbageCollector: (s) =>
           new GarbageCollector(
             { policy: 'Exponential', maxBackups: 7, deltaRetentionMs: 0, periodMs: 3_600_000 },
-            { store: async () => store, latestSnapshotRevision: () => s.chain.prevSnapshot?.lastRevision ?? 0, clock: systemClock, logger: silentLogger, metrics },
+            { store: async () => store, latestSnapshotRevision: () => s.chain.prevSnapshot?.lastRevision ?? 0, clock, logger: silentLogger, metrics },
           ),
         probeEtcd: async () => undefined,
         setHealthy: () => undefined,
         onActiveSnapshotter: () => undefined,
         backoff: new ExponentialBackoff(),
         schedule: '0 0 1 1 *',
-        clock: systemClock,
+        clock,
         logger: silentLogger,
         metrics,
       },
       stop.signal,
     );
-    await until(async () => (await store.list()).some((x) => x.kind === 'Full'), 'the full snapshot');
+    await waitFor(async () => (await store.list()).some((x) => x.kind === 'Full'), 'the full snapshot');
     const res = await client.put('buffered').value('v');
     // etcdbr_snapshot_required{kind="Incr"} turns 1 when the watch hands an event to the buffer.
-    await until(async () => (await metrics.snapshotRequired.get()).values.some((v) => v.labels.kind === 'Incr' && v.value === 1), 'the event buffered');
+    await waitFor(async () => (await metrics.snapshotRequired.get()).values.some((v) => v.labels.kind === 'Incr' && v.value === 1), 'the event buffered');
     stop.abort(reason);
     await running;
     return Number(res.header.revision);

@@ -4,6 +4,7 @@ import type { Etcd3 } from 'etcd3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
+import { FakeClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
 import { compact } from '../../src/etcd/ops.js';
 import type { Snapshotter, SnapshotterConfig, StoredSnapshotInfo } from '../../src/snapshotter/snapshotter.js';
@@ -11,15 +12,10 @@ import { readDeltaEvents } from '../support/deltas.js';
 import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
 import { openLocalStore } from '../support/local-store.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
+import { waitFor } from '../support/wait.js';
 
-async function until(cond: () => Promise<boolean> | boolean, timeoutMs = 15_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (await cond()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error('condition not reached in time');
-}
+/** The delta period of these tests; the snapshotter runs on a FakeClock, so a period passes only when the test says so. */
+const PERIOD_MS = 1000;
 
 /** Every revision after the full appears in exactly one delta, in order, and deltas chain gaplessly. */
 async function expectContiguousChain(store: SnapStore, upTo: number): Promise<DeltaEvent[]> {
@@ -49,8 +45,10 @@ describe('snapshotter against a real etcd and a Local store', () => {
   let client: Etcd3;
   let store: SnapStore;
   let metrics: Metrics;
+  let clock: FakeClock;
 
   beforeEach(async () => {
+    clock = new FakeClock(Date.now());
     etcdEnv = await startEtcdWithClient('etcdbr-snapshotter-');
     client = etcdEnv.client;
     store = await openLocalStore(join(etcdEnv.dir, 'store'), etcdEnv.dir);
@@ -63,8 +61,13 @@ describe('snapshotter against a real etcd and a Local store', () => {
   });
 
   function make(overrides: Partial<SnapshotterConfig> = {}): Promise<Snapshotter> {
-    return createTestSnapshotter({ client, store, metrics }, overrides);
+    return createTestSnapshotter({ client, store, metrics, clock }, { deltaSnapshotPeriodMs: PERIOD_MS, ...overrides });
   }
+
+  const full = () => waitFor(async () => (await store.list()).find((x) => x.kind === 'Full'), 'the full snapshot');
+  /** etcdbr_snapshot_required{kind="Incr"} turns 1 when the watch hands an event to the delta buffer. */
+  const buffered = () =>
+    waitFor(async () => (await metrics.snapshotRequired.get()).values.some((v) => v.labels.kind === 'Incr' && v.value === 1), 'an event in the delta buffer');
 
   const rev = async () => Number((await client.get('foo').exec()).header.revision);
 
@@ -72,14 +75,24 @@ describe('snapshotter against a real etcd and a Local store', () => {
     const s = await make();
     const stop = new AbortController();
     const running = s.run(stop.signal, true);
-    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    await full();
     for (let i = 0; i < 20; i++) await client.put(`k${i}`).value(`v${i}`);
     await client.delete().key('k3');
     await client.put(Buffer.from([0, 0xff])).value(Buffer.alloc(0));
     const last = await rev();
-    await until(async () => (await store.list()).some((x) => x.lastRevision === last && x.kind === 'Incr'));
+    // No period has passed yet: nothing but the full is stored.
+    expect((await store.list()).filter((x) => x.kind === 'Incr')).toEqual([]);
+    // One delta period at a time until a delta reaches the last write (the watch may still be delivering).
+    await waitFor(async () => {
+      await clock.advanceAsync(PERIOD_MS);
+      return (await store.list()).some((x) => x.lastRevision === last && x.kind === 'Incr');
+    }, 'a delta through the last write');
     const count = (await store.list()).length;
-    await new Promise((r) => setTimeout(r, 2500));
+    for (let i = 0; i < 3; i++) {
+      await clock.advanceAsync(PERIOD_MS);
+      // Queued behind the period's own save, so that one has finished when this returns; nothing was buffered.
+      expect(await s.triggerDeltaSnapshot()).toBeUndefined();
+    }
     expect((await store.list()).length).toBe(count);
     stop.abort();
     await running;
@@ -98,9 +111,9 @@ describe('snapshotter against a real etcd and a Local store', () => {
     const s = await make({ deltaSnapshotPeriodMs: 60_000, deltaSnapshotMemoryLimit: 4096 });
     const stop = new AbortController();
     const running = s.run(stop.signal, true);
-    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    await full();
     for (let i = 0; i < 30; i++) await client.put(`big${i}`).value('x'.repeat(1000));
-    await until(async () => (await store.list()).filter((x) => x.kind === 'Incr').length >= 5);
+    await waitFor(async () => (await store.list()).filter((x) => x.kind === 'Incr').length >= 5, 'five deltas cut at the memory limit');
     stop.abort();
     await running;
     // The stop flushed the rest as one last delta, so the chain reaches the last write.
@@ -115,13 +128,13 @@ describe('snapshotter against a real etcd and a Local store', () => {
     const s = await make({ deltaSnapshotPeriodMs: 60_000, deltaSnapshotMemoryLimit: 4096 });
     const stop = new AbortController();
     const running = s.run(stop.signal, true);
-    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    await full();
     // One revision of 12 puts of ~1.4 KiB of JSON each: three times the limit in a single transaction.
     const puts = Array.from({ length: 12 }, (_, i) => client.put(`txn${i}`).value('t'.repeat(1000)));
     await client.if('txn0', 'Version', '==', 0).then(...puts).commit();
     const txnRev = await rev();
     await client.put('after').value('a');
-    await until(async () => (await store.list()).some((x) => x.kind === 'Incr' && x.lastRevision >= txnRev));
+    await waitFor(async () => (await store.list()).some((x) => x.kind === 'Incr' && x.lastRevision >= txnRev), 'a delta through the transaction');
     stop.abort();
     await running;
     const events = await expectContiguousChain(store, await rev());
@@ -138,7 +151,7 @@ describe('snapshotter against a real etcd and a Local store', () => {
     const s = await make();
     const stop = new AbortController();
     const running = s.run(stop.signal, true);
-    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    await full();
     await client.put('a').value('b');
     const first = await s.triggerFullSnapshot(true);
     expect(first.isFinal).toBe(true);
@@ -154,7 +167,7 @@ describe('snapshotter against a real etcd and a Local store', () => {
     const s1 = await make();
     const stop1 = new AbortController();
     const r1 = s1.run(stop1.signal, true);
-    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    await full();
     stop1.abort();
     await r1;
     for (let i = 0; i < 5; i++) await client.put(`c${i}`).value('v');
@@ -169,10 +182,10 @@ describe('snapshotter against a real etcd and a Local store', () => {
     const s = await make({ deltaSnapshotPeriodMs: 60_000 });
     const stop = new AbortController();
     const running = s.run(stop.signal, true);
-    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    await full();
     for (let i = 0; i < 5; i++) await client.put(`late${i}`).value('v');
-    await until(() => s.chain.prevSnapshot !== undefined);
-    await new Promise((r) => setTimeout(r, 300));
+    await buffered();
+    expect((await store.list()).filter((x) => x.kind === 'Incr')).toEqual([]);
     stop.abort();
     await running;
     await expectContiguousChain(store, await rev());
@@ -181,15 +194,15 @@ describe('snapshotter against a real etcd and a Local store', () => {
   it('tells onSnapshot the uncompressed size of each stored file and the full the chain builds on', async () => {
     const seen: Array<{ snap: Snapshot; info: StoredSnapshotInfo }> = [];
     const s = await createTestSnapshotter(
-      { client, store, metrics, onSnapshot: (snap, info) => void seen.push({ snap, info }) },
+      { client, store, metrics, clock, onSnapshot: (snap, info) => void seen.push({ snap, info }) },
       { deltaSnapshotPeriodMs: 60_000 },
     );
     const stop = new AbortController();
     const running = s.run(stop.signal, true);
-    await until(() => seen.length === 1);
+    await waitFor(() => seen.length === 1, 'the full snapshot');
     for (let i = 0; i < 5; i++) await client.put(`sized${i}`).value('v'.repeat(200));
-    // Stopping writes the buffered events as a last delta (one or more, depending on when they arrived).
-    await new Promise((r) => setTimeout(r, 300));
+    // Stopping writes the buffered events as the last delta (the stop waits for the watch to deliver the rest).
+    await buffered();
     stop.abort();
     await running;
     const [full, ...deltas] = seen;
@@ -216,7 +229,7 @@ describe('snapshotter against a real etcd and a Local store', () => {
     const s = await make({ deltaSnapshotPeriodMs: 0 });
     const stop = new AbortController();
     const running = s.run(stop.signal, true);
-    await until(async () => (await store.list()).some((x) => x.kind === 'Full'));
+    await full();
     await expect(s.triggerDeltaSnapshot()).rejects.toThrow(/Delta snapshotting is disabled/);
     stop.abort();
     await running;

@@ -15,7 +15,7 @@ import { Metrics } from '../../src/metrics.js';
 import { etcdBinaries } from '../support/etcd.js';
 import { openLocalStore } from '../support/local-store.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
-import { waitFor } from '../../e2e/support/sidecar.js';
+import { waitFor } from '../support/wait.js';
 
 const cleanups: Array<() => Promise<void>> = [];
 afterEach(async () => {

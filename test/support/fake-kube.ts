@@ -315,6 +315,12 @@ export class FakeKubeApiServer {
     this.requests.length = 0;
   }
 
+  /** Forgets every object as well as the injections and the request log: an empty server again. */
+  reset(): void {
+    this.objects.clear();
+    this.resetInjections();
+  }
+
   /** Requests received so far that match. */
   requestsMatching(match: RequestMatch): RecordedRequest[] {
     return this.requests.filter((r) => matches(match, r.method, r.path));

@@ -1,6 +1,6 @@
 import type { Etcd3 } from 'etcd3';
 import { silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
-import { systemClock } from '../../src/clock.js';
+import { systemClock, type Clock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
 import { CronSchedule } from '../../src/config/schedule.js';
 import { Snapshotter, type SnapshotterConfig, type SnapshotterDeps } from '../../src/snapshotter/snapshotter.js';
@@ -30,15 +30,17 @@ export interface TestSnapshotterDeps {
   /** A fresh registry when not given. */
   metrics?: Metrics;
   onSnapshot?: SnapshotterDeps['onSnapshot'];
+  /** The system clock when not given; a `FakeClock` makes the delta and full timers fire only when advanced. */
+  clock?: Clock;
 }
 
-/** A snapshotter on `client` and `store` with the system clock and a silent logger. */
+/** A snapshotter on `client` and `store` with the given clock (system clock by default) and a silent logger. */
 export function createTestSnapshotter(deps: TestSnapshotterDeps, overrides: Partial<SnapshotterConfig> = {}): Promise<Snapshotter> {
-  const { client, store, metrics = new Metrics({ defaultMetrics: false }), onSnapshot } = deps;
+  const { client, store, metrics = new Metrics({ defaultMetrics: false }), onSnapshot, clock = systemClock } = deps;
   return Snapshotter.create(testSnapshotterConfig(overrides), {
     client: ours(client),
     store: async () => store,
-    clock: systemClock,
+    clock,
     logger: silentLogger,
     metrics,
     ...(onSnapshot ? { onSnapshot } : {}),
