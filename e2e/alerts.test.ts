@@ -39,7 +39,10 @@ function parseExposition(text: string): Sample[] {
   return out;
 }
 
-const seriesName = (s: Sample) => `${s.name}{${Object.entries(s.labels).map(([k, v]) => `${k}="${v}"`).join(',')}}`;
+const seriesName = (s: Sample) =>
+  `${s.name}{${Object.entries(s.labels)
+    .map(([k, v]) => `${k}="${v}"`)
+    .join(',')}}`;
 
 interface Case {
   /** The alert expected to fire (none: the sidecar as scraped). */
@@ -107,7 +110,9 @@ describe('deploy/monitoring against a running sidecar', () => {
   /** Runs promtool on the rule file with the scraped samples (changed by `c`) held constant for three days. */
   async function promtool(c: Case): Promise<void> {
     const dir = env.dir;
-    const rules = parse(readFileSync(RULE, 'utf8')) as { spec: { groups: Array<{ rules: Array<{ alert: string; labels?: Record<string, string>; annotations?: Record<string, string> }> }> } };
+    const rules = parse(readFileSync(RULE, 'utf8')) as {
+      spec: { groups: Array<{ rules: Array<{ alert: string; labels?: Record<string, string>; annotations?: Record<string, string> }> }> };
+    };
     writeFileSync(join(dir, 'rules.yaml'), stringify({ groups: rules.spec.groups }));
     const t = EVAL_MINUTES * 60;
     const samples = scraped.map((s) => ({ ...s, labels: { ...s.labels } }));
@@ -129,7 +134,14 @@ describe('deploy/monitoring against a running sidecar', () => {
         r.alert === c.alert ? [{ exp_labels: { ...(r.labels ?? {}), ...(c.labels ?? {}) }, exp_annotations: r.annotations ?? {} }] : [],
     }));
     const file = join(dir, 'rules.test.yaml');
-    writeFileSync(file, stringify({ rule_files: [join(dir, 'rules.yaml')], evaluation_interval: '1m', tests: [{ interval: STEP, input_series: input, alert_rule_test: tests }] }));
+    writeFileSync(
+      file,
+      stringify({
+        rule_files: [join(dir, 'rules.yaml')],
+        evaluation_interval: '1m',
+        tests: [{ interval: STEP, input_series: input, alert_rule_test: tests }],
+      }),
+    );
     try {
       await execFileAsync('promtool', ['test', 'rules', file]);
     } catch (err) {
@@ -172,7 +184,10 @@ describe('deploy/monitoring against a running sidecar', () => {
     await promtool({
       alert: 'EtcdBackupVerificationFailing',
       change: (s) => {
-        s.splice(s.findIndex((x) => x.name === 'etcdbr_backup_verify_failures_total'), 1);
+        s.splice(
+          s.findIndex((x) => x.name === 'etcdbr_backup_verify_failures_total'),
+          1,
+        );
       },
       extra: [{ series: 'etcdbr_backup_verify_failures_total', values: `0+1x${STEPS}` }],
     });
@@ -182,7 +197,12 @@ describe('deploy/monitoring against a running sidecar', () => {
     await promtool({
       alert: 'EtcdDefragmentationFailing',
       labels: { succeeded: 'false', endpoint: 'http://etcd-0:2379' },
-      extra: [{ series: 'etcdbr_defragmentation_duration_seconds_count{succeeded="false",endpoint="http://etcd-0:2379"}', values: `0+1x${STEPS}` }],
+      extra: [
+        {
+          series: 'etcdbr_defragmentation_duration_seconds_count{succeeded="false",endpoint="http://etcd-0:2379"}',
+          values: `0+1x${STEPS}`,
+        },
+      ],
     });
   });
 
@@ -195,7 +215,11 @@ describe('deploy/monitoring against a running sidecar', () => {
   });
 
   it('the sidecar cannot be scraped: EtcdBackupRestoreSidecarDown', async () => {
-    await promtool({ alert: 'EtcdBackupRestoreSidecarDown', labels: { job: 'etcd-backup-restore' }, extra: [{ series: 'up{job="etcd-backup-restore"}', values: `0+0x${STEPS}` }] });
+    await promtool({
+      alert: 'EtcdBackupRestoreSidecarDown',
+      labels: { job: 'etcd-backup-restore' },
+      extra: [{ series: 'up{job="etcd-backup-restore"}', values: `0+0x${STEPS}` }],
+    });
   });
 
   it('every metric the dashboard queries is one the sidecar exposes', () => {
@@ -204,7 +228,8 @@ describe('deploy/monitoring against a running sidecar', () => {
     expect(dashboard.panels.length).toBeGreaterThan(5);
     for (const p of dashboard.panels) {
       for (const t of p.targets) {
-        for (const name of t.expr.match(/etcdbr_[a-z_]+/g) ?? []) expect({ panel: p.title, name, exposed: exposed.has(name) }).toEqual({ panel: p.title, name, exposed: true });
+        for (const name of t.expr.match(/etcdbr_[a-z_]+/g) ?? [])
+          expect({ panel: p.title, name, exposed: exposed.has(name) }).toEqual({ panel: p.title, name, exposed: true });
       }
     }
   });

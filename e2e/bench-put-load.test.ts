@@ -33,7 +33,14 @@ describe('bench load generator (put-load)', () => {
   it('puts one revision per value, with the keys and stamped values it reports', async () => {
     const env = await startEtcdWithClient('etcdbr-put-load-');
     cleanups.push(() => env.cleanup());
-    const { result } = await runLoad([`--endpoint=${env.etcd.clientUrl}`, '--rate=200', '--seconds=1', '--value-bytes=100', '--keys=1000000', '--concurrency=8']);
+    const { result } = await runLoad([
+      `--endpoint=${env.etcd.clientUrl}`,
+      '--rate=200',
+      '--seconds=1',
+      '--value-bytes=100',
+      '--keys=1000000',
+      '--concurrency=8',
+    ]);
 
     expect(result.errors).toBe(0);
     expect(result.puts).toBeGreaterThan(0);
@@ -56,11 +63,19 @@ describe('bench load generator (put-load)', () => {
     const env = await startEtcdWithClient('etcdbr-put-load-');
     cleanups.push(() => env.cleanup());
     // 2 MB is over etcd's default request limit (1.5 MiB), so every put is refused by etcd itself.
-    const { result, stderr } = await runLoad([`--endpoint=${env.etcd.clientUrl}`, '--rate=20', '--seconds=1', '--value-bytes=2000000', '--concurrency=2']);
+    const { result, stderr } = await runLoad([
+      `--endpoint=${env.etcd.clientUrl}`,
+      '--rate=20',
+      '--seconds=1',
+      '--value-bytes=2000000',
+      '--concurrency=2',
+    ]);
 
     expect(result.puts).toBe(0);
     expect(result.errors).toBeGreaterThan(0);
     // The generator does not decode gRPC status (no HPACK decoder), so it names the stream that ended bare.
-    expect(stderr).toMatch(/the first: \/etcdserverpb\.KV\/Put on stream \d+ ended with no response message \(a gRPC error; status not decoded\)/);
+    expect(stderr).toMatch(
+      /the first: \/etcdserverpb\.KV\/Put on stream \d+ ended with no response message \(a gRPC error; status not decoded\)/,
+    );
   });
 });

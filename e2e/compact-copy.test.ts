@@ -49,7 +49,11 @@ interface Running {
 
 /** Starts bin/etcdbrctl; a test that fails before the process ended still has it killed. */
 function startEtcdbrctl(args: string[], env: NodeJS.ProcessEnv = {}, cwd?: string): Running {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd ? { cwd } : {}) });
+  const child = spawn(process.execPath, [BIN, ...args], {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    ...(cwd ? { cwd } : {}),
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
@@ -80,14 +84,24 @@ async function storeFiles(root: string): Promise<Map<string, string>> {
     for (const e of await readdir(dir, { withFileTypes: true })) {
       const p = join(dir, e.name);
       if (e.isDirectory()) await walk(p, `${rel}${e.name}/`);
-      else out.set(`${rel}${e.name}`, createHash('sha256').update(await readFile(p)).digest('hex'));
+      else
+        out.set(
+          `${rel}${e.name}`,
+          createHash('sha256')
+            .update(await readFile(p))
+            .digest('hex'),
+        );
     }
   };
   await walk(root, '');
   return out;
 }
 
-const restoreFlags = (dir: string) => ['--initial-cluster=default=http://127.0.0.1:2380', '--initial-advertise-peer-urls=http://127.0.0.1:2380', `--restoration-temp-snapshots-dir=${join(dir, 'restore-tmp')}`];
+const restoreFlags = (dir: string) => [
+  '--initial-cluster=default=http://127.0.0.1:2380',
+  '--initial-advertise-peer-urls=http://127.0.0.1:2380',
+  `--restoration-temp-snapshots-dir=${join(dir, 'restore-tmp')}`,
+];
 
 describe('etcdbrctl compact', () => {
   it('45: compacts the gzip store into one restorable full snapshot and renews the full snapshot lease', async () => {
@@ -129,7 +143,13 @@ describe('etcdbrctl compact', () => {
 
     // `etcdbrctl restore` now starts from the compacted snapshot, with no deltas, and gets the source's state.
     const dataDir = join(dir, 'restored.etcd');
-    const restored = await etcdbrctl(['restore', '--storage-provider=Local', `--store-container=${root}`, `--data-dir=${dataDir}`, ...restoreFlags(dir)]);
+    const restored = await etcdbrctl([
+      'restore',
+      '--storage-provider=Local',
+      `--store-container=${root}`,
+      `--data-dir=${dataDir}`,
+      ...restoreFlags(dir),
+    ]);
     expect(restored.code, restored.stderr).toBe(0);
     const binaries = await etcdBinaries();
     const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
@@ -154,7 +174,13 @@ describe('etcdbrctl compact', () => {
     bytes[10] = (bytes[10] as number) ^ 0x04;
     await writeFile(join(root, 'v2', victim), bytes);
     const before = await storeFiles(root);
-    const r = await etcdbrctl(['compact', '--storage-provider=Local', `--store-container=${root}`, `--data-dir=${join(dir, 'c.etcd')}`, `--restoration-temp-snapshots-dir=${join(dir, 'c.tmp')}`]);
+    const r = await etcdbrctl([
+      'compact',
+      '--storage-provider=Local',
+      `--store-container=${root}`,
+      `--data-dir=${join(dir, 'c.etcd')}`,
+      `--restoration-temp-snapshots-dir=${join(dir, 'c.tmp')}`,
+    ]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(victim);
     expect(r.stdout).toBe('');
@@ -175,7 +201,14 @@ describe('etcdbrctl copy', () => {
     const credentials = { accessKeyID: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY, region: 'us-east-1', s3ForcePathStyle: true };
     await writeFile(join(dir, 's3.json'), JSON.stringify(credentials));
     const env = { AWS_APPLICATION_CREDENTIALS_JSON: join(dir, 's3.json'), SOURCE_STORAGE_CONTAINER: root };
-    const flags = ['copy', '--source-storage-provider=Local', '--storage-provider=S3', '--store-container=dest', '--store-prefix=etcd-main', `--store-endpoint-override=${s3.endpoint}`];
+    const flags = [
+      'copy',
+      '--source-storage-provider=Local',
+      '--storage-provider=S3',
+      '--store-container=dest',
+      '--store-prefix=etcd-main',
+      `--store-endpoint-override=${s3.endpoint}`,
+    ];
 
     const first = await etcdbrctl(flags, env);
     expect(first.code, first.stderr).toBe(0);
@@ -209,7 +242,16 @@ describe('etcdbrctl copy', () => {
     // No final among the newest 4 fulls of a store without one: waits for the timeout, then copies.
     const plain = join(dir, 'plain');
     await cp(join(COMPAT, 'zlib', 'snapstore'), join(plain, 'other'), { recursive: true });
-    const timed = await etcdbrctl([...flags, '--wait-for-final-snapshot', '--wait-for-final-snapshot-timeout=1s', `--source-store-container=${plain}`, '--store-prefix=other'], env);
+    const timed = await etcdbrctl(
+      [
+        ...flags,
+        '--wait-for-final-snapshot',
+        '--wait-for-final-snapshot-timeout=1s',
+        `--source-store-container=${plain}`,
+        '--store-prefix=other',
+      ],
+      env,
+    );
     expect(timed.code, timed.stderr).toBe(0);
     // The copier reports the timeout (its own clock); the FakeClock cases in test/copier check the polling.
     expect(timed.stderr).toContain('Timed out waiting for final full snapshot');
@@ -224,7 +266,13 @@ describe('etcdbrctl copy', () => {
     const bytes = await readFile(join(root, 'v2', victim));
     await writeFile(join(root, 'v2', victim), bytes.subarray(0, bytes.length >> 1));
     const dest = join(dir, 'dest');
-    const r = await etcdbrctl(['copy', `--source-storage-provider=Local`, `--source-store-container=${root}`, '--storage-provider=Local', `--store-container=${dest}`]);
+    const r = await etcdbrctl([
+      'copy',
+      `--source-storage-provider=Local`,
+      `--source-store-container=${root}`,
+      '--storage-provider=Local',
+      `--store-container=${dest}`,
+    ]);
     expect(r.code).toBe(1);
     expect(r.stderr).toContain(`etcdbrctl copy: snapshot ${victim} in the source store is corrupt`);
     expect(r.stderr).toContain('1 snapshot(s) failed, 4 copied, 0 already present');
@@ -259,7 +307,12 @@ describe('etcdbrctl copy killed with SIGKILL mid-copy', () => {
       await put(`Full-00000000-${rev8(rev)}-${++second}`, Buffer.concat([body, sha256(body)]));
       for (let d = 0; d < 3; d++) {
         const events = Buffer.from(
-          JSON.stringify([{ type: 'put', kv: { key: Buffer.from(`/k/${rev + 1}`).toString('base64'), value: randomBytes(192 * 1024).toString('base64') } }]),
+          JSON.stringify([
+            {
+              type: 'put',
+              kv: { key: Buffer.from(`/k/${rev + 1}`).toString('base64'), value: randomBytes(192 * 1024).toString('base64') },
+            },
+          ]),
         );
         await put(`Incr-${rev8(rev + 1)}-${rev8(rev + 100)}-${++second}.gz`, gzipSync(Buffer.concat([events, sha256(events)])));
         rev += 100;
@@ -293,7 +346,12 @@ describe('etcdbrctl copy killed with SIGKILL mid-copy', () => {
   async function killWhen(run: Running, cond: () => Promise<boolean>, pollMs: number): Promise<Exit> {
     let ended = false;
     void run.exited.then(() => (ended = true));
-    const outcome = await waitFor(async () => (ended ? 'ended' : (await cond()) ? 'due' : undefined), 'the moment to kill the process', 120_000, pollMs);
+    const outcome = await waitFor(
+      async () => (ended ? 'ended' : (await cond()) ? 'due' : undefined),
+      'the moment to kill the process',
+      120_000,
+      pollMs,
+    );
     if (outcome === 'due') run.child.kill('SIGKILL');
     return run.exited;
   }
@@ -341,7 +399,16 @@ describe('etcdbrctl copy killed with SIGKILL mid-copy', () => {
     await killMidCopyThenResume(source, expected, {
       flags: ['--storage-provider=Local', `--store-container=${dest}`],
       env: {},
-      open: () => openSnapStore({ provider: 'Local', rootDir: dest, container: dest, prefix: 'v2', maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: dir }),
+      open: () =>
+        openSnapStore({
+          provider: 'Local',
+          rootDir: dest,
+          container: dest,
+          prefix: 'v2',
+          maxParallelChunkUploads: 5,
+          minChunkSize: 5 * MiB,
+          tempDir: dir,
+        }),
       async underWay() {
         const names = await entries();
         return names.some(isTemp) && names.some((n) => !isTemp(n));
@@ -375,7 +442,16 @@ describe('etcdbrctl copy killed with SIGKILL mid-copy', () => {
       flags: ['--storage-provider=S3', '--store-container=dest', `--store-endpoint-override=${s3.endpoint}`],
       env: { AWS_APPLICATION_CREDENTIALS_JSON: join(dir, 's3.json') },
       open: () =>
-        openSnapStore({ provider: 'S3', container: 'dest', prefix: 'v2', endpointOverride: s3.endpoint, maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: dir, credentials }),
+        openSnapStore({
+          provider: 'S3',
+          container: 'dest',
+          prefix: 'v2',
+          endpointOverride: s3.endpoint,
+          maxParallelChunkUploads: 5,
+          minChunkSize: 5 * MiB,
+          tempDir: dir,
+          credentials,
+        }),
       async underWay() {
         const { objects, partial } = await rawKeys();
         return objects.length > 0 && partial.some((k) => k.includes('/part='));

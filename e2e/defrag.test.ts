@@ -84,7 +84,12 @@ describe('defragmentation across a three-member cluster (processes)', () => {
     const firstRun = lines(leader)
       .filter((l) => l.msg === 'defragmenting etcd member')
       .slice(0, 3);
-    expect(firstRun.map((l) => l.member).slice(0, 2).sort()).toEqual(['etcd-main-0', 'etcd-main-2']);
+    expect(
+      firstRun
+        .map((l) => l.member)
+        .slice(0, 2)
+        .sort(),
+    ).toEqual(['etcd-main-0', 'etcd-main-2']);
     expect(firstRun[2]).toMatchObject({ member: 'etcd-main-1', leader: true });
 
     // Only the leading sidecar defragments.
@@ -93,7 +98,9 @@ describe('defragmentation across a three-member cluster (processes)', () => {
     const metrics = await (await fetch(`${leader.url}/metrics`)).text();
     for (const m of cluster.members) {
       expect(metrics).toMatch(
-        new RegExp(`etcdbr_defragmentation_duration_seconds_count\\{succeeded="true",endpoint="${m.clientUrl.replace(/[.:/]/g, '\\$&')}"\\} [1-9]`),
+        new RegExp(
+          `etcdbr_defragmentation_duration_seconds_count\\{succeeded="true",endpoint="${m.clientUrl.replace(/[.:/]/g, '\\$&')}"\\} [1-9]`,
+        ),
       );
     }
   });

@@ -112,7 +112,12 @@ async function target(provider: 'Local' | 'S3' | 'ABS', dir: string): Promise<Ta
   const credentials = { storageAccount: AZURITE_ACCOUNT, storageKey: AZURITE_KEY };
   await writeFile(join(dir, 'abs.json'), JSON.stringify(credentials));
   return {
-    flags: ['--storage-provider=ABS', '--store-container=backups', '--store-prefix=etcd-main', `--store-endpoint-override=${azurite.accountEndpoint}`],
+    flags: [
+      '--storage-provider=ABS',
+      '--store-container=backups',
+      '--store-prefix=etcd-main',
+      `--store-endpoint-override=${azurite.accountEndpoint}`,
+    ],
     env: { AZURE_APPLICATION_CREDENTIALS_JSON: join(dir, 'abs.json') },
     config: { ...base, provider: 'ABS', container: 'backups', endpointOverride: azurite.accountEndpoint, credentials },
   };
@@ -132,14 +137,31 @@ async function ls(t: Target, extra: string[] = []): Promise<LsRow[]> {
 }
 
 /** Runs `etcdbrctl snapshot` until a delta covers `revision`, then stops it. */
-async function snapshotUntil(t: Target, endpoint: string, revision: number, extra: string[], afterFull?: () => Promise<number>): Promise<void> {
+async function snapshotUntil(
+  t: Target,
+  endpoint: string,
+  revision: number,
+  extra: string[],
+  afterFull?: () => Promise<number>,
+): Promise<void> {
   const fullsBefore = (await ls(t)).filter((r) => r.kind === 'Full').length;
   const { child, exited } = start(
-    ['snapshot', `--endpoints=${endpoint}`, ...t.flags, '--schedule=0 0 1 1 *', '--delta-snapshot-period=1s', '--garbage-collection-period=0s', ...extra],
+    [
+      'snapshot',
+      `--endpoints=${endpoint}`,
+      ...t.flags,
+      '--schedule=0 0 1 1 *',
+      '--delta-snapshot-period=1s',
+      '--garbage-collection-period=0s',
+      ...extra,
+    ],
     t.env,
   );
   const encrypted = extra.some((f) => f.startsWith('--encryption-recipients-file'));
-  await waitFor(async () => ((await ls(t)).filter((r) => r.kind === 'Full').length > fullsBefore ? true : undefined), 'a new full snapshot');
+  await waitFor(
+    async () => ((await ls(t)).filter((r) => r.kind === 'Full').length > fullsBefore ? true : undefined),
+    'a new full snapshot',
+  );
   const target = afterFull ? await afterFull() : revision;
   await waitFor(
     async () => ((await ls(t)).some((r) => r.kind === 'Incr' && r.lastRevision >= target && r.encrypted === encrypted) ? true : undefined),
@@ -167,120 +189,177 @@ async function restoredDump(dataDir: string) {
 }
 
 describe.each(['Local', 'S3', 'ABS'] as const)('encrypted backups on %s', (provider) => {
-  it('plain then encrypted chain; restore, compact and copy with re-encryption; bad keys and tampering are refused', { timeout: 300_000 }, async () => {
-    const dir = await mkdtemp(join(tmpdir(), `etcdbr-e2e-enc-${provider}-`));
-    cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    const oldKey = await keyPair(dir, 'old');
-    const newKey = await keyPair(dir, 'new');
-    const stranger = await keyPair(dir, 'stranger');
-    const t = await target(provider, dir);
-    const etcd = await startTestEtcd();
-    cleanups.push(() => etcd.cleanup());
-    const client = new Etcd3({ hosts: etcd.clientUrl });
-    cleanups.push(async () => client.close());
-    const put = async (prefix: string, n: number): Promise<number> => {
-      let rev = 0;
-      for (let i = 0; i < n; i++) rev = Number((await client.put(`${prefix}/${i}`).value(`v${i}-${'x'.repeat(i * 10)}`).exec()).header.revision);
-      return rev;
-    };
+  it(
+    'plain then encrypted chain; restore, compact and copy with re-encryption; bad keys and tampering are refused',
+    { timeout: 300_000 },
+    async () => {
+      const dir = await mkdtemp(join(tmpdir(), `etcdbr-e2e-enc-${provider}-`));
+      cleanups.push(() => rm(dir, { recursive: true, force: true }));
+      const oldKey = await keyPair(dir, 'old');
+      const newKey = await keyPair(dir, 'new');
+      const stranger = await keyPair(dir, 'stranger');
+      const t = await target(provider, dir);
+      const etcd = await startTestEtcd();
+      cleanups.push(() => etcd.cleanup());
+      const client = new Etcd3({ hosts: etcd.clientUrl });
+      cleanups.push(async () => client.close());
+      const put = async (prefix: string, n: number): Promise<number> => {
+        let rev = 0;
+        for (let i = 0; i < n; i++)
+          rev = Number(
+            (
+              await client
+                .put(`${prefix}/${i}`)
+                .value(`v${i}-${'x'.repeat(i * 10)}`)
+                .exec()
+            ).header.revision,
+          );
+        return rev;
+      };
 
-    // A plain chain first, as the Go tool writes it.
-    await put('plain', 20);
-    await snapshotUntil(t, etcd.clientUrl, 0, [], () => put('plain-delta', 5));
-    expect((await ls(t)).every((r) => !r.encrypted)).toBe(true);
+      // A plain chain first, as the Go tool writes it.
+      await put('plain', 20);
+      await snapshotUntil(t, etcd.clientUrl, 0, [], () => put('plain-delta', 5));
+      expect((await ls(t)).every((r) => !r.encrypted)).toBe(true);
 
-    // Encryption on: the next full starts an encrypted chain; the plain objects stay as they are.
-    await snapshotUntil(t, etcd.clientUrl, 0, [`--encryption-recipients-file=${oldKey.recipients}`], () => put('secret', 30));
-    const rows = await ls(t);
-    const newestFull = rows.filter((r) => r.kind === 'Full').at(-1) as LsRow;
-    const chain = rows.slice(rows.indexOf(newestFull));
-    expect(chain.length).toBeGreaterThanOrEqual(2);
-    expect(chain.every((r) => r.encrypted && /\.gz\.age$/.test(r.key)), JSON.stringify(chain)).toBe(true);
-    expect(rows.some((r) => !r.encrypted)).toBe(true);
-    const expected = await dumpEtcd(etcd.clientUrl);
+      // Encryption on: the next full starts an encrypted chain; the plain objects stay as they are.
+      await snapshotUntil(t, etcd.clientUrl, 0, [`--encryption-recipients-file=${oldKey.recipients}`], () => put('secret', 30));
+      const rows = await ls(t);
+      const newestFull = rows.filter((r) => r.kind === 'Full').at(-1) as LsRow;
+      const chain = rows.slice(rows.indexOf(newestFull));
+      expect(chain.length).toBeGreaterThanOrEqual(2);
+      expect(
+        chain.every((r) => r.encrypted && /\.gz\.age$/.test(r.key)),
+        JSON.stringify(chain),
+      ).toBe(true);
+      expect(rows.some((r) => !r.encrypted)).toBe(true);
+      const expected = await dumpEtcd(etcd.clientUrl);
 
-    // No identity, then a wrong one: a typed error naming the object and its recipients; no data dir.
-    const dataDir = join(dir, 'restored.etcd');
-    const none = await etcdbrctl(['restore', ...t.flags, ...restoreFlags(dir, dataDir)], t.env);
-    expect(none.code).not.toBe(0);
-    expect(none.stderr).toMatch(/cannot decrypt .*Full-00000000-\d+-\d+\.gz\.age: it is encrypted to 1 X25519 recipient stanza; no identity was given/);
-    const wrong = await etcdbrctl(['restore', ...t.flags, ...restoreFlags(dir, dataDir), `--encryption-identity-file=${stranger.identity}`], t.env);
-    expect(wrong.code).not.toBe(0);
-    expect(wrong.stderr).toContain(`none of the identities given opens it: ${stranger.publicKey}`);
-    expect(await exists(dataDir)).toBe(false);
-    expect(await exists(`${dataDir}.part`)).toBe(false);
-
-    // The key through the environment: etcd's exact state.
-    const ok = await etcdbrctl(['restore', ...t.flags, ...restoreFlags(dir, dataDir)], { ...t.env, ENCRYPTION_IDENTITY_FILE: `${stranger.identity},${oldKey.identity}` });
-    expect(ok.code, ok.stderr).toBe(0);
-    expect(await restoredDump(dataDir)).toEqual(expected);
-    await rm(dataDir, { recursive: true, force: true });
-
-    // verify reads the encrypted chain.
-    const verified = await etcdbrctl(['verify', ...t.flags, `--encryption-identity-file=${oldKey.identity}`], t.env);
-    expect(verified.code, verified.stdout + verified.stderr).toBe(0);
-
-    // Compact: the result is encrypted too, and restores to the same state.
-    const compactDir = join(dir, 'compaction.etcd');
-    const compactArgs = ['compact', ...t.flags, `--data-dir=${compactDir}`, `--restoration-temp-snapshots-dir=${join(dir, 'compaction.tmp')}`];
-    const plainCompact = await etcdbrctl([...compactArgs, `--encryption-identity-file=${oldKey.identity}`], t.env);
-    expect(plainCompact.code).not.toBe(0);
-    expect(plainCompact.stderr).toContain('give --encryption-recipients-file');
-    const compacted = await etcdbrctl([...compactArgs, `--encryption-identity-file=${oldKey.identity}`, `--encryption-recipients-file=${oldKey.recipients}`], t.env);
-    expect(compacted.code, compacted.stderr).toBe(0);
-    expect(compacted.stdout).toMatch(/^Compacted snapshot name : Full-00000000-\d+-\d+\.gz\.age\n$/);
-    const again = await etcdbrctl(['restore', ...t.flags, ...restoreFlags(dir, dataDir), `--encryption-identity-file=${oldKey.identity}`], t.env);
-    expect(again.code, again.stderr).toBe(0);
-    expect((await restoredDump(dataDir)).kvs).toEqual(expected.kvs);
-    await rm(dataDir, { recursive: true, force: true });
-
-    // Copy with key rotation: everything (plain and encrypted) re-encrypted to the new key only.
-    const copyRoot = join(dir, 'copy');
-    const copied = await etcdbrctl(
-      ['copy', ...t.flags.map((f) => f.replace(/^--/, '--source-')), '--storage-provider=Local', `--store-container=${copyRoot}`, '--store-prefix=etcd-main',
-        `--encryption-identity-file=${oldKey.identity}`, `--encryption-recipients-file=${newKey.recipients}`],
-      Object.fromEntries(Object.entries(t.env).map(([k, v]) => [`SOURCE_${k}`, v])),
-    );
-    expect(copied.code, copied.stderr).toBe(0);
-    const copyTarget: Target = { flags: ['--storage-provider=Local', `--store-container=${copyRoot}`, '--store-prefix=etcd-main'], env: {}, config: t.config };
-    const copiedRows = await ls(copyTarget);
-    expect(copiedRows.length).toBeGreaterThan(0);
-    expect(copiedRows.every((r) => r.encrypted)).toBe(true);
-    const withOld = await etcdbrctl(['restore', ...copyTarget.flags, ...restoreFlags(dir, dataDir), `--encryption-identity-file=${oldKey.identity}`], {});
-    expect(withOld.code).not.toBe(0);
-    expect(await exists(dataDir)).toBe(false);
-    const withNew = await etcdbrctl(['restore', ...copyTarget.flags, ...restoreFlags(dir, dataDir), `--encryption-identity-file=${newKey.identity}`], {});
-    expect(withNew.code, withNew.stderr).toBe(0);
-    expect((await restoredDump(dataDir)).kvs).toEqual(expected.kvs);
-    await rm(dataDir, { recursive: true, force: true });
-
-    // The reference age CLI opens an object as stored in the provider: gzip inside, the sha256 trailer last.
-    const store = await openSnapStore(t.config, { readOnly: true });
-    try {
-      const full = (await store.list()).filter((s: Snapshot) => s.kind === 'Full' && s.isEncrypted).at(-1) as Snapshot;
-      const parts: Buffer[] = [];
-      for await (const c of await storedBytesStore(store).fetch(full)) parts.push(c as Buffer);
-      const file = join(dir, 'object.age');
-      await writeFile(file, Buffer.concat(parts));
-      const { stdout } = await run('age', ['-d', '-i', oldKey.identity, file], { encoding: 'buffer', maxBuffer: 1 << 30 });
-      const db = gunzipSync(stdout);
-      expect(db.length % 4096).toBe(32); // bbolt pages then etcd's sha256 trailer
-    } finally {
-      await store.close();
-    }
-
-    // Tampering (Local, where bytes can be changed in place): restore stops, no data dir.
-    if (t.root !== undefined) {
-      const v2 = join(t.root, 'etcd-main', 'v2');
-      const victim = (await readdir(v2)).filter((n) => n.startsWith('Full-') && n.endsWith('.age')).sort().at(-1) as string;
-      const bytes = await readFile(join(v2, victim));
-      bytes[bytes.length - 100]! ^= 0x01;
-      await writeFile(join(v2, victim), bytes);
-      const tampered = await etcdbrctl(['restore', ...t.flags, ...restoreFlags(dir, dataDir), `--encryption-identity-file=${oldKey.identity}`], t.env);
-      expect(tampered.code).not.toBe(0);
-      expect(tampered.stderr).toContain('failed authentication');
+      // No identity, then a wrong one: a typed error naming the object and its recipients; no data dir.
+      const dataDir = join(dir, 'restored.etcd');
+      const none = await etcdbrctl(['restore', ...t.flags, ...restoreFlags(dir, dataDir)], t.env);
+      expect(none.code).not.toBe(0);
+      expect(none.stderr).toMatch(
+        /cannot decrypt .*Full-00000000-\d+-\d+\.gz\.age: it is encrypted to 1 X25519 recipient stanza; no identity was given/,
+      );
+      const wrong = await etcdbrctl(
+        ['restore', ...t.flags, ...restoreFlags(dir, dataDir), `--encryption-identity-file=${stranger.identity}`],
+        t.env,
+      );
+      expect(wrong.code).not.toBe(0);
+      expect(wrong.stderr).toContain(`none of the identities given opens it: ${stranger.publicKey}`);
       expect(await exists(dataDir)).toBe(false);
       expect(await exists(`${dataDir}.part`)).toBe(false);
-    }
-  });
+
+      // The key through the environment: etcd's exact state.
+      const ok = await etcdbrctl(['restore', ...t.flags, ...restoreFlags(dir, dataDir)], {
+        ...t.env,
+        ENCRYPTION_IDENTITY_FILE: `${stranger.identity},${oldKey.identity}`,
+      });
+      expect(ok.code, ok.stderr).toBe(0);
+      expect(await restoredDump(dataDir)).toEqual(expected);
+      await rm(dataDir, { recursive: true, force: true });
+
+      // verify reads the encrypted chain.
+      const verified = await etcdbrctl(['verify', ...t.flags, `--encryption-identity-file=${oldKey.identity}`], t.env);
+      expect(verified.code, verified.stdout + verified.stderr).toBe(0);
+
+      // Compact: the result is encrypted too, and restores to the same state.
+      const compactDir = join(dir, 'compaction.etcd');
+      const compactArgs = [
+        'compact',
+        ...t.flags,
+        `--data-dir=${compactDir}`,
+        `--restoration-temp-snapshots-dir=${join(dir, 'compaction.tmp')}`,
+      ];
+      const plainCompact = await etcdbrctl([...compactArgs, `--encryption-identity-file=${oldKey.identity}`], t.env);
+      expect(plainCompact.code).not.toBe(0);
+      expect(plainCompact.stderr).toContain('give --encryption-recipients-file');
+      const compacted = await etcdbrctl(
+        [...compactArgs, `--encryption-identity-file=${oldKey.identity}`, `--encryption-recipients-file=${oldKey.recipients}`],
+        t.env,
+      );
+      expect(compacted.code, compacted.stderr).toBe(0);
+      expect(compacted.stdout).toMatch(/^Compacted snapshot name : Full-00000000-\d+-\d+\.gz\.age\n$/);
+      const again = await etcdbrctl(
+        ['restore', ...t.flags, ...restoreFlags(dir, dataDir), `--encryption-identity-file=${oldKey.identity}`],
+        t.env,
+      );
+      expect(again.code, again.stderr).toBe(0);
+      expect((await restoredDump(dataDir)).kvs).toEqual(expected.kvs);
+      await rm(dataDir, { recursive: true, force: true });
+
+      // Copy with key rotation: everything (plain and encrypted) re-encrypted to the new key only.
+      const copyRoot = join(dir, 'copy');
+      const copied = await etcdbrctl(
+        [
+          'copy',
+          ...t.flags.map((f) => f.replace(/^--/, '--source-')),
+          '--storage-provider=Local',
+          `--store-container=${copyRoot}`,
+          '--store-prefix=etcd-main',
+          `--encryption-identity-file=${oldKey.identity}`,
+          `--encryption-recipients-file=${newKey.recipients}`,
+        ],
+        Object.fromEntries(Object.entries(t.env).map(([k, v]) => [`SOURCE_${k}`, v])),
+      );
+      expect(copied.code, copied.stderr).toBe(0);
+      const copyTarget: Target = {
+        flags: ['--storage-provider=Local', `--store-container=${copyRoot}`, '--store-prefix=etcd-main'],
+        env: {},
+        config: t.config,
+      };
+      const copiedRows = await ls(copyTarget);
+      expect(copiedRows.length).toBeGreaterThan(0);
+      expect(copiedRows.every((r) => r.encrypted)).toBe(true);
+      const withOld = await etcdbrctl(
+        ['restore', ...copyTarget.flags, ...restoreFlags(dir, dataDir), `--encryption-identity-file=${oldKey.identity}`],
+        {},
+      );
+      expect(withOld.code).not.toBe(0);
+      expect(await exists(dataDir)).toBe(false);
+      const withNew = await etcdbrctl(
+        ['restore', ...copyTarget.flags, ...restoreFlags(dir, dataDir), `--encryption-identity-file=${newKey.identity}`],
+        {},
+      );
+      expect(withNew.code, withNew.stderr).toBe(0);
+      expect((await restoredDump(dataDir)).kvs).toEqual(expected.kvs);
+      await rm(dataDir, { recursive: true, force: true });
+
+      // The reference age CLI opens an object as stored in the provider: gzip inside, the sha256 trailer last.
+      const store = await openSnapStore(t.config, { readOnly: true });
+      try {
+        const full = (await store.list()).filter((s: Snapshot) => s.kind === 'Full' && s.isEncrypted).at(-1) as Snapshot;
+        const parts: Buffer[] = [];
+        for await (const c of await storedBytesStore(store).fetch(full)) parts.push(c as Buffer);
+        const file = join(dir, 'object.age');
+        await writeFile(file, Buffer.concat(parts));
+        const { stdout } = await run('age', ['-d', '-i', oldKey.identity, file], { encoding: 'buffer', maxBuffer: 1 << 30 });
+        const db = gunzipSync(stdout);
+        expect(db.length % 4096).toBe(32); // bbolt pages then etcd's sha256 trailer
+      } finally {
+        await store.close();
+      }
+
+      // Tampering (Local, where bytes can be changed in place): restore stops, no data dir.
+      if (t.root !== undefined) {
+        const v2 = join(t.root, 'etcd-main', 'v2');
+        const victim = (await readdir(v2))
+          .filter((n) => n.startsWith('Full-') && n.endsWith('.age'))
+          .sort()
+          .at(-1) as string;
+        const bytes = await readFile(join(v2, victim));
+        bytes[bytes.length - 100]! ^= 0x01;
+        await writeFile(join(v2, victim), bytes);
+        const tampered = await etcdbrctl(
+          ['restore', ...t.flags, ...restoreFlags(dir, dataDir), `--encryption-identity-file=${oldKey.identity}`],
+          t.env,
+        );
+        expect(tampered.code).not.toBe(0);
+        expect(tampered.stderr).toContain('failed authentication');
+        expect(await exists(dataDir)).toBe(false);
+        expect(await exists(`${dataDir}.part`)).toBe(false);
+      }
+    },
+  );
 });

@@ -64,7 +64,8 @@ describe('etcdbrctl server publishes the EtcdMember status', () => {
         kind: 'EtcdMember',
         metadata: { name: POD, namespace: NS, labels: { 'gardener.cloud/owned-by': 'etcd-main' } },
       });
-      for (const name of [POD, 'etcd-main-full-snap', 'etcd-main-delta-snap']) fake.seed(LEASES, { metadata: { name, namespace: NS }, spec: {} });
+      for (const name of [POD, 'etcd-main-full-snap', 'etcd-main-delta-snap'])
+        fake.seed(LEASES, { metadata: { name, namespace: NS }, spec: {} });
     },
   });
 

@@ -147,76 +147,84 @@ describe('initialization through the etcd-wrapper protocol', () => {
   it.each([
     ['right after etcd stops (the term ends for the initialization)', false],
     ['after the sidecar saw etcd unreachable (a single member writes its buffer then)', true],
-  ])('a restore on /initialization/start %s never mixes two histories: the latest backups restore to the live etcd', async (_when, waitUnreachable) => {
-    const store = join(dir, 'store');
-    await mkdir(store, { recursive: true });
-    const dataDir = join(dir, 'var', 'new.etcd');
-    // Deltas only when asked (or at the end of a term), so writes stay buffered in the sidecar.
-    sidecar = await startSidecar(flags(store, ['--delta-snapshot-period=1h']), env());
-    const s = sidecar;
-    expect((await wrapperHandshake(s.url, 'sanity')).at(-1), s.logs()).toBe('Successful');
-    const binaries = await etcdBinaries();
-    const startEtcd = () => startLocalEtcd({ binaries, dataDir, name: 'etcd-main-0', clientPort, peerPort });
-    let etcd = await startEtcd();
-    const client = new Etcd3({ hosts: etcd.clientUrl });
-    try {
-      await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 200 ? true : undefined), 'healthz 200');
-      await waitFor(async () => (await listStore(store)).find((n) => n.startsWith('Full-')), 'initial full');
-      // One transaction, one watch response: once anything of it is buffered (a delta is marked as
-      // required), all of it is.
-      await client
-        .if('/registry/before/0', 'Create', '==', 0)
-        .then(...Array.from({ length: 20 }, (_, i) => client.put(`/registry/before/${i}`).value(`v${i}`)))
-        .commit();
-      const metricsText = async () => (await fetch(`${s.url}/metrics`)).text();
-      await waitFor(async () => ((await metricsText()).includes('etcdbr_snapshot_required{kind="Incr"} 1') ? true : undefined), 'writes buffered');
-      const beforeOutage = await dumpEtcd(etcd.clientUrl);
-
-      // The volume is lost while etcd is down; the wrapper asks for initialization, which restores.
-      await etcd.stop();
-      await rm(dataDir, { recursive: true, force: true });
-      if (waitUnreachable) await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 503 ? true : undefined), 'healthz 503');
-      expect((await wrapperHandshake(s.url, 'full')).at(-1), s.logs()).toBe('Successful');
-
-      etcd = await startEtcd();
-      // Nothing captured was lost: the buffered writes reached the store before the restore.
-      expect(await dumpEtcd(etcd.clientUrl)).toEqual(beforeOutage);
-
-      // New writes on the restored etcd go on from the restored revision, into the same chain.
-      await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 200 ? true : undefined), 'healthz 200 again');
-      for (let i = 0; i < 10; i++) await client.put(`/registry/after/${i}`).value(`w${i}`);
-      const live = await dumpEtcd(etcd.clientUrl);
-      await waitFor(async () => {
-        await fetch(`${s.url}/snapshot/delta`);
-        const last = (await listStore(store)).map((n) => Number(n.split('-')[2])).reduce((a, b) => Math.max(a, b), 0);
-        return last === live.revision ? true : undefined;
-      }, `a delta up to revision ${live.revision}`);
-
-      // The invariant: the latest backups restore to exactly what the live etcd holds.
-      const check = join(dir, 'check');
-      const checkPeer = `http://127.0.0.1:${await freePort()}`;
-      const r = await runCli([
-        'restore',
-        '--storage-provider=Local',
-        `--store-container=${store}`,
-        `--data-dir=${join(check, 'data')}`,
-        `--restoration-temp-snapshots-dir=${join(check, 'tmp')}`,
-        '--name=default',
-        `--initial-cluster=default=${checkPeer}`,
-        `--initial-advertise-peer-urls=${checkPeer}`,
-      ]);
-      expect(r.code, r.stderr).toBe(0);
-      const verify = await startLocalEtcd({ binaries, dataDir: join(check, 'data'), name: 'default' });
+  ])(
+    'a restore on /initialization/start %s never mixes two histories: the latest backups restore to the live etcd',
+    async (_when, waitUnreachable) => {
+      const store = join(dir, 'store');
+      await mkdir(store, { recursive: true });
+      const dataDir = join(dir, 'var', 'new.etcd');
+      // Deltas only when asked (or at the end of a term), so writes stay buffered in the sidecar.
+      sidecar = await startSidecar(flags(store, ['--delta-snapshot-period=1h']), env());
+      const s = sidecar;
+      expect((await wrapperHandshake(s.url, 'sanity')).at(-1), s.logs()).toBe('Successful');
+      const binaries = await etcdBinaries();
+      const startEtcd = () => startLocalEtcd({ binaries, dataDir, name: 'etcd-main-0', clientPort, peerPort });
+      let etcd = await startEtcd();
+      const client = new Etcd3({ hosts: etcd.clientUrl });
       try {
-        expect(await dumpEtcd(verify.clientUrl)).toEqual(live);
+        await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 200 ? true : undefined), 'healthz 200');
+        await waitFor(async () => (await listStore(store)).find((n) => n.startsWith('Full-')), 'initial full');
+        // One transaction, one watch response: once anything of it is buffered (a delta is marked as
+        // required), all of it is.
+        await client
+          .if('/registry/before/0', 'Create', '==', 0)
+          .then(...Array.from({ length: 20 }, (_, i) => client.put(`/registry/before/${i}`).value(`v${i}`)))
+          .commit();
+        const metricsText = async () => (await fetch(`${s.url}/metrics`)).text();
+        await waitFor(
+          async () => ((await metricsText()).includes('etcdbr_snapshot_required{kind="Incr"} 1') ? true : undefined),
+          'writes buffered',
+        );
+        const beforeOutage = await dumpEtcd(etcd.clientUrl);
+
+        // The volume is lost while etcd is down; the wrapper asks for initialization, which restores.
+        await etcd.stop();
+        await rm(dataDir, { recursive: true, force: true });
+        if (waitUnreachable)
+          await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 503 ? true : undefined), 'healthz 503');
+        expect((await wrapperHandshake(s.url, 'full')).at(-1), s.logs()).toBe('Successful');
+
+        etcd = await startEtcd();
+        // Nothing captured was lost: the buffered writes reached the store before the restore.
+        expect(await dumpEtcd(etcd.clientUrl)).toEqual(beforeOutage);
+
+        // New writes on the restored etcd go on from the restored revision, into the same chain.
+        await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 200 ? true : undefined), 'healthz 200 again');
+        for (let i = 0; i < 10; i++) await client.put(`/registry/after/${i}`).value(`w${i}`);
+        const live = await dumpEtcd(etcd.clientUrl);
+        await waitFor(async () => {
+          await fetch(`${s.url}/snapshot/delta`);
+          const last = (await listStore(store)).map((n) => Number(n.split('-')[2])).reduce((a, b) => Math.max(a, b), 0);
+          return last === live.revision ? true : undefined;
+        }, `a delta up to revision ${live.revision}`);
+
+        // The invariant: the latest backups restore to exactly what the live etcd holds.
+        const check = join(dir, 'check');
+        const checkPeer = `http://127.0.0.1:${await freePort()}`;
+        const r = await runCli([
+          'restore',
+          '--storage-provider=Local',
+          `--store-container=${store}`,
+          `--data-dir=${join(check, 'data')}`,
+          `--restoration-temp-snapshots-dir=${join(check, 'tmp')}`,
+          '--name=default',
+          `--initial-cluster=default=${checkPeer}`,
+          `--initial-advertise-peer-urls=${checkPeer}`,
+        ]);
+        expect(r.code, r.stderr).toBe(0);
+        const verify = await startLocalEtcd({ binaries, dataDir: join(check, 'data'), name: 'default' });
+        try {
+          expect(await dumpEtcd(verify.clientUrl)).toEqual(live);
+        } finally {
+          await verify.stop();
+        }
       } finally {
-        await verify.stop();
+        client.close();
+        await etcd.stop();
       }
-    } finally {
-      client.close();
-      await etcd.stop();
-    }
-  }, 180_000);
+    },
+    180_000,
+  );
 
   it('with an empty store and no data dir, initialization succeeds without creating the data dir', async () => {
     const store = join(dir, 'empty-store');

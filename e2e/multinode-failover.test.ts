@@ -108,7 +108,8 @@ describe('three sidecars sharing one store: one snapshotter, failover on a leade
   let failed = false;
 
   afterAll(async () => {
-    if (failed) for (const [i, s] of sidecars.entries()) process.stderr.write(`--- sidecar ${i} log (tail) ---\n${s.logs().slice(-8_000)}\n`);
+    if (failed)
+      for (const [i, s] of sidecars.entries()) process.stderr.write(`--- sidecar ${i} log (tail) ---\n${s.logs().slice(-8_000)}\n`);
     await writer?.stop().catch(() => undefined);
     client?.close();
     await restored?.stop();
@@ -164,7 +165,11 @@ describe('three sidecars sharing one store: one snapshotter, failover on a leade
     client = new Etcd3({ hosts: c.members.map((m) => m.clientUrl) });
     for (let i = 0; i < 20; i++) await client.put(`k/${i}`).value(String(i));
     const rev = Number((await client.get('k/19').exec()).header.revision);
-    await waitFor(async () => ((await store!.list()).some((s) => s.kind === 'Incr' && s.lastRevision >= rev) ? true : undefined), 'a delta with the writes', 30_000);
+    await waitFor(
+      async () => ((await store!.list()).some((s) => s.kind === 'Incr' && s.lastRevision >= rev) ? true : undefined),
+      'a delta with the writes',
+      30_000,
+    );
 
     expect(await leaderIndex([0, 1, 2]), 'leadership stayed put during the check').toBe(leader);
     for (const [i, s] of sidecars.entries()) {
@@ -198,16 +203,24 @@ describe('three sidecars sharing one store: one snapshotter, failover on a leade
     writer = new Writer(others.map((i) => c.members[i]!.clientUrl));
     const before = await snapshotCounts(sidecars[oldLeader]!.url);
     // The old leader stores some of the writer's events before it dies.
-    await waitFor(async () => ((await snapshotCounts(sidecars[oldLeader]!.url)).incr >= before.incr + 2 ? true : undefined), 'deltas of the writes', 30_000);
+    await waitFor(
+      async () => ((await snapshotCounts(sidecars[oldLeader]!.url)).incr >= before.incr + 2 ? true : undefined),
+      'deltas of the writes',
+      30_000,
+    );
     const ackedBeforeKill = writer.acked.size;
 
     await etcds.get(oldLeader)!.kill('SIGKILL');
     etcds.delete(oldLeader);
     const killedAt = Date.now();
-    const newLeader = await waitFor(async () => {
-      const l = await leaderIndex(others);
-      return l !== undefined && l !== oldLeader ? l : undefined;
-    }, 'a new etcd leader', 60_000);
+    const newLeader = await waitFor(
+      async () => {
+        const l = await leaderIndex(others);
+        return l !== undefined && l !== oldLeader ? l : undefined;
+      },
+      'a new etcd leader',
+      60_000,
+    );
     const electedAt = Date.now();
 
     // Protocol bound: the new leader's sidecar sees the leadership at its next check (≤ 1 reelection period
@@ -216,9 +229,17 @@ describe('three sidecars sharing one store: one snapshotter, failover on a leade
     // itself. The work is CPU-bound on a shared machine, so the wait below is a generous liveness limit and
     // the measured time is only reported; the behaviour is what is asserted.
     const otherFollower = others.find((i) => i !== newLeader)!;
-    await waitFor(async () => ((await healthz(sidecars[newLeader]!.url)).status === 200 ? true : undefined), 'the new leader’s sidecar leading', 60_000);
+    await waitFor(
+      async () => ((await healthz(sidecars[newLeader]!.url)).status === 200 ? true : undefined),
+      'the new leader’s sidecar leading',
+      60_000,
+    );
     const leadingAt = Date.now();
-    await waitFor(async () => ((await snapshotCounts(sidecars[newLeader]!.url)).incr >= 1 ? true : undefined), 'the new leader’s sidecar snapshotting', 60_000);
+    await waitFor(
+      async () => ((await snapshotCounts(sidecars[newLeader]!.url)).incr >= 1 ? true : undefined),
+      'the new leader’s sidecar snapshotting',
+      60_000,
+    );
     process.stdout.write(
       `failover: new etcd leader ${electedAt - killedAt} ms after the kill; its sidecar healthy ${leadingAt - electedAt} ms and its first ` +
         `delta stored ${Date.now() - electedAt} ms after the election (protocol bound ${2 * REELECTION_MS + DELTA_PERIOD_MS} ms + work; ` +
@@ -226,7 +247,11 @@ describe('three sidecars sharing one store: one snapshotter, failover on a leade
     );
 
     // The old sidecar stopped leading: it could not reach its etcd, went unhealthy, and writes nothing more.
-    await waitFor(async () => ((await healthz(sidecars[oldLeader]!.url)).status === 503 ? true : undefined), 'old leader sidecar unhealthy', 30_000);
+    await waitFor(
+      async () => ((await healthz(sidecars[oldLeader]!.url)).status === 503 ? true : undefined),
+      'old leader sidecar unhealthy',
+      30_000,
+    );
     const oldLines = logLines(sidecars[oldLeader]!);
     // Its etcd is gone, so its leadership check fails: that stops the leader work (state Unknown).
     expect(oldLines.some((l) => l.msg === 'cannot determine the etcd leader' && Date.parse(l.time) >= killedAt)).toBe(true);
@@ -238,12 +263,22 @@ describe('three sidecars sharing one store: one snapshotter, failover on a leade
 
     // Writes keep going through the two remaining members and reach the new leader's deltas.
     const newBefore = (await snapshotCounts(sidecars[newLeader]!.url)).incr;
-    await waitFor(async () => ((await snapshotCounts(sidecars[newLeader]!.url)).incr >= newBefore + 2 ? true : undefined), 'more deltas', 30_000);
+    await waitFor(
+      async () => ((await snapshotCounts(sidecars[newLeader]!.url)).incr >= newBefore + 2 ? true : undefined),
+      'more deltas',
+      30_000,
+    );
     await writer.stop();
     const lastRev = writer.lastAckedRevision;
     expect(writer.acked.size).toBeGreaterThan(ackedBeforeKill);
-    await waitFor(async () => ((await store!.list()).some((s) => s.lastRevision >= lastRev) ? true : undefined), 'the last acknowledged write stored', 30_000);
-    expect(await snapshotCounts(sidecars[oldLeader]!.url), 'the old leader’s sidecar stored nothing after it stopped').toEqual(oldAfterStop);
+    await waitFor(
+      async () => ((await store!.list()).some((s) => s.lastRevision >= lastRev) ? true : undefined),
+      'the last acknowledged write stored',
+      30_000,
+    );
+    expect(await snapshotCounts(sidecars[oldLeader]!.url), 'the old leader’s sidecar stored nothing after it stopped').toEqual(
+      oldAfterStop,
+    );
     expect((await snapshotCounts(sidecars[newLeader]!.url)).full, 'the new leader continued the chain with deltas').toBe(0);
     // Done with the old leader's sidecar: its shutdown (slow without its etcd) overlaps the checks below.
     void sidecars[oldLeader]!.stop();

@@ -32,7 +32,8 @@ describe('scale-up 1 → 3 through sidecars and the etcd-wrapper protocol', () =
   let failed = true;
 
   afterAll(async () => {
-    if (failed) for (const [i, s] of sidecars.entries()) process.stderr.write(`--- sidecar ${i} log (tail) ---\n${s.logs().slice(-8_000)}\n`);
+    if (failed)
+      for (const [i, s] of sidecars.entries()) process.stderr.write(`--- sidecar ${i} log (tail) ---\n${s.logs().slice(-8_000)}\n`);
     // Sidecars first: one whose etcd is gone lingers in the etcd client's watch reconnect backoff (up to 30 s).
     await Promise.all(sidecars.map((s) => s.stop()));
     await Promise.all(etcds.map((e) => e.stop(5_000)));
@@ -117,7 +118,10 @@ describe('scale-up 1 → 3 through sidecars and the etcd-wrapper protocol', () =
       expect(maxLearners, 'never two learners at once').toBe(1);
       const peerOf = (i: number) => c.members[i]!.peerUrl;
       for (const i of [1, 2]) {
-        expect(views.some((v) => v.some((m) => m.peer === peerOf(i) && m.isLearner)), `member ${i} was a learner first`).toBe(true);
+        expect(
+          views.some((v) => v.some((m) => m.peer === peerOf(i) && m.isLearner)),
+          `member ${i} was a learner first`,
+        ).toBe(true);
         expect(sidecars[i]!.logs()).toMatch(/"action":"join-as-learner"/);
         expect(sidecars[i]!.logs()).toMatch(/promoted learner to a voting member/);
       }
@@ -143,7 +147,10 @@ describe('scale-up 1 → 3 through sidecars and the etcd-wrapper protocol', () =
       // Joining as a learner is routine: nothing on the way may be reported as an error (a learner refuses
       // most RPCs, e.g. the member list of the start-up peer URL check).
       for (const [i, s] of sidecars.entries()) {
-        const errors = s.logs().split('\n').filter((l) => l.includes('"level":"error"'));
+        const errors = s
+          .logs()
+          .split('\n')
+          .filter((l) => l.includes('"level":"error"'));
         expect(errors, `errors logged by sidecar ${i}`).toEqual([]);
       }
       for (const i of [1, 2]) {

@@ -85,7 +85,11 @@ async function liveEtcd(): Promise<{ url: string; put: (prefix: string, n: numbe
   const client = new Etcd3({ hosts: etcd.clientUrl });
   cleanups.push(async () => client.close());
   const put = async (prefix: string, n: number): Promise<number> => {
-    for (let i = 0; i < n; i++) await client.put(`${prefix}/${i}`).value(`v${i}-${'x'.repeat(i * 37)}`).exec();
+    for (let i = 0; i < n; i++)
+      await client
+        .put(`${prefix}/${i}`)
+        .value(`v${i}-${'x'.repeat(i * 37)}`)
+        .exec();
     // A deleted key and an overwritten one, so revisions and tombstones travel through the deltas too.
     await client.delete().key(`${prefix}/0`).exec();
     return Number((await client.put(`${prefix}/1`).value('overwritten').exec()).header.revision);
@@ -97,12 +101,23 @@ async function liveEtcd(): Promise<{ url: string; put: (prefix: string, n: numbe
 async function snapshotWithDeltas(t: ProviderTarget, etcd: Awaited<ReturnType<typeof liveEtcd>>): Promise<void> {
   await etcd.put('before-full', 40);
   const { child, exited } = start(
-    ['snapshot', `--endpoints=${etcd.url}`, ...t.flags(''), '--schedule=0 0 1 1 *', '--delta-snapshot-period=1s', '--garbage-collection-period=0s'],
+    [
+      'snapshot',
+      `--endpoints=${etcd.url}`,
+      ...t.flags(''),
+      '--schedule=0 0 1 1 *',
+      '--delta-snapshot-period=1s',
+      '--garbage-collection-period=0s',
+    ],
     t.env(''),
   );
   await waitFor(async () => ((await ls(t)).some((r) => r.kind === 'Full') ? true : undefined), `a full snapshot in ${t.provider}`, 60_000);
   const last = await etcd.put('after-full', 25);
-  await waitFor(async () => ((await ls(t)).some((r) => r.kind === 'Incr' && r.lastRevision >= last) ? true : undefined), `a delta up to revision ${last} in ${t.provider}`, 60_000);
+  await waitFor(
+    async () => ((await ls(t)).some((r) => r.kind === 'Incr' && r.lastRevision >= last) ? true : undefined),
+    `a delta up to revision ${last} in ${t.provider}`,
+    60_000,
+  );
   child.kill('SIGTERM');
   const exit = await exited;
   expect(exit.code, exit.stderr).toBe(0);
@@ -144,19 +159,26 @@ describe('copy between providers', () => {
   it.each([
     ['Swift', 'OCS'],
     ['OSS', 'ECS'],
-  ] as const)('%s → %s: the copy (source from SOURCE_ credentials) restores to the source etcd’s state', { timeout: 300_000 }, async (from, to) => {
-    const dir = await scratch(`copy-${from}`);
-    const source = await target(from, dir);
-    const dest = await target(to, dir);
-    const etcd = await liveEtcd();
-    await snapshotWithDeltas(source, etcd);
-    const expected = await dumpEtcd(etcd.url);
+  ] as const)(
+    '%s → %s: the copy (source from SOURCE_ credentials) restores to the source etcd’s state',
+    { timeout: 300_000 },
+    async (from, to) => {
+      const dir = await scratch(`copy-${from}`);
+      const source = await target(from, dir);
+      const dest = await target(to, dir);
+      const etcd = await liveEtcd();
+      await snapshotWithDeltas(source, etcd);
+      const expected = await dumpEtcd(etcd.url);
 
-    const copied = await etcdbrctl(['copy', ...source.flags('SOURCE_'), ...dest.flags('')], { ...source.env('SOURCE_'), ...dest.env('') });
-    expect(copied.code, copied.stderr).toBe(0);
-    const rows = await ls(source);
-    expect(copied.stdout).toMatch(new RegExp(`^Copied ${rows.length} snapshot\\(s\\), \\d+ bytes; 0 already present\\n$`));
-    expect(await ls(dest)).toEqual(rows);
-    expect(await restoreAndDump(dest, dir)).toEqual(expected);
-  });
+      const copied = await etcdbrctl(['copy', ...source.flags('SOURCE_'), ...dest.flags('')], {
+        ...source.env('SOURCE_'),
+        ...dest.env(''),
+      });
+      expect(copied.code, copied.stderr).toBe(0);
+      const rows = await ls(source);
+      expect(copied.stdout).toMatch(new RegExp(`^Copied ${rows.length} snapshot\\(s\\), \\d+ bytes; 0 already present\\n$`));
+      expect(await ls(dest)).toEqual(rows);
+      expect(await restoreAndDump(dest, dir)).toEqual(expected);
+    },
+  );
 });

@@ -93,11 +93,17 @@ describe('etcdbrctl server (process) with secondary backup sync: Local primary, 
     const s = sidecar;
     await waitFor(async () => ((await fetch(`${s.url}/healthz`)).status === 200 ? true : undefined), 'healthz 200');
     const initial = await waitFor(async () => (await primary.list()).find((x) => x.kind === 'Full'), 'initial full in the primary');
-    await waitFor(async () => ((await secondary.list()).some((x) => x.snapName === initial.snapName) ? true : undefined), 'initial full in the secondary');
+    await waitFor(
+      async () => ((await secondary.list()).some((x) => x.snapName === initial.snapName) ? true : undefined),
+      'initial full in the secondary',
+    );
 
     for (let i = 0; i < 20; i++) await client.put(`/registry/a${i}`).value(`v${i}`);
     const delta = await waitFor(async () => (await primary.list()).find((x) => x.kind === 'Incr'), 'a delta in the primary');
-    await waitFor(async () => ((await secondary.list()).some((x) => x.snapName === delta.snapName) ? true : undefined), 'the delta in the secondary');
+    await waitFor(
+      async () => ((await secondary.list()).some((x) => x.snapName === delta.snapName) ? true : undefined),
+      'the delta in the secondary',
+    );
 
     // A second full: the LimitBased policy (1 backup) removes the first backup from both stores.
     for (let i = 0; i < 5; i++) await client.put(`/registry/b${i}`).value(`v${i}`);
@@ -105,7 +111,10 @@ describe('etcdbrctl server (process) with secondary backup sync: Local primary, 
     const onlyNewest = (list: Snapshot[]) =>
       list.every((x) => x.snapName === full.snapName || (x.kind === 'Incr' && x.startRevision > full.lastRevision)) &&
       list.some((x) => x.snapName === full.snapName);
-    await waitFor(async () => (onlyNewest(await primary.list()) ? true : undefined), 'the primary garbage-collected down to the newest backup');
+    await waitFor(
+      async () => (onlyNewest(await primary.list()) ? true : undefined),
+      'the primary garbage-collected down to the newest backup',
+    );
 
     // No more writes, so the primary stays as it is now; the secondary must become its exact mirror,
     // which takes the secondary's own GC: the first backup was copied there and only GC deletes.

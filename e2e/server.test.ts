@@ -119,7 +119,8 @@ describe('etcdbrctl server (process) with a Local store', () => {
       paused = false;
     };
     afterEach(resumeEtcd);
-    const logged = (s: SidecarProcess, text: string) => waitFor(async () => (s.logs().includes(text) ? true : undefined), `log ${JSON.stringify(text)}`);
+    const logged = (s: SidecarProcess, text: string) =>
+      waitFor(async () => (s.logs().includes(text) ? true : undefined), `log ${JSON.stringify(text)}`);
 
     it('a second signal within the window is the same request: the shutdown goes on and writes the last delta', async () => {
       // A long window, so that the test does not depend on how fast it sends the second signal.
@@ -134,7 +135,9 @@ describe('etcdbrctl server (process) with a Local store', () => {
       await logged(s, 'received SIGINT: shutting down in order');
       s.child.kill('SIGINT');
       await logged(s, 'received SIGINT again within 10m0s: the same stop request').catch((err: unknown) => {
-        throw new Error(`${(err as Error).message}; the process ${s.child.exitCode === null ? 'still runs' : `exited with ${s.child.exitCode}`}; its log:\n${s.logs()}`);
+        throw new Error(
+          `${(err as Error).message}; the process ${s.child.exitCode === null ? 'still runs' : `exited with ${s.child.exitCode}`}; its log:\n${s.logs()}`,
+        );
       });
       resumeEtcd();
       expect(await s.exited).toBe(0);

@@ -132,7 +132,8 @@ describe('etcdbrctl server: snapshotter behaviour and faults (process, real etcd
 
   afterEach(async (ctx) => {
     // The sidecar's log is the only way to see why a process-level case failed.
-    if (ctx.task.result?.state === 'fail' && sidecar) process.stderr.write(`--- sidecar log (tail) ---\n${sidecar.logs().slice(-20_000)}\n`);
+    if (ctx.task.result?.state === 'fail' && sidecar)
+      process.stderr.write(`--- sidecar log (tail) ---\n${sidecar.logs().slice(-20_000)}\n`);
     await sidecar?.stop('SIGKILL');
     sidecar = undefined;
     for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
@@ -285,7 +286,11 @@ describe('etcdbrctl server: snapshotter behaviour and faults (process, real etcd
     restarted = await startLocalEtcd({ binaries: await etcdBinaries(), dataDir: etcd.dataDir, clientPort, peerPort });
     for (let i = 3; i < 6; i++) await client.put(`/registry/quick/${i}`).value('v');
     const quick = await rev();
-    await waitFor(async () => ((await objects(store)).some((x) => x.lastRevision === quick) ? true : undefined), 'delta after a quick restart', 30_000);
+    await waitFor(
+      async () => ((await objects(store)).some((x) => x.lastRevision === quick) ? true : undefined),
+      'delta after a quick restart',
+      30_000,
+    );
     expect((await expectContiguousChain(store, client, quick)).full.snapName).toBe(full.snapName);
     expect(s.child.exitCode).toBeNull();
   });
@@ -319,11 +324,13 @@ describe('etcdbrctl server: snapshotter behaviour and faults (process, real etcd
     });
 
     const s3Flags = () =>
-      localFlags().map((f) => {
-        if (f === '--storage-provider=Local') return '--storage-provider=S3';
-        if (f.startsWith('--store-container=')) return `--store-container=${s3.bucket}`;
-        return f;
-      }).concat([`--store-endpoint-override=${proxy.endpoint}`]);
+      localFlags()
+        .map((f) => {
+          if (f === '--storage-provider=Local') return '--storage-provider=S3';
+          if (f.startsWith('--store-container=')) return `--store-container=${s3.bucket}`;
+          return f;
+        })
+        .concat([`--store-endpoint-override=${proxy.endpoint}`]);
 
     it('21 + outages: failures count and back off, the sidecar keeps running, the chain is contiguous afterwards', async () => {
       // 1. A store that refuses every write (acceptance 21, second half).
@@ -354,19 +361,31 @@ describe('etcdbrctl server: snapshotter behaviour and faults (process, real etcd
       expect(await healthStatus(s.url)).toBe(200);
       proxy.setMode('up');
       const r2 = await rev();
-      await waitFor(async () => ((await store.list()).some((x) => x.lastRevision === r2) ? true : undefined), 'deltas after the outage', 40_000);
+      await waitFor(
+        async () => ((await store.list()).some((x) => x.lastRevision === r2) ? true : undefined),
+        'deltas after the outage',
+        40_000,
+      );
 
       // 4. Writes refused in the middle of the chain: the loop fails, restarts with backoff and, once
       //    the store takes writes again, catches up from the last stored delta.
       const failuresBefore = await failureCount(s.url);
       proxy.setMode('deny-writes');
       for (let i = 0; i < 5; i++) await client.put(`/registry/s3/c${i}`).value('v');
-      await waitFor(async () => ((await failureCount(s.url)) > failuresBefore ? true : undefined), 'a failure while writes are refused', 20_000);
+      await waitFor(
+        async () => ((await failureCount(s.url)) > failuresBefore ? true : undefined),
+        'a failure while writes are refused',
+        20_000,
+      );
       for (let i = 0; i < 5; i++) await client.put(`/registry/s3/d${i}`).value('v');
       proxy.setMode('up');
       await client.delete().key('/registry/s3/a0');
       const r3 = await rev();
-      await waitFor(async () => ((await store.list()).some((x) => x.lastRevision === r3) ? true : undefined), 'deltas after writes are allowed again', 40_000);
+      await waitFor(
+        async () => ((await store.list()).some((x) => x.lastRevision === r3) ? true : undefined),
+        'deltas after writes are allowed again',
+        40_000,
+      );
       await waitFor(async () => ((await healthStatus(s.url)) === 200 ? true : undefined), 'healthz 200');
 
       const { full } = await expectContiguousChain(store, client, r3);

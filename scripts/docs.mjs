@@ -7,7 +7,10 @@ import { fileURLToPath } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { renderFlagReference, renderMetricsReference } = await import(join(root, 'dist', 'cli', 'reference.js'));
-for (const [name, render] of [['flags.md', renderFlagReference], ['metrics.md', renderMetricsReference]]) {
+for (const [name, render] of [
+  ['flags.md', renderFlagReference],
+  ['metrics.md', renderMetricsReference],
+]) {
   const file = join(root, 'docs', 'reference', name);
   mkdirSync(dirname(file), { recursive: true });
   writeFileSync(file, render());

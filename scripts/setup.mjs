@@ -9,7 +9,9 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const quiet = process.argv.includes('--quiet');
-const say = (msg) => { if (!quiet) console.error(`[setup] ${msg}`); };
+const say = (msg) => {
+  if (!quiet) console.error(`[setup] ${msg}`);
+};
 
 function fail(msg) {
   console.error(`[setup] ERROR: ${msg}`);
@@ -48,7 +50,11 @@ function checkNode() {
 }
 
 function mtime(p) {
-  try { return statSync(p).mtimeMs; } catch { return 0; }
+  try {
+    return statSync(p).mtimeMs;
+  } catch {
+    return 0;
+  }
 }
 
 function ensureNpmDependencies() {
@@ -64,7 +70,11 @@ function which(name) {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {
     if (!dir) continue;
     const p = join(dir, name);
-    try { if (statSync(p).isFile()) return p; } catch { /* not here */ }
+    try {
+      if (statSync(p).isFile()) return p;
+    } catch {
+      /* not here */
+    }
   }
   return undefined;
 }
@@ -102,35 +112,53 @@ function ensureEtcd() {
     if (!existsSync(fromEnv)) fail(`ETCD_BIN=${fromEnv} does not exist.`);
     return;
   }
-  ensureFromDebian('etcd', ['etcd', 'etcdctl'], ['etcd-server', 'etcd-client'],
-    'put etcd and etcdctl (3.4+; etcdutl too for 3.5+) on PATH, or set ETCD_BIN=/path/to/etcd');
+  ensureFromDebian(
+    'etcd',
+    ['etcd', 'etcdctl'],
+    ['etcd-server', 'etcd-client'],
+    'put etcd and etcdctl (3.4+; etcdutl too for 3.5+) on PATH, or set ETCD_BIN=/path/to/etcd',
+  );
 }
 
 // The compatibility tests check our byte formats against Go's own compress/* and encoding/json,
 // the libraries etcd-backup-restore is built with.
 function ensureGo() {
-  ensureFromDebian('The Go toolchain (for the compatibility tests)', ['go'], ['golang-go'],
-    'install Go 1.19+ from https://go.dev/dl and put `go` on PATH');
+  ensureFromDebian(
+    'The Go toolchain (for the compatibility tests)',
+    ['go'],
+    ['golang-go'],
+    'install Go 1.19+ from https://go.dev/dl and put `go` on PATH',
+  );
 }
 
 // The alert rules in deploy/monitoring are evaluated by Prometheus' own rule tester.
 function ensurePromtool() {
-  ensureFromDebian('promtool (for the alert rule tests)', ['promtool'], ['prometheus'],
-    'install Prometheus 2.x (its promtool) and put `promtool` on PATH');
+  ensureFromDebian(
+    'promtool (for the alert rule tests)',
+    ['promtool'],
+    ['prometheus'],
+    'install Prometheus 2.x (its promtool) and put `promtool` on PATH',
+  );
 }
 
 // The Swift provider is tested against a real OpenStack Swift all-in-one (snapstore/test/support/swift-aio.ts).
 function ensureSwift() {
-  ensureFromDebian('OpenStack Swift (for the Swift provider tests)',
+  ensureFromDebian(
+    'OpenStack Swift (for the Swift provider tests)',
     ['swift-proxy-server', 'swift-object-server', 'swift-container-server', 'swift-account-server', 'swift-ring-builder'],
     ['swift', 'swift-proxy', 'swift-object', 'swift-container', 'swift-account'],
-    'install OpenStack Swift 2.x (proxy, object, container and account servers, swift-ring-builder) and put them on PATH');
+    'install OpenStack Swift 2.x (proxy, object, container and account servers, swift-ring-builder) and put them on PATH',
+  );
 }
 
 // The encryption tests decrypt our objects with an independent age implementation: the reference CLI.
 function ensureAge() {
-  ensureFromDebian('age (for the encryption tests)', ['age', 'age-keygen'], ['age'],
-    'install age 1.1+ (https://age-encryption.org) and put `age` and `age-keygen` on PATH');
+  ensureFromDebian(
+    'age (for the encryption tests)',
+    ['age', 'age-keygen'],
+    ['age'],
+    'install age 1.1+ (https://age-encryption.org) and put `age` and `age-keygen` on PATH',
+  );
 }
 
 // TLS tests (etcd over TLS, S3 over https, the kube client's CA handling) make their certificates with the

@@ -39,11 +39,14 @@ export const systemClock: Clock = {
     const deadline = Date.now() + (Number.isFinite(ms) && ms > 0 ? ms : 0);
     const arm = (): void => {
       const remaining = Math.max(0, deadline - Date.now());
-      timer.current = setTimeout(() => {
-        if (timer.cancelled) return;
-        if (deadline - Date.now() > 0 && remaining > MAX_NODE_DELAY) arm();
-        else fn();
-      }, Math.min(remaining, MAX_NODE_DELAY));
+      timer.current = setTimeout(
+        () => {
+          if (timer.cancelled) return;
+          if (deadline - Date.now() > 0 && remaining > MAX_NODE_DELAY) arm();
+          else fn();
+        },
+        Math.min(remaining, MAX_NODE_DELAY),
+      );
     };
     arm();
     return timer as unknown as TimerHandle;

@@ -30,7 +30,13 @@ export function formatLogLine(line: string): string {
     return line.endsWith('\n') ? line : `${line}\n`;
   }
   const { time, level, msg, ...fields } = rec;
-  const head = [typeof time === 'string' ? time : '', String(level ?? '').toUpperCase().padEnd(LEVEL_WIDTH), typeof msg === 'string' ? msg : ''];
+  const head = [
+    typeof time === 'string' ? time : '',
+    String(level ?? '')
+      .toUpperCase()
+      .padEnd(LEVEL_WIDTH),
+    typeof msg === 'string' ? msg : '',
+  ];
   const rest = Object.entries(fields).map(([k, v]) => `${k}=${value(v)}`);
   return `${[...head.filter((p) => p !== ''), ...rest].join(' ')}\n`;
 }

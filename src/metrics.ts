@@ -224,7 +224,10 @@ const FAILURE_LABEL_MAX = 120;
  */
 export function failureLabel(err: unknown): string {
   const message = err instanceof Error ? err.message : String(err);
-  const normalized = message.replace(/[0-9a-f]{16,}/gi, 'X').replace(/\d+/g, 'N').replace(/\s+/g, ' ').trim();
+  const normalized = message
+    .replace(/[0-9a-f]{16,}/gi, 'X')
+    .replace(/\d+/g, 'N')
+    .replace(/\s+/g, ' ')
+    .trim();
   return normalized.length > FAILURE_LABEL_MAX ? `${normalized.slice(0, FAILURE_LABEL_MAX - 1)}…` : normalized;
 }
-

@@ -4,12 +4,23 @@ import { formatLogLine, textLogDestination } from '../src/log-text.js';
 
 describe('--log-format=text', () => {
   it('turns a JSON record into time, level, message and key=value fields', () => {
-    const line = JSON.stringify({ level: 'info', time: '2026-11-25T07:25:19.123Z', msg: 'restore finished', revision: 385, dataDir: '/var/etcd data' });
+    const line = JSON.stringify({
+      level: 'info',
+      time: '2026-11-25T07:25:19.123Z',
+      msg: 'restore finished',
+      revision: 385,
+      dataDir: '/var/etcd data',
+    });
     expect(formatLogLine(line)).toBe('2026-11-25T07:25:19.123Z INFO  restore finished revision=385 dataDir="/var/etcd data"\n');
   });
 
   it('shows an error by its type and message; a line that is not JSON passes unchanged', () => {
-    const line = JSON.stringify({ level: 'warn', time: 't', msg: 'upload failed', err: { type: 'SnapStoreError', message: 'bucket gone', code: 'E_NOT_FOUND' } });
+    const line = JSON.stringify({
+      level: 'warn',
+      time: 't',
+      msg: 'upload failed',
+      err: { type: 'SnapStoreError', message: 'bucket gone', code: 'E_NOT_FOUND' },
+    });
     expect(formatLogLine(line)).toBe('t WARN  upload failed err="SnapStoreError: bucket gone"\n');
     expect(formatLogLine('not json')).toBe('not json\n');
   });

@@ -16,13 +16,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Transform } from 'node:stream';
 import * as zlib from 'node:zlib';
 import { CompressStream, DecompressStream } from 'zstd-napi';
-import {
-  ZLIB_OPTIONS,
-  ZSTD_OPTIONS,
-  createCompressStream,
-  createDecompressStream,
-  suffixForPolicy,
-} from '../../snapstore/src/codec.js';
+import { ZLIB_OPTIONS, ZSTD_OPTIONS, createCompressStream, createDecompressStream, suffixForPolicy } from '../../snapstore/src/codec.js';
 import type { CompressionPolicy } from '../../snapstore/src/codec.js';
 
 const CHUNK = 64 * 1024;
@@ -81,7 +75,7 @@ function kubeJson(size: number): Buffer {
         `"uid":"${uid}","resourceVersion":"${rv}","creationTimestamp":"2026-11-${10 + (rnd() % 20)}T0${rnd() % 10}:` +
         `${10 + (rnd() % 50)}:00Z","labels":{"app":"${app}","pod-template-hash":"${hashes[rnd() % hashes.length]!}"}},"spec":{"nodeName":` +
         `"node-${rnd() % 40}","containers":[{"name":"${app}","image":"registry.example.com/${app}:1.${rnd() % 30}.` +
-        `${rnd() % 10}","resources":{"requests":{"cpu":"${(1 + (rnd() % 8)) * 100}m","memory":"${64 << rnd() % 4}Mi"}}` +
+        `${rnd() % 10}","resources":{"requests":{"cpu":"${(1 + (rnd() % 8)) * 100}m","memory":"${64 << (rnd() % 4)}Mi"}}` +
         `,"ports":[{"containerPort":${8000 + (rnd() % 100)},"protocol":"TCP"}]}]},"status":{"phase":"Running",` +
         `"podIP":"10.${rnd() % 256}.${rnd() % 256}.${rnd() % 256}","qosClass":"Burstable"}}`;
     } else if (kind < 8) {
@@ -102,7 +96,7 @@ function kubeJson(size: number): Buffer {
 }
 
 function* feed(pool: Buffer, total: number): Generator<Buffer> {
-  for (let sent = 0; sent < total; ) {
+  for (let sent = 0; sent < total;) {
     const off = sent % pool.length;
     const n = Math.min(CHUNK, total - sent, pool.length - off);
     yield pool.subarray(off, off + n);
@@ -237,8 +231,7 @@ async function main(): Promise<void> {
   };
 
   for (const policy of ['gzip', 'zlib', 'zstd', 'lzw'] as const) {
-    const rawName =
-      policy === 'lzw' ? 'PassThrough copy' : policy === 'zstd' ? 'zstd-napi streams' : `node:zlib ${policy} streams`;
+    const rawName = policy === 'lzw' ? 'PassThrough copy' : policy === 'zstd' ? 'zstd-napi streams' : `node:zlib ${policy} streams`;
     // Warm-up (JIT, allocator) on a slice, so neither side pays it inside the measurement.
     const warm = Math.min(total, WARMUP);
     await run(feed(pool, warm), createCompressStream(policy), false);
@@ -291,9 +284,7 @@ async function main(): Promise<void> {
 
   // Judged on CPU time: on a shared machine wall-clock ratios swing by more than 20% between identical runs.
   const withinTarget = results.filter((r) => r.codec !== 'lzw').every((r) => r.cpuRatio >= 0.8);
-  console.log(
-    `target (ours within 20% of the raw library by CPU time, gzip/zlib/zstd): ${withinTarget ? 'met' : 'NOT met'}`,
-  );
+  console.log(`target (ours within 20% of the raw library by CPU time, gzip/zlib/zstd): ${withinTarget ? 'met' : 'NOT met'}`);
   const round = (x: number): number => Math.round(x * 1000) / 1000;
   console.log(
     JSON.stringify({

@@ -46,10 +46,13 @@ async function baseSnapshot(store: SnapStore): Promise<Snapshot> {
   const client = new Etcd3({ hosts: etcd.clientUrl });
   try {
     const pool = randomBytes(1 << 20);
-    const value = (n: number) => pool.subarray((n * 4099) % (pool.length - valueBytes), ((n * 4099) % (pool.length - valueBytes)) + valueBytes);
+    const value = (n: number) =>
+      pool.subarray((n * 4099) % (pool.length - valueBytes), ((n * 4099) % (pool.length - valueBytes)) + valueBytes);
     for (let i = 0; i < baseKeys; i += 64) {
       await Promise.all(
-        Array.from({ length: Math.min(64, baseKeys - i) }, (_, j) => client.put(`/bench/base/${String(i + j).padStart(8, '0')}`).value(value(i + j))),
+        Array.from({ length: Math.min(64, baseKeys - i) }, (_, j) =>
+          client.put(`/bench/base/${String(i + j).padStart(8, '0')}`).value(value(i + j)),
+        ),
       );
     }
     return await takeFullSnapshot(
@@ -83,7 +86,16 @@ async function writeDeltas(store: SnapStore, base: Snapshot): Promise<{ deltas: 
       const next = state ? { create: state.create, version: state.version + 1 } : { create: rev, version: 1 };
       live.set(k, next);
       const off = (rev * 131) % (pool.length - valueBytes);
-      buf.append({ type: 'PUT', key, value: pool.subarray(off, off + valueBytes), createRevision: next.create, modRevision: rev, version: next.version, lease: '0', time });
+      buf.append({
+        type: 'PUT',
+        key,
+        value: pool.subarray(off, off + valueBytes),
+        createRevision: next.create,
+        modRevision: rev,
+        version: next.version,
+        lease: '0',
+        time,
+      });
     }
     if ((rev - base.lastRevision) % perDelta === 0 || rev === base.lastRevision + revisions) {
       const payload = buf.take();
@@ -130,7 +142,9 @@ async function restore(store: SnapStore, plan: RestorePlan, dir: string, tag: st
   const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
   try {
     const dump = await dumpEtcd(etcd.clientUrl);
-    const digest = createHash('sha256').update(JSON.stringify(dump.kvs.map(({ lease: _l, ...kv }) => kv))).digest('hex');
+    const digest = createHash('sha256')
+      .update(JSON.stringify(dump.kvs.map(({ lease: _l, ...kv }) => kv)))
+      .digest('hex');
     return { run, digest, keys: dump.kvs.length, revision: dump.revision };
   } finally {
     await etcd.stop();
@@ -154,21 +168,29 @@ async function main(): Promise<void> {
     const base = await baseSnapshot(store);
     const written = await writeDeltas(store, base);
     const setupSeconds = (Date.now() - t0) / 1000;
-    console.log(`chain: ${base.snapName} + ${written.deltas} deltas, ${revisions} revisions (${round1(written.bytes / 1048576)} MiB of delta payload), set up in ${round1(setupSeconds)} s`);
+    console.log(
+      `chain: ${base.snapName} + ${written.deltas} deltas, ${revisions} revisions (${round1(written.bytes / 1048576)} MiB of delta payload), set up in ${round1(setupSeconds)} s`,
+    );
 
     const listing = await store.list();
     const baseOnly = await restore(store, planRestore(listing.filter((s) => s.snapName === base.snapName)), dir, 'base');
     const chain = await restore(store, planRestore(listing), dir, 'chain');
     const compacted = await measured(() =>
-      compactSnapshots({ store, binaries: etcdBinaries, logger: silentLogger, clock: systemClock }, { restoration: restoration(dir), compactor: {
-        defragment: true,
-        snapshotTimeout: 1_800_000,
-        defragTimeout: 480_000,
-        fullSnapshotLeaseName: '',
-        deltaSnapshotLeaseName: '',
-        snapshotLeaseRenewalEnabled: false,
-        metricsScrapeWaitDuration: 0,
-      } }),
+      compactSnapshots(
+        { store, binaries: etcdBinaries, logger: silentLogger, clock: systemClock },
+        {
+          restoration: restoration(dir),
+          compactor: {
+            defragment: true,
+            snapshotTimeout: 1_800_000,
+            defragTimeout: 480_000,
+            fullSnapshotLeaseName: '',
+            deltaSnapshotLeaseName: '',
+            snapshotLeaseRenewalEnabled: false,
+            metricsScrapeWaitDuration: 0,
+          },
+        },
+      ),
     );
     const newFull = compacted.value.snapshot as Snapshot;
     const after = await restore(store, planRestore(await store.list()), dir, 'compacted');
@@ -184,8 +206,20 @@ async function main(): Promise<void> {
         table(
           ['phase', 'seconds', 'cpu s', 'peak RSS MiB', 'note'],
           [
-            ['restore base full only', s(baseOnly.run), round1(baseOnly.run.cpuSeconds), baseOnly.run.peakRssMB, `${base.snapName} (${sizes.get(base.snapName)} B)`],
-            ['restore full + deltas', s(chain.run), round1(chain.run.cpuSeconds), chain.run.peakRssMB, `${written.deltas} deltas, ${revisions} revisions`],
+            [
+              'restore base full only',
+              s(baseOnly.run),
+              round1(baseOnly.run.cpuSeconds),
+              baseOnly.run.peakRssMB,
+              `${base.snapName} (${sizes.get(base.snapName)} B)`,
+            ],
+            [
+              'restore full + deltas',
+              s(chain.run),
+              round1(chain.run.cpuSeconds),
+              chain.run.peakRssMB,
+              `${written.deltas} deltas, ${revisions} revisions`,
+            ],
             [
               'compact (restore+compact+defrag+snapshot)',
               s(compacted.run),
@@ -193,7 +227,13 @@ async function main(): Promise<void> {
               compacted.run.peakRssMB,
               `restore ${round1(compacted.value.restoreMs / 1000)} s, snapshot ${round1(compacted.value.snapshotMs / 1000)} s; db ${compacted.value.dbSizeBefore} -> ${compacted.value.dbSizeAfter} B`,
             ],
-            ['restore compacted full', s(after.run), round1(after.run.cpuSeconds), after.run.peakRssMB, `${newFull.snapName} (${sizes.get(newFull.snapName)} B)`],
+            [
+              'restore compacted full',
+              s(after.run),
+              round1(after.run.cpuSeconds),
+              after.run.peakRssMB,
+              `${newFull.snapName} (${sizes.get(newFull.snapName)} B)`,
+            ],
           ],
         ),
     );

@@ -99,7 +99,13 @@ async function buildSource(store: SnapStore): Promise<number> {
     const full = newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: rev, createdOn: new Date(++second * 1000) });
     await store.save(full, payloadStream(fullMiB * MiB));
     for (let d = 0; d < perFull && written < deltas; d++, written++) {
-      const snap = newSnapshot({ kind: 'Incr', startRevision: rev + 1, lastRevision: rev + 100, createdOn: new Date(++second * 1000), compressionSuffix: '.gz' });
+      const snap = newSnapshot({
+        kind: 'Incr',
+        startRevision: rev + 1,
+        lastRevision: rev + 100,
+        createdOn: new Date(++second * 1000),
+        compressionSuffix: '.gz',
+      });
       rev += 100;
       await store.save(snap, payloadStream(deltaKiB * 1024).pipe(createCompressStream('gzip')));
     }
@@ -163,7 +169,13 @@ async function leg(setup: LegSetup): Promise<void> {
           saveBufferBytes: saveBufferBytes(setup.to),
           ...(budgetMiB ? { memoryBudgetBytes: budgetMiB * MiB } : {}),
         },
-        { maxBackupsToCopy: -1, maxBackupAge: -1, maxParallelCopyOperations: 10, waitForFinalSnapshot: false, waitForFinalSnapshotTimeout: 0 },
+        {
+          maxBackupsToCopy: -1,
+          maxBackupAge: -1,
+          maxParallelCopyOperations: 10,
+          waitForFinalSnapshot: false,
+          waitForFinalSnapshotTimeout: 0,
+        },
       ),
     );
     const outcome: LegOutcome = {
@@ -183,7 +195,13 @@ async function leg(setup: LegSetup): Promise<void> {
 
 function runLeg(label: string, setup: LegSetup): Promise<LegOutcome> {
   return new Promise((resolve, reject) => {
-    const args = [...process.execArgv, process.argv[1] as string, ...process.argv.slice(2), '--child=leg', `--setup=${JSON.stringify(setup)}`];
+    const args = [
+      ...process.execArgv,
+      process.argv[1] as string,
+      ...process.argv.slice(2),
+      '--child=leg',
+      `--setup=${JSON.stringify(setup)}`,
+    ];
     const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
@@ -262,14 +280,24 @@ async function main(): Promise<void> {
             ...base,
             provider: 'S3',
             endpointOverride: s3rver.endpoint,
-            credentials: { region: 'us-east-1', accessKeyID: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY, s3ForcePathStyle: true },
+            credentials: {
+              region: 'us-east-1',
+              accessKeyID: S3RVER_ACCESS_KEY,
+              secretAccessKey: S3RVER_SECRET_KEY,
+              s3ForcePathStyle: true,
+            },
           };
         }
         case 'ABS': {
           const azurite = await startAzurite();
           stops.push(() => azurite.stop());
           await azurite.createContainer(BUCKET);
-          return { ...base, provider: 'ABS', endpointOverride: azurite.accountEndpoint, credentials: { storageAccount: AZURITE_ACCOUNT, storageKey: AZURITE_KEY } };
+          return {
+            ...base,
+            provider: 'ABS',
+            endpointOverride: azurite.accountEndpoint,
+            credentials: { storageAccount: AZURITE_ACCOUNT, storageKey: AZURITE_KEY },
+          };
         }
         case 'GCS': {
           const gcs = await startFakeGcsProcess(BUCKET);
@@ -304,7 +332,9 @@ async function main(): Promise<void> {
       );
       const again = await runLeg(`${label} (again)`, setup);
       rows.push({ leg: label, pass: 'again', outcome: again });
-      console.log(`${label} again: ${again.copied} copied, ${again.skipped} already present, in ${round1(again.run.seconds)} s, peak RSS ${again.run.peakRssMB} MiB`);
+      console.log(
+        `${label} again: ${again.copied} copied, ${again.skipped} already present, in ${round1(again.run.seconds)} s, peak RSS ${again.run.peakRssMB} MiB`,
+      );
     }
 
     const firsts = rows.filter((r) => r.pass === 'first');

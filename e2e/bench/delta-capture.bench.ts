@@ -51,7 +51,16 @@ function runLoad(endpoint: string, rate: number, seconds: number, valueBytes: nu
   return new Promise((resolve, reject) => {
     const proc = spawn(
       process.execPath,
-      ['--conditions=development', '--import', 'tsx', script, `--endpoint=${endpoint}`, `--rate=${rate}`, `--seconds=${seconds}`, `--value-bytes=${valueBytes}`],
+      [
+        '--conditions=development',
+        '--import',
+        'tsx',
+        script,
+        `--endpoint=${endpoint}`,
+        `--rate=${rate}`,
+        `--seconds=${seconds}`,
+        `--value-bytes=${valueBytes}`,
+      ],
       { cwd: path.resolve(benchDir, '..', '..'), stdio: ['ignore', 'pipe', 'inherit'] },
     );
     let out = '';
@@ -82,7 +91,15 @@ interface Verification {
 /** Parses every delta after the full: contiguous chain, every revision once, sizes. */
 async function verify(store: SnapStore, full: Snapshot, lastRevision: number): Promise<Verification> {
   const list = (await store.list()).filter((s) => s.kind === 'Incr' && s.startRevision > full.lastRevision);
-  const v: Verification = { deltas: list.length, revisions: 0, events: 0, largestJsonBytes: 0, largestEventBytes: 0, cutByLimit: 0, problems: [] };
+  const v: Verification = {
+    deltas: list.length,
+    revisions: 0,
+    events: 0,
+    largestJsonBytes: 0,
+    largestEventBytes: 0,
+    cutByLimit: 0,
+    problems: [],
+  };
   let expectStart = full.lastRevision + 1;
   let nextRevision = full.lastRevision + 1;
   for (const d of list) {
@@ -139,9 +156,21 @@ async function oneRun(rate: number, seconds: number, valueBytes: number): Promis
   // etcd's data on tmpfs by default: what is measured is the snapshotter, and etcd 3.4 syncing every
   // write to a shared disk would cap the load far below the rate asked for.
   const etcdRoot = process.env.BENCH_ETCD_ON_DISK ? tmp : await mkdtemp('/dev/shm/etcdbr-bench-capture-').catch(() => tmp);
-  const etcd = await startLocalEtcd({ binaries: await etcdBinaries(), dataDir: path.join(etcdRoot, 'etcd'), quotaBackendBytes: 8 * 1024 * MiB });
+  const etcd = await startLocalEtcd({
+    binaries: await etcdBinaries(),
+    dataDir: path.join(etcdRoot, 'etcd'),
+    quotaBackendBytes: 8 * 1024 * MiB,
+  });
   const client = new Etcd3({ hosts: etcd.clientUrl, grpcOptions: { 'grpc.max_receive_message_length': -1 } });
-  const store = await openLocalStore({ provider: 'Local', rootDir: path.join(tmp, 'store'), container: 'bench', prefix: 'v2', maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: tmp });
+  const store = await openLocalStore({
+    provider: 'Local',
+    rootDir: path.join(tmp, 'store'),
+    container: 'bench',
+    prefix: 'v2',
+    maxParallelChunkUploads: 5,
+    minChunkSize: 5 * MiB,
+    tempDir: tmp,
+  });
   const stop = new AbortController();
   let running: Promise<void> | undefined;
   try {
@@ -155,7 +184,13 @@ async function oneRun(rate: number, seconds: number, valueBytes: number): Promis
         compression: 'gzip',
         finalDeltaTimeoutMs: 60_000,
       },
-      { client: ours(client), store: async () => store, clock: systemClock, logger: silentLogger, metrics: new Metrics({ defaultMetrics: false }) },
+      {
+        client: ours(client),
+        store: async () => store,
+        clock: systemClock,
+        logger: silentLogger,
+        metrics: new Metrics({ defaultMetrics: false }),
+      },
     );
     running = snapshotter.run(stop.signal, true);
     running.catch(() => undefined);
@@ -209,7 +244,9 @@ async function oneRun(rate: number, seconds: number, valueBytes: number): Promis
 /** One run in a fresh process, so every run starts from the same clean heap and RSS. */
 function runInChild(): Promise<RunResult> {
   return new Promise((resolve, reject) => {
-    const proc = spawn(process.execPath, [...process.execArgv, process.argv[1] as string, '--child=run'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const proc = spawn(process.execPath, [...process.execArgv, process.argv[1] as string, '--child=run'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
     proc.once('error', reject);
@@ -226,7 +263,11 @@ function runInChild(): Promise<RunResult> {
 
 async function main(): Promise<void> {
   if (process.argv.includes('--child=run')) {
-    const res = await oneRun(Number(process.env.BENCH_RATE ?? 5000), Number(process.env.BENCH_SECONDS ?? 60), Number(process.env.BENCH_VALUE_BYTES ?? 1024));
+    const res = await oneRun(
+      Number(process.env.BENCH_RATE ?? 5000),
+      Number(process.env.BENCH_SECONDS ?? 60),
+      Number(process.env.BENCH_VALUE_BYTES ?? 1024),
+    );
     console.log(JSON.stringify(res));
     return;
   }
@@ -234,8 +275,14 @@ async function main(): Promise<void> {
   const seconds = Number(process.env.BENCH_SECONDS ?? 60);
   const rate = Number(process.env.BENCH_RATE ?? 5000);
   const valueBytes = Number(process.env.BENCH_VALUE_BYTES ?? 1024);
-  const load = () => os.loadavg().map((l) => l.toFixed(2)).join(' ');
-  console.log(`delta capture: ${rate} puts/s of ${valueBytes} B for ${seconds} s, period ${PERIOD_MS / 1000} s, limit ${LIMIT / MiB} MiB; ${os.cpus().length} CPUs, load average ${load()}`);
+  const load = () =>
+    os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ');
+  console.log(
+    `delta capture: ${rate} puts/s of ${valueBytes} B for ${seconds} s, period ${PERIOD_MS / 1000} s, limit ${LIMIT / MiB} MiB; ${os.cpus().length} CPUs, load average ${load()}`,
+  );
   const results: RunResult[] = [];
   for (let r = 0; r < runs; r++) {
     const res = await runInChild();
@@ -261,7 +308,12 @@ async function main(): Promise<void> {
         ['puts/s reached', med((r) => r.load.putsPerSecond), results.map((r) => r.load.putsPerSecond).join(' / '), `${rate}`],
         ['revisions captured', med((r) => r.verification.revisions), results.map((r) => r.verification.revisions).join(' / '), 'all'],
         ['deltas', med((r) => r.verification.deltas), results.map((r) => r.verification.deltas).join(' / '), ''],
-        ['largest delta JSON MiB', round1(med((r) => r.verification.largestJsonBytes) / MiB), results.map((r) => round1(r.verification.largestJsonBytes / MiB)).join(' / '), `<= ${LIMIT / MiB} + 1 event`],
+        [
+          'largest delta JSON MiB',
+          round1(med((r) => r.verification.largestJsonBytes) / MiB),
+          results.map((r) => round1(r.verification.largestJsonBytes / MiB)).join(' / '),
+          `<= ${LIMIT / MiB} + 1 event`,
+        ],
         ['peak RSS MB', peak, results.map((r) => r.peakRssMB).join(' / '), `< ${RSS_TARGET_MB}`],
         ['baseline RSS MB', med((r) => r.baselineRssMB), results.map((r) => r.baselineRssMB).join(' / '), ''],
         ['peak V8 heap MB', med((r) => r.peakHeapMB), results.map((r) => r.peakHeapMB).join(' / '), ''],
@@ -269,7 +321,9 @@ async function main(): Promise<void> {
       ],
     ),
   );
-  console.log(`no event lost: ${lost ? 'MISSED' : 'met'}; largest delta <= limit + one event: ${maxOver <= 0 ? 'met' : 'MISSED'}; peak RSS: ${peak < RSS_TARGET_MB ? 'met' : 'MISSED'}`);
+  console.log(
+    `no event lost: ${lost ? 'MISSED' : 'met'}; largest delta <= limit + one event: ${maxOver <= 0 ? 'met' : 'MISSED'}; peak RSS: ${peak < RSS_TARGET_MB ? 'met' : 'MISSED'}`,
+  );
   console.log(`load average ${load()}`);
   console.log(
     JSON.stringify({

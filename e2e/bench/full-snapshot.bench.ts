@@ -153,7 +153,12 @@ async function etcdctlSave(endpoint: string, file: string): Promise<void> {
  * measured run only pays for the snapshot itself.
  */
 async function openCases(setup: Setup, stages: boolean, s3Name: string) {
-  const client = await createEtcdClient({ endpoints: [setup.etcd], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 });
+  const client = await createEtcdClient({
+    endpoints: [setup.etcd],
+    insecureTransport: true,
+    insecureSkipVerify: false,
+    connectionTimeoutMs: 10_000,
+  });
   const base = { container: 'bench', prefix: 'bench/v2', maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: setup.tmp };
   const local = await openLocalStore({ ...base, provider: 'Local', rootDir: path.join(setup.tmp, 'local') });
   const s3 = await openS3Store({
@@ -274,15 +279,27 @@ function runInChild(name: string, setup: Setup): Promise<RunResult> {
     // BENCH_CHILD_FLAGS: node flags for every measured process, e.g. '--cpu-prof --cpu-prof-dir=/tmp/p' or
     // '--heap-prof --heap-prof-dir=/tmp/p' to see where a case's time or allocations go.
     const prof = (process.env.BENCH_CHILD_FLAGS ?? '').split(' ').filter((f) => f !== '');
-    const proc = spawn(process.execPath, [...process.execArgv, ...prof, process.argv[1] as string, `--child=${name}`, `--setup=${JSON.stringify(setup)}`], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const proc = spawn(
+      process.execPath,
+      [...process.execArgv, ...prof, process.argv[1] as string, `--child=${name}`, `--setup=${JSON.stringify(setup)}`],
+      {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     let out = '';
     proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
     proc.once('error', reject);
     proc.once('exit', (code) => {
       // What the flags printed (e.g. --trace-gc) comes before the result line: passed on to stderr.
-      if (prof.length > 0) process.stderr.write(out.trim().split('\n').slice(0, -1).map((l) => `  [${name}] ${l}\n`).join(''));
+      if (prof.length > 0)
+        process.stderr.write(
+          out
+            .trim()
+            .split('\n')
+            .slice(0, -1)
+            .map((l) => `  [${name}] ${l}\n`)
+            .join(''),
+        );
       if (code !== 0) return reject(new Error(`run of ${name} failed (exit ${code})`));
       try {
         const parsed = JSON.parse(out.trim().split('\n').pop() ?? '') as RunResult & { out: number | null };
@@ -294,15 +311,29 @@ function runInChild(name: string, setup: Setup): Promise<RunResult> {
   });
 }
 
-
 /** A self-signed certificate for 127.0.0.1 (openssl CLI), so s3rver can serve https as real S3 does. */
 function selfSignedCert(dir: string): { keyFile: string; certFile: string } {
   const keyFile = path.join(dir, 'key.pem');
   const certFile = path.join(dir, 'cert.pem');
   const r = spawnSync(
     'openssl',
-    ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyFile, '-out', certFile, '-days', '1',
-      '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'],
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      keyFile,
+      '-out',
+      certFile,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=127.0.0.1',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1',
+    ],
     { stdio: 'ignore' },
   );
   if (r.status !== 0) throw new Error('--s3-tls=1 needs the openssl CLI');
@@ -331,7 +362,12 @@ async function main(): Promise<void> {
   try {
     console.log(`etcd ${(await etcdBinaries()).version} at ${etcd.clientUrl}, filling with ~${dbMB} MiB ...`);
     const filled = await fillEtcd(benchDir, etcd.clientUrl, dbMB);
-    const probe = await createEtcdClient({ endpoints: [etcd.clientUrl], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 10_000 });
+    const probe = await createEtcdClient({
+      endpoints: [etcd.clientUrl],
+      insecureTransport: true,
+      insecureSkipVerify: false,
+      connectionTimeoutMs: 10_000,
+    });
     const status = await probe.status().finally(() => probe.close());
     const dbBytes = status.dbSize;
     console.log(
@@ -339,7 +375,17 @@ async function main(): Promise<void> {
         `(${round1(filled.bytes / MiB / filled.seconds)} MiB/s); db size ${round1(dbBytes / MiB)} MiB, revision ${status.revision}`,
     );
 
-    const allNames = ['etcdctl', 'local/none', 'local/zstd', 'local/none+age', 'local/zstd+age', `${s3Name}/none`, `${s3Name}/zstd`, `${s3Name}/floor-none`, `${s3Name}/floor-zstd`];
+    const allNames = [
+      'etcdctl',
+      'local/none',
+      'local/zstd',
+      'local/none+age',
+      'local/zstd+age',
+      `${s3Name}/none`,
+      `${s3Name}/zstd`,
+      `${s3Name}/floor-none`,
+      `${s3Name}/floor-zstd`,
+    ];
     if (stages) allNames.push('drain', 'verify', 'verify+zstd', 'null/zstd');
     // --cases=a,b runs only those (etcdctl is always kept: every ratio is against it).
     const only = flag('cases')?.split(',');
@@ -351,7 +397,9 @@ async function main(): Promise<void> {
     if (oneProcess) {
       inProcess = await openCases(setup, stages, s3Name);
       gc();
-      console.log(`process RSS after start-up: ${round1(process.memoryUsage.rss() / MiB)} MiB (${underTsx ? 'tsx' : 'plain node'}); all runs in it`);
+      console.log(
+        `process RSS after start-up: ${round1(process.memoryUsage.rss() / MiB)} MiB (${underTsx ? 'tsx' : 'plain node'}); all runs in it`,
+      );
     } else {
       console.log(`each run in a fresh process (${underTsx ? 'tsx' : 'plain node'})`);
     }
@@ -404,7 +452,19 @@ async function main(): Promise<void> {
     const dash = (s: { name: string }, v: string): string => (s.name === 'etcdctl' ? '-' : v);
     console.log(
       table(
-        ['case', 'seconds', 'MiB/s', 'x etcdctl', 'cpu s', 'etcd cpu s', 's3rver cpu s', 'RSS start', 'RSS peak', 'peak - start', 'out MiB'],
+        [
+          'case',
+          'seconds',
+          'MiB/s',
+          'x etcdctl',
+          'cpu s',
+          'etcd cpu s',
+          's3rver cpu s',
+          'RSS start',
+          'RSS peak',
+          'peak - start',
+          'out MiB',
+        ],
         summary.map((s) => [
           s.name,
           s.seconds.toFixed(2),
@@ -430,13 +490,23 @@ async function main(): Promise<void> {
         // How busy the whole machine was: our process, etcd and s3rver together against every core for the run.
         const machineCpu = x.cpuSeconds + x.etcdCpuSeconds + (Number.isFinite(x.s3rverCpuSeconds) ? x.s3rverCpuSeconds : 0);
         const cpuShare = round3(machineCpu / (os.cpus().length * x.seconds));
-        return { name: x.name, ratio: x.ratio, floorRatio: floorCase ? round3(floorCase.seconds / etcdctlSeconds) : undefined, overBound: round3(x.seconds / bound), cpuShare };
+        return {
+          name: x.name,
+          ratio: x.ratio,
+          floorRatio: floorCase ? round3(floorCase.seconds / etcdctlSeconds) : undefined,
+          overBound: round3(x.seconds / bound),
+          cpuShare,
+        };
       });
     for (const v of verdicts) {
       console.log(
         `  ${v.name.padEnd(10)} ${v.ratio.toFixed(2)}x etcdctl: ${v.ratio <= RATIO_TARGET ? 'met' : 'NOT met'}` +
-          (v.floorRatio === undefined ? '' : `; emulator floor alone ${v.floorRatio.toFixed(2)}x etcdctl, ours ${v.overBound.toFixed(2)}x max(etcdctl, floor)`) +
-          (Number.isFinite(v.cpuShare) ? `; ours + etcd + s3rver kept ${Math.round(v.cpuShare * 100)}% of ${os.cpus().length} cores busy` : ''),
+          (v.floorRatio === undefined
+            ? ''
+            : `; emulator floor alone ${v.floorRatio.toFixed(2)}x etcdctl, ours ${v.overBound.toFixed(2)}x max(etcdctl, floor)`) +
+          (Number.isFinite(v.cpuShare)
+            ? `; ours + etcd + s3rver kept ${Math.round(v.cpuShare * 100)}% of ${os.cpus().length} cores busy`
+            : ''),
       );
     }
     // Issue 17: each encrypted case against the same case unencrypted.
@@ -448,7 +518,9 @@ async function main(): Promise<void> {
         return plain ? [{ name: x.name, overPlain: round3(x.seconds / plain.seconds) }] : [];
       });
     for (const e of encryption) {
-      console.log(`  ${e.name.padEnd(10)} ${e.overPlain.toFixed(2)}x the same unencrypted: ${e.overPlain <= ENCRYPTION_TARGET ? 'met' : 'NOT met'} (target ${ENCRYPTION_TARGET})`);
+      console.log(
+        `  ${e.name.padEnd(10)} ${e.overPlain.toFixed(2)}x the same unencrypted: ${e.overPlain <= ENCRYPTION_TARGET ? 'met' : 'NOT met'} (target ${ENCRYPTION_TARGET})`,
+      );
     }
     const likeForLike = verdicts.filter((v) => v.name.startsWith('local/'));
     // undefined: no local case was among the --cases, so the ratio target was not measured there.

@@ -67,7 +67,15 @@ function options(binaries: EtcdBinaries, dir: string, over: Partial<RestoreOptio
 }
 
 async function local(root: string, tmp: string): Promise<SnapStore> {
-  return openLocalStore({ provider: 'Local', rootDir: root, container: 'bench', prefix: 'v2', maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: tmp });
+  return openLocalStore({
+    provider: 'Local',
+    rootDir: root,
+    container: 'bench',
+    prefix: 'v2',
+    maxParallelChunkUploads: 5,
+    minChunkSize: 5 * MiB,
+    tempDir: tmp,
+  });
 }
 
 /** A store with a real base snapshot (a few hundred keys) and `revisions` churn revisions after it. */
@@ -99,7 +107,9 @@ async function benchRate(binaries: EtcdBinaries, tmp: string, runs: number, revi
   const root = path.join(tmp, 'rate-store');
   const t0 = Date.now();
   const { base, deltas } = await chainStore(root, tmp, revisions);
-  console.log(`  chain: base at revision ${base.lastRevision}, ${revisions} revisions in ${deltas} gzip deltas (${((Date.now() - t0) / 1000).toFixed(1)} s to write)`);
+  console.log(
+    `  chain: base at revision ${base.lastRevision}, ${revisions} revisions in ${deltas} gzip deltas (${((Date.now() - t0) / 1000).toFixed(1)} s to write)`,
+  );
   const store = await local(root, tmp);
   const rates: Record<DeltaReplayMode, number[]> = { offline: [], online: [], auto: [] };
   const totals: Record<DeltaReplayMode, number[]> = { offline: [], online: [], auto: [] };
@@ -112,7 +122,9 @@ async function benchRate(binaries: EtcdBinaries, tmp: string, runs: number, revi
           if (res.revisionsApplied !== revisions) throw new Error(`${mode}: replayed ${res.revisionsApplied} of ${revisions} revisions`);
           rates[mode].push(res.revisionsApplied / (res.replayMs / 1000));
           totals[mode].push(res.durationMs / 1000);
-          console.log(`  run ${r + 1} ${mode}: ${Math.round(rates[mode].at(-1)!)} rev/s replay, ${round1(res.durationMs / 1000)} s whole restore`);
+          console.log(
+            `  run ${r + 1} ${mode}: ${Math.round(rates[mode].at(-1)!)} rev/s replay, ${round1(res.durationMs / 1000)} s whole restore`,
+          );
         } finally {
           await rm(dir, { recursive: true, force: true });
         }
@@ -230,7 +242,9 @@ async function main(): Promise<void> {
   const binaries = await etcdBinaries();
   const tmp = await mkdtemp(path.join(os.tmpdir(), 'etcdbr-bench-offline-'));
   await mkdir(path.join(tmp, 'scratch'), { recursive: true });
-  console.log(`etcd ${binaries.version}, node ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg()[0]!.toFixed(2)}, runs ${runs}`);
+  console.log(
+    `etcd ${binaries.version}, node ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg()[0]!.toFixed(2)}, runs ${runs}`,
+  );
   const summary: Record<string, unknown> = { bench: 'offline-replay', etcd: binaries.version, runs };
   try {
     if (only.includes('small')) {
@@ -238,9 +252,13 @@ async function main(): Promise<void> {
       const { ours, peer } = await benchSmall(tmp, Math.max(runs, 5));
       const secs = median(ours.map((r) => r.seconds));
       let line = `median ${secs.toFixed(2)} s, peak RSS ${median(ours.map((r) => r.peakRssMB))} MB`;
-      if (peer.length > 0) line += `; peer ${median(peer.map((r) => r.seconds)).toFixed(2)} s, ours ÷ peer ${(secs / median(peer.map((r) => r.seconds))).toFixed(2)}`;
+      if (peer.length > 0)
+        line += `; peer ${median(peer.map((r) => r.seconds)).toFixed(2)} s, ours ÷ peer ${(secs / median(peer.map((r) => r.seconds))).toFixed(2)}`;
       console.log(line);
-      summary.small = { seconds: Math.round(secs * 100) / 100, ...(peer.length > 0 ? { peerSeconds: median(peer.map((r) => r.seconds)) } : {}) };
+      summary.small = {
+        seconds: Math.round(secs * 100) / 100,
+        ...(peer.length > 0 ? { peerSeconds: median(peer.map((r) => r.seconds)) } : {}),
+      };
     }
     if (only.includes('rate')) {
       console.log(`\n(rate) delta replay of ${revisions} revisions, offline against online`);
@@ -256,7 +274,9 @@ async function main(): Promise<void> {
           ],
         ),
       );
-      console.log(`offline ÷ online: ${(off / on).toFixed(1)}x; target offline >= ${RATE_TARGET} rev/s: ${off >= RATE_TARGET ? 'met' : 'MISSED'}`);
+      console.log(
+        `offline ÷ online: ${(off / on).toFixed(1)}x; target offline >= ${RATE_TARGET} rev/s: ${off >= RATE_TARGET ? 'met' : 'MISSED'}`,
+      );
       summary.rate = { revisions, offline: Math.round(off), online: Math.round(on), met: off >= RATE_TARGET };
     }
     if (only.includes('million')) {
@@ -264,10 +284,17 @@ async function main(): Promise<void> {
       const { ours, peer } = await benchMillion(tmp, runs, million);
       const secs = median(ours.map((r) => r.seconds));
       const rss = median(ours.map((r) => r.peakRssMB));
-      console.log(`median ${secs.toFixed(1)} s, peak RSS ${rss} MB; target <= ${MILLION_SECONDS_TARGET} s: ${secs <= MILLION_SECONDS_TARGET ? 'met' : 'MISSED'}, RSS < ${RSS_TARGET_MB} MB: ${rss < RSS_TARGET_MB ? 'met' : 'MISSED'}`);
+      console.log(
+        `median ${secs.toFixed(1)} s, peak RSS ${rss} MB; target <= ${MILLION_SECONDS_TARGET} s: ${secs <= MILLION_SECONDS_TARGET ? 'met' : 'MISSED'}, RSS < ${RSS_TARGET_MB} MB: ${rss < RSS_TARGET_MB ? 'met' : 'MISSED'}`,
+      );
       if (peer.length > 0) console.log(`ours ÷ peer (median): ${(secs / median(peer.map((r) => r.seconds))).toFixed(2)}`);
       else console.log('no ETCDBRCTL_PEER given: the Go etcdbrctl was not measured');
-      summary.million = { revisions: million, seconds: round1(secs), peakRssMB: rss, met: secs <= MILLION_SECONDS_TARGET && rss < RSS_TARGET_MB };
+      summary.million = {
+        revisions: million,
+        seconds: round1(secs),
+        peakRssMB: rss,
+        met: secs <= MILLION_SECONDS_TARGET && rss < RSS_TARGET_MB,
+      };
     }
   } finally {
     await rm(tmp, { recursive: true, force: true });

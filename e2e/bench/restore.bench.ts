@@ -79,7 +79,15 @@ function options(binaries: EtcdBinaries, dir: string, over: Partial<RestoreOptio
 }
 
 async function local(root: string, tmp: string): Promise<SnapStore> {
-  return openLocalStore({ provider: 'Local', rootDir: root, container: 'bench', prefix: 'v2', maxParallelChunkUploads: 5, minChunkSize: 5 * MiB, tempDir: tmp });
+  return openLocalStore({
+    provider: 'Local',
+    rootDir: root,
+    container: 'bench',
+    prefix: 'v2',
+    maxParallelChunkUploads: 5,
+    minChunkSize: 5 * MiB,
+    tempDir: tmp,
+  });
 }
 
 function baseOnly(base: Snapshot): RestorePlan {
@@ -128,8 +136,16 @@ async function benchReplay(binaries: EtcdBinaries, tmp: string, shm: string | un
     await src.cleanup();
   }
   const t0 = Date.now();
-  const deltas = await writeSmallPutChain(store, base, { revisions, perDelta: PER_DELTA, keySpace: KEY_SPACE, valueBytes: VALUE_BYTES, compression: 'gzip' });
-  console.log(`  chain: base at revision ${base.lastRevision}, ${revisions} revisions in ${deltas} gzip deltas (${((Date.now() - t0) / 1000).toFixed(1)} s to write)`);
+  const deltas = await writeSmallPutChain(store, base, {
+    revisions,
+    perDelta: PER_DELTA,
+    keySpace: KEY_SPACE,
+    valueBytes: VALUE_BYTES,
+    compression: 'gzip',
+  });
+  console.log(
+    `  chain: base at revision ${base.lastRevision}, ${revisions} revisions in ${deltas} gzip deltas (${((Date.now() - t0) / 1000).toFixed(1)} s to write)`,
+  );
   const plan = planRestore(await store.list());
   const results: VariantResult[] = variants(binaries, tmp, shm).map((variant) => ({ variant, floor: [], replay: [] }));
 
@@ -140,7 +156,11 @@ async function benchReplay(binaries: EtcdBinaries, tmp: string, shm: string | un
       {
         const dir = await mkdtemp(path.join(root, 'floor-'));
         try {
-          const res = await executeRestore(store, baseOnly(base), options(binaries, dir, { keepEtcdRunning: true, fsync, tempDir: path.join(tmp, 'scratch') }));
+          const res = await executeRestore(
+            store,
+            baseOnly(base),
+            options(binaries, dir, { keepEtcdRunning: true, fsync, tempDir: path.join(tmp, 'scratch') }),
+          );
           const etcd = res.etcd!;
           const client = new Etcd3({ hosts: etcd.clientUrl });
           try {
@@ -157,14 +177,20 @@ async function benchReplay(binaries: EtcdBinaries, tmp: string, shm: string | un
       {
         const dir = await mkdtemp(path.join(root, 'replay-'));
         try {
-          const res = await executeRestore(store, plan, options(binaries, dir, { fsync, deltaReplay: 'online', tempDir: path.join(tmp, 'scratch') }));
+          const res = await executeRestore(
+            store,
+            plan,
+            options(binaries, dir, { fsync, deltaReplay: 'online', tempDir: path.join(tmp, 'scratch') }),
+          );
           if (res.revisionsApplied !== revisions) throw new Error(`replayed ${res.revisionsApplied} of ${revisions} revisions`);
           v.replay.push(res.revisionsApplied / (res.replayMs / 1000));
         } finally {
           await rm(dir, { recursive: true, force: true });
         }
       }
-      console.log(`  run ${r + 1} ${v.variant.label}: floor ${Math.round(v.floor[r]!)} rev/s, replay ${Math.round(v.replay[r]!)} rev/s (load ${os.loadavg()[0]!.toFixed(1)})`);
+      console.log(
+        `  run ${r + 1} ${v.variant.label}: floor ${Math.round(v.floor[r]!)} rev/s, replay ${Math.round(v.replay[r]!)} rev/s (load ${os.loadavg()[0]!.toFixed(1)})`,
+      );
     }
   }
   await store.close();
@@ -193,7 +219,6 @@ function streamingOnly(store: SnapStore): SnapStore {
     close: () => store.close(),
   };
 }
-
 
 async function benchBase(binaries: EtcdBinaries, tmp: string, runs: number, dbMB: number): Promise<BaseResult> {
   const storeRoot = path.join(tmp, 'base-store');
@@ -233,7 +258,11 @@ async function benchBase(binaries: EtcdBinaries, tmp: string, runs: number, dbMB
   const cases: [keyof Omit<BaseResult, 'dbBytes'>, (dir: string) => Promise<unknown>][] = [
     [
       'etcdctl',
-      (dir) => execFileAsync(tool, ['snapshot', 'restore', file, `--data-dir=${path.join(dir, 'data')}`], { env: { ...process.env, ETCDCTL_API: '3' }, maxBuffer: 16 * MiB }),
+      (dir) =>
+        execFileAsync(tool, ['snapshot', 'restore', file, `--data-dir=${path.join(dir, 'data')}`], {
+          env: { ...process.env, ETCDCTL_API: '3' },
+          maxBuffer: 16 * MiB,
+        }),
     ],
     ['ours', (dir) => executeRestore(store, baseOnly(base), options(binaries, dir))],
     ['download', (dir) => executeRestore(streamingOnly(store), baseOnly(base), options(binaries, dir))],
@@ -241,7 +270,9 @@ async function benchBase(binaries: EtcdBinaries, tmp: string, runs: number, dbMB
   for (let r = 0; r < runs; r++) {
     // Alternate the order, so whatever one case leaves behind (cache, writeback) does not always hit the same next case.
     for (const [name, fn] of r % 2 === 0 ? cases : [...cases].reverse()) out[name].push(await timed(`${name}-`, fn));
-    console.log(`  run ${r + 1}: etcdctl ${out.etcdctl[r]!.toFixed(2)} s, ours ${out.ours[r]!.toFixed(2)} s, ours via download ${out.download[r]!.toFixed(2)} s`);
+    console.log(
+      `  run ${r + 1}: etcdctl ${out.etcdctl[r]!.toFixed(2)} s, ours ${out.ours[r]!.toFixed(2)} s, ours via download ${out.download[r]!.toFixed(2)} s`,
+    );
   }
   await store.close();
   return out;
@@ -269,7 +300,11 @@ async function rssChild(setup: RssSetup): Promise<void> {
   }
 }
 
-async function benchRss(tmp: string, runs: number, deltaMB: number): Promise<{ runs: (Run & { revisions: number; replayMs: number })[]; jsonBytes: number }> {
+async function benchRss(
+  tmp: string,
+  runs: number,
+  deltaMB: number,
+): Promise<{ runs: (Run & { revisions: number; replayMs: number })[]; jsonBytes: number }> {
   const storeRoot = path.join(tmp, 'rss-store');
   const store = await local(storeRoot, tmp);
   const src = await startTestEtcd();
@@ -288,9 +323,13 @@ async function benchRss(tmp: string, runs: number, deltaMB: number): Promise<{ r
   const results: (Run & { revisions: number; replayMs: number })[] = [];
   for (let r = 0; r < runs; r++) {
     const res = await new Promise<Run & { revisions: number; replayMs: number }>((resolve, reject) => {
-      const proc = spawn(process.execPath, [...process.execArgv, process.argv[1] as string, '--child=rss', `--setup=${JSON.stringify({ storeRoot, tmp })}`], {
-        stdio: ['ignore', 'pipe', 'inherit'],
-      });
+      const proc = spawn(
+        process.execPath,
+        [...process.execArgv, process.argv[1] as string, '--child=rss', `--setup=${JSON.stringify({ storeRoot, tmp })}`],
+        {
+          stdio: ['ignore', 'pipe', 'inherit'],
+        },
+      );
       let out = '';
       proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
       proc.once('error', reject);
@@ -300,7 +339,9 @@ async function benchRss(tmp: string, runs: number, deltaMB: number): Promise<{ r
         resolve({ ...p.run, revisions: p.revisions, replayMs: p.replayMs });
       });
     });
-    console.log(`  run ${r + 1}: peak RSS ${res.peakRssMB} MB (baseline ${res.baselineRssMB} MB), ${res.seconds.toFixed(1)} s, ${res.revisions} revisions`);
+    console.log(
+      `  run ${r + 1}: peak RSS ${res.peakRssMB} MB (baseline ${res.baselineRssMB} MB), ${res.seconds.toFixed(1)} s, ${res.revisions} revisions`,
+    );
     results.push(res);
   }
   return { runs: results, jsonBytes: big.jsonBytes };
@@ -321,7 +362,11 @@ async function main(): Promise<void> {
   const tmp = await mkdtemp(path.join(os.tmpdir(), 'etcdbr-bench-restore-'));
   await mkdir(path.join(tmp, 'scratch'), { recursive: true });
   const shm = process.env.BENCH_NO_TMPFS ? undefined : await mkdtemp('/dev/shm/etcdbr-bench-restore-').catch(() => undefined);
-  const load = () => os.loadavg().map((l) => l.toFixed(2)).join(' ');
+  const load = () =>
+    os
+      .loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ');
   console.log(`etcd ${binaries.version}, ${os.cpus().length} CPUs, load average ${load()}, runs ${runs}`);
   const summary: Record<string, unknown> = { bench: 'restore', etcd: binaries.version, runs, loadBefore: os.loadavg()[0] };
   try {
@@ -338,10 +383,17 @@ async function main(): Promise<void> {
         worst = Math.min(worst, ratio);
         rows.push([`${v.variant.label}: floor`, Math.round(floor), '', v.floor.map(Math.round).join(' / ')]);
         rows.push([`${v.variant.label}: replay`, Math.round(replay), ratio.toFixed(2), v.replay.map(Math.round).join(' / ')]);
-        out.push({ variant: v.variant.label, floorRevPerSec: Math.round(floor), replayRevPerSec: Math.round(replay), ratio: round3(ratio) });
+        out.push({
+          variant: v.variant.label,
+          floorRevPerSec: Math.round(floor),
+          replayRevPerSec: Math.round(replay),
+          ratio: round3(ratio),
+        });
       }
       console.log(table(['case', 'rev/s (median)', 'replay/floor', 'runs'], rows));
-      console.log(`target replay >= ${REPLAY_TARGET * 100} % of floor: ${worst >= REPLAY_TARGET ? 'met' : 'MISSED'} (worst ${(worst * 100).toFixed(0)} %)`);
+      console.log(
+        `target replay >= ${REPLAY_TARGET * 100} % of floor: ${worst >= REPLAY_TARGET ? 'met' : 'MISSED'} (worst ${(worst * 100).toFixed(0)} %)`,
+      );
       summary.replay = { revisions, deltas, variants: out, worstRatio: round3(worst), met: worst >= REPLAY_TARGET };
     }
     if (only.includes('base')) {
@@ -352,9 +404,24 @@ async function main(): Promise<void> {
         table(
           ['case', 'seconds (median)', 'MiB/s', 'runs'],
           [
-            ['etcdctl snapshot restore', round3(median(b.etcdctl)), round1(b.dbBytes / MiB / median(b.etcdctl)), b.etcdctl.map(round3).join(' / ')],
-            ['executeRestore, Local store (in place)', round3(median(b.ours)), round1(b.dbBytes / MiB / median(b.ours)), b.ours.map(round3).join(' / ')],
-            ['executeRestore, streamed (download first)', round3(median(b.download)), round1(b.dbBytes / MiB / median(b.download)), b.download.map(round3).join(' / ')],
+            [
+              'etcdctl snapshot restore',
+              round3(median(b.etcdctl)),
+              round1(b.dbBytes / MiB / median(b.etcdctl)),
+              b.etcdctl.map(round3).join(' / '),
+            ],
+            [
+              'executeRestore, Local store (in place)',
+              round3(median(b.ours)),
+              round1(b.dbBytes / MiB / median(b.ours)),
+              b.ours.map(round3).join(' / '),
+            ],
+            [
+              'executeRestore, streamed (download first)',
+              round3(median(b.download)),
+              round1(b.dbBytes / MiB / median(b.download)),
+              b.download.map(round3).join(' / '),
+            ],
           ],
         ),
       );
@@ -378,7 +445,15 @@ async function main(): Promise<void> {
       console.log(
         table(
           ['case', 'peak RSS MB (median)', 'baseline MB', 'seconds', 'rev/s'],
-          [['restore 1 large delta', peak, median(c.runs.map((x) => x.baselineRssMB)), round1(median(c.runs.map((x) => x.seconds))), Math.round(median(c.runs.map((x) => x.revisions / (x.replayMs / 1000))))]],
+          [
+            [
+              'restore 1 large delta',
+              peak,
+              median(c.runs.map((x) => x.baselineRssMB)),
+              round1(median(c.runs.map((x) => x.seconds))),
+              Math.round(median(c.runs.map((x) => x.revisions / (x.replayMs / 1000)))),
+            ],
+          ],
         ),
       );
       console.log(`target peak RSS < ${RSS_TARGET_MB} MB: ${peak < RSS_TARGET_MB ? 'met' : 'MISSED'}`);

@@ -114,7 +114,14 @@ async function child(store: string): Promise<void> {
 
 function runInChild(store: string, tmp: string, s3: string): Promise<Run> {
   return new Promise((resolve, reject) => {
-    const args = [...process.execArgv, process.argv[1] as string, ...process.argv.slice(2), `--child=${store}`, `--tmp=${tmp}`, `--s3=${s3}`];
+    const args = [
+      ...process.execArgv,
+      process.argv[1] as string,
+      ...process.argv.slice(2),
+      `--child=${store}`,
+      `--tmp=${tmp}`,
+      `--s3=${s3}`,
+    ];
     const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
@@ -173,7 +180,15 @@ async function main(): Promise<void> {
   console.log(
     table(
       ['store', 'seconds', 'MiB/s', 'cpu s', 'RSS start', 'RSS peak', 'peak - start'],
-      results.map((r) => [r.store, r.seconds.toFixed(1), r.mbPerSec.toFixed(1), r.cpuSeconds.toFixed(1), r.startRssMB.toFixed(1), r.peakRssMB.toFixed(1), r.growthMB.toFixed(1)]),
+      results.map((r) => [
+        r.store,
+        r.seconds.toFixed(1),
+        r.mbPerSec.toFixed(1),
+        r.cpuSeconds.toFixed(1),
+        r.startRssMB.toFixed(1),
+        r.peakRssMB.toFixed(1),
+        r.growthMB.toFixed(1),
+      ]),
     ),
   );
   console.log(

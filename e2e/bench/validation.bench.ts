@@ -117,14 +117,18 @@ async function build(mb: number): Promise<{ root: string; dataDir: string }> {
       while (batch < TXN_BYTES && written + batch < mb * MiB) {
         const size = 1024 + (rnd() % (99 * 1024));
         const off = rnd() % (pool.length - size);
-        ops.push({ request_put: { key: Buffer.from(`/registry/bench/${String(k++).padStart(8, '0')}`), value: pool.subarray(off, off + size) } });
+        ops.push({
+          request_put: { key: Buffer.from(`/registry/bench/${String(k++).padStart(8, '0')}`), value: pool.subarray(off, off + size) },
+        });
         batch += size;
       }
       await client.kv.txn({ success: ops });
       written += batch;
       if (k % 2000 < ops.length) process.stderr.write(`\rwritten ${(written / MiB).toFixed(0)} MiB`);
     }
-    process.stderr.write(`\rwritten ${(written / MiB).toFixed(0)} MiB in ${((performance.now() - started) / 1000).toFixed(1)} s, ${k} keys\n`);
+    process.stderr.write(
+      `\rwritten ${(written / MiB).toFixed(0)} MiB in ${((performance.now() - started) / 1000).toFixed(1)} s, ${k} keys\n`,
+    );
   } finally {
     client.close();
     await etcd.stop();
@@ -211,7 +215,13 @@ async function main(): Promise<void> {
       dbBytes: sz.db,
       walRecordBytes: walBytes,
       walFileBytes: sz.walFiles,
-      sanity: { medianSeconds: round(sanityWall, 4), cpuSeconds: round(median(sanity.runs.map((r) => r.cpu)), 4), peakRssMB: round(sanity.maxRssMB, 1), targetSeconds: SANITY_TARGET_S, ok: sanityWall < SANITY_TARGET_S },
+      sanity: {
+        medianSeconds: round(sanityWall, 4),
+        cpuSeconds: round(median(sanity.runs.map((r) => r.cpu)), 4),
+        peakRssMB: round(sanity.maxRssMB, 1),
+        targetSeconds: SANITY_TARGET_S,
+        ok: sanityWall < SANITY_TARGET_S,
+      },
       full: {
         medianSeconds: round(fullWall, 3),
         cpuSeconds: round(fullCpu, 3),

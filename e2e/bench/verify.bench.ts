@@ -60,7 +60,13 @@ async function buildStore(store: SnapStore, tmp: string, dbMB: number, deltas: n
   const hash = createHash('sha256');
   await pipeline(createReadStream(db), hash);
   const created = Math.floor(Date.now() / 1000) - deltas - 10;
-  const full = newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: revision, createdOn: new Date(created * 1000), compressionSuffix: '' });
+  const full = newSnapshot({
+    kind: 'Full',
+    startRevision: 0,
+    lastRevision: revision,
+    createdOn: new Date(created * 1000),
+    compressionSuffix: '',
+  });
   async function* payload() {
     yield* createReadStream(db, { highWaterMark: MiB });
     yield hash.digest();
@@ -73,7 +79,16 @@ async function buildStore(store: SnapStore, tmp: string, dbMB: number, deltas: n
     const start = rev + 1;
     for (let i = 0; i < perDelta; i++) {
       rev++;
-      const ev: DeltaEvent = { type: 'PUT', key: Buffer.from(`/registry/delta/${rev % 5000}`), value: Buffer.alloc(200, 0x64), createRevision: rev, modRevision: rev, version: 1, lease: '0', time: '2026-11-25T00:00:00Z' };
+      const ev: DeltaEvent = {
+        type: 'PUT',
+        key: Buffer.from(`/registry/delta/${rev % 5000}`),
+        value: Buffer.alloc(200, 0x64),
+        createRevision: rev,
+        modRevision: rev,
+        version: 1,
+        lease: '0',
+        time: '2026-11-25T00:00:00Z',
+      };
       buf.append(ev);
     }
     await saveDeltaSnapshot(store, buf.take()!, start, 'gzip', new Date((created + d + 1) * 1000));
@@ -142,14 +157,34 @@ async function main(): Promise<void> {
       verify.push(Number(process.hrtime.bigint() - t) / 1e9);
       if (!report.restorable) throw new Error(`verify found the bench store broken: ${JSON.stringify(report.firstBroken)}`);
       if (report.bytes !== bytes) throw new Error(`verify read ${report.bytes} bytes, the download ${bytes}`);
-      console.log(`  run ${r + 1}: download ${download.at(-1)!.toFixed(2)} s, verify ${verify.at(-1)!.toFixed(2)} s (${round1(bytes / MiB)} MiB)`);
+      console.log(
+        `  run ${r + 1}: download ${download.at(-1)!.toFixed(2)} s, verify ${verify.at(-1)!.toFixed(2)} s (${round1(bytes / MiB)} MiB)`,
+      );
     }
     const d = median(download);
     const v = median(verify);
-    console.log(table(['case', 'seconds (median)'], [['download', d.toFixed(2)], ['verify', v.toFixed(2)]]));
+    console.log(
+      table(
+        ['case', 'seconds (median)'],
+        [
+          ['download', d.toFixed(2)],
+          ['verify', v.toFixed(2)],
+        ],
+      ),
+    );
     const ratio = v / d;
     console.log(`verify ÷ download: ${ratio.toFixed(2)}; target <= ${TARGET}: ${ratio <= TARGET ? 'met' : 'MISSED'}`);
-    console.log(JSON.stringify({ bench: 'verify', dbMB, deltas: deltaCount, downloadSeconds: round1(d), verifySeconds: round1(v), ratio: Math.round(ratio * 100) / 100, met: ratio <= TARGET }));
+    console.log(
+      JSON.stringify({
+        bench: 'verify',
+        dbMB,
+        deltas: deltaCount,
+        downloadSeconds: round1(d),
+        verifySeconds: round1(v),
+        ratio: Math.round(ratio * 100) / 100,
+        met: ratio <= TARGET,
+      }),
+    );
     await store.close();
   } finally {
     await s3rver.stop();

@@ -48,13 +48,10 @@ export async function startFaultyStoreProxy(target: string): Promise<FaultyStore
       });
       return;
     }
-    const upstream = http.request(
-      { host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers },
-      (up) => {
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      },
-    );
+    const upstream = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+      res.writeHead(up.statusCode ?? 502, up.headers);
+      up.pipe(res);
+    });
     upstreams.add(upstream);
     upstream.on('close', () => upstreams.delete(upstream));
     upstream.on('error', () => {

@@ -107,7 +107,9 @@ export async function readChain(store: SnapStore): Promise<ChainReport> {
     if (s.kind === 'Incr') {
       if (!prev) problems.push(`${s.snapName} has no full snapshot before it`);
       else if (prev.kind === 'Incr' && s.startRevision !== prev.lastRevision + 1) {
-        problems.push(`${s.snapName} starts at ${s.startRevision}, but the delta before it (${prev.snapName}) ends at ${prev.lastRevision}`);
+        problems.push(
+          `${s.snapName} starts at ${s.startRevision}, but the delta before it (${prev.snapName}) ends at ${prev.lastRevision}`,
+        );
       } else if (prev.kind === 'Full' && (s.startRevision > prev.lastRevision + 1 || s.lastRevision <= prev.lastRevision)) {
         problems.push(`${s.snapName} does not continue the full snapshot ${prev.snapName} (last revision ${prev.lastRevision})`);
       }

@@ -46,7 +46,16 @@ async function swiftTarget(dir: string): Promise<ProviderTarget> {
     const keystone = await startFakeKeystone({ swiftProxy: swift.proxy, user });
     // The credentials file of a Gardener secret: Keystone URL, domain, project and a user.
     const file = join(dir, 'openstack.json');
-    await writeFile(file, JSON.stringify({ authURL: keystone.authURL, domainName: user.domain, tenantName: project, username: user.username, password: user.password }));
+    await writeFile(
+      file,
+      JSON.stringify({
+        authURL: keystone.authURL,
+        domainName: user.domain,
+        tenantName: project,
+        username: user.username,
+        password: user.password,
+      }),
+    );
     return {
       provider: 'Swift',
       flags: (role) => storeFlags(role, 'Swift'),
@@ -84,7 +93,13 @@ async function ocsTarget(dir: string): Promise<ProviderTarget> {
   // The directory form of the secret: one file per key, as Kubernetes mounts it.
   const creds = join(dir, 'ocs-credentials');
   await mkdir(creds, { recursive: true });
-  const values = { endpoint: s3.endpoint, region: 'eu-1', accessKeyID: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY, disableSSL: 'true' };
+  const values = {
+    endpoint: s3.endpoint,
+    region: 'eu-1',
+    accessKeyID: S3RVER_ACCESS_KEY,
+    secretAccessKey: S3RVER_SECRET_KEY,
+    disableSSL: 'true',
+  };
   for (const [k, v] of Object.entries(values)) await writeFile(join(creds, k), `${v}\n`);
   return {
     provider: 'OCS',
@@ -97,7 +112,15 @@ async function ocsTarget(dir: string): Promise<ProviderTarget> {
 async function ossTarget(dir: string): Promise<ProviderTarget> {
   const oss = await startFakeOss({ bucket: CONTAINER });
   const file = join(dir, 'alicloud.json');
-  await writeFile(file, JSON.stringify({ storageEndpoint: oss.endpoint, accessKeyID: FAKE_OSS_ACCESS_KEY_ID, accessKeySecret: FAKE_OSS_ACCESS_KEY_SECRET, bucketName: CONTAINER }));
+  await writeFile(
+    file,
+    JSON.stringify({
+      storageEndpoint: oss.endpoint,
+      accessKeyID: FAKE_OSS_ACCESS_KEY_ID,
+      accessKeySecret: FAKE_OSS_ACCESS_KEY_SECRET,
+      bucketName: CONTAINER,
+    }),
+  );
   return {
     provider: 'OSS',
     flags: (role) => storeFlags(role, 'OSS'),

@@ -26,7 +26,11 @@ export interface ConfiguredEtcd {
 }
 
 /** Starts etcd on a config file (YAML as served by `/config`). */
-export async function startEtcdFromConfig(binaries: EtcdBinaries, configPath: string, config: Record<string, unknown>): Promise<ConfiguredEtcd> {
+export async function startEtcdFromConfig(
+  binaries: EtcdBinaries,
+  configPath: string,
+  config: Record<string, unknown>,
+): Promise<ConfiguredEtcd> {
   const child = spawn(binaries.etcd, [`--config-file=${configPath}`], { stdio: ['ignore', 'ignore', 'pipe'] });
   killOnProcessExit(child);
   let tail = '';

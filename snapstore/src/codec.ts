@@ -122,11 +122,7 @@ export function createDecompressStream(suffix: string, objectName: string): Tran
   try {
     policy = policyForSuffix(suffix);
   } catch (err) {
-    throw new SnapStoreError(
-      'E_UNSUPPORTED_COMPRESSION',
-      `cannot decompress ${objectName}: ${(err as Error).message}`,
-      { cause: err },
-    );
+    throw new SnapStoreError('E_UNSUPPORTED_COMPRESSION', `cannot decompress ${objectName}: ${(err as Error).message}`, { cause: err });
   }
   if (policy === undefined) return new PassThrough();
   const codec = CODEC_NAME[policy];

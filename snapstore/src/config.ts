@@ -147,11 +147,4 @@ export interface OcsStoreConfig extends StoreConfigBase {
 }
 
 export type StoreConfig =
-  | LocalStoreConfig
-  | S3StoreConfig
-  | AbsStoreConfig
-  | GcsStoreConfig
-  | SwiftStoreConfig
-  | OssStoreConfig
-  | EcsStoreConfig
-  | OcsStoreConfig;
+  LocalStoreConfig | S3StoreConfig | AbsStoreConfig | GcsStoreConfig | SwiftStoreConfig | OssStoreConfig | EcsStoreConfig | OcsStoreConfig;

@@ -143,4 +143,3 @@ export async function allExist(files: readonly string[]): Promise<boolean> {
   for (const f of files) if ((await statOrUndefined(f)) === undefined) return false;
   return true;
 }
-

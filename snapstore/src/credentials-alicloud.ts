@@ -27,7 +27,11 @@ export function ossCredentialsFromFields(
     const missing = absent.map((k) => (source.kind === 'json' ? `"${k}" is missing` : `${k} is missing (file ${join(source.path, k)})`));
     throw fail(`${envVar}: OSS ${what}: ${missing.join(', ')}`);
   }
-  return { storageEndpoint: f.storageEndpoint as string, accessKeyID: f.accessKeyID as string, accessKeySecret: f.accessKeySecret as string };
+  return {
+    storageEndpoint: f.storageEndpoint as string,
+    accessKeyID: f.accessKeyID as string,
+    accessKeySecret: f.accessKeySecret as string,
+  };
 }
 
 async function fromJsonFile(envVar: string, path: string): Promise<OssCredentials> {
@@ -65,5 +69,8 @@ export async function ossCredentialsModifiedTime(env: CredentialEnv, prefix: str
   if (dir === undefined) return undefined;
   const inDir = await findJsonInDir(dirVar, dir);
   if (inDir !== undefined) return maxMtime(dirVar, [inDir]);
-  return maxMtime(dirVar, REQUIRED.map((k) => join(dir, k)));
+  return maxMtime(
+    dirVar,
+    REQUIRED.map((k) => join(dir, k)),
+  );
 }

@@ -11,16 +11,7 @@
  */
 import { join } from 'node:path';
 import type { SwiftCredentials } from './config.js';
-import {
-  fail,
-  findJsonInDir,
-  jsonString,
-  lookup,
-  maxMtime,
-  readDirValues,
-  readJsonObject,
-  statOrUndefined,
-} from './credential-files.js';
+import { fail, findJsonInDir, jsonString, lookup, maxMtime, readDirValues, readJsonObject, statOrUndefined } from './credential-files.js';
 import type { CredentialEnv } from './credential-files.js';
 
 export const SWIFT_BASE = 'OPENSTACK_APPLICATION_CREDENTIALS';
@@ -45,7 +36,8 @@ const has = (f: SwiftFields, k: SwiftKey): boolean => (f[k] ?? '') !== '';
  */
 export function swiftCredentialsFromFields(envVar: string, source: SwiftSource, f: SwiftFields): SwiftCredentials {
   const where = source.kind === 'json' ? `credential file ${source.path}` : `credential directory ${source.path}`;
-  const missing = (k: SwiftKey): string => (source.kind === 'json' ? `"${k}" is missing` : `${k} is missing (file ${join(source.path, k)})`);
+  const missing = (k: SwiftKey): string =>
+    source.kind === 'json' ? `"${k}" is missing` : `${k} is missing (file ${join(source.path, k)})`;
   const password = PASSWORD_KEYS.some((k) => has(f, k));
   const appCredential = APP_CREDENTIAL_KEYS.some((k) => has(f, k));
   if (password && appCredential) {

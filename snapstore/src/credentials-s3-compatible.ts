@@ -24,7 +24,13 @@ import type { CredentialEnv } from './credential-files.js';
 
 export const ECS_REGION = 'US-Standard';
 /** In lookup order; the first three are required. */
-export const ECS_ENV_VARS = ['ECS_ENDPOINT', 'ECS_ACCESS_KEY_ID', 'ECS_SECRET_ACCESS_KEY', 'ECS_DISABLE_SSL', 'ECS_INSECURE_SKIP_VERIFY'] as const;
+export const ECS_ENV_VARS = [
+  'ECS_ENDPOINT',
+  'ECS_ACCESS_KEY_ID',
+  'ECS_SECRET_ACCESS_KEY',
+  'ECS_DISABLE_SSL',
+  'ECS_INSECURE_SKIP_VERIFY',
+] as const;
 
 /**
  * ECS credentials from the environment (pure). Upstream has no prefixed variables, so a copy source or
@@ -35,7 +41,10 @@ export function readEcsCredentials(env: CredentialEnv, prefix: string): S3Compat
   const p = prefix !== '' && lookup(env, `${prefix}ECS_ENDPOINT`) !== undefined ? prefix : '';
   const required = (name: string): string => {
     const v = lookup(env, `${p}${name}`);
-    if (v === undefined) throw fail(`ECS credentials: environment variable ${p}${name} is not set (ECS reads ${p}ECS_ENDPOINT, ${p}ECS_ACCESS_KEY_ID and ${p}ECS_SECRET_ACCESS_KEY)`);
+    if (v === undefined)
+      throw fail(
+        `ECS credentials: environment variable ${p}${name} is not set (ECS reads ${p}ECS_ENDPOINT, ${p}ECS_ACCESS_KEY_ID and ${p}ECS_SECRET_ACCESS_KEY)`,
+      );
     return v;
   };
   const flag = (name: string): boolean => {
@@ -124,7 +133,10 @@ export async function ocsCredentialsModifiedTime(env: CredentialEnv, prefix: str
   if (dir === undefined) return undefined;
   const inDir = await findJsonInDir(dirVar, dir);
   if (inDir !== undefined) return maxMtime(dirVar, [inDir]);
-  return maxMtime(dirVar, ['accessKeyID', 'region', 'endpoint', 'secretAccessKey'].map((k) => join(dir, k)));
+  return maxMtime(
+    dirVar,
+    ['accessKeyID', 'region', 'endpoint', 'secretAccessKey'].map((k) => join(dir, k)),
+  );
 }
 
 /**

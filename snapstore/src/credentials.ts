@@ -13,14 +13,7 @@
  * SnapStoreError naming the variable, the file and what is wrong with it.
  */
 import { dirname, join } from 'node:path';
-import type {
-  AbsCredentials,
-  GcsCredentials,
-  OssCredentials,
-  S3CompatibleCredentials,
-  S3Credentials,
-  SwiftCredentials,
-} from './config.js';
+import type { AbsCredentials, GcsCredentials, OssCredentials, S3CompatibleCredentials, S3Credentials, SwiftCredentials } from './config.js';
 import type { SnapStoreError } from './errors.js';
 import {
   allExist,
@@ -169,7 +162,13 @@ export async function readS3Credentials(env: CredentialEnv, prefix: CredentialEn
 
 // --------------------------------------------------------------------------------------------- ABS
 
-function checkAbs(envVar: string, source: string, account: string | undefined, key: string | undefined, domain: string | undefined): AbsCredentials {
+function checkAbs(
+  envVar: string,
+  source: string,
+  account: string | undefined,
+  key: string | undefined,
+  domain: string | undefined,
+): AbsCredentials {
   if (account === undefined || account === '' || key === undefined || key === '') {
     const missing = [account === undefined || account === '' ? 'storageAccount' : '', key === undefined || key === '' ? 'storageKey' : '']
       .filter((x) => x !== '')
@@ -247,7 +246,8 @@ function checkGcsJson(envVar: string, path: string, obj: Record<string, unknown>
     return 'service_account';
   }
   if (type === 'external_account') {
-    for (const k of Object.keys(obj)) if (!EXTERNAL_ACCOUNT_FIELDS.has(k)) throw bad(`field "${k}" is not allowed in an external_account configuration`);
+    for (const k of Object.keys(obj))
+      if (!EXTERNAL_ACCOUNT_FIELDS.has(k)) throw bad(`field "${k}" is not allowed in an external_account configuration`);
     for (const k of EXTERNAL_ACCOUNT_REQUIRED) if (obj[k] === undefined || obj[k] === null || obj[k] === '') throw bad(`"${k}" is missing`);
     if (obj['subject_token_type'] !== JWT_TOKEN_TYPE) throw bad(`"subject_token_type" must be ${JSON.stringify(JWT_TOKEN_TYPE)}`);
     if (obj['token_url'] !== STS_TOKEN_URL) throw bad(`"token_url" must be ${JSON.stringify(STS_TOKEN_URL)}`);
@@ -380,7 +380,5 @@ export async function credentialsModifiedTime(
   if (await allExist(staticFiles)) return maxMtime(dirVar, staticFiles);
   const webIdentityFiles = ['region', 'roleARN', 'token'].map((f) => join(dir, f));
   if (await allExist(webIdentityFiles)) return maxMtime(dirVar, webIdentityFiles);
-  throw fail(
-    `${dirVar}: S3 credential directory ${dir} has neither region, accessKeyID and secretAccessKey nor region, roleARN and token`,
-  );
+  throw fail(`${dirVar}: S3 credential directory ${dir} has neither region, accessKeyID and secretAccessKey nor region, roleARN and token`);
 }

@@ -51,7 +51,10 @@ export class EncryptingStore implements SnapStore {
     if (this.encryption.recipients.length === 0) {
       data.destroy();
       return Promise.reject(
-        new SnapStoreError('E_CONFIG', `cannot save ${snap.snapName} encrypted: no encryption recipient given (--encryption-recipients-file)`),
+        new SnapStoreError(
+          'E_CONFIG',
+          `cannot save ${snap.snapName} encrypted: no encryption recipient given (--encryption-recipients-file)`,
+        ),
       );
     }
     // pipeline() destroys the other stage on an error, so the provider sees the failure and commits nothing.

@@ -64,9 +64,13 @@ export function parseRecipientsFile(text: string, source: string): string[] {
       new (age().Encrypter)().addRecipient(value);
     } catch (err) {
       const hint = value.startsWith('AGE-SECRET-KEY-') ? ' (this is a private key: give it with the identity file instead)' : '';
-      throw new SnapStoreError('E_CONFIG', `encryption recipients file ${source} line ${line}: not an age recipient${hint}: ${(err as Error).message}`, {
-        cause: err,
-      });
+      throw new SnapStoreError(
+        'E_CONFIG',
+        `encryption recipients file ${source} line ${line}: not an age recipient${hint}: ${(err as Error).message}`,
+        {
+          cause: err,
+        },
+      );
     }
     return value;
   });
@@ -84,9 +88,13 @@ export async function parseIdentityFile(text: string, source: string): Promise<A
       recipient = await age().identityToRecipient(value);
     } catch (err) {
       // The message never repeats the line: it may be a secret.
-      throw new SnapStoreError('E_CONFIG', `encryption identity file ${source} line ${line}: not an age identity: ${(err as Error).message}`, {
-        cause: err,
-      });
+      throw new SnapStoreError(
+        'E_CONFIG',
+        `encryption identity file ${source} line ${line}: not an age identity: ${(err as Error).message}`,
+        {
+          cause: err,
+        },
+      );
     }
     out.push({ secretKey: value, recipient, source });
   }
@@ -210,7 +218,9 @@ function headerError(err: unknown, recorder: StanzaRecorder, identities: readonl
       { cause: err },
     );
   }
-  return new SnapStoreError('E_CORRUPT', `${objectName}: not a valid age file (tampered or not encrypted by us): ${detail}`, { cause: err });
+  return new SnapStoreError('E_CORRUPT', `${objectName}: not a valid age file (tampered or not encrypted by us): ${detail}`, {
+    cause: err,
+  });
 }
 
 /**
@@ -235,7 +245,9 @@ export function createDecryptStream(identities: readonly AgeIdentity[], objectNa
     } catch (err) {
       if (err instanceof SnapStoreError) throw err;
       const detail = err instanceof Error ? err.message : String(err);
-      throw new SnapStoreError('E_CORRUPT', `${objectName}: age payload failed authentication (tampered or truncated): ${detail}`, { cause: err });
+      throw new SnapStoreError('E_CORRUPT', `${objectName}: age payload failed authentication (tampered or truncated): ${detail}`, {
+        cause: err,
+      });
     }
   }
   return Duplex.from({ writable: cipher.writable, readable: Readable.from(output(), { objectMode: false }) });
@@ -250,7 +262,11 @@ const MAC_LINE = Buffer.from('\n--- ');
  * only the header is read). Throws E_NO_IDENTITY or E_CORRUPT as createDecryptStream would, before any
  * plaintext is needed, so a restore can fail before it touches its data dir.
  */
-export async function checkHeaderOpens(source: AsyncIterable<Uint8Array>, identities: readonly AgeIdentity[], objectName: string): Promise<void> {
+export async function checkHeaderOpens(
+  source: AsyncIterable<Uint8Array>,
+  identities: readonly AgeIdentity[],
+  objectName: string,
+): Promise<void> {
   let head = Buffer.alloc(0);
   let end = -1;
   for await (const chunk of source) {

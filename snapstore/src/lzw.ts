@@ -353,9 +353,7 @@ export class LzwDecoder extends Transform {
         continue;
       }
       if (status === STOP_INVALID) {
-        throw this.makeError(
-          `invalid code ${this.badCode} (next code to be assigned is ${this.hi}, width ${this.width})`,
-        );
+        throw this.makeError(`invalid code ${this.badCode} (next code to be assigned is ${this.hi}, width ${this.width})`);
       }
       if (this.sawEof || this.outPos - this.outStart >= PUSH_THRESHOLD) this.pushOut();
       return false;

@@ -156,12 +156,7 @@ export function planGarbageCollection(list: readonly Snapshot[], now: Date, poli
  * chunks of an upload in flight (which may start at revision 0) are never touched. Chunks whose parent
  * never arrives (a crashed upload) therefore stay until removed by hand.
  */
-function planChunks(
-  sorted: readonly Snapshot[],
-  now: Date,
-  latestRevision: number,
-  skippedImmutable: Snapshot[],
-): Snapshot[] {
+function planChunks(sorted: readonly Snapshot[], now: Date, latestRevision: number, skippedImmutable: Snapshot[]): Snapshot[] {
   if (latestRevision === 0) return [];
   const identity = (s: Snapshot): string => `${s.prefix}\u0000${s.snapDir}\u0000${s.snapName}`;
   const complete = new Set(sorted.filter((s) => !s.isChunk).map(identity));

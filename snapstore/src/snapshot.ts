@@ -105,8 +105,7 @@ export function newSnapshot(opts: NewSnapshotOptions): Snapshot {
   const { kind, startRevision, lastRevision, createdOn } = opts;
   const compressionSuffix = opts.compressionSuffix ?? '';
   const isFinal = opts.isFinal ?? false;
-  const bad = (reason: string): SnapStoreError =>
-    new SnapStoreError('E_BAD_NAME', `cannot create a snapshot record: ${reason}`);
+  const bad = (reason: string): SnapStoreError => new SnapStoreError('E_BAD_NAME', `cannot create a snapshot record: ${reason}`);
   if (kind !== 'Full' && kind !== 'Incr') throw bad(`unknown snapshot kind ${JSON.stringify(kind)}`);
   for (const [label, rev] of [
     ['start revision', startRevision],
@@ -388,11 +387,7 @@ export function latestFulls(list: readonly Snapshot[], n: number): Snapshot[] {
  * backups (-1 = all) are flattened as the full followed by its deltas, newest delta first. Deltas
  * older than the oldest full belong to no backup and are left out.
  */
-export function filteredBackups(
-  list: readonly Snapshot[],
-  maxBackups: number,
-  filter?: (full: Snapshot) => boolean,
-): Snapshot[] {
+export function filteredBackups(list: readonly Snapshot[], maxBackups: number, filter?: (full: Snapshot) => boolean): Snapshot[] {
   const sorted = sortSnapshots(list);
   const backups: Array<{ full: Snapshot; deltas: Snapshot[] }> = [];
   let deltas: Snapshot[] = [];
@@ -506,8 +501,7 @@ function parseGoTime(s: string): Date | undefined {
 export function snapshotToJSON(snap: Snapshot): SnapshotJSON {
   return {
     createdOn: formatGoTime(snap.createdOn),
-    immutabilityExpriyTime:
-      snap.immutabilityExpiryTime === undefined ? GO_ZERO_TIME : formatGoTime(snap.immutabilityExpiryTime),
+    immutabilityExpriyTime: snap.immutabilityExpiryTime === undefined ? GO_ZERO_TIME : formatGoTime(snap.immutabilityExpiryTime),
     versionID: snap.versionId ?? null,
     kind: snap.kind,
     snapDir: snap.snapDir,

@@ -86,8 +86,14 @@ describe('absContainerUrl', () => {
   it.each([
     [{ container: 'c', credentials: creds }, 'https://acct.blob.core.windows.net/c'],
     [{ container: 'c', credentials: { ...creds, domain: 'blob.core.chinacloudapi.cn' } }, 'https://acct.blob.core.chinacloudapi.cn/c'],
-    [{ container: 'c', credentials: creds, endpointOverride: 'http://127.0.0.1:10000/devstoreaccount1' }, 'http://127.0.0.1:10000/devstoreaccount1/c'],
-    [{ container: 'c', credentials: creds, endpointOverride: 'http://127.0.0.1:10000/devstoreaccount1/' }, 'http://127.0.0.1:10000/devstoreaccount1/c'],
+    [
+      { container: 'c', credentials: creds, endpointOverride: 'http://127.0.0.1:10000/devstoreaccount1' },
+      'http://127.0.0.1:10000/devstoreaccount1/c',
+    ],
+    [
+      { container: 'c', credentials: creds, endpointOverride: 'http://127.0.0.1:10000/devstoreaccount1/' },
+      'http://127.0.0.1:10000/devstoreaccount1/c',
+    ],
     [{ container: 'c', credentials: creds, endpointOverride: 'https://private.example.com' }, 'https://private.example.com/c'],
   ])('%j -> %s', (cfg, want) => {
     expect(absContainerUrl(cfg)).toBe(want);
@@ -123,14 +129,16 @@ describe('ABS block helpers', () => {
       return b;
     };
     const cut: Array<{ bytes: string; buffer: Buffer }> = [];
-    for await (const b of cutBlocks(Readable.from([Buffer.from('abcdefgh')]), 4, take)) cut.push({ bytes: b.bytes.toString(), buffer: b.buffer });
+    for await (const b of cutBlocks(Readable.from([Buffer.from('abcdefgh')]), 4, take))
+      cut.push({ bytes: b.bytes.toString(), buffer: b.buffer });
     expect(cut.map((c) => c.bytes)).toEqual(['abcd', 'efgh']);
     expect(given).toHaveLength(2);
     expect(cut.map((c) => c.buffer)).toEqual(given);
 
     given.length = 0;
     const last: Array<{ bytes: string; buffer: Buffer }> = [];
-    for await (const b of cutBlocks(Readable.from([Buffer.from('abcdef')]), 4, take)) last.push({ bytes: b.bytes.toString(), buffer: b.buffer });
+    for await (const b of cutBlocks(Readable.from([Buffer.from('abcdef')]), 4, take))
+      last.push({ bytes: b.bytes.toString(), buffer: b.buffer });
     // The short last block is a view of a whole buffer, and that buffer is what goes back.
     expect(last.map((c) => c.bytes)).toEqual(['abcd', 'ef']);
     expect(last[1]!.buffer).toBe(given[1]);
@@ -207,7 +215,11 @@ describe('ABS provider on Azurite', () => {
     await cc.getBlobClient(`${store.prefix}/${excluded.snapName}`).setTags({ 'x-etcd-snapshot-exclude': 'true' });
     await cc.getBlobClient(`${store.prefix}/${notTrue.snapName}`).setTags({ 'x-etcd-snapshot-exclude': 'false' });
     expect((await store.list()).map((s) => s.snapName)).toEqual([kept.snapName, notTrue.snapName]);
-    expect((await store.list({ includeExcluded: true })).map((s) => s.snapName)).toEqual([kept.snapName, excluded.snapName, notTrue.snapName]);
+    expect((await store.list({ includeExcluded: true })).map((s) => s.snapName)).toEqual([
+      kept.snapName,
+      excluded.snapName,
+      notTrue.snapName,
+    ]);
   });
 
   it('a failed save of a new key leaves no uncommitted blob behind', async () => {
@@ -215,7 +227,8 @@ describe('ABS provider on Azurite', () => {
     const snap = testSnapshot('Full', 0, 5, 1_700_000_005);
     await expectCode(store.save(snap, generatedStream(3 * 5 * MiB, { failAfter: 5 * MiB + 100 }).stream), 'E_SAVE_FAILED');
     const names: string[] = [];
-    for await (const b of az.containerClient(CONTAINER).listBlobsFlat({ prefix: store.prefix, includeUncommitedBlobs: true })) names.push(b.name);
+    for await (const b of az.containerClient(CONTAINER).listBlobsFlat({ prefix: store.prefix, includeUncommitedBlobs: true }))
+      names.push(b.name);
     expect(names).toEqual([]);
   });
 
@@ -324,7 +337,10 @@ describe('ABS provider on Azurite', () => {
     });
 
     it('a rejected block fails the save, commits nothing and cleans up the staged blocks', async () => {
-      const store = await open({ endpointOverride: `${proxy.origin}/${AZURITE_ACCOUNT}`, maxParallelChunkUploads: 2 }, { retry: FAST_RETRY });
+      const store = await open(
+        { endpointOverride: `${proxy.origin}/${AZURITE_ACCOUNT}`, maxParallelChunkUploads: 2 },
+        { retry: FAST_RETRY },
+      );
       proxy.reset();
       proxy.failStage = 3;
       const snap = testSnapshot('Full', 0, 9, 1_700_000_009);
@@ -332,7 +348,8 @@ describe('ABS provider on Azurite', () => {
       expect(err.message).toContain(snap.snapName);
       expect(proxy.commits).toBe(0);
       const names: string[] = [];
-      for await (const b of az.containerClient(CONTAINER).listBlobsFlat({ prefix: store.prefix, includeUncommitedBlobs: true })) names.push(b.name);
+      for await (const b of az.containerClient(CONTAINER).listBlobsFlat({ prefix: store.prefix, includeUncommitedBlobs: true }))
+        names.push(b.name);
       expect(names).toEqual([]);
     });
   });
@@ -450,14 +467,11 @@ async function startStageProxy(target: URL): Promise<StageProxy> {
     },
   };
   const forward = (req: IncomingMessage, res: ServerResponse, done: () => void): void => {
-    const up = httpRequest(
-      { host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers },
-      (r) => {
-        res.writeHead(r.statusCode ?? 502, r.headers);
-        r.pipe(res);
-        r.on('end', done);
-      },
-    );
+    const up = httpRequest({ host: target.hostname, port: target.port, method: req.method, path: req.url, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode ?? 502, r.headers);
+      r.pipe(res);
+      r.on('end', done);
+    });
     up.on('error', () => {
       res.destroy();
       done();

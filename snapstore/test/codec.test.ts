@@ -7,13 +7,7 @@ import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as zlib from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  createCompressStream,
-  createDecompressStream,
-  isCompressionPolicy,
-  policyForSuffix,
-  suffixForPolicy,
-} from '../src/codec.js';
+import { createCompressStream, createDecompressStream, isCompressionPolicy, policyForSuffix, suffixForPolicy } from '../src/codec.js';
 import type { CompressionPolicy } from '../src/codec.js';
 import { SnapStoreError, isSnapStoreError } from '../src/errors.js';
 import { goProgramOnFirstRun } from './support/go.js';
@@ -216,9 +210,7 @@ describe('corrupt and truncated input', () => {
           this.destroy(boom);
         },
       });
-      const err = await errorOf(
-        pipeline(source, createDecompressStream(suffix, name), new Writable({ write: (_c, _e, cb) => cb() })),
-      );
+      const err = await errorOf(pipeline(source, createDecompressStream(suffix, name), new Writable({ write: (_c, _e, cb) => cb() })));
       expect(err).toBe(boom);
     });
 

@@ -109,9 +109,7 @@ async function collect(source: Readable, t: Transform): Promise<Buffer> {
 const sha256 = (b: Uint8Array): Buffer => createHash('sha256').update(b).digest();
 
 const fixtures = listFixtures();
-const workloads = new Map(
-  [...new Set(fixtures.map((f) => f.caseName))].map((c) => [c, readWorkload(c)] as const),
-);
+const workloads = new Map([...new Set(fixtures.map((f) => f.caseName))].map((c) => [c, readWorkload(c)] as const));
 
 describe('upstream v0.23 fixtures', () => {
   it('are all there (7 cases, every compression suffix)', () => {
@@ -134,10 +132,7 @@ describe('upstream v0.23 fixtures', () => {
       });
 
       it('decompresses by suffix to the documented payload', async () => {
-        const payload = await collect(
-          createReadStream(f.path, { highWaterMark: 16 * 1024 }),
-          createDecompressStream(f.suffix, f.name),
-        );
+        const payload = await collect(createReadStream(f.path, { highWaterMark: 16 * 1024 }), createDecompressStream(f.suffix, f.name));
         const row = rows.get(f.relPath)!;
         expect(payload.length, 'payload after decompression').toBe(row.payloadSize);
 

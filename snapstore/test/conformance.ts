@@ -105,10 +105,7 @@ export interface DataSource {
  * A stream of `size` pseudo-random bytes cut into pieces of the given sizes (cycled), so that part
  * boundaries never line up with the writes. `failAfter` makes it error once that many bytes are out.
  */
-export function generatedStream(
-  size: number,
-  opts: { seed?: number; pieces?: number[]; failAfter?: number } = {},
-): DataSource {
+export function generatedStream(size: number, opts: { seed?: number; pieces?: number[]; failAfter?: number } = {}): DataSource {
   const pieces = opts.pieces ?? [65_537];
   const hash = createHash('sha256');
   let sent = 0;
@@ -301,9 +298,7 @@ export function describeSnapStoreConformance(
       expect((await readAll(await store.fetch(got, { start: 0, end: 1 }))).equals(data.subarray(0, 2))).toBe(true);
       expect((await readAll(await store.fetch(got, { start: 10, end: 99 }))).equals(data.subarray(10, 100))).toBe(true);
       expect((await readAll(await store.fetch(got, { start: 1000 }))).equals(data.subarray(1000))).toBe(true);
-      expect((await readAll(await store.fetch(got, { start: 99_999, end: 99_999 }))).equals(data.subarray(99_999))).toBe(
-        true,
-      );
+      expect((await readAll(await store.fetch(got, { start: 99_999, end: 99_999 }))).equals(data.subarray(99_999))).toBe(true);
     });
 
     it('lists sorted by lastRevision, non-chunk before chunk, then createdOn', async () => {
@@ -332,9 +327,7 @@ export function describeSnapStoreConformance(
       expect(chunk.isChunk).toBe(true);
       expect(chunk.snapName).toBe('Full-00000000-00000200-1700000150.gz');
       expect(chunk.chunkNumber).toBe(1);
-      expect((await readAll(await store.fetch(chunk))).toString()).toBe(
-        `${r}/v2/Full-00000000-00000200-1700000150.gz/0000000001`,
-      );
+      expect((await readAll(await store.fetch(chunk))).toString()).toBe(`${r}/v2/Full-00000000-00000200-1700000150.gz/0000000001`);
     });
 
     it('lists v1 and v2 keys, fetches and deletes a v1 snapshot', async () => {
@@ -442,10 +435,7 @@ export function describeSnapStoreConformance(
           this.push(pseudoRandomBytes(n, sent));
         },
       });
-      await expectCode(
-        store.save(testSnapshot('Full', 0, 88, 1_700_000_088), stalled, { signal: controller.signal }),
-        'E_SAVE_FAILED',
-      );
+      await expectCode(store.save(testSnapshot('Full', 0, 88, 1_700_000_088), stalled, { signal: controller.signal }), 'E_SAVE_FAILED');
       expect(await store.list()).toEqual([]);
       expect(await keysUnder(r)).toEqual([]);
       // A save that ignored the abort would hang on the stalled input: the test's timeout is the bound.
@@ -513,17 +503,18 @@ export function describeSnapStoreConformance(
     }, 120_000);
 
     // Local has no network, so the case does not exist for it (rather than being skipped).
-    if (capabilities.network !== false) it('operations on an unreachable endpoint reject with E_UNREACHABLE', async () => {
-      if (!h.openUnreachable) throw new Error(`harness ${name} has no openUnreachable although it is a network store`);
-      const store = await h.openUnreachable();
-      stores.push(store);
-      const snap = { ...testSnapshot('Full', 0, 1, 1_700_000_001), prefix: `${store.prefix}/` };
-      await expectCode(store.list(), 'E_UNREACHABLE');
-      await expectCode(store.fetch(snap), 'E_UNREACHABLE');
-      await expectCode(store.delete(snap), 'E_UNREACHABLE');
-      const err = await expectCode(store.save(snap, Readable.from([Buffer.from('x')])), 'E_UNREACHABLE');
-      expect((err as Error).message).toMatch(/127\.0\.0\.1|localhost/);
-      // Retrying an unreachable endpoint for minutes would fail on the test's timeout.
-    }, 30_000);
+    if (capabilities.network !== false)
+      it('operations on an unreachable endpoint reject with E_UNREACHABLE', async () => {
+        if (!h.openUnreachable) throw new Error(`harness ${name} has no openUnreachable although it is a network store`);
+        const store = await h.openUnreachable();
+        stores.push(store);
+        const snap = { ...testSnapshot('Full', 0, 1, 1_700_000_001), prefix: `${store.prefix}/` };
+        await expectCode(store.list(), 'E_UNREACHABLE');
+        await expectCode(store.fetch(snap), 'E_UNREACHABLE');
+        await expectCode(store.delete(snap), 'E_UNREACHABLE');
+        const err = await expectCode(store.save(snap, Readable.from([Buffer.from('x')])), 'E_UNREACHABLE');
+        expect((err as Error).message).toMatch(/127\.0\.0\.1|localhost/);
+        // Retrying an unreachable endpoint for minutes would fail on the test's timeout.
+      }, 30_000);
   });
 }

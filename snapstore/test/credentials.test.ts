@@ -101,7 +101,11 @@ describe('S3 credentials', () => {
 
   it('accept web identity (roleARN + token) in the directory', async () => {
     const d = dir('aws', { region: 'r', roleARN: 'arn', token: 'jwt' });
-    expect(await readS3Credentials({ AWS_APPLICATION_CREDENTIALS: d }, '')).toEqual({ region: 'r', roleARN: 'arn', tokenPath: join(d, 'token') });
+    expect(await readS3Credentials({ AWS_APPLICATION_CREDENTIALS: d }, '')).toEqual({
+      region: 'r',
+      roleARN: 'arn',
+      tokenPath: join(d, 'token'),
+    });
   });
 
   describe('precedence (acceptance case 47)', () => {
@@ -146,18 +150,66 @@ describe('S3 credentials', () => {
   });
 
   it.each<[string, () => Record<string, string>, RegExp]>([
-    ['missing JSON file', () => ({ AWS_APPLICATION_CREDENTIALS_JSON: join(root, 'nope.json') }), /^AWS_APPLICATION_CREDENTIALS_JSON: cannot read credential file .*nope\.json: no such file or directory$/],
-    ['malformed JSON', () => ({ AWS_APPLICATION_CREDENTIALS_JSON: file('bad.json', '{"accessKeyID": ') }), /^AWS_APPLICATION_CREDENTIALS_JSON: credential file .*bad\.json is not valid JSON/],
-    ['JSON that is not an object', () => ({ AWS_APPLICATION_CREDENTIALS_JSON: file('arr.json', '[]') }), /bad|arr\.json must hold a JSON object/],
-    ['wrong JSON type', () => ({ AWS_APPLICATION_CREDENTIALS_JSON: file('t.json', { s3ForcePathStyle: 'true' }) }), /t\.json: "s3ForcePathStyle" must be true or false/],
-    ['missing directory', () => ({ AWS_APPLICATION_CREDENTIALS: join(root, 'nodir') }), /^AWS_APPLICATION_CREDENTIALS: cannot read credential directory .*nodir: no such file or directory$/],
-    ['directory without region', () => ({ AWS_APPLICATION_CREDENTIALS: dir('a', { accessKeyID: 'A', secretAccessKey: 'S' }) }), /region is missing \(file .*\/a\/region\)/],
-    ['directory without secret', () => ({ AWS_APPLICATION_CREDENTIALS: dir('b', { accessKeyID: 'A', region: 'r' }) }), /set either accessKeyID and secretAccessKey, or roleARN and token/],
-    ['directory with roleARN but no token', () => ({ AWS_APPLICATION_CREDENTIALS: dir('c', { roleARN: 'x', region: 'r' }) }), /or roleARN and token/],
-    ['bad bool file', () => ({ AWS_APPLICATION_CREDENTIALS: dir('d', { accessKeyID: 'A', secretAccessKey: 'S', region: 'r', s3ForcePathStyle: 'yes' }) }), /AWS_APPLICATION_CREDENTIALS: credential file .*\/d\/s3ForcePathStyle must hold true or false, got "yes"/],
-    ['SSE key without algorithm', () => ({ AWS_APPLICATION_CREDENTIALS_JSON: file('sse.json', { sseCustomerKey: 'k' }) }), /both sseCustomerKey and sseCustomerAlgorithm must be given/],
-    ['bad checksum option', () => ({ AWS_APPLICATION_CREDENTIALS_JSON: file('ck.json', { requestChecksumCalculation: 'always' }) }), /invalid value "always" for requestChecksumCalculation, must be when_supported or when_required/],
-    ['malformed JSON inside the directory', () => ({ AWS_APPLICATION_CREDENTIALS: dir('e', { 'x.json': '{' }) }), /^AWS_APPLICATION_CREDENTIALS: credential file .*\/e\/x\.json is not valid JSON/],
+    [
+      'missing JSON file',
+      () => ({ AWS_APPLICATION_CREDENTIALS_JSON: join(root, 'nope.json') }),
+      /^AWS_APPLICATION_CREDENTIALS_JSON: cannot read credential file .*nope\.json: no such file or directory$/,
+    ],
+    [
+      'malformed JSON',
+      () => ({ AWS_APPLICATION_CREDENTIALS_JSON: file('bad.json', '{"accessKeyID": ') }),
+      /^AWS_APPLICATION_CREDENTIALS_JSON: credential file .*bad\.json is not valid JSON/,
+    ],
+    [
+      'JSON that is not an object',
+      () => ({ AWS_APPLICATION_CREDENTIALS_JSON: file('arr.json', '[]') }),
+      /bad|arr\.json must hold a JSON object/,
+    ],
+    [
+      'wrong JSON type',
+      () => ({ AWS_APPLICATION_CREDENTIALS_JSON: file('t.json', { s3ForcePathStyle: 'true' }) }),
+      /t\.json: "s3ForcePathStyle" must be true or false/,
+    ],
+    [
+      'missing directory',
+      () => ({ AWS_APPLICATION_CREDENTIALS: join(root, 'nodir') }),
+      /^AWS_APPLICATION_CREDENTIALS: cannot read credential directory .*nodir: no such file or directory$/,
+    ],
+    [
+      'directory without region',
+      () => ({ AWS_APPLICATION_CREDENTIALS: dir('a', { accessKeyID: 'A', secretAccessKey: 'S' }) }),
+      /region is missing \(file .*\/a\/region\)/,
+    ],
+    [
+      'directory without secret',
+      () => ({ AWS_APPLICATION_CREDENTIALS: dir('b', { accessKeyID: 'A', region: 'r' }) }),
+      /set either accessKeyID and secretAccessKey, or roleARN and token/,
+    ],
+    [
+      'directory with roleARN but no token',
+      () => ({ AWS_APPLICATION_CREDENTIALS: dir('c', { roleARN: 'x', region: 'r' }) }),
+      /or roleARN and token/,
+    ],
+    [
+      'bad bool file',
+      () => ({ AWS_APPLICATION_CREDENTIALS: dir('d', { accessKeyID: 'A', secretAccessKey: 'S', region: 'r', s3ForcePathStyle: 'yes' }) }),
+      /AWS_APPLICATION_CREDENTIALS: credential file .*\/d\/s3ForcePathStyle must hold true or false, got "yes"/,
+    ],
+    [
+      'SSE key without algorithm',
+      () => ({ AWS_APPLICATION_CREDENTIALS_JSON: file('sse.json', { sseCustomerKey: 'k' }) }),
+      /both sseCustomerKey and sseCustomerAlgorithm must be given/,
+    ],
+    [
+      'bad checksum option',
+      () => ({ AWS_APPLICATION_CREDENTIALS_JSON: file('ck.json', { requestChecksumCalculation: 'always' }) }),
+      /invalid value "always" for requestChecksumCalculation, must be when_supported or when_required/,
+    ],
+    [
+      'malformed JSON inside the directory',
+      () => ({ AWS_APPLICATION_CREDENTIALS: dir('e', { 'x.json': '{' }) }),
+      /^AWS_APPLICATION_CREDENTIALS: credential file .*\/e\/x\.json is not valid JSON/,
+    ],
   ])('fail clearly: %s', async (_name, env, message) => {
     expect(await credentialError(readS3Credentials(env(), ''))).toMatch(message);
   });
@@ -191,7 +243,9 @@ describe('ABS credentials', () => {
       /^AZURE_APPLICATION_CREDENTIALS: credential directory .*\/az: storageKey missing$/,
     );
     const p = file('az.json', {});
-    expect(await credentialError(readAbsCredentials({ AZURE_APPLICATION_CREDENTIALS_JSON: p }, ''))).toMatch(/storageAccount and storageKey missing/);
+    expect(await credentialError(readAbsCredentials({ AZURE_APPLICATION_CREDENTIALS_JSON: p }, ''))).toMatch(
+      /storageAccount and storageKey missing/,
+    );
   });
 });
 
@@ -216,7 +270,8 @@ function externalAccount(d: string): Record<string, unknown> {
     subject_token_type: 'urn:ietf:params:oauth:token-type:jwt',
     token_url: 'https://sts.googleapis.com/v1/token',
     universe_domain: 'googleapis.com',
-    service_account_impersonation_url: 'https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/sa@p.iam.gserviceaccount.com:generateAccessToken',
+    service_account_impersonation_url:
+      'https://iamcredentials.googleapis.com/v1/projects/-/serviceAccounts/sa@p.iam.gserviceaccount.com:generateAccessToken',
     credential_source: { file: join(d, 'token'), format: { type: 'text' } },
   };
 }
@@ -251,15 +306,39 @@ describe('GCS credentials', () => {
   });
 
   it.each<[string, (d: string) => Record<string, unknown>, RegExp]>([
-    ['unknown type', () => ({ ...SERVICE_ACCOUNT, type: 'authorized_user' }), /"type" must be "service_account" or "external_account", got "authorized_user"/],
+    [
+      'unknown type',
+      () => ({ ...SERVICE_ACCOUNT, type: 'authorized_user' }),
+      /"type" must be "service_account" or "external_account", got "authorized_user"/,
+    ],
     ['bad project id', () => ({ ...SERVICE_ACCOUNT, project_id: 'My_Project' }), /"project_id" "My_Project" is not a valid project ID/],
     ['unexpected field', () => ({ ...SERVICE_ACCOUNT, extra: 'x' }), /field "extra" is not allowed in a service_account key/],
     ['missing private key', () => ({ ...SERVICE_ACCOUNT, private_key: undefined }), /"private_key" is missing/],
-    ['wrong token url', (d) => ({ ...externalAccount(d), token_url: 'https://evil.example.com/token' }), /"token_url" must be "https:\/\/sts\.googleapis\.com\/v1\/token"/],
-    ['wrong subject token type', (d) => ({ ...externalAccount(d), subject_token_type: 'urn:ietf:params:oauth:token-type:saml2' }), /"subject_token_type" must be/],
-    ['credential source elsewhere', (d) => ({ ...externalAccount(d), credential_source: { file: '/etc/passwd', format: { type: 'text' } } }), /"credential_source" must be \{"file":".*\/token","format":\{"type":"text"\}\}/],
-    ['credential source with a url', (d) => ({ ...externalAccount(d), credential_source: { url: 'http://169.254.169.254' } }), /"credential_source" must be/],
-    ['bad impersonation url', (d) => ({ ...externalAccount(d), service_account_impersonation_url: 'https://example.com/x' }), /"service_account_impersonation_url" must match/],
+    [
+      'wrong token url',
+      (d) => ({ ...externalAccount(d), token_url: 'https://evil.example.com/token' }),
+      /"token_url" must be "https:\/\/sts\.googleapis\.com\/v1\/token"/,
+    ],
+    [
+      'wrong subject token type',
+      (d) => ({ ...externalAccount(d), subject_token_type: 'urn:ietf:params:oauth:token-type:saml2' }),
+      /"subject_token_type" must be/,
+    ],
+    [
+      'credential source elsewhere',
+      (d) => ({ ...externalAccount(d), credential_source: { file: '/etc/passwd', format: { type: 'text' } } }),
+      /"credential_source" must be \{"file":".*\/token","format":\{"type":"text"\}\}/,
+    ],
+    [
+      'credential source with a url',
+      (d) => ({ ...externalAccount(d), credential_source: { url: 'http://169.254.169.254' } }),
+      /"credential_source" must be/,
+    ],
+    [
+      'bad impersonation url',
+      (d) => ({ ...externalAccount(d), service_account_impersonation_url: 'https://example.com/x' }),
+      /"service_account_impersonation_url" must match/,
+    ],
     ['missing audience', (d) => ({ ...externalAccount(d), audience: undefined }), /"audience" is missing/],
   ])('reject %s, naming the variable and file', async (_n, make, message) => {
     const d = dir('g', { token: 'jwt', projectID: 'p-12345' });
@@ -274,7 +353,9 @@ describe('GCS credentials', () => {
     const d = dir('w2', { token: 'jwt' });
     const keyFile = join(d, 'cfg.json');
     writeFileSync(keyFile, JSON.stringify(externalAccount(d)));
-    expect(await credentialError(readGcsCredentials({ GOOGLE_APPLICATION_CREDENTIALS: keyFile }, ''))).toMatch(/need the project ID in .*\/w2\/projectID/);
+    expect(await credentialError(readGcsCredentials({ GOOGLE_APPLICATION_CREDENTIALS: keyFile }, ''))).toMatch(
+      /need the project ID in .*\/w2\/projectID/,
+    );
   });
 
   it('name the file when it is missing or malformed', async () => {
@@ -321,9 +402,9 @@ describe('credentialsModifiedTime', () => {
     at(p, 1_600_000_000);
     const d = dir('aws', { 'c.json': '{}', accessKeyID: 'A', secretAccessKey: 'S', region: 'r' });
     at(join(d, 'c.json'), 1_650_000_000);
-    expect((await credentialsModifiedTime('S3', { AWS_APPLICATION_CREDENTIALS_JSON: p, AWS_APPLICATION_CREDENTIALS: d }, ''))?.getTime()).toBe(
-      1_600_000_000_000,
-    );
+    expect(
+      (await credentialsModifiedTime('S3', { AWS_APPLICATION_CREDENTIALS_JSON: p, AWS_APPLICATION_CREDENTIALS: d }, ''))?.getTime(),
+    ).toBe(1_600_000_000_000);
     expect((await credentialsModifiedTime('S3', { AWS_APPLICATION_CREDENTIALS: d }, ''))?.getTime()).toBe(1_650_000_000_000);
   });
 

@@ -23,7 +23,15 @@ import {
 import { checkDecryptable, encryptsNewSnapshots, withEncryption } from '../src/encrypting-store.js';
 import { isSnapStoreError } from '../src/errors.js';
 import { openLocalStore } from '../src/providers/local.js';
-import { generateSnapshotName, newSnapshot, parseSnapshotKey, setEncrypted, setFinal, snapshotFromJSON, snapshotToJSON } from '../src/snapshot.js';
+import {
+  generateSnapshotName,
+  newSnapshot,
+  parseSnapshotKey,
+  setEncrypted,
+  setFinal,
+  snapshotFromJSON,
+  snapshotToJSON,
+} from '../src/snapshot.js';
 import { chunksOf, randomBytes } from './support/streams.js';
 
 const run = promisify(execFile);
@@ -101,7 +109,7 @@ describe('streams', () => {
     expect(sealed.subarray(0, 22).toString()).toBe('age-encryption.org/v1\n');
     // header + 16-byte nonce + per started 64 KiB chunk a 16-byte tag (at least one chunk)
     const chunks = Math.max(1, Math.ceil(n / CHUNK));
-    const headerEnd = sealed.indexOf('\n', sealed.indexOf('\n--- ')+ 1) + 1;
+    const headerEnd = sealed.indexOf('\n', sealed.indexOf('\n--- ') + 1) + 1;
     expect(sealed.length).toBe(headerEnd + 16 + n + 16 * chunks);
     for (const id of [alice, bob]) {
       expect((await through(createDecryptStream([mallory, id], 'obj'), sealed, 7_777)).equals(data)).toBe(true);
@@ -132,14 +140,21 @@ describe('streams', () => {
       ['truncated inside the last chunk', sealed.subarray(0, sealed.length - 10)],
       ['truncated at a chunk boundary', sealed.subarray(0, headerEnd + 16 + 3 * (CHUNK + 16))],
       ['only the header', sealed.subarray(0, headerEnd)],
-      ['a chunk dropped', Buffer.concat([sealed.subarray(0, headerEnd + 16 + CHUNK + 16), sealed.subarray(headerEnd + 16 + 2 * (CHUNK + 16))])],
+      [
+        'a chunk dropped',
+        Buffer.concat([sealed.subarray(0, headerEnd + 16 + CHUNK + 16), sealed.subarray(headerEnd + 16 + 2 * (CHUNK + 16))]),
+      ],
     ];
     (cases[0]![1] as Buffer)[headerEnd + 16 + CHUNK + 7]! ^= 1;
     (cases[1]![1] as Buffer)[sealed.indexOf('\n--- ') + 6]! ^= 1;
     for (const [what, bytes] of cases) {
       const out: Buffer[] = [];
       const err = await errorOf(
-        pipeline(Readable.from(chunksOf(bytes, 4096)), createDecryptStream([alice], 'obj'), new Writable({ write: (c: Buffer, _e, cb) => (out.push(c), cb()) })),
+        pipeline(
+          Readable.from(chunksOf(bytes, 4096)),
+          createDecryptStream([alice], 'obj'),
+          new Writable({ write: (c: Buffer, _e, cb) => (out.push(c), cb()) }),
+        ),
       );
       expect(isSnapStoreError(err, 'E_CORRUPT'), `${what}: ${String(err)}`).toBe(true);
       // Nothing past the damage comes out: at most the authenticated chunks before it.
@@ -168,7 +183,10 @@ describe('the reference age CLI (independent implementation)', () => {
     const sealed = await through(createEncryptStream([alice.recipient, fromKeygen[0]!.recipient]), data);
     const file = path.join(dir, 'obj.gz.age');
     await writeFile(file, sealed);
-    for (const [name, key] of [['alice.key', `${alice.secretKey}\n`], ['keygen.key', generated]] as const) {
+    for (const [name, key] of [
+      ['alice.key', `${alice.secretKey}\n`],
+      ['keygen.key', generated],
+    ] as const) {
       const keyFile = path.join(dir, name);
       await writeFile(keyFile, key, { mode: 0o600 });
       const out = path.join(dir, `${name}.out`);
@@ -199,12 +217,28 @@ const createdOn = new Date(1_700_000_000_000);
 
 describe('names', () => {
   it('puts .age after the compression suffix and before .final, and parses it back', () => {
-    const full = newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: 42, createdOn, compressionSuffix: '.gz', isFinal: true, encrypted: true });
+    const full = newSnapshot({
+      kind: 'Full',
+      startRevision: 0,
+      lastRevision: 42,
+      createdOn,
+      compressionSuffix: '.gz',
+      isFinal: true,
+      encrypted: true,
+    });
     expect(full.snapName).toBe('Full-00000000-00000042-1700000000.gz.age.final');
     const parsed = parseSnapshotKey(`p/v2/${full.snapName}`);
     expect(parsed).toMatchObject({ compressionSuffix: '.gz', isEncrypted: true, isFinal: true, lastRevision: 42 });
-    expect(parseSnapshotKey('v2/Incr-00000043-00000050-1700000001.age')).toMatchObject({ compressionSuffix: '', isEncrypted: true, isFinal: false });
-    expect(parseSnapshotKey('v2/Incr-00000043-00000050-1700000001.zst.age/0000000003')).toMatchObject({ compressionSuffix: '.zst', isEncrypted: true, isChunk: true });
+    expect(parseSnapshotKey('v2/Incr-00000043-00000050-1700000001.age')).toMatchObject({
+      compressionSuffix: '',
+      isEncrypted: true,
+      isFinal: false,
+    });
+    expect(parseSnapshotKey('v2/Incr-00000043-00000050-1700000001.zst.age/0000000003')).toMatchObject({
+      compressionSuffix: '.zst',
+      isEncrypted: true,
+      isChunk: true,
+    });
     expect(generateSnapshotName({ ...parsed })).toBe(full.snapName);
   });
 
@@ -228,7 +262,15 @@ describe('names', () => {
 describe('EncryptingStore', () => {
   it('encrypts objects named encrypted, passes plain ones through byte for byte, and checks headers before a restore', async () => {
     const root = path.join(dir, 'store');
-    const inner = await openLocalStore({ provider: 'Local', rootDir: root, container: 'c', prefix: 'v2', maxParallelChunkUploads: 1, minChunkSize: 5 << 20, tempDir: dir });
+    const inner = await openLocalStore({
+      provider: 'Local',
+      rootDir: root,
+      container: 'c',
+      prefix: 'v2',
+      maxParallelChunkUploads: 1,
+      minChunkSize: 5 << 20,
+      tempDir: dir,
+    });
     const store = withEncryption(inner, { recipients: [alice.recipient], identities: [bob, alice] });
     const readerWithoutKey = withEncryption(inner, { recipients: [], identities: [mallory] });
     try {
@@ -236,7 +278,13 @@ describe('EncryptingStore', () => {
       expect(encryptsNewSnapshots(readerWithoutKey)).toBe(false);
       const data = randomBytes(CHUNK * 2 + 9, 3);
       const sealed = newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: 5, createdOn, compressionSuffix: '.gz', encrypted: true });
-      const plain = newSnapshot({ kind: 'Incr', startRevision: 6, lastRevision: 7, createdOn: new Date(createdOn.getTime() + 1000), compressionSuffix: '.gz' });
+      const plain = newSnapshot({
+        kind: 'Incr',
+        startRevision: 6,
+        lastRevision: 7,
+        createdOn: new Date(createdOn.getTime() + 1000),
+        compressionSuffix: '.gz',
+      });
       await store.save(sealed, Readable.from([data]));
       await store.save(plain, Readable.from([data]));
       const listed = await store.list();

@@ -183,7 +183,9 @@ describe('fake GCS JSON API', () => {
       method: 'POST',
     });
     const session = start.headers.get('location') ?? '';
-    await (await fetch(session, { method: 'PUT', headers: { 'Content-Range': `bytes 0-${256 * KiB - 1}/*` }, body: Buffer.alloc(256 * KiB) })).arrayBuffer();
+    await (
+      await fetch(session, { method: 'PUT', headers: { 'Content-Range': `bytes 0-${256 * KiB - 1}/*` }, body: Buffer.alloc(256 * KiB) })
+    ).arrayBuffer();
     const del = await fetch(session, { method: 'DELETE' });
     expect(del.status).toBe(499);
     const late = await fetch(session, { method: 'PUT', headers: { 'Content-Range': 'bytes */1' } });
@@ -198,7 +200,11 @@ describe('fake GCS JSON API', () => {
       method: 'POST',
     });
     const session = start.headers.get('location') ?? '';
-    const res = await fetch(session, { method: 'PUT', headers: { 'Content-Range': 'bytes 0-2/3', 'X-Goog-Hash': 'md5=AAAAAAAAAAAAAAAAAAAAAA==' }, body: 'abc' });
+    const res = await fetch(session, {
+      method: 'PUT',
+      headers: { 'Content-Range': 'bytes 0-2/3', 'X-Goog-Hash': 'md5=AAAAAAAAAAAAAAAAAAAAAA==' },
+      body: 'abc',
+    });
     expect(res.status).toBe(400);
     await res.arrayBuffer();
     expect((await fetch(objUrl('r/hash'))).status).toBe(404);

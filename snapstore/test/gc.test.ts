@@ -69,8 +69,7 @@ function stream(base: number, minutes: number, n: number): { full: Snapshot; del
   return { full, deltas };
 }
 
-const immutableError = (key: string): Error =>
-  new SnapStoreError('E_IMMUTABLE', `snapshot ${key} is protected by an immutability policy`);
+const immutableError = (key: string): Error => new SnapStoreError('E_IMMUTABLE', `snapshot ${key} is protected by an immutability policy`);
 const boom = (key: string): Error => new SnapStoreError('E_UNREACHABLE', `deleting ${key}: connection reset`);
 
 describe('runGarbageCollection', () => {
@@ -82,10 +81,7 @@ describe('runGarbageCollection', () => {
     const store = new MemoryStore([a.full, ...a.deltas, b.full, ...b.deltas, parent, chunk]);
     const plan: GcPlan = {
       chunks: [chunk],
-      streams: [
-        { deltas: [...a.deltas].reverse(), full: a.full },
-        { deltas: [...b.deltas].reverse() },
-      ],
+      streams: [{ deltas: [...a.deltas].reverse(), full: a.full }, { deltas: [...b.deltas].reverse() }],
       skippedImmutable: [],
     };
     const result = await runGarbageCollection(store, plan, recorder());
@@ -101,7 +97,11 @@ describe('runGarbageCollection', () => {
     const a = stream(100, 0, 3);
     const locked = a.deltas[1] as Snapshot;
     const store = new MemoryStore([a.full, ...a.deltas], new Map([[keyOf(locked), immutableError(keyOf(locked))]]));
-    const result = await runGarbageCollection(store, { chunks: [], streams: [{ deltas: [...a.deltas].reverse(), full: a.full }], skippedImmutable: [] }, recorder());
+    const result = await runGarbageCollection(
+      store,
+      { chunks: [], streams: [{ deltas: [...a.deltas].reverse(), full: a.full }], skippedImmutable: [] },
+      recorder(),
+    );
     expect(result.skippedImmutable).toEqual([locked]);
     expect(result.failed).toEqual([]);
     expect(result.deleted).toEqual([a.deltas[2], a.deltas[0], a.full]);
@@ -146,18 +146,18 @@ describe('runGarbageCollection', () => {
     const result = await runGarbageCollection(store, plan, recorder());
     expect(GC_STREAM_ERROR_THRESHOLD).toBe(5);
     expect(result.failed.map((f) => f.snap)).toEqual([...a.deltas].reverse().slice(0, 5));
-    expect(store.deleteCalls).toEqual([
-      ...[...a.deltas].reverse().slice(0, 5).map(keyOf),
-      keyOf(b.deltas[0] as Snapshot),
-      keyOf(b.full),
-    ]);
+    expect(store.deleteCalls).toEqual([...[...a.deltas].reverse().slice(0, 5).map(keyOf), keyOf(b.deltas[0] as Snapshot), keyOf(b.full)]);
   });
 
   it('immutability refusals do not count towards the threshold', async () => {
     const a = stream(100, 0, 7);
     const failures = new Map(a.deltas.map((d) => [keyOf(d), immutableError(keyOf(d))] as const));
     const store = new MemoryStore([a.full, ...a.deltas], failures);
-    const result = await runGarbageCollection(store, { chunks: [], streams: [{ deltas: [...a.deltas].reverse(), full: a.full }], skippedImmutable: [] }, recorder());
+    const result = await runGarbageCollection(
+      store,
+      { chunks: [], streams: [{ deltas: [...a.deltas].reverse(), full: a.full }], skippedImmutable: [] },
+      recorder(),
+    );
     expect(result.skippedImmutable).toHaveLength(7);
     expect(result.deleted).toEqual([a.full]);
   });
@@ -169,10 +169,19 @@ describe('runGarbageCollection', () => {
     const chunk = { ...c, isChunk: true, chunkNumber: 2 };
     const chunkErr = boom(keyOf(chunk));
     const fullErr = boom(keyOf(a.full));
-    const store = new MemoryStore([a.full, b.full, c, chunk], new Map([[keyOf(chunk), chunkErr], [keyOf(a.full), fullErr]]));
+    const store = new MemoryStore(
+      [a.full, b.full, c, chunk],
+      new Map([
+        [keyOf(chunk), chunkErr],
+        [keyOf(a.full), fullErr],
+      ]),
+    );
     const plan: GcPlan = {
       chunks: [chunk],
-      streams: [{ deltas: [], full: a.full }, { deltas: [], full: b.full }],
+      streams: [
+        { deltas: [], full: a.full },
+        { deltas: [], full: b.full },
+      ],
       skippedImmutable: [],
     };
     const result = await runGarbageCollection(store, plan, recorder());
@@ -186,7 +195,11 @@ describe('runGarbageCollection', () => {
   it('a missing object is a failure, as upstream (the next run no longer lists it)', async () => {
     const a = stream(100, 0, 1);
     const store = new MemoryStore([a.full]);
-    const result = await runGarbageCollection(store, { chunks: [], streams: [{ deltas: a.deltas, full: a.full }], skippedImmutable: [] }, recorder());
+    const result = await runGarbageCollection(
+      store,
+      { chunks: [], streams: [{ deltas: a.deltas, full: a.full }], skippedImmutable: [] },
+      recorder(),
+    );
     expect(result.failed.map((f) => f.snap)).toEqual(a.deltas);
     expect(store.objects.has(keyOf(a.full))).toBe(true);
   });

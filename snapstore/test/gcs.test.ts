@@ -48,7 +48,8 @@ const FAST: GcsStoreOptions = { retry: { maxRetries: 0 }, timeoutMs: 5_000 };
 describeSnapStoreConformance('GCS on the fake JSON API', async () => {
   const fake = await fakeGcs();
   return {
-    open: async (opts) => openGcsStore(config(fake, { ...(opts?.prefix ? { prefix: opts.prefix } : {}), ...(opts?.logger ? { logger: opts.logger } : {}) })),
+    open: async (opts) =>
+      openGcsStore(config(fake, { ...(opts?.prefix ? { prefix: opts.prefix } : {}), ...(opts?.logger ? { logger: opts.logger } : {}) })),
     rawKeys: async () => fake.objectNames(BUCKET),
     putRaw: (key, data) => fake.putObject(BUCKET, key, data),
     async teardown() {
@@ -164,10 +165,20 @@ describe('GCS provider on the fake', () => {
     for (const s of [kept, excluded, other]) await store.save(s, Readable.from([Buffer.from(s.snapName)]));
     // Set the way an operator would, through the real client (PATCH of custom metadata).
     const client = new Storage({ apiEndpoint: fake.endpoint, projectId: 'test' });
-    await client.bucket(BUCKET).file(`${store.prefix}/${excluded.snapName}`).setMetadata({ metadata: { 'x-etcd-snapshot-exclude': 'true' } });
-    await client.bucket(BUCKET).file(`${store.prefix}/${other.snapName}`).setMetadata({ metadata: { 'x-etcd-snapshot-exclude': 'TRUE' } });
+    await client
+      .bucket(BUCKET)
+      .file(`${store.prefix}/${excluded.snapName}`)
+      .setMetadata({ metadata: { 'x-etcd-snapshot-exclude': 'true' } });
+    await client
+      .bucket(BUCKET)
+      .file(`${store.prefix}/${other.snapName}`)
+      .setMetadata({ metadata: { 'x-etcd-snapshot-exclude': 'TRUE' } });
     expect((await store.list()).map((s) => s.snapName)).toEqual([kept.snapName, other.snapName]);
-    expect((await store.list({ includeExcluded: true })).map((s) => s.snapName)).toEqual([kept.snapName, excluded.snapName, other.snapName]);
+    expect((await store.list({ includeExcluded: true })).map((s) => s.snapName)).toEqual([
+      kept.snapName,
+      excluded.snapName,
+      other.snapName,
+    ]);
   });
 
   it('lists upstream chunk objects as chunks next to their composite', async () => {
@@ -184,7 +195,10 @@ describe('GCS provider on the fake', () => {
     ]);
     expect((await readAll(await store.fetch(list[2] as Snapshot))).toString()).toBe('b');
     await store.delete(list[1] as Snapshot);
-    expect(fake.objectNames(BUCKET).filter((k) => k.startsWith(store.prefix))).toEqual([`${store.prefix}/${name}`, `${store.prefix}/${name}/0000000002`]);
+    expect(fake.objectNames(BUCKET).filter((k) => k.startsWith(store.prefix))).toEqual([
+      `${store.prefix}/${name}`,
+      `${store.prefix}/${name}/0000000002`,
+    ]);
   });
 
   describe('with a bucket retention policy', () => {

@@ -93,10 +93,15 @@ describe('Local provider specifics', () => {
     const snap = testSnapshot('Full', 0, 2, 1_700_000_002);
     const saving = store.save(snap, input);
     input.write(Buffer.alloc(1000, 1));
-    const during = await waitFor(async () => {
-      const files = await filesUnder(path.join(root, 'p', 'v2'));
-      return files.length > 0 ? files : undefined;
-    }, 'the save to open its file', 10_000, 10);
+    const during = await waitFor(
+      async () => {
+        const files = await filesUnder(path.join(root, 'p', 'v2'));
+        return files.length > 0 ? files : undefined;
+      },
+      'the save to open its file',
+      10_000,
+      10,
+    );
     expect(during).toHaveLength(1);
     expect(during[0]).toMatch(/^\.etcd-backup-/);
     expect(await store.list()).toEqual([]);

@@ -111,9 +111,7 @@ describe('lzw encoder', () => {
     // Expected bytes produced by Go 1.19 lzw.NewWriter(w, lzw.LSB, 8).
     expect((await encode(Buffer.alloc(0))).toString('hex')).toBe('000302');
     expect((await encode(Buffer.from('a'))).toString('hex')).toBe('00c30404');
-    expect((await encode(Buffer.from('TOBEORNOTTOBEORTOBEORNOT'))).toString('hex')).toBe(
-      '00a93c1152e48914274fa80824687061c183090302',
-    );
+    expect((await encode(Buffer.from('TOBEORNOTTOBEORTOBEORNOT'))).toString('hex')).toBe('00a93c1152e48914274fa80824687061c183090302');
   });
 
   it('starts with a clear code, ends with EOF and zero padding', async () => {
@@ -266,10 +264,7 @@ describe('lzw against Go compress/lzw (LSB, 8)', () => {
     ];
     let clearBeforeEof = 0;
     for (const [from, to] of ranges) {
-      const goSums = (await go.run(['encode-prefixes', 'lzw', String(from), String(to)], data))
-        .toString()
-        .trim()
-        .split('\n');
+      const goSums = (await go.run(['encode-prefixes', 'lzw', String(from), String(to)], data)).toString().trim().split('\n');
       expect(goSums.length).toBe(to - from);
       for (let n = from; n < to; n++) {
         const ours = await encode(data.subarray(0, n));

@@ -40,11 +40,17 @@ describeSnapStoreConformance('OSS through ali-oss on the fake OSS API', async ()
   const oss = await startFakeOss();
   const dir = await mkdtemp(join(tmpdir(), 'etcdbr-oss-creds-'));
   // The directory form of the secret, one file per key.
-  const values = { storageEndpoint: oss.endpoint, accessKeyID: FAKE_OSS_ACCESS_KEY_ID, accessKeySecret: FAKE_OSS_ACCESS_KEY_SECRET, bucketName: oss.bucket };
+  const values = {
+    storageEndpoint: oss.endpoint,
+    accessKeyID: FAKE_OSS_ACCESS_KEY_ID,
+    accessKeySecret: FAKE_OSS_ACCESS_KEY_SECRET,
+    bucketName: oss.bucket,
+  };
   for (const [k, v] of Object.entries(values)) await writeFile(join(dir, k), `${v}\n`);
   const credentials = (await readCredentials('OSS', { ALICLOUD_APPLICATION_CREDENTIALS: dir }, '')) as OssCredentials;
   return {
-    open: (opts) => openSnapStore({ ...config(oss, { credentials, prefix: opts?.prefix ?? 'v2' }), ...(opts?.logger ? { logger: opts.logger } : {}) }),
+    open: (opts) =>
+      openSnapStore({ ...config(oss, { credentials, prefix: opts?.prefix ?? 'v2' }), ...(opts?.logger ? { logger: opts.logger } : {}) }),
     rawKeys: async () => oss.rawKeys(),
     putRaw: async (key, data) => oss.putRaw(key, data),
     async teardown() {
@@ -52,7 +58,13 @@ describeSnapStoreConformance('OSS through ali-oss on the fake OSS API', async ()
       await rm(dir, { recursive: true, force: true });
     },
     openUnreachable: async () =>
-      openOssStore(config(oss, { prefix: 'unreachable/v2', credentials: { ...credentials, storageEndpoint: `http://127.0.0.1:${await closedPort()}` } }), FAST),
+      openOssStore(
+        config(oss, {
+          prefix: 'unreachable/v2',
+          credentials: { ...credentials, storageEndpoint: `http://127.0.0.1:${await closedPort()}` },
+        }),
+        FAST,
+      ),
   };
 });
 
@@ -115,27 +127,37 @@ describe('OSS provider', () => {
 
   it('lists with marker across pages', async () => {
     const store = await open();
-    for (let i = 1; i <= 1003; i++) oss.putRaw(`${store.prefix}/Incr-${String(i).padStart(8, '0')}-${String(i).padStart(8, '0')}-${1_700_000_000 + i}.gz`, Buffer.from('d'));
+    for (let i = 1; i <= 1003; i++)
+      oss.putRaw(
+        `${store.prefix}/Incr-${String(i).padStart(8, '0')}-${String(i).padStart(8, '0')}-${1_700_000_000 + i}.gz`,
+        Buffer.from('d'),
+      );
     const list = await store.list();
     expect(list.length).toBe(1003);
     expect(list[1002]?.lastRevision).toBe(1003);
-    expect(oss.requests.filter((r) => r.url.includes('marker=') && r.url.includes(encodeURIComponent(store.prefix.split('/')[0] as string))).length).toBeGreaterThanOrEqual(1);
+    expect(
+      oss.requests.filter((r) => r.url.includes('marker=') && r.url.includes(encodeURIComponent(store.prefix.split('/')[0] as string)))
+        .length,
+    ).toBeGreaterThanOrEqual(1);
   });
 
-  it.each(['InProgress', 'Locked'] as const)('a %s bucket retention policy makes snapshots immutable until CreatedOn + days', async (state) => {
-    const store = await open();
-    const snap = testSnapshot('Full', 0, 40, 1_700_000_040);
-    await store.save(snap, Readable.from([Buffer.from('full')]));
-    oss.setWorm({ state, days: 3 });
-    try {
-      const got = (await store.list())[0];
-      expect(got?.immutabilityExpiryTime).toEqual(new Date((1_700_000_040 + 3 * 86_400) * 1000));
-      // OSS itself refuses the delete while the object is under retention.
-      await expectCode(store.delete(got!), 'E_IMMUTABLE');
-    } finally {
-      oss.setWorm(undefined);
-    }
-  });
+  it.each(['InProgress', 'Locked'] as const)(
+    'a %s bucket retention policy makes snapshots immutable until CreatedOn + days',
+    async (state) => {
+      const store = await open();
+      const snap = testSnapshot('Full', 0, 40, 1_700_000_040);
+      await store.save(snap, Readable.from([Buffer.from('full')]));
+      oss.setWorm({ state, days: 3 });
+      try {
+        const got = (await store.list())[0];
+        expect(got?.immutabilityExpiryTime).toEqual(new Date((1_700_000_040 + 3 * 86_400) * 1000));
+        // OSS itself refuses the delete while the object is under retention.
+        await expectCode(store.delete(got!), 'E_IMMUTABLE');
+      } finally {
+        oss.setWorm(undefined);
+      }
+    },
+  );
 
   it('an expired policy or none: no immutability; delete removes, a missing object is E_NOT_FOUND', async () => {
     const store = await open();
@@ -155,7 +177,9 @@ describe('OSS provider', () => {
   });
 
   it('a wrong secret is E_CREDENTIALS on every operation', async () => {
-    const store = await open({ credentials: { storageEndpoint: oss.endpoint, accessKeyID: FAKE_OSS_ACCESS_KEY_ID, accessKeySecret: 'wrong' } });
+    const store = await open({
+      credentials: { storageEndpoint: oss.endpoint, accessKeyID: FAKE_OSS_ACCESS_KEY_ID, accessKeySecret: 'wrong' },
+    });
     expect((await expectCode(store.list(), 'E_CREDENTIALS')).message).toMatch(/SignatureDoesNotMatch|signature/i);
     await expectCode(store.save(testSnapshot('Full', 0, 1, 1_700_000_001), Readable.from([Buffer.from('x')])), 'E_CREDENTIALS');
   });
@@ -177,10 +201,24 @@ describe('OSS credentials', () => {
 
   it('reads the JSON file, the JSON file in a directory and the directory of files; prefixes per role', async () => {
     const json = join(dir, 'creds.json');
-    await writeFile(json, JSON.stringify({ storageEndpoint: 'https://oss-eu-central-1.aliyuncs.com', accessKeyID: 'id', accessKeySecret: 'secret', bucketName: 'ignored' }));
+    await writeFile(
+      json,
+      JSON.stringify({
+        storageEndpoint: 'https://oss-eu-central-1.aliyuncs.com',
+        accessKeyID: 'id',
+        accessKeySecret: 'secret',
+        bucketName: 'ignored',
+      }),
+    );
     const want = { storageEndpoint: 'https://oss-eu-central-1.aliyuncs.com', accessKeyID: 'id', accessKeySecret: 'secret' };
     expect(await readCredentials('OSS', { ALICLOUD_APPLICATION_CREDENTIALS_JSON: json }, '')).toEqual(want);
-    expect(await readCredentials('OSS', { SOURCE_ALICLOUD_APPLICATION_CREDENTIALS_JSON: json, ALICLOUD_APPLICATION_CREDENTIALS_JSON: '/nope' }, 'SOURCE_')).toEqual(want);
+    expect(
+      await readCredentials(
+        'OSS',
+        { SOURCE_ALICLOUD_APPLICATION_CREDENTIALS_JSON: json, ALICLOUD_APPLICATION_CREDENTIALS_JSON: '/nope' },
+        'SOURCE_',
+      ),
+    ).toEqual(want);
     const withJson = join(dir, 'with-json');
     await mkdir(withJson);
     await writeFile(join(withJson, 'secret.json'), JSON.stringify(want));
@@ -197,7 +235,9 @@ describe('OSS credentials', () => {
     const json = join(dir, 'partial.json');
     await writeFile(json, JSON.stringify({ storageEndpoint: 'https://oss.example', accessKeyID: '' }));
     const e1 = await expectCode(readCredentials('OSS', { ALICLOUD_APPLICATION_CREDENTIALS_JSON: json }, ''), 'E_CREDENTIALS');
-    expect(e1.message).toBe(`ALICLOUD_APPLICATION_CREDENTIALS_JSON: OSS credential file ${json}: "accessKeyID" is missing, "accessKeySecret" is missing`);
+    expect(e1.message).toBe(
+      `ALICLOUD_APPLICATION_CREDENTIALS_JSON: OSS credential file ${json}: "accessKeyID" is missing, "accessKeySecret" is missing`,
+    );
     const d = join(dir, 'partial-dir');
     await mkdir(d);
     await writeFile(join(d, 'accessKeyID'), 'id');
@@ -207,12 +247,16 @@ describe('OSS credentials', () => {
     );
     const bad = join(dir, 'bad.json');
     await writeFile(bad, '{not json');
-    expect((await expectCode(readCredentials('OSS', { ALICLOUD_APPLICATION_CREDENTIALS_JSON: bad }, ''), 'E_CREDENTIALS')).message).toContain(`credential file ${bad} is not valid JSON`);
+    expect(
+      (await expectCode(readCredentials('OSS', { ALICLOUD_APPLICATION_CREDENTIALS_JSON: bad }, ''), 'E_CREDENTIALS')).message,
+    ).toContain(`credential file ${bad} is not valid JSON`);
     const wrongType = join(dir, 'number.json');
     await writeFile(wrongType, JSON.stringify({ storageEndpoint: 'e', accessKeyID: 1, accessKeySecret: 's' }));
-    expect((await expectCode(readCredentials('OSS', { ALICLOUD_APPLICATION_CREDENTIALS_JSON: wrongType }, ''), 'E_CREDENTIALS')).message).toBe(
-      `ALICLOUD_APPLICATION_CREDENTIALS_JSON: credential file ${wrongType}: "accessKeyID" must be a string`,
+    expect(
+      (await expectCode(readCredentials('OSS', { ALICLOUD_APPLICATION_CREDENTIALS_JSON: wrongType }, ''), 'E_CREDENTIALS')).message,
+    ).toBe(`ALICLOUD_APPLICATION_CREDENTIALS_JSON: credential file ${wrongType}: "accessKeyID" must be a string`);
+    expect((await expectCode(readCredentials('OSS', {}, ''), 'E_CREDENTIALS')).message).toMatch(
+      /unable to get credentials: set ALICLOUD_APPLICATION_CREDENTIALS_JSON .* or ALICLOUD_APPLICATION_CREDENTIALS/,
     );
-    expect((await expectCode(readCredentials('OSS', {}, ''), 'E_CREDENTIALS')).message).toMatch(/unable to get credentials: set ALICLOUD_APPLICATION_CREDENTIALS_JSON .* or ALICLOUD_APPLICATION_CREDENTIALS/);
   });
 });

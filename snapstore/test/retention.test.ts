@@ -140,11 +140,7 @@ describe('delta retention (acceptance 30)', () => {
     const plan = planGarbageCollection(list, now, limit(10, { deltaRetentionMs: HOUR }));
     const s2 = streams[2] as { full: Snapshot; deltas: Snapshot[] };
     // 10:10 is older than 10:15 -> deleted; 10:20 and 10:30 are younger -> kept
-    const expectedDeleted = [
-      ...(streams[0]?.deltas ?? []),
-      ...(streams[1]?.deltas ?? []),
-      s2.deltas[0] as Snapshot,
-    ].map(id);
+    const expectedDeleted = [...(streams[0]?.deltas ?? []), ...(streams[1]?.deltas ?? []), s2.deltas[0] as Snapshot].map(id);
     expect(deletedIds(plan)).toEqual(expectedDeleted.sort());
   });
 
@@ -164,9 +160,7 @@ describe('delta retention (acceptance 30)', () => {
     const d1 = snap('Incr', 11, 20, base + 50 * MIN);
     const f2 = snap('Full', 0, 20, base + HOUR);
     const now = new Date(base + HOUR + 5 * MIN);
-    expect(planGarbageCollection([f1, d1, f2], now, limit(1, { deltaRetentionMs: HOUR })).streams).toEqual([
-      { deltas: [], full: f1 },
-    ]);
+    expect(planGarbageCollection([f1, d1, f2], now, limit(1, { deltaRetentionMs: HOUR })).streams).toEqual([{ deltas: [], full: f1 }]);
   });
 });
 
@@ -184,9 +178,7 @@ describe('immutability (acceptance 31)', () => {
     const lockedFull = locked(s0.full);
     const lockedDelta = locked(s1.deltas[1] as Snapshot);
     const expiredFull = { ...s1.full, immutabilityExpiryTime: past };
-    const patched = list.map((s) =>
-      s === s0.full ? lockedFull : s === s1.deltas[1] ? lockedDelta : s === s1.full ? expiredFull : s,
-    );
+    const patched = list.map((s) => (s === s0.full ? lockedFull : s === s1.deltas[1] ? lockedDelta : s === s1.full ? expiredFull : s));
     const plan = planGarbageCollection(patched, now, limit(2));
     expect(plan.skippedImmutable.map(id).sort()).toEqual([lockedFull, lockedDelta].map(id).sort());
     const deleted = deletedIds(plan);
@@ -349,9 +341,7 @@ describe('Exponential', () => {
       const plan = planGarbageCollection(list, now, exponential({ maxBackups: 7 }));
       const left = survivors(list, plan).map((s): [SnapshotKind, number] => [s.kind, s.createdOn.getTime()]);
       const want = expected(now);
-      expect(left.map(([k, t]) => `${k} ${new Date(t).toISOString()}`)).toEqual(
-        want.map(([k, t]) => `${k} ${new Date(t).toISOString()}`),
-      );
+      expect(left.map(([k, t]) => `${k} ${new Date(t).toISOString()}`)).toEqual(want.map(([k, t]) => `${k} ${new Date(t).toISOString()}`));
       expect(plan.skippedImmutable).toEqual([]);
       // 4 weekly + 7 daily fulls are always there
       expect(want.filter(([k, t]) => k === 'Full' && t < Date.parse(iso.slice(0, 10))).length).toBe(11);

@@ -242,7 +242,12 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     // must still list 1, 2, 3, 4.
     proxy.reset(async (s) => {
       if (isPart(s) && partNo(s) === 1) {
-        await waitFor(() => proxy.seen.filter((x) => isPart(x) && partNo(x) > 1 && x.status === 200).length === 3, 'parts 2 to 4 answered', 20_000, 10);
+        await waitFor(
+          () => proxy.seen.filter((x) => isPart(x) && partNo(x) > 1 && x.status === 200).length === 3,
+          'parts 2 to 4 answered',
+          20_000,
+          10,
+        );
       }
       return undefined;
     });
@@ -478,7 +483,15 @@ describe('uploadStream over https', () => {
       sent.length = 0;
       const src = source(size);
       const key = `tls/${size}`;
-      await uploadStream(src.stream, { client, bucket: srv.bucket, key, partSize: PART, concurrency: 2, unsignedPayload: true, logger: silentLogger });
+      await uploadStream(src.stream, {
+        client,
+        bucket: srv.bucket,
+        key,
+        partSize: PART,
+        concurrency: 2,
+        unsignedPayload: true,
+        logger: silentLogger,
+      });
       const bodies = sent.filter((r) => 'partNumber' in r.query || r.query['x-id'] === 'PutObject');
       expect(bodies).toHaveLength(size > PART ? 2 : 1);
       for (const b of bodies) expect(b.headers['x-amz-content-sha256']).toBe('UNSIGNED-PAYLOAD');
@@ -496,13 +509,18 @@ describe('uploadStream over https, against a scripted request handler', () => {
   it("hands each of the SDK's own retries a fresh sliced stream of the whole part", async () => {
     const attempts: Array<{ part: number; body: 'buffer' | 'stream'; sha: string; bytes: number; payload: string }> = [];
     let resets = 0;
-    const xml = (body: string) => ({ statusCode: 200, headers: { 'content-type': 'application/xml' }, body: Readable.from([Buffer.from(body)]) });
+    const xml = (body: string) => ({
+      statusCode: 200,
+      headers: { 'content-type': 'application/xml' },
+      body: Readable.from([Buffer.from(body)]),
+    });
     const handler = {
       async handle(request: { method: string; query: Record<string, string>; headers: Record<string, string>; body?: unknown }) {
         if (request.method === 'POST' && 'uploads' in request.query) {
           return { response: xml('<InitiateMultipartUploadResult><UploadId>u1</UploadId></InitiateMultipartUploadResult>') };
         }
-        if (request.method === 'POST') return { response: xml('<CompleteMultipartUploadResult><ETag>"done"</ETag></CompleteMultipartUploadResult>') };
+        if (request.method === 'POST')
+          return { response: xml('<CompleteMultipartUploadResult><ETag>"done"</ETag></CompleteMultipartUploadResult>') };
         const part = Number(request.query.partNumber);
         const hash = createHash('sha256');
         let bytes = 0;
@@ -511,7 +529,13 @@ describe('uploadStream over https, against a scripted request handler', () => {
           hash.update(c);
           bytes += c.length;
         }
-        attempts.push({ part, body: isStream ? 'stream' : 'buffer', sha: hash.digest('hex'), bytes, payload: request.headers['x-amz-content-sha256'] ?? '' });
+        attempts.push({
+          part,
+          body: isStream ? 'stream' : 'buffer',
+          sha: hash.digest('hex'),
+          bytes,
+          payload: request.headers['x-amz-content-sha256'] ?? '',
+        });
         if (part === 1 && resets++ === 0) throw Object.assign(new Error('connection reset by the test'), { code: 'ECONNRESET' });
         return { response: { statusCode: 200, headers: { etag: `"p${part}"` }, body: Readable.from([]) } };
       },
@@ -530,7 +554,15 @@ describe('uploadStream over https, against a scripted request handler', () => {
       const src = source(PART + 10);
       const parts: Buffer[] = [];
       const tee = src.stream.on('data', (c: Buffer) => parts.push(c));
-      const r = await uploadStream(tee, { client, bucket: 'b', key: 'k', partSize: PART, concurrency: 1, unsignedPayload: true, logger: silentLogger });
+      const r = await uploadStream(tee, {
+        client,
+        bucket: 'b',
+        key: 'k',
+        partSize: PART,
+        concurrency: 1,
+        unsignedPayload: true,
+        logger: silentLogger,
+      });
       expect(r).toMatchObject({ parts: 2, retries: 0 }); // the retry was the SDK's, inside one attempt of ours
       const whole = Buffer.concat(parts);
       const part1 = createHash('sha256').update(whole.subarray(0, PART)).digest('hex');

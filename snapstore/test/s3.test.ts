@@ -16,13 +16,7 @@ import type { SnapStore } from '../src/store.js';
 import { describeSnapStoreConformance, generatedStream, readAll, testSnapshot } from './conformance.js';
 import type { ConformanceHarness } from './conformance.js';
 import { closedPort } from './support/ports.js';
-import {
-  S3RVER_ACCESS_KEY,
-  S3RVER_SECRET_KEY,
-  UPLOAD_PART_MARKER,
-  startRecordingProxy,
-  startS3rver,
-} from './support/s3rver.js';
+import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, UPLOAD_PART_MARKER, startRecordingProxy, startS3rver } from './support/s3rver.js';
 import type { RecordingProxy, S3rverInstance } from './support/s3rver.js';
 import { writeSelfSignedCert } from '../../test/support/certs.js';
 import { waitFor } from '../../test/support/wait.js';
@@ -66,8 +60,7 @@ async function s3rverHarness(): Promise<ConformanceHarness> {
     credentials: { accessKeyId: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY },
   });
   return {
-    open: (opts) =>
-      openS3Store(s3Config(srv.endpoint, srv.bucket, opts?.prefix ?? 'v2', opts?.logger ? { logger: opts.logger } : {})),
+    open: (opts) => openS3Store(s3Config(srv.endpoint, srv.bucket, opts?.prefix ?? 'v2', opts?.logger ? { logger: opts.logger } : {})),
     rawKeys: () => srv.rawKeys(),
     async putRaw(key, data) {
       await raw.send(new PutObjectCommand({ Bucket: srv.bucket, Key: key, Body: data }));
@@ -147,7 +140,8 @@ describe('S3 provider against s3rver, observed through a recording proxy', () =>
           this.push(Buffer.alloc(n, 3));
           return;
         }
-        const partAnswered = () => proxy.requests.some((r) => r.method === 'PUT' && queryOf(r.url).has('partNumber') && r.status !== undefined);
+        const partAnswered = () =>
+          proxy.requests.some((r) => r.method === 'PUT' && queryOf(r.url).has('partNumber') && r.status !== undefined);
         void waitFor(partAnswered, 'part 1 answered', 20_000, 10).then(
           () => this.destroy(new Error('generated stream failed on purpose after a part')),
           (err: unknown) => this.destroy(err as Error),
@@ -204,16 +198,16 @@ describe('S3 provider against s3rver, observed through a recording proxy', () =>
     const size = 2 * 5 * MiB + 12_345;
     await store.save(testSnapshot('Full', 0, 12, 1_700_000_012), generatedStream(size, { pieces: [300_001] }).stream);
     const parts = proxy.requests.filter((r) => r.method === 'PUT' && queryOf(r.url).has('partNumber'));
-    const sizes = parts
-      .map((r) => Number(r.headers['x-amz-decoded-content-length'] ?? r.headers['content-length']))
-      .sort((a, b) => b - a);
+    const sizes = parts.map((r) => Number(r.headers['x-amz-decoded-content-length'] ?? r.headers['content-length'])).sort((a, b) => b - a);
     expect(sizes).toEqual([5 * MiB, 5 * MiB, 12_345]);
     // Plain http: the body is signed (its SHA-256 in the signature), not sent as UNSIGNED-PAYLOAD.
     for (const p of parts) expect(p.headers['x-amz-content-sha256']).toMatch(/^[0-9a-f]{64}$/);
 
     proxy.requests.length = 0;
     await store.save(testSnapshot('Incr', 13, 14, 1_700_000_014), Readable.from([Buffer.from('small')]));
-    expect(proxy.requests.filter((r) => r.method !== 'GET').map((r) => [r.method, queryOf(r.url).toString()])).toEqual([['PUT', 'x-id=PutObject']]);
+    expect(proxy.requests.filter((r) => r.method !== 'GET').map((r) => [r.method, queryOf(r.url).toString()])).toEqual([
+      ['PUT', 'x-id=PutObject'],
+    ]);
   });
 
   it('sends SSE-C headers on every object read and write, and not on list or delete', async () => {
@@ -502,12 +496,20 @@ async function startFakeVersionedS3(bucket: string): Promise<FakeVersionedS3> {
     if (b !== bucket) return error(res, 404, 'NoSuchBucket', req.method);
     if (key === '') {
       if (req.method === 'GET' && q.has('versioning')) {
-        return xml(res, 200, '<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>Enabled</Status></VersioningConfiguration>');
+        return xml(
+          res,
+          200,
+          '<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>Enabled</Status></VersioningConfiguration>',
+        );
       }
       if (req.method === 'GET' && q.has('object-lock')) {
         if (!state.retention) return error(res, 404, 'ObjectLockConfigurationNotFoundError');
         const r = state.retention.days ? `<Days>${state.retention.days}</Days>` : `<Years>${state.retention.years ?? 0}</Years>`;
-        return xml(res, 200, `<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled><Rule><DefaultRetention><Mode>COMPLIANCE</Mode>${r}</DefaultRetention></Rule></ObjectLockConfiguration>`);
+        return xml(
+          res,
+          200,
+          `<ObjectLockConfiguration><ObjectLockEnabled>Enabled</ObjectLockEnabled><Rule><DefaultRetention><Mode>COMPLIANCE</Mode>${r}</DefaultRetention></Rule></ObjectLockConfiguration>`,
+        );
       }
       if (req.method === 'GET' && q.has('versions')) {
         const prefix = q.get('prefix') ?? '';
@@ -537,7 +539,9 @@ async function startFakeVersionedS3(bucket: string): Promise<FakeVersionedS3> {
           `<ListVersionsResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>${bucket}</Name><Prefix>${xmlEscape(prefix)}</Prefix>` +
             `<KeyMarker>${xmlEscape(km ?? '')}</KeyMarker><VersionIdMarker>${q.get('version-id-marker') ?? ''}</VersionIdMarker><MaxKeys>${PAGE}</MaxKeys>` +
             `<IsTruncated>${truncated}</IsTruncated>` +
-            (truncated && last ? `<NextKeyMarker>${xmlEscape(last.key)}</NextKeyMarker><NextVersionIdMarker>${last.versionId}</NextVersionIdMarker>` : '') +
+            (truncated && last
+              ? `<NextKeyMarker>${xmlEscape(last.key)}</NextKeyMarker><NextVersionIdMarker>${last.versionId}</NextVersionIdMarker>`
+              : '') +
             `${entries.join('')}</ListVersionsResult>`,
         );
       }
@@ -545,9 +549,7 @@ async function startFakeVersionedS3(bucket: string): Promise<FakeVersionedS3> {
     }
     // Object calls. Without versionId: the latest version (a delete marker hides the object).
     const versionId = q.get('versionId');
-    const v = versionId
-      ? state.versions.find((x) => x.key === key && x.versionId === versionId)
-      : ordered().find((x) => x.key === key);
+    const v = versionId ? state.versions.find((x) => x.key === key && x.versionId === versionId) : ordered().find((x) => x.key === key);
     if (req.method === 'DELETE') {
       if (!versionId) {
         state.versions.push({ key, versionId: `dm${state.versions.length}`, lastModified: new Date() });
@@ -564,7 +566,11 @@ async function startFakeVersionedS3(bucket: string): Promise<FakeVersionedS3> {
       return xml(res, 200, `<Tagging><TagSet>${tags.join('')}</TagSet></Tagging>`);
     }
     if (req.method === 'HEAD' || req.method === 'GET') {
-      res.writeHead(200, { 'content-length': v.body.length, 'x-amz-version-id': v.versionId, 'last-modified': v.lastModified.toUTCString() });
+      res.writeHead(200, {
+        'content-length': v.body.length,
+        'x-amz-version-id': v.versionId,
+        'last-modified': v.lastModified.toUTCString(),
+      });
       return res.end(req.method === 'GET' ? v.body : undefined);
     }
     return error(res, 501, 'NotImplemented', req.method);
@@ -604,15 +610,38 @@ describe('S3 provider on a versioned, object-locked bucket (S3 wire-protocol fak
   const seed = (): void => {
     fake.versions = [
       // oldest version is the snapshot; a later overwrite and a delete marker do not change that
-      { key: FULL, versionId: 'f1', lastModified: t('2023-11-14T22:13:20Z'), body: Buffer.from('full-original'), lockedUntil: t('2999-01-01T00:00:00Z') },
+      {
+        key: FULL,
+        versionId: 'f1',
+        lastModified: t('2023-11-14T22:13:20Z'),
+        body: Buffer.from('full-original'),
+        lockedUntil: t('2999-01-01T00:00:00Z'),
+      },
       { key: FULL, versionId: 'f2', lastModified: t('2023-11-15T00:00:00Z'), body: Buffer.from('full-overwritten!') },
       { key: FULL, versionId: 'f3', lastModified: t('2023-11-16T00:00:00Z') },
       { key: INCR, versionId: 'i1', lastModified: t('2023-11-14T22:15:00Z'), body: Buffer.from('incr') },
       // exclusion tag on the oldest version hides it; a tag on a newer version would not
-      { key: EXCL, versionId: 'e1', lastModified: t('2023-11-14T22:16:40Z'), body: Buffer.from('bad'), tags: { 'x-etcd-snapshot-exclude': 'true' } },
-      { key: V1, versionId: 'o1', lastModified: t('2020-09-13T12:26:40Z'), body: Buffer.from('v1'), tags: { 'x-etcd-snapshot-exclude': 'false' } },
+      {
+        key: EXCL,
+        versionId: 'e1',
+        lastModified: t('2023-11-14T22:16:40Z'),
+        body: Buffer.from('bad'),
+        tags: { 'x-etcd-snapshot-exclude': 'true' },
+      },
+      {
+        key: V1,
+        versionId: 'o1',
+        lastModified: t('2020-09-13T12:26:40Z'),
+        body: Buffer.from('v1'),
+        tags: { 'x-etcd-snapshot-exclude': 'false' },
+      },
       { key: 'p/v2/Full-00000000-00000099', versionId: 'bad', lastModified: t('2023-11-14T00:00:00Z'), body: Buffer.from('?') },
-      { key: 'p2/v2/Full-00000000-00000999-1700000999.gz', versionId: 's1', lastModified: t('2023-11-14T00:00:00Z'), body: Buffer.from('sibling') },
+      {
+        key: 'p2/v2/Full-00000000-00000999-1700000999.gz',
+        versionId: 's1',
+        lastModified: t('2023-11-14T00:00:00Z'),
+        body: Buffer.from('sibling'),
+      },
     ];
   };
 

@@ -59,20 +59,37 @@ function expectBadName(fn: () => unknown, fragment: string): void {
   throw new Error('expected E_BAD_NAME');
 }
 
-const names = (list: readonly Snapshot[]): string[] =>
-  list.map((s) => s.snapName + (s.isChunk ? `#${s.chunkNumber ?? '?'}` : ''));
+const names = (list: readonly Snapshot[]): string[] => list.map((s) => s.snapName + (s.isChunk ? `#${s.chunkNumber ?? '?'}` : ''));
 
 describe('generateSnapshotName / newSnapshot', () => {
   it.each([
     // acceptance 1
-    [{ kind: 'Full', startRevision: 0, lastRevision: 1234, unix: 1700000000, suffix: '.gz', final: false }, 'Full-00000000-00001234-1700000000.gz'],
+    [
+      { kind: 'Full', startRevision: 0, lastRevision: 1234, unix: 1700000000, suffix: '.gz', final: false },
+      'Full-00000000-00001234-1700000000.gz',
+    ],
     // acceptance 2: wider than 8 digits, never truncated
-    [{ kind: 'Incr', startRevision: 123456789, lastRevision: 1234567890, unix: 1700000100, suffix: '', final: false }, 'Incr-123456789-1234567890-1700000100'],
-    [{ kind: 'Full', startRevision: 0, lastRevision: 1234, unix: 1700000000, suffix: '.gz', final: true }, 'Full-00000000-00001234-1700000000.gz.final'],
-    [{ kind: 'Full', startRevision: 0, lastRevision: 1234, unix: 1700000000, suffix: '', final: true }, 'Full-00000000-00001234-1700000000.final'],
-    [{ kind: 'Incr', startRevision: 1235, lastRevision: 1300, unix: 1700000100, suffix: '.Z', final: false }, 'Incr-00001235-00001300-1700000100.Z'],
+    [
+      { kind: 'Incr', startRevision: 123456789, lastRevision: 1234567890, unix: 1700000100, suffix: '', final: false },
+      'Incr-123456789-1234567890-1700000100',
+    ],
+    [
+      { kind: 'Full', startRevision: 0, lastRevision: 1234, unix: 1700000000, suffix: '.gz', final: true },
+      'Full-00000000-00001234-1700000000.gz.final',
+    ],
+    [
+      { kind: 'Full', startRevision: 0, lastRevision: 1234, unix: 1700000000, suffix: '', final: true },
+      'Full-00000000-00001234-1700000000.final',
+    ],
+    [
+      { kind: 'Incr', startRevision: 1235, lastRevision: 1300, unix: 1700000100, suffix: '.Z', final: false },
+      'Incr-00001235-00001300-1700000100.Z',
+    ],
     [{ kind: 'Incr', startRevision: 1, lastRevision: 1, unix: 5, suffix: '.zlib', final: false }, 'Incr-00000001-00000001-5.zlib'],
-    [{ kind: 'Full', startRevision: 0, lastRevision: 99999999, unix: 1700000000, suffix: '.zst', final: false }, 'Full-00000000-99999999-1700000000.zst'],
+    [
+      { kind: 'Full', startRevision: 0, lastRevision: 99999999, unix: 1700000000, suffix: '.zst', final: false },
+      'Full-00000000-99999999-1700000000.zst',
+    ],
   ] as const)('%j -> %s', (f, expected) => {
     const snap = newSnapshot({
       kind: f.kind,
@@ -128,64 +145,209 @@ describe('parseSnapshotKey', () => {
   it.each<[string, Record<string, unknown>]>([
     [
       'shoot--p--c/etcd-main/v2/Full-00000000-00001234-1700000000.gz',
-      { kind: 'Full', start: 0, last: 1234, unix: 1700000000, snapDir: '', snapName: 'Full-00000000-00001234-1700000000.gz', prefix: 'shoot--p--c/etcd-main/v2/', suffix: '.gz', chunk: false, final: false },
+      {
+        kind: 'Full',
+        start: 0,
+        last: 1234,
+        unix: 1700000000,
+        snapDir: '',
+        snapName: 'Full-00000000-00001234-1700000000.gz',
+        prefix: 'shoot--p--c/etcd-main/v2/',
+        suffix: '.gz',
+        chunk: false,
+        final: false,
+      },
     ],
     // acceptance 3
     [
       'v2/Full-00000000-00001234-1700000000.gz.final',
-      { kind: 'Full', start: 0, last: 1234, unix: 1700000000, snapDir: '', snapName: 'Full-00000000-00001234-1700000000.gz.final', prefix: 'v2/', suffix: '.gz', chunk: false, final: true },
+      {
+        kind: 'Full',
+        start: 0,
+        last: 1234,
+        unix: 1700000000,
+        snapDir: '',
+        snapName: 'Full-00000000-00001234-1700000000.gz.final',
+        prefix: 'v2/',
+        suffix: '.gz',
+        chunk: false,
+        final: true,
+      },
     ],
     [
       'v2/Full-00000000-00001234-1700000000.final',
-      { kind: 'Full', start: 0, last: 1234, unix: 1700000000, snapDir: '', snapName: 'Full-00000000-00001234-1700000000.final', prefix: 'v2/', suffix: '', chunk: false, final: true },
+      {
+        kind: 'Full',
+        start: 0,
+        last: 1234,
+        unix: 1700000000,
+        snapDir: '',
+        snapName: 'Full-00000000-00001234-1700000000.final',
+        prefix: 'v2/',
+        suffix: '',
+        chunk: false,
+        final: true,
+      },
     ],
     // acceptance 2
     [
       'a/b/v2/Incr-123456789-1234567890-1700000100.zlib',
-      { kind: 'Incr', start: 123456789, last: 1234567890, unix: 1700000100, snapDir: '', snapName: 'Incr-123456789-1234567890-1700000100.zlib', prefix: 'a/b/v2/', suffix: '.zlib', chunk: false, final: false },
+      {
+        kind: 'Incr',
+        start: 123456789,
+        last: 1234567890,
+        unix: 1700000100,
+        snapDir: '',
+        snapName: 'Incr-123456789-1234567890-1700000100.zlib',
+        prefix: 'a/b/v2/',
+        suffix: '.zlib',
+        chunk: false,
+        final: false,
+      },
     ],
     // acceptance 4: GCS chunk object
     [
       'etcd-main/v2/Full-00000000-00000100-1700000000.gz/0000000001',
-      { kind: 'Full', start: 0, last: 100, unix: 1700000000, snapDir: '', snapName: 'Full-00000000-00000100-1700000000.gz', prefix: 'etcd-main/v2/', suffix: '.gz', chunk: true, final: false, chunkNumber: 1 },
+      {
+        kind: 'Full',
+        start: 0,
+        last: 100,
+        unix: 1700000000,
+        snapDir: '',
+        snapName: 'Full-00000000-00000100-1700000000.gz',
+        prefix: 'etcd-main/v2/',
+        suffix: '.gz',
+        chunk: true,
+        final: false,
+        chunkNumber: 1,
+      },
     ],
     // acceptance 5: v1 layout
     [
       'etcd-main/v1/Backup-1700000000/Incr-00000101-00000200-1700000100',
-      { kind: 'Incr', start: 101, last: 200, unix: 1700000100, snapDir: 'Backup-1700000000', snapName: 'Incr-00000101-00000200-1700000100', prefix: 'etcd-main/v1/', suffix: '', chunk: false, final: false },
+      {
+        kind: 'Incr',
+        start: 101,
+        last: 200,
+        unix: 1700000100,
+        snapDir: 'Backup-1700000000',
+        snapName: 'Incr-00000101-00000200-1700000100',
+        prefix: 'etcd-main/v1/',
+        suffix: '',
+        chunk: false,
+        final: false,
+      },
     ],
     [
       'etcd-main/v1/Backup-1700000000/Full-00000000-00000100-1700000000.Z/0000000012',
-      { kind: 'Full', start: 0, last: 100, unix: 1700000000, snapDir: 'Backup-1700000000', snapName: 'Full-00000000-00000100-1700000000.Z', prefix: 'etcd-main/v1/', suffix: '.Z', chunk: true, final: false, chunkNumber: 12 },
+      {
+        kind: 'Full',
+        start: 0,
+        last: 100,
+        unix: 1700000000,
+        snapDir: 'Backup-1700000000',
+        snapName: 'Full-00000000-00000100-1700000000.Z',
+        prefix: 'etcd-main/v1/',
+        suffix: '.Z',
+        chunk: true,
+        final: false,
+        chunkNumber: 12,
+      },
     ],
     // Local provider passes absolute paths
     [
       '/home/u/default.bkp/v2/Incr-00000001-00000002-3',
-      { kind: 'Incr', start: 1, last: 2, unix: 3, snapDir: '', snapName: 'Incr-00000001-00000002-3', prefix: '/home/u/default.bkp/v2/', suffix: '', chunk: false, final: false },
+      {
+        kind: 'Incr',
+        start: 1,
+        last: 2,
+        unix: 3,
+        snapDir: '',
+        snapName: 'Incr-00000001-00000002-3',
+        prefix: '/home/u/default.bkp/v2/',
+        suffix: '',
+        chunk: false,
+        final: false,
+      },
     ],
     // unpadded revisions parse (upstream ParseInt); the raw name is kept so the key can be rebuilt
     [
       'v2/Incr-5-7-3',
-      { kind: 'Incr', start: 5, last: 7, unix: 3, snapDir: '', snapName: 'Incr-5-7-3', prefix: 'v2/', suffix: '', chunk: false, final: false },
+      {
+        kind: 'Incr',
+        start: 5,
+        last: 7,
+        unix: 3,
+        snapDir: '',
+        snapName: 'Incr-5-7-3',
+        prefix: 'v2/',
+        suffix: '',
+        chunk: false,
+        final: false,
+      },
     ],
     // unknown suffixes are kept as parsed; decompression refuses them later
     [
       'v2/Incr-00000001-00000002-3.bz2',
-      { kind: 'Incr', start: 1, last: 2, unix: 3, snapDir: '', snapName: 'Incr-00000001-00000002-3.bz2', prefix: 'v2/', suffix: '.bz2', chunk: false, final: false },
+      {
+        kind: 'Incr',
+        start: 1,
+        last: 2,
+        unix: 3,
+        snapDir: '',
+        snapName: 'Incr-00000001-00000002-3.bz2',
+        prefix: 'v2/',
+        suffix: '.bz2',
+        chunk: false,
+        final: false,
+      },
     ],
     // upstream's dot rule: only the 2nd part is the suffix; final only if the last part is `final`
     [
       'v2/Full-00000000-00000002-3.final.gz',
-      { kind: 'Full', start: 0, last: 2, unix: 3, snapDir: '', snapName: 'Full-00000000-00000002-3.final.gz', prefix: 'v2/', suffix: '', chunk: false, final: false },
+      {
+        kind: 'Full',
+        start: 0,
+        last: 2,
+        unix: 3,
+        snapDir: '',
+        snapName: 'Full-00000000-00000002-3.final.gz',
+        prefix: 'v2/',
+        suffix: '',
+        chunk: false,
+        final: false,
+      },
     ],
     // `v1`/`v2` count only as whole path elements: a prefix element ending in v1 is not the layout
     [
       'cluster-v1/v2/Full-00000000-00000002-3.gz',
-      { kind: 'Full', start: 0, last: 2, unix: 3, snapDir: '', snapName: 'Full-00000000-00000002-3.gz', prefix: 'cluster-v1/v2/', suffix: '.gz', chunk: false, final: false },
+      {
+        kind: 'Full',
+        start: 0,
+        last: 2,
+        unix: 3,
+        snapDir: '',
+        snapName: 'Full-00000000-00000002-3.gz',
+        prefix: 'cluster-v1/v2/',
+        suffix: '.gz',
+        chunk: false,
+        final: false,
+      },
     ],
     [
       'a/v1/b/v2/Full-00000000-00000002-3.gz',
-      { kind: 'Full', start: 0, last: 2, unix: 3, snapDir: '', snapName: 'Full-00000000-00000002-3.gz', prefix: 'a/v1/b/v2/', suffix: '.gz', chunk: false, final: false },
+      {
+        kind: 'Full',
+        start: 0,
+        last: 2,
+        unix: 3,
+        snapDir: '',
+        snapName: 'Full-00000000-00000002-3.gz',
+        prefix: 'a/v1/b/v2/',
+        suffix: '.gz',
+        chunk: false,
+        final: false,
+      },
     ],
   ])('%s', (key, expected) => {
     const snap = parseSnapshotKey(key);
@@ -322,7 +484,9 @@ describe('compat fixtures written by Go v0.23', () => {
     ['final-gzip', 'Full-00000000-00000397-1795219540.gz.final', 0],
   ])('%s: latest set is %s + %i deltas', (c, full, deltaCount) => {
     // Listing order of a directory is arbitrary; latestSet must not depend on it.
-    const files = readdirSync(path.join(COMPAT, c, 'snapstore', 'v2')).sort().reverse();
+    const files = readdirSync(path.join(COMPAT, c, 'snapstore', 'v2'))
+      .sort()
+      .reverse();
     const set = latestSet(files.map((f) => parseSnapshotKey(`${c}/snapstore/v2/${f}`)));
     expect(set.full?.snapName).toBe(full);
     expect(set.deltas).toHaveLength(deltaCount);
@@ -484,7 +648,14 @@ describe('JSON', () => {
 
   it('formats sub-second times like Go RFC3339Nano and keeps expiry and version', () => {
     const snap: Snapshot = {
-      ...newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: 397, createdOn: new Date('2026-11-21T00:05:40.540Z'), compressionSuffix: '.gz', isFinal: true }),
+      ...newSnapshot({
+        kind: 'Full',
+        startRevision: 0,
+        lastRevision: 397,
+        createdOn: new Date('2026-11-21T00:05:40.540Z'),
+        compressionSuffix: '.gz',
+        isFinal: true,
+      }),
       immutabilityExpiryTime: new Date('2026-12-21T00:05:40.007Z'),
       versionId: '3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY+MTRCxf3vjVBH40Nr8X8gdRQBpUMLUo',
     };

@@ -94,7 +94,8 @@ function dloLayout(key: string, size: number): string[] {
 describeSnapStoreConformance('Swift on a real Swift all-in-one with the fake Keystone', async () => {
   const b = await backend();
   return {
-    open: async (opts) => openSwiftStore(config(b, { ...(opts?.prefix ? { prefix: opts.prefix } : {}), ...(opts?.logger ? { logger: opts.logger } : {}) })),
+    open: async (opts) =>
+      openSwiftStore(config(b, { ...(opts?.prefix ? { prefix: opts.prefix } : {}), ...(opts?.logger ? { logger: opts.logger } : {}) })),
     rawKeys: () => b.swift.objectNames(CONTAINER),
     putRaw: (key, data) => b.swift.putObject(CONTAINER, key, data),
     layout: dloLayout,
@@ -102,7 +103,10 @@ describeSnapStoreConformance('Swift on a real Swift all-in-one with the fake Key
       // Shared with the cases below; stopped by the file's afterAll.
     },
     openUnreachable: async () =>
-      openSwiftStore(config(b, { credentials: { ...passwordCredentials(b.keystone), authURL: `http://127.0.0.1:${await closedPort()}/v3` } }), FAST),
+      openSwiftStore(
+        config(b, { credentials: { ...passwordCredentials(b.keystone), authURL: `http://127.0.0.1:${await closedPort()}/v3` } }),
+        FAST,
+      ),
   };
 });
 
@@ -158,7 +162,9 @@ describe('Swift provider', () => {
     expect(got?.snapName).toBe('Full-00000000-00000077-1700000077.gz');
     expect(got?.sizeBytes).toBe(data.length);
     expect((await readAll(await store.fetch(got!))).equals(data)).toBe(true);
-    expect((await readAll(await store.fetch(got!, { start: chunk - 2, end: chunk + 1 }))).equals(data.subarray(chunk - 2, chunk + 2))).toBe(true);
+    expect((await readAll(await store.fetch(got!, { start: chunk - 2, end: chunk + 1 }))).equals(data.subarray(chunk - 2, chunk + 2))).toBe(
+      true,
+    );
     // Delete removes segments, then the manifest.
     await store.delete(got!);
     expect((await b.swift.objectNames(CONTAINER)).filter((k) => k.startsWith(store.prefix))).toEqual([]);
@@ -193,14 +199,23 @@ describe('Swift provider', () => {
 
   it('authenticates with an application credential (no scope sent)', async () => {
     const store = await open({
-      credentials: { authURL: b.keystone.authURL, userDomainName: 'Default', projectDomainName: 'Default', tenantName: 'test', applicationCredential: USER.applicationCredential },
+      credentials: {
+        authURL: b.keystone.authURL,
+        userDomainName: 'Default',
+        projectDomainName: 'Default',
+        tenantName: 'test',
+        applicationCredential: USER.applicationCredential,
+      },
     });
     await store.save(testSnapshot('Incr', 1, 2, 1_700_000_002), Readable.from([Buffer.from('delta')]));
     expect((await store.list()).map((s) => s.snapName)).toEqual(['Incr-00000001-00000002-1700000002.gz']);
   });
 
   it('wrong credentials are E_CREDENTIALS naming Keystone', async () => {
-    const store = await open({ credentials: { ...passwordCredentials(b.keystone), password: { username: USER.username, password: 'wrong' } } }, FAST);
+    const store = await open(
+      { credentials: { ...passwordCredentials(b.keystone), password: { username: USER.username, password: 'wrong' } } },
+      FAST,
+    );
     const err = await expectCode(store.list(), 'E_CREDENTIALS');
     expect(err.message).toContain(b.keystone.authURL);
   });
@@ -225,7 +240,9 @@ describe('Swift provider', () => {
     const result = await runGarbageCollection(store, plan, silentLogger);
     // Only the old full (with its segments, by the provider's delete) is gone; no chunk deletions of their own.
     expect(result.deleted.map((s) => `${s.snapName}${s.isChunk ? '#chunk' : ''}`)).toEqual(['Full-00000000-00000010-1600000000.gz']);
-    expect((await b.swift.objectNames(CONTAINER)).filter((k) => k.startsWith(store.prefix))).toEqual([`${store.prefix}/Full-00000000-00000020-1700000000.gz`]);
+    expect((await b.swift.objectNames(CONTAINER)).filter((k) => k.startsWith(store.prefix))).toEqual([
+      `${store.prefix}/Full-00000000-00000020-1700000000.gz`,
+    ]);
   });
 });
 
@@ -246,20 +263,46 @@ describe('Swift credentials', () => {
   };
 
   it('reads a directory of password credentials, and its files’ modification time', async () => {
-    const d = await credDir('pw', { authURL: 'http://k/v3', domainName: 'D', tenantName: 'P', username: 'u', password: 'p\n', region: 'R1' });
+    const d = await credDir('pw', {
+      authURL: 'http://k/v3',
+      domainName: 'D',
+      tenantName: 'P',
+      username: 'u',
+      password: 'p\n',
+      region: 'R1',
+    });
     const c = await readCredentials('Swift', { OPENSTACK_APPLICATION_CREDENTIALS: d }, '');
-    expect(c).toEqual({ authURL: 'http://k/v3', userDomainName: 'D', projectDomainName: 'D', tenantName: 'P', region: 'R1', password: { username: 'u', password: 'p' } });
+    expect(c).toEqual({
+      authURL: 'http://k/v3',
+      userDomainName: 'D',
+      projectDomainName: 'D',
+      tenantName: 'P',
+      region: 'R1',
+      password: { username: 'u', password: 'p' },
+    });
     expect(await credentialsModifiedTime('Swift', { OPENSTACK_APPLICATION_CREDENTIALS: d }, '')).toBeInstanceOf(Date);
   });
 
   it('names the missing file', async () => {
     const d = await credDir('missing', { authURL: 'http://k/v3', domainName: 'D', username: 'u', password: 'p' });
-    await expect(readCredentials('Swift', { OPENSTACK_APPLICATION_CREDENTIALS: d }, '')).rejects.toThrow(`tenantName is missing (file ${join(d, 'tenantName')})`);
+    await expect(readCredentials('Swift', { OPENSTACK_APPLICATION_CREDENTIALS: d }, '')).rejects.toThrow(
+      `tenantName is missing (file ${join(d, 'tenantName')})`,
+    );
   });
 
   it('refuses a mix of password and application credential', async () => {
     const f = join(dir, 'mixed.json');
-    await writeFile(f, JSON.stringify({ authURL: 'http://k/v3', domainName: 'D', tenantName: 'P', username: 'u', password: 'p', applicationCredentialSecret: 's' }));
+    await writeFile(
+      f,
+      JSON.stringify({
+        authURL: 'http://k/v3',
+        domainName: 'D',
+        tenantName: 'P',
+        username: 'u',
+        password: 'p',
+        applicationCredentialSecret: 's',
+      }),
+    );
     const err = await expectCode(readCredentials('Swift', { OPENSTACK_APPLICATION_CREDENTIALS_JSON: f }, ''), 'E_CREDENTIALS');
     expect(err.message).toContain(f);
     expect(err.message).toContain('mixes');
@@ -268,7 +311,12 @@ describe('Swift credentials', () => {
   it('falls back to SOURCE_OS_* for the copy source', async () => {
     const c = await readCredentials(
       'Swift',
-      { SOURCE_OS_AUTH_URL: 'http://k/v3', SOURCE_OS_APPLICATION_CREDENTIAL_ID: 'id', SOURCE_OS_APPLICATION_CREDENTIAL_SECRET: 's', OS_AUTH_URL: 'http://other' },
+      {
+        SOURCE_OS_AUTH_URL: 'http://k/v3',
+        SOURCE_OS_APPLICATION_CREDENTIAL_ID: 'id',
+        SOURCE_OS_APPLICATION_CREDENTIAL_SECRET: 's',
+        OS_AUTH_URL: 'http://other',
+      },
       'SOURCE_',
     );
     expect(c).toEqual({ authURL: 'http://k/v3', applicationCredential: { id: 'id', secret: 's' } });

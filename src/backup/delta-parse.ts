@@ -194,11 +194,7 @@ export class DeltaPayloadParser extends Transform {
     }
     const digest = this.hash.digest();
     if (!digest.equals(this.tail)) {
-      cb(
-        new DeltaPayloadError(
-          `${this.what}: expected sha256 ${this.tail.toString('hex')}, got ${digest.toString('hex')}`,
-        ),
-      );
+      cb(new DeltaPayloadError(`${this.what}: expected sha256 ${this.tail.toString('hex')}, got ${digest.toString('hex')}`));
       return;
     }
     cb();

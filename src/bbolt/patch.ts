@@ -130,7 +130,9 @@ async function locateIn(db: BoltDB): Promise<AuthFlagLocation | undefined> {
   const fe = element(flag.page, flag.index);
   if (fe.flags & LEAF_FLAG_BUCKET) throw new BoltPatchError(`${db.path}: auth/authEnabled is a bucket, not a value`);
   if (fe.value.length !== 1 || (fe.value[0] !== 0 && fe.value[0] !== 1)) {
-    throw new BoltPatchError(`${db.path}: auth/authEnabled holds ${fe.value.length} byte(s) [${fe.value.toString('hex')}], expected one byte 00 or 01`);
+    throw new BoltPatchError(
+      `${db.path}: auth/authEnabled holds ${fe.value.length} byte(s) [${fe.value.toString('hex')}], expected one byte 00 or 01`,
+    );
   }
   const fileOffset = flag.bufFileOffset + valueStart(flag.page, flag.index);
   // The byte must lie inside the page that holds it (plus its overflow) and below the high-water mark.

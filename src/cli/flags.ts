@@ -90,10 +90,14 @@ export class FlagSet {
   add(spec: FlagSpec): void {
     if (this.byName.has(spec.name)) throw new EtcdbrError('E_INTERNAL', `flag redefined: ${spec.name}`);
     if (spec.shorthand !== undefined) {
-      if (spec.shorthand.length !== 1) throw new EtcdbrError('E_INTERNAL', `shorthand ${JSON.stringify(spec.shorthand)} of --${spec.name} is not one character`);
+      if (spec.shorthand.length !== 1)
+        throw new EtcdbrError('E_INTERNAL', `shorthand ${JSON.stringify(spec.shorthand)} of --${spec.name} is not one character`);
       const other = this.byShorthand.get(spec.shorthand);
       if (other !== undefined) {
-        throw new EtcdbrError('E_INTERNAL', `unable to redefine ${JSON.stringify(spec.shorthand)} shorthand of --${spec.name}: used by --${other.name}`);
+        throw new EtcdbrError(
+          'E_INTERNAL',
+          `unable to redefine ${JSON.stringify(spec.shorthand)} shorthand of --${spec.name}: used by --${other.name}`,
+        );
       }
       this.byShorthand.set(spec.shorthand, spec);
     }

@@ -26,10 +26,9 @@ export function rootFlagSet(): FlagSet {
 
 export function rootHelp(): string {
   const width = Math.max('help'.length, ...COMMAND_NAMES.map((n) => n.length)) + 3;
-  const rows = [
-    ...COMMAND_NAMES.map((n) => [n, COMMAND_SPECS[n].short] as const),
-    ['help', 'Help about any command'] as const,
-  ].sort(([a], [b]) => (a < b ? -1 : 1));
+  const rows = [...COMMAND_NAMES.map((n) => [n, COMMAND_SPECS[n].short] as const), ['help', 'Help about any command'] as const].sort(
+    ([a], [b]) => (a < b ? -1 : 1),
+  );
   return [
     ROOT_DESCRIPTION,
     '',
@@ -50,20 +49,9 @@ export function rootHelp(): string {
 
 export function commandHelp(spec: CommandSpec): string {
   const extra = spec.configFile
-    ? [
-        '',
-        'With --config-file, the file is applied first and flags given on the command line override it.',
-      ]
+    ? ['', 'With --config-file, the file is applied first and flags given on the command line override it.']
     : [];
-  return [
-    spec.long,
-    ...extra,
-    '',
-    'Usage:',
-    `  etcdbrctl ${spec.name} [flags]`,
-    '',
-    ...groupedUsages(spec),
-  ].join('\n');
+  return [spec.long, ...extra, '', 'Usage:', `  etcdbrctl ${spec.name} [flags]`, '', ...groupedUsages(spec)].join('\n');
 }
 
 /**

@@ -271,9 +271,14 @@ export async function runFromProcess(): Promise<void> {
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   try {
-    process.exitCode = await main(process.argv.slice(2), process.env, { stdout: process.stdout, stderr: process.stderr }, {
-      signal: ac.signal,
-    });
+    process.exitCode = await main(
+      process.argv.slice(2),
+      process.env,
+      { stdout: process.stdout, stderr: process.stderr },
+      {
+        signal: ac.signal,
+      },
+    );
   } catch (err) {
     process.stderr.write(`Error: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     process.exitCode = 1;

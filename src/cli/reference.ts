@@ -54,7 +54,9 @@ export function renderFlagReference(): string {
       for (const [flag, b] of entries.sort(([a], [c]) => (a < c ? -1 : 1))) {
         const short = b.field.shorthand === undefined ? '' : `-${b.field.shorthand}, `;
         const def = formatDefault({ type: b.field.type, defaultValue: b.defaultValue }) ?? '';
-        out.push(`| \`${short}--${flag}\` | ${cell(TYPE_NAMES[b.field.type] ?? b.field.type)} | ${cell(def === '' ? '' : `\`${def}\``)} | ${cell(b.field.usage)} |`);
+        out.push(
+          `| \`${short}--${flag}\` | ${cell(TYPE_NAMES[b.field.type] ?? b.field.type)} | ${cell(def === '' ? '' : `\`${def}\``)} | ${cell(b.field.usage)} |`,
+        );
       }
       out.push('');
     }
@@ -86,12 +88,15 @@ export function renderMetricsReference(): string {
     '<!-- Generated from src/metrics.ts by `npm run docs`; a test fails when this file is stale. -->',
     '',
     'Served at `/metrics` in the Prometheus text format, with Node.js process metrics (`process_*`, `nodejs_*`)',
-    'beside them. Names, types and labels are etcd-backup-restore\'s, except those marked *ours*. Histograms',
+    "beside them. Names, types and labels are etcd-backup-restore's, except those marked *ours*. Histograms",
     'also expose `_bucket`, `_sum` and `_count`.',
     '',
     '| metric | type | labels | meaning |',
     '|---|---|---|---|',
-    ...rows.map((r) => `| \`${r.name}\`${OUR_METRICS.has(r.name) ? ' (ours)' : ''} | ${r.type} | ${r.labels.map((l) => `\`${l}\``).join(', ')} | ${cell(r.help)} |`),
+    ...rows.map(
+      (r) =>
+        `| \`${r.name}\`${OUR_METRICS.has(r.name) ? ' (ours)' : ''} | ${r.type} | ${r.labels.map((l) => `\`${l}\``).join(', ')} | ${cell(r.help)} |`,
+    ),
     '',
   ].join('\n');
 }

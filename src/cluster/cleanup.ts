@@ -80,7 +80,10 @@ export function memberOrdinal(member: { name: string; peerURLs: readonly string[
 }
 
 /** The members whose ordinal is at or above the configured cluster size. */
-export function superfluousMembers<T extends { name: string; peerURLs: readonly string[] }>(members: readonly T[], policy: CleanupPolicy): T[] {
+export function superfluousMembers<T extends { name: string; peerURLs: readonly string[] }>(
+  members: readonly T[],
+  policy: CleanupPolicy,
+): T[] {
   if (!Number.isInteger(policy.clusterSize) || policy.clusterSize < 1) return [];
   return members.filter((m) => {
     const n = memberOrdinal(m, policy);
@@ -109,9 +112,7 @@ export function planMemberCleanup(
   let voters = members.filter((m) => !m.isLearner).length;
   let healthyVoters = members.filter((m) => !m.isLearner && m.healthy).length;
   const rank = (m: CleanupCandidate) => (m.isLearner ? 0 : m.healthy ? 2 : 1);
-  const ordered = [...superfluous].sort(
-    (a, b) => rank(a) - rank(b) || (memberOrdinal(b, policy) ?? 0) - (memberOrdinal(a, policy) ?? 0),
-  );
+  const ordered = [...superfluous].sort((a, b) => rank(a) - rank(b) || (memberOrdinal(b, policy) ?? 0) - (memberOrdinal(a, policy) ?? 0));
   for (const m of ordered) {
     if (opts.protectedIds?.has(m.id)) {
       plan.kept.push({ member: m, reason: 'it is the leader / this sidecar’s own member' });

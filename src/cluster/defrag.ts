@@ -359,9 +359,13 @@ export class DefragRunner {
       logger.error({ ...fields, err }, 'defragmentation of etcd member failed');
       // Cancelled at shutdown: etcd finishes on its own, the outcome is unknown here.
       if (!signal.aborted) tell(false, `Defragmentation failed: ${err instanceof Error ? err.message : String(err)}`);
-      throw new EtcdbrError('E_FAILED', `defragmentation of ${probe.member.name || endpoint} failed: ${err instanceof Error ? err.message : String(err)}`, {
-        cause: err,
-      });
+      throw new EtcdbrError(
+        'E_FAILED',
+        `defragmentation of ${probe.member.name || endpoint} failed: ${err instanceof Error ? err.message : String(err)}`,
+        {
+          cause: err,
+        },
+      );
     }
     metrics.defragmentationDurationSeconds.observe({ succeeded: 'true', endpoint }, seconds());
     const after = await memberStatus(c, statusTimeoutMs).catch(() => undefined);

@@ -74,7 +74,8 @@ export class EtcdMemberStatusPublisher {
   private readonly what: string;
 
   constructor(private readonly opts: EtcdMemberStatusPublisherOptions) {
-    if (opts.namespace === '') throw new KubeError('E_KUBE_CONFIG', 'EtcdMember status publishing needs a namespace (POD_NAMESPACE is empty)');
+    if (opts.namespace === '')
+      throw new KubeError('E_KUBE_CONFIG', 'EtcdMember status publishing needs a namespace (POD_NAMESPACE is empty)');
     if (opts.name === '') throw new KubeError('E_KUBE_CONFIG', 'EtcdMember status publishing needs the member name (POD_NAME is empty)');
     this.what = `EtcdMember ${opts.namespace}/${opts.name}`;
     this.model = initialMemberStatus({ at: opts.clock.now(), clusterSize: opts.clusterSize, peerTLSEnabled: opts.peerTLSEnabled });
@@ -199,7 +200,8 @@ export class EtcdMemberStatusPublisher {
         this.sent = json;
         this.sentBody = body;
         this.lastWriteAt = this.opts.clock.now().getTime();
-        if (this.failures > 0) this.opts.logger.info({ etcdMember: this.what, failures: this.failures }, 'EtcdMember status update succeeded again');
+        if (this.failures > 0)
+          this.opts.logger.info({ etcdMember: this.what, failures: this.failures }, 'EtcdMember status update succeeded again');
         this.failures = 0;
         this.opts.logger.debug({ etcdMember: this.what, ...this.state }, 'EtcdMember status updated');
       } catch (err) {

@@ -12,7 +12,13 @@ import { DEFRAG_RETRY_PERIOD_ENV, type PodEnvironment } from '../config/pod-envi
 import { clusterSize, memberName, memberUrls, readEtcdConfigTemplate } from '../config/etcd-config.js';
 import type { Metrics } from '../metrics.js';
 import { MemberCleanup, type CleanupPolicy } from './cleanup.js';
-import { DEFRAG_RETRY_PERIOD_MS, DefragRunner, endpointClientFactory, endpointsClientFactory, type MemberDefragmentation } from './defrag.js';
+import {
+  DEFRAG_RETRY_PERIOD_MS,
+  DefragRunner,
+  endpointClientFactory,
+  endpointsClientFactory,
+  type MemberDefragmentation,
+} from './defrag.js';
 import { OnDemandMaintenance } from './on-demand.js';
 import { ETCD_WRAPPER_PORT, updatePeerUrlsWhenReachable, wrapperStopUrl } from './peer-url.js';
 
@@ -150,7 +156,11 @@ export class ClusterMaintenance {
     const size = clusterSize(template);
     if (size < 1) return undefined;
     const prefix = template['member-name-prefix'];
-    return { clusterSize: size, statefulSetName: sts, ...(typeof prefix === 'string' && prefix !== '' ? { memberNamePrefix: prefix } : {}) };
+    return {
+      clusterSize: size,
+      statefulSetName: sts,
+      ...(typeof prefix === 'string' && prefix !== '' ? { memberNamePrefix: prefix } : {}),
+    };
   }
 }
 

@@ -16,14 +16,7 @@ import type { EtcdMemberStatus } from './leadership.js';
 export type MemberState = 'New' | 'Initializing' | 'Starting' | 'Started';
 
 export type MemberSubState =
-  | 'New'
-  | 'DBValidationSanity'
-  | 'DBValidationFull'
-  | 'Restoration'
-  | 'PendingLearner'
-  | 'Learner'
-  | 'Follower'
-  | 'Leader';
+  'New' | 'DBValidationSanity' | 'DBValidationFull' | 'Restoration' | 'PendingLearner' | 'Learner' | 'Follower' | 'Leader';
 
 export type TransitionReason =
   // From DEP-04's reason table.
@@ -218,7 +211,14 @@ export function reduceMemberStatus(model: MemberStatusModel, event: MemberEvent)
     case 'DataDirValidated':
       if (event.valid) return { ...model, pendingStart: { reason: 'DBValidationSucceeded', message: 'Data directory is valid' } };
       if (!event.singleNode) return model; // the bootstrap decision says what follows
-      return transition(model, event.at, 'Initializing', 'Restoration', 'DBValidationFailed', `Data directory is not valid (${event.detail}); restoring it from the backups`);
+      return transition(
+        model,
+        event.at,
+        'Initializing',
+        'Restoration',
+        'DBValidationFailed',
+        `Data directory is not valid (${event.detail}); restoring it from the backups`,
+      );
     case 'RestorationStarted': {
       const next = withStatus(model, {
         lastRestoration: {
@@ -240,7 +240,13 @@ export function reduceMemberStatus(model: MemberStatusModel, event: MemberEvent)
       const r = next.status.lastRestoration;
       if (r?.status === 'In-Progress') {
         next = withStatus(next, {
-          lastRestoration: { ...r, status: 'Failed', reason: 'RestorationFailed', message: event.message, endTime: formatKubeTime(event.at) },
+          lastRestoration: {
+            ...r,
+            status: 'Failed',
+            reason: 'RestorationFailed',
+            message: event.message,
+            endTime: formatKubeTime(event.at),
+          },
         });
       }
       return transition(next, event.at, 'New', 'New', 'InitializationFailed', event.message);
@@ -269,7 +275,12 @@ export function reduceMemberStatus(model: MemberStatusModel, event: MemberEvent)
 export function eventFromInitializationProgress(p: InitializationProgress): MemberEventInput {
   switch (p.step) {
     case 'validated':
-      return { type: 'DataDirValidated', valid: p.valid, singleNode: p.clusterSize <= 1, detail: p.reason ? `${p.status}: ${p.reason}` : p.status };
+      return {
+        type: 'DataDirValidated',
+        valid: p.valid,
+        singleNode: p.clusterSize <= 1,
+        detail: p.reason ? `${p.status}: ${p.reason}` : p.status,
+      };
     case 'restoring':
       return {
         type: 'RestorationStarted',
@@ -299,7 +310,14 @@ function onDecision(model: MemberStatusModel, at: Date, action: BootstrapDecisio
     case 'bootstrap':
       return { ...model, pendingStart: { reason: 'BootstrappedNewCluster', message: reason } };
     case 'join-as-learner':
-      return transition(model, at, 'Starting', 'PendingLearner', 'WaitingToJoinAsLearner', `Waiting to join the cluster as a learner: ${reason}`);
+      return transition(
+        model,
+        at,
+        'Starting',
+        'PendingLearner',
+        'WaitingToJoinAsLearner',
+        `Waiting to join the cluster as a learner: ${reason}`,
+      );
     case 'rejoin-as-learner': {
       // DEP-04: a voting member whose data failed validation is removed from the cluster and starts over as New.
       const renewed = transition(model, at, 'New', 'New', 'DBValidationFailed', reason);
@@ -320,18 +338,34 @@ function onInitialized(model: MemberStatusModel, at: Date, outcome: Initializati
       const r = done.status.lastRestoration;
       const next = r
         ? withStatus(done, {
-            lastRestoration: { ...r, status: 'Success', reason: 'RestorationSucceeded', message: 'Restored from the backups', endTime: formatKubeTime(at) },
+            lastRestoration: {
+              ...r,
+              status: 'Success',
+              reason: 'RestorationSucceeded',
+              message: 'Restored from the backups',
+              endTime: formatKubeTime(at),
+            },
           })
         : done;
       return { ...next, pendingStart: { reason: 'RestorationSucceeded', message: 'Restored the data directory from the backups' } };
     }
     case 'empty-start':
-      return { ...done, pendingStart: { reason: 'RestorationSucceeded', message: 'No backups to restore: etcd starts with an empty data directory' } };
+      return {
+        ...done,
+        pendingStart: { reason: 'RestorationSucceeded', message: 'No backups to restore: etcd starts with an empty data directory' },
+      };
     case 'bootstrap':
       return { ...done, pendingStart: done.pendingStart ?? { reason: 'BootstrappedNewCluster', message: 'Bootstrapping a new cluster' } };
     case 'joined-as-learner':
     case 'rejoined-as-learner':
-      return transition({ ...done, pendingStart: undefined }, at, 'Starting', 'Learner', 'JoinedAsLearner', 'Joined the cluster as a learner');
+      return transition(
+        { ...done, pendingStart: undefined },
+        at,
+        'Starting',
+        'Learner',
+        'JoinedAsLearner',
+        'Joined the cluster as a learner',
+      );
   }
 }
 
@@ -350,7 +384,14 @@ function onEtcdStatus(model: MemberStatusModel, e: Extract<MemberEvent, { type: 
   const { state, subState } = currentState(next);
   if (role === 'Learner') {
     if (state === 'Starting' && subState === 'Learner') return next;
-    return transition({ ...next, pendingStart: undefined }, e.at, 'Starting', 'Learner', 'JoinedAsLearner', 'Joined the cluster as a learner');
+    return transition(
+      { ...next, pendingStart: undefined },
+      e.at,
+      'Starting',
+      'Learner',
+      'JoinedAsLearner',
+      'Joined the cluster as a learner',
+    );
   }
   switch (state) {
     case 'Initializing': {
@@ -359,7 +400,14 @@ function onEtcdStatus(model: MemberStatusModel, e: Extract<MemberEvent, { type: 
       return transition(next, e.at, 'Started', role, pending.reason, pending.message);
     }
     case 'New':
-      return transition(next, e.at, 'Started', role, 'DetectedRunningMember', `etcd is running as ${role === 'Leader' ? 'the leader' : 'a follower'}`);
+      return transition(
+        next,
+        e.at,
+        'Started',
+        role,
+        'DetectedRunningMember',
+        `etcd is running as ${role === 'Leader' ? 'the leader' : 'a follower'}`,
+      );
     case 'Starting': {
       next = transition(next, e.at, 'Started', 'Follower', 'PromotedAsVotingMember', 'Now in sync with leader, promoted as voting member');
       return role === 'Leader' ? transition(next, e.at, 'Started', 'Leader', 'GainedClusterLeadership', 'Won the leader election') : next;
@@ -428,7 +476,11 @@ function adoptHistory(model: MemberStatusModel, previous: StateTransition[]): Me
     else {
       const gained = first.subState === 'Leader';
       own = [
-        { ...first, reason: gained ? 'GainedClusterLeadership' : 'LostClusterLeadership', message: gained ? 'Won the leader election' : 'Another member leads the cluster' },
+        {
+          ...first,
+          reason: gained ? 'GainedClusterLeadership' : 'LostClusterLeadership',
+          message: gained ? 'Won the leader election' : 'Another member leads the cluster',
+        },
         ...own.slice(1),
       ];
     }
@@ -452,9 +504,11 @@ function adoptSnapshots(model: MemberStatusModel, previous: PublishedSnapshots |
   const adopted = { ...model, snapshotsAdopted: true };
   if (previous === undefined) return adopted;
   const own = model.status.snapshots;
-  if (own === undefined) return { ...withStatus(adopted, { snapshots: previous.snapshots }), accumulatedDeltaBytes: previous.accumulatedBytes };
+  if (own === undefined)
+    return { ...withStatus(adopted, { snapshots: previous.snapshots }), accumulatedDeltaBytes: previous.accumulatedBytes };
   // A full this sidecar stored has its uncompressed size; one it only built deltas on has none.
-  const onSameFull = own.lastFull !== undefined && own.lastFull.size === undefined && own.lastFull.name === previous.snapshots.lastFull?.name;
+  const onSameFull =
+    own.lastFull !== undefined && own.lastFull.size === undefined && own.lastFull.name === previous.snapshots.lastFull?.name;
   if (!onSameFull) return adopted;
   const accumulated = previous.accumulatedBytes + model.accumulatedDeltaBytes;
   const lastDelta = own.lastDelta ?? previous.snapshots.lastDelta;
@@ -513,7 +567,16 @@ export function parseBinaryQuantity(q: string): number | undefined {
 }
 
 const STATES: ReadonlySet<string> = new Set(['New', 'Initializing', 'Starting', 'Started']);
-const SUB_STATES: ReadonlySet<string> = new Set(['New', 'DBValidationSanity', 'DBValidationFull', 'Restoration', 'PendingLearner', 'Learner', 'Follower', 'Leader']);
+const SUB_STATES: ReadonlySet<string> = new Set([
+  'New',
+  'DBValidationSanity',
+  'DBValidationFull',
+  'Restoration',
+  'PendingLearner',
+  'Learner',
+  'Follower',
+  'Leader',
+]);
 
 /** The well-formed entries of a `status.transitions` value someone else may have written; the rest is skipped. */
 export function parseTransitions(value: unknown): StateTransition[] {

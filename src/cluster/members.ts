@@ -82,14 +82,23 @@ export function memberOpEndpoints(serviceEndpoints: readonly string[], template:
   if (legacy) return [`${legacy.scheme}://${legacy.service}:${legacy.port}`];
   const urls: string[] = [];
   const add = (v: unknown): void => {
-    if (typeof v === 'string') urls.push(...v.split(',').map((s) => s.trim()).filter(Boolean));
+    if (typeof v === 'string')
+      urls.push(
+        ...v
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean),
+      );
     else if (Array.isArray(v)) for (const x of v) add(x);
   };
   if (value && typeof value === 'object' && !Array.isArray(value)) for (const v of Object.values(value)) add(v);
   else add(value);
   const unique = [...new Set(urls)];
   if (unique.length === 0) {
-    throw new EtcdbrError('E_INVALID_INPUT', 'failed to get etcd endpoints from config file: set --service-endpoints or advertise-client-urls in the etcd config');
+    throw new EtcdbrError(
+      'E_INVALID_INPUT',
+      'failed to get etcd endpoints from config file: set --service-endpoints or advertise-client-urls in the etcd config',
+    );
   }
   return unique;
 }
@@ -196,10 +205,14 @@ export class MemberControl {
     const clusterIds = [...new Set(answered.map((s) => s.clusterId))];
     if (clusterIds.length > 1) return { kind: 'split', clusterIds };
     if (answered.length === 0) {
-      return { kind: 'unreachable', reason: `no etcd endpoint answered (${statuses.map((s) => ('error' in s ? `${s.ep}: ${s.error}` : s.ep)).join('; ')})` };
+      return {
+        kind: 'unreachable',
+        reason: `no etcd endpoint answered (${statuses.map((s) => ('error' in s ? `${s.ep}: ${s.error}` : s.ep)).join('; ')})`,
+      };
     }
     const candidates = answered.filter((s) => !s.isLearner && s.leader !== '0');
-    if (candidates.length === 0) return { kind: 'unreachable', reason: `the etcd members that answered (${answered.map((s) => s.ep).join(', ')}) have no leader` };
+    if (candidates.length === 0)
+      return { kind: 'unreachable', reason: `the etcd members that answered (${answered.map((s) => s.ep).join(', ')}) have no leader` };
     const errors: string[] = [];
     for (const cand of candidates) {
       try {
@@ -294,7 +307,11 @@ export class MemberControl {
       }
       if (attempt < policy.attempts) await this.clock.sleep(retryDelay(policy, attempt), signal);
     }
-    throw new EtcdbrError('E_FAILED', `unable to remove member ${memberId} from the etcd cluster: ${(last as Error)?.message ?? 'unknown error'}`, { cause: last });
+    throw new EtcdbrError(
+      'E_FAILED',
+      `unable to remove member ${memberId} from the etcd cluster: ${(last as Error)?.message ?? 'unknown error'}`,
+      { cause: last },
+    );
   }
 
   /** Removes the member with this name (upstream RemoveMember); false when there is none. */

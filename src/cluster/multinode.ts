@@ -91,7 +91,8 @@ export class MultiNode {
     const cluster = parseInitialCluster(template['initial-cluster']);
     if (cluster.length <= 1) return undefined;
     const podName = this.opts.pod.podName ?? '';
-    if (podName === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAME is not set: a member of a multi-node cluster cannot tell which member it is');
+    if (podName === '')
+      throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAME is not set: a member of a multi-node cluster cannot tell which member it is');
     const name = memberName(template, podName);
     const peerUrls = memberUrls(template, 'initial-advertise-peer-urls', name, podName);
     const inInitialCluster = cluster.some(([n]) => n === name);

@@ -108,7 +108,10 @@ export class OnDemandMaintenance {
       }
     } finally {
       outcome.finishedAt = this.deps.clock.now().toISOString();
-      this.deps.metrics.maintenanceDurationSeconds.observe({ operation, succeeded: String(outcome.state === 'succeeded') }, (performance.now() - t0) / 1000);
+      this.deps.metrics.maintenanceDurationSeconds.observe(
+        { operation, succeeded: String(outcome.state === 'succeeded') },
+        (performance.now() - t0) / 1000,
+      );
     }
     return outcome;
   }

@@ -82,7 +82,10 @@ export async function updatePeerUrlsIfChanged(opts: PeerUrlUpdateOptions): Promi
   // The member that answered is the one --endpoints[0] points at; it must be the one of that name, or we
   // would give another member our URLs.
   if (list.memberId !== me.id) {
-    throw new EtcdbrError('E_CONFLICT', `the etcd member answering at the first endpoint (${list.memberId}) is not ${memberName} (${me.id}); not updating peer URLs`);
+    throw new EtcdbrError(
+      'E_CONFLICT',
+      `the etcd member answering at the first endpoint (${list.memberId}) is not ${memberName} (${me.id}); not updating peer URLs`,
+    );
   }
   logger.info({ member: memberName, from: me.peerUrls, to: opts.configPeerUrls }, 'peer URLs changed: updating the etcd member');
   const attempts = opts.retry?.attempts ?? 5;
@@ -92,7 +95,8 @@ export async function updatePeerUrlsIfChanged(opts: PeerUrlUpdateOptions): Promi
       await client.memberUpdate(me.id, opts.configPeerUrls, { timeoutMs: opts.timeoutMs });
       break;
     } catch (err) {
-      if (i >= attempts) throw new EtcdbrError('E_FAILED', `updating the peer URLs of ${memberName} failed: ${(err as Error).message}`, { cause: err });
+      if (i >= attempts)
+        throw new EtcdbrError('E_FAILED', `updating the peer URLs of ${memberName} failed: ${(err as Error).message}`, { cause: err });
       logger.warn({ err, attempt: i }, 'updating the peer URLs failed; retrying');
       await opts.clock.sleep(delay, opts.signal);
       delay *= 2;
@@ -113,12 +117,11 @@ export function postWrapperStop(url: string, ca: Buffer | undefined, timeoutMs: 
   return new Promise((resolve, reject) => {
     const u = new URL(url);
     const options = { method: 'POST', timeout: timeoutMs, headers: { 'content-length': '0' } };
-    const req =
-      u.protocol === 'https:'
-        ? httpsRequest(u, { ...options, ...(ca ? { ca } : {}) })
-        : httpRequest(u, options);
+    const req = u.protocol === 'https:' ? httpsRequest(u, { ...options, ...(ca ? { ca } : {}) }) : httpRequest(u, options);
     req.on('timeout', () => req.destroy(new EtcdbrError('E_UNAVAILABLE', `no answer from ${url} within ${timeoutMs} ms`)));
-    req.on('error', (err) => reject(new EtcdbrError('E_UNAVAILABLE', `asking etcd-wrapper to restart etcd (${url}) failed: ${err.message}`, { cause: err })));
+    req.on('error', (err) =>
+      reject(new EtcdbrError('E_UNAVAILABLE', `asking etcd-wrapper to restart etcd (${url}) failed: ${err.message}`, { cause: err })),
+    );
     req.on('response', (res) => {
       res.resume();
       res.on('end', () => {
@@ -146,7 +149,10 @@ export async function updatePeerUrlsWhenReachable(
       if (status.isLearner) {
         // A learner refuses MemberList ("rpc not supported for learner"). It was just added (join or rejoin
         // as learner) with the etcd config's peer URLs, so there is nothing to correct.
-        opts.logger.info({ member: opts.memberName }, 'this member is a learner, added with the etcd config’s peer URLs: not checking them');
+        opts.logger.info(
+          { member: opts.memberName },
+          'this member is a learner, added with the etcd config’s peer URLs: not checking them',
+        );
         return 'unchanged';
       }
       break;

@@ -11,7 +11,17 @@ import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { access, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { encryptsNewSnapshots, latestSet, newSnapshot, policyForSuffix, SnapStoreError, suffixForPolicy, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import {
+  encryptsNewSnapshots,
+  latestSet,
+  newSnapshot,
+  policyForSuffix,
+  SnapStoreError,
+  suffixForPolicy,
+  type Logger,
+  type SnapStore,
+  type Snapshot,
+} from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { CompactorConfig, RestorationConfig } from '../config/types.js';
 import type { EtcdBinaries } from '../etcd/binaries.js';
@@ -74,7 +84,17 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
   const plan = planRestore(listing);
   if (!plan.base) {
     logger.info({}, 'No base snapshot found. Will do nothing.');
-    return { snapshot: undefined, base: undefined, deltas: 0, revision: 0, restoreMs: 0, snapshotMs: 0, totalMs: 0, dbSizeBefore: 0, dbSizeAfter: 0 };
+    return {
+      snapshot: undefined,
+      base: undefined,
+      deltas: 0,
+      revision: 0,
+      restoreMs: 0,
+      snapshotMs: 0,
+      totalMs: 0,
+      dbSizeBefore: 0,
+      dbSizeAfter: 0,
+    };
   }
   const base = plan.base;
   // Upstream takes the codec of the last delta of the latest set (the base's when there is none); that
@@ -101,10 +121,7 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
   const tempDir = path.resolve(rc.tempDir);
   // Remove the scratch parent afterwards only if this run created it (it may be a shared directory).
   const tempDirExisted = await exists(tempDir);
-  logger.info(
-    { base: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision, dataDir },
-    'Start compacting',
-  );
+  logger.info({ base: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision, dataDir }, 'Start compacting');
 
   let etcd: LocalEtcd | undefined;
   let client: EtcdClient | undefined;
@@ -121,7 +138,10 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
     etcd = restored.etcd;
     if (!etcd) throw new EtcdbrError('E_INTERNAL', 'restore for compaction did not hand over its local etcd');
     const restoreMs = Date.now() - started;
-    logger.info({ revision: restored.revision, deltasApplied: restored.deltasApplied, ms: restoreMs }, 'Restoration for compaction is over');
+    logger.info(
+      { revision: restored.revision, deltasApplied: restored.deltasApplied, ms: restoreMs },
+      'Restoration for compaction is over',
+    );
 
     client = await connectLocalEtcd(etcd.clientUrl);
     const revision = await client.currentRevision(REVISION_READ_TIMEOUT_MS);
@@ -154,7 +174,13 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
         encrypted: encryptsNewSnapshots(store),
       });
       const timeout = AbortSignal.timeout(cc.snapshotTimeout);
-      await saveVerifiedFullSnapshot(store, snapshot, withSha256Trailer(backendPath(partDir)), compression, signal ? AbortSignal.any([signal, timeout]) : timeout);
+      await saveVerifiedFullSnapshot(
+        store,
+        snapshot,
+        withSha256Trailer(backendPath(partDir)),
+        compression,
+        signal ? AbortSignal.any([signal, timeout]) : timeout,
+      );
       logger.info({ snapshot: snapshot.snapName, revision }, 'Full snapshot saved');
     } else {
       snapshot = await takeFullSnapshot(

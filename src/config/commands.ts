@@ -180,13 +180,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       'Copies full and delta snapshots from the source store (--source-* flags, SOURCE_* credentials) to the destination\n' +
       'store (the usual store flags), skipping snapshots the destination already has.',
     configFile: false,
-    uses: [
-      common,
-      use(copierGroup, ['copierConfig']),
-      use(snapstoreGroup('source-'), ['sourceSnapstoreConfig']),
-      primaryStore,
-      encryption,
-    ],
+    uses: [common, use(copierGroup, ['copierConfig']), use(snapstoreGroup('source-'), ['sourceSnapstoreConfig']), primaryStore, encryption],
     complete(cfg: CopyCommandConfig) {
       cfg.sourceSnapstoreConfig = mergeSourceWithDestination(cfg.sourceSnapstoreConfig, cfg.snapstoreConfig);
     },
@@ -207,7 +201,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
     short: 'check that the backups in a store restore, without restoring them (not in etcd-backup-restore)',
     long:
       'Downloads the newest chain (--all: every chain) and checks each object as a restore would use it: sizes, decompression,\n' +
-      'sha256 trailers, the full snapshot\'s bbolt structure and revision, every delta event and the revision continuity.\n' +
+      "sha256 trailers, the full snapshot's bbolt structure and revision, every delta event and the revision continuity.\n" +
       'Exit code 0: the newest chain restores; 3: a backup is broken (the first broken object is named).',
     configFile: false,
     uses: [common, primaryStore, encryption, use(verifyOptionsGroup)],

@@ -43,7 +43,9 @@ async function readKeyFile(file: string, what: string): Promise<string> {
 export async function readEncryptionKeys(files: EncryptionFiles): Promise<SnapshotEncryption | undefined> {
   if (files.recipientsFile === undefined && files.identityFiles.length === 0) return undefined;
   const recipients =
-    files.recipientsFile === undefined ? [] : parseRecipientsFile(await readKeyFile(files.recipientsFile, 'recipients'), files.recipientsFile);
+    files.recipientsFile === undefined
+      ? []
+      : parseRecipientsFile(await readKeyFile(files.recipientsFile, 'recipients'), files.recipientsFile);
   const identities = [];
   for (const file of files.identityFiles) identities.push(...(await parseIdentityFile(await readKeyFile(file, 'identity'), file)));
   return { recipients, identities };

@@ -32,7 +32,8 @@ export async function readEtcdConfigTemplate(path: string): Promise<EtcdConfigTe
   const [yamlError] = doc.errors;
   if (yamlError) throw new EtcdConfigError(`etcd config file ${path} is not valid YAML: ${yamlError.message}`, { cause: yamlError });
   const template: unknown = doc.toJS();
-  if (!template || typeof template !== 'object' || Array.isArray(template)) throw new EtcdConfigError(`etcd config file ${path} is not a YAML mapping`);
+  if (!template || typeof template !== 'object' || Array.isArray(template))
+    throw new EtcdConfigError(`etcd config file ${path} is not a YAML mapping`);
   const lines = new Map<string, number>();
   if (isMap(doc.contents)) {
     for (const pair of doc.contents.items) {
@@ -84,11 +85,19 @@ export function memberUrls(template: EtcdConfigTemplate, key: string, member: st
   const value = template[key];
   const legacy = legacyUrlTemplate(template, key);
   if (legacy) return [`${legacy.scheme}://${podName}.${legacy.service}.${legacy.namespace}.svc:${legacy.port}`];
-  if (typeof value === 'string') return value.split(',').map((s) => s.trim()).filter(Boolean);
+  if (typeof value === 'string')
+    return value
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
   if (Array.isArray(value)) return value.map(String);
   if (value && typeof value === 'object') {
     const mine = (value as Record<string, unknown>)[member];
-    if (typeof mine === 'string') return mine.split(',').map((s) => s.trim()).filter(Boolean);
+    if (typeof mine === 'string')
+      return mine
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
     if (Array.isArray(mine)) return mine.map(String);
   }
   return [];

@@ -6,16 +6,7 @@
 import { CodedError } from '../errors.js';
 
 /** Value types, named after pflag's. Durations are milliseconds; every number is a safe integer otherwise. */
-export type ValueType =
-  | 'string'
-  | 'bool'
-  | 'uint'
-  | 'uint32'
-  | 'int'
-  | 'int64'
-  | 'duration'
-  | 'stringSlice'
-  | 'stringArray';
+export type ValueType = 'string' | 'bool' | 'uint' | 'uint32' | 'int' | 'int64' | 'duration' | 'stringSlice' | 'stringArray';
 
 /** The value types a TypeScript field type may be declared with. */
 type TypesFor<V> = V extends boolean

@@ -71,9 +71,13 @@ export async function buildStoreConfig(flags: SnapstoreConfig, opts: StoreBuildO
     try {
       await mkdir(flags.tempDir, { recursive: true, mode: 0o700 });
     } catch (err) {
-      throw new SnapStoreError('E_CONFIG', `--${flagPrefix}snapstore-temp-directory: cannot create ${flags.tempDir}: ${(err as Error).message}`, {
-        cause: err,
-      });
+      throw new SnapStoreError(
+        'E_CONFIG',
+        `--${flagPrefix}snapstore-temp-directory: cannot create ${flags.tempDir}: ${(err as Error).message}`,
+        {
+          cause: err,
+        },
+      );
     }
   }
 

@@ -176,7 +176,10 @@ export async function copyBackups(deps: CopierDeps, config: CopierConfig): Promi
   signal?.throwIfAborted();
   result.durationMs = Date.now() - started;
   if (result.failures.length > 0) throw new CopyError(result);
-  logger.info({ copied: result.copied.length, skipped: result.skipped.length, bytes: result.bytes, ms: result.durationMs }, 'Backups copied');
+  logger.info(
+    { copied: result.copied.length, skipped: result.skipped.length, bytes: result.bytes, ms: result.durationMs },
+    'Backups copied',
+  );
   return result;
 }
 
@@ -242,10 +245,14 @@ async function copySnapshot(deps: CopierDeps, snap: Snapshot): Promise<number> {
     await destination.save(target, data, signal ? { signal } : {});
   } catch (err) {
     if (check?.failure) {
-      throw new EtcdbrError('E_CORRUPT', `snapshot ${snap.snapName} in the source store is corrupt: ${check.failure.message}`, { cause: check.failure });
+      throw new EtcdbrError('E_CORRUPT', `snapshot ${snap.snapName} in the source store is corrupt: ${check.failure.message}`, {
+        cause: check.failure,
+      });
     }
     if (sourceError !== undefined) {
-      throw new EtcdbrError('E_FAILED', `could not read snapshot ${snap.snapName} from source store: ${message(sourceError)}`, { cause: sourceError });
+      throw new EtcdbrError('E_FAILED', `could not read snapshot ${snap.snapName} from source store: ${message(sourceError)}`, {
+        cause: sourceError,
+      });
     }
     throw new EtcdbrError('E_FAILED', `could not save snapshot ${snap.snapName} to destination store: ${message(err)}`, { cause: err });
   } finally {
@@ -286,7 +293,8 @@ class IntegrityCheck extends ByteCounter {
     const verifier = new PayloadVerifier(`${kind} snapshot ${snap.snapName}`, kind);
     const sink = new Writable({ write: (_chunk, _enc, cb) => cb() });
     const stored = snap.isEncrypted === true;
-    if (stored && identities === undefined) throw new SnapStoreError('E_NO_IDENTITY', `${snap.snapName} is encrypted and no identity was given to check it`);
+    if (stored && identities === undefined)
+      throw new SnapStoreError('E_NO_IDENTITY', `${snap.snapName} is encrypted and no identity was given to check it`);
     const decrypt = stored ? createDecryptStream(identities ?? [], snap.snapName) : undefined;
     this.head = decrypt ?? decompress;
     this.checked = decrypt ? pipeline(decrypt, decompress, verifier, sink) : pipeline(decompress, verifier, sink);

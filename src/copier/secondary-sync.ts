@@ -166,7 +166,11 @@ export class SecondarySync {
       if (err instanceof CopyError && !signal.aborted && err.result.failures.every((f) => isSnapStoreError(f.error.cause, 'E_NOT_FOUND'))) {
         // Only objects the primary's GC deleted after the listing failed: nothing is missing, no failure.
         this.log.info(
-          { vanished: err.result.failures.map((f) => f.snapshot.snapName), copied: err.result.copied.length, skipped: err.result.skipped.length },
+          {
+            vanished: err.result.failures.map((f) => f.snapshot.snapName),
+            copied: err.result.copied.length,
+            skipped: err.result.skipped.length,
+          },
           'secondary backup sync round finished; some snapshots were deleted from the primary meanwhile',
         );
         return { status: 'synced', result: err.result };
@@ -177,9 +181,15 @@ export class SecondarySync {
       }
       const error = asError(err);
       // Object names stay out of the label: a label per failed round would grow without bound.
-      const label = err instanceof CopyError ? 'secondary backup sync: some snapshots could not be copied' : `secondary backup sync: ${failureLabel(error)}`;
+      const label =
+        err instanceof CopyError
+          ? 'secondary backup sync: some snapshots could not be copied'
+          : `secondary backup sync: ${failureLabel(error)}`;
       metrics.snapshotterFailure.labels(label).inc();
-      this.log.error({ err: error, retryInMs: this.config.periodMs }, `secondary backup sync round failed; retrying next period: ${error.message}`);
+      this.log.error(
+        { err: error, retryInMs: this.config.periodMs },
+        `secondary backup sync round failed; retrying next period: ${error.message}`,
+      );
       return { status: 'failed', error };
     }
   }

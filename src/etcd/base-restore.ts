@@ -53,8 +53,13 @@ export async function restoreBaseSnapshot(opts: BaseRestoreOptions): Promise<voi
   } catch (err) {
     const e = err as { stderr?: string; message: string };
     // etcd's own info-level JSON log lines say nothing about the failure; keep the rest.
-    const lines = (e.stderr ?? '').trim().split('\n').filter((l) => !/^\{"level":"(debug|info)"/.test(l));
+    const lines = (e.stderr ?? '')
+      .trim()
+      .split('\n')
+      .filter((l) => !/^\{"level":"(debug|info)"/.test(l));
     const detail = lines.slice(-5).join('\n') || e.message;
-    throw new EtcdbrError('E_FAILED', `${tool} snapshot restore of ${opts.snapshotFile} into ${opts.dataDir} failed: ${detail}`, { cause: err });
+    throw new EtcdbrError('E_FAILED', `${tool} snapshot restore of ${opts.snapshotFile} into ${opts.dataDir} failed: ${detail}`, {
+      cause: err,
+    });
   }
 }

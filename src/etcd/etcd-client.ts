@@ -242,7 +242,9 @@ export class Etcd3Client implements EtcdClient {
   }
 
   async memberAdd(peerUrls: readonly string[], opts: CallOptions & { learner?: boolean } = {}): Promise<EtcdMember> {
-    const res = await call(() => this.etcd3.cluster.memberAdd({ peerURLs: [...peerUrls], isLearner: opts.learner ?? false }, deadline(opts)));
+    const res = await call(() =>
+      this.etcd3.cluster.memberAdd({ peerURLs: [...peerUrls], isLearner: opts.learner ?? false }, deadline(opts)),
+    );
     return toMember(res.member);
   }
 
@@ -268,7 +270,11 @@ export class Etcd3Client implements EtcdClient {
     const pool = (this.etcd3 as unknown as { pool: PoolInternals }).pool;
     const stream = await call(() =>
       pool.withConnection('Maintenance', ({ client, metadata }) =>
-        (client as { snapshot(request: object, md: unknown, options: object): RawSnapshotStream }).snapshot({}, metadata, deadline(opts) ?? {}),
+        (client as { snapshot(request: object, md: unknown, options: object): RawSnapshotStream }).snapshot(
+          {},
+          metadata,
+          deadline(opts) ?? {},
+        ),
       ),
     );
     // Errors reach the reader through the async iterator; this only keeps an early one from being unhandled.

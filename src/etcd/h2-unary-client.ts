@@ -174,7 +174,9 @@ export class H2UnaryClient {
     }
     const receiveWindow = options.receiveWindow ?? 16 * 1024 * 1024;
     if (!Number.isInteger(receiveWindow) || receiveWindow < DEFAULT_WINDOW || receiveWindow > MAX_WINDOW) {
-      return Promise.reject(new H2CallError(`h2 client: receiveWindow must be an integer from ${DEFAULT_WINDOW} to ${MAX_WINDOW}, got ${receiveWindow}`));
+      return Promise.reject(
+        new H2CallError(`h2 client: receiveWindow must be an integer from ${DEFAULT_WINDOW} to ${MAX_WINDOW}, got ${receiveWindow}`),
+      );
     }
     const client = new H2UnaryClient(url, receiveWindow, options.onError);
     return client.ready.then(() => client);
@@ -227,7 +229,10 @@ export class H2UnaryClient {
     this.onError = onError;
     this.ready = new Promise<void>((resolve, reject) => {
       // A server that accepts the connection but says nothing must not leave connect() pending forever.
-      const timer = setTimeout(() => this.fail(`${this.authority} sent no HTTP/2 SETTINGS within ${SETTINGS_TIMEOUT_MS} ms`), SETTINGS_TIMEOUT_MS);
+      const timer = setTimeout(
+        () => this.fail(`${this.authority} sent no HTTP/2 SETTINGS within ${SETTINGS_TIMEOUT_MS} ms`),
+        SETTINGS_TIMEOUT_MS,
+      );
       this.settleReady = (err) => {
         clearTimeout(timer);
         if (err === undefined) resolve();
@@ -458,7 +463,10 @@ export class H2UnaryClient {
   private checkFrameHeader(buf: Buffer, at: number, length: number): boolean {
     if (!this.sawServerSettings && buf[at + 3] !== SETTINGS) {
       const first = buf.toString('latin1', at, at + FRAME_HEADER_BYTES).replace(/[^\x20-\x7e]/g, '.');
-      this.fail(`${this.authority} did not answer with HTTP/2 SETTINGS (is it an h2c/gRPC server?); it sent ${JSON.stringify(first)}`, PROTOCOL_ERROR);
+      this.fail(
+        `${this.authority} did not answer with HTTP/2 SETTINGS (is it an h2c/gRPC server?); it sent ${JSON.stringify(first)}`,
+        PROTOCOL_ERROR,
+      );
       return false;
     }
     if (length > MAX_RECEIVE_FRAME) {
@@ -474,7 +482,10 @@ export class H2UnaryClient {
     const streamId = buf.readUInt32BE(at + 5) & 0x7fffffff;
     const p = at + FRAME_HEADER_BYTES;
     if (this.continuationStream !== 0 && (type !== CONTINUATION || streamId !== this.continuationStream)) {
-      this.fail(`${this.authority} interrupted the header block of stream ${this.continuationStream} with a frame of type ${type}`, PROTOCOL_ERROR);
+      this.fail(
+        `${this.authority} interrupted the header block of stream ${this.continuationStream} with a frame of type ${type}`,
+        PROTOCOL_ERROR,
+      );
       return;
     }
     switch (type) {
@@ -502,7 +513,10 @@ export class H2UnaryClient {
         return;
       case PING:
         if (length !== 8 || streamId !== 0) {
-          this.fail(`${this.authority} sent a malformed PING (${length} bytes, stream ${streamId})`, length !== 8 ? FRAME_SIZE_ERROR : PROTOCOL_ERROR);
+          this.fail(
+            `${this.authority} sent a malformed PING (${length} bytes, stream ${streamId})`,
+            length !== 8 ? FRAME_SIZE_ERROR : PROTOCOL_ERROR,
+          );
           return;
         }
         if ((flags & FLAG_ACK) === 0) buf.copy(this.out, this.frame(8, PING, FLAG_ACK, 0), p, p + 8);
@@ -587,13 +601,18 @@ export class H2UnaryClient {
 
   private onRstStream(buf: Buffer, p: number, length: number, streamId: number): void {
     if (length !== 4 || streamId === 0) {
-      this.fail(`${this.authority} sent a malformed RST_STREAM (${length} bytes, stream ${streamId})`, length !== 4 ? FRAME_SIZE_ERROR : PROTOCOL_ERROR);
+      this.fail(
+        `${this.authority} sent a malformed RST_STREAM (${length} bytes, stream ${streamId})`,
+        length !== 4 ? FRAME_SIZE_ERROR : PROTOCOL_ERROR,
+      );
       return;
     }
     const call = this.streams.get(streamId);
     if (call === undefined) return;
     this.streams.delete(streamId);
-    call.reject(new H2CallError(`${call.path} on stream ${streamId} was reset by the server: RST_STREAM code ${errorName(buf.readUInt32BE(p))}`));
+    call.reject(
+      new H2CallError(`${call.path} on stream ${streamId} was reset by the server: RST_STREAM code ${errorName(buf.readUInt32BE(p))}`),
+    );
     this.openWaiting();
   }
 
@@ -626,7 +645,10 @@ export class H2UnaryClient {
         for (const call of this.streams.values()) call.sendWindow += delta;
       } else if (id === SETTINGS_MAX_FRAME_SIZE) {
         if (value < MIN_FRAME_SIZE_SETTING || value > MAX_FRAME_SIZE_SETTING) {
-          this.fail(`${this.authority} announced a max frame size of ${value}, outside ${MIN_FRAME_SIZE_SETTING}..${MAX_FRAME_SIZE_SETTING}`, PROTOCOL_ERROR);
+          this.fail(
+            `${this.authority} announced a max frame size of ${value}, outside ${MIN_FRAME_SIZE_SETTING}..${MAX_FRAME_SIZE_SETTING}`,
+            PROTOCOL_ERROR,
+          );
           return;
         }
         this.peerMaxFrameSize = value;
@@ -684,7 +706,9 @@ export class H2UnaryClient {
       if (increment === 0 || call.sendWindow > MAX_WINDOW) {
         this.streams.delete(streamId);
         this.resetStream(streamId, increment === 0 ? PROTOCOL_ERROR : FLOW_CONTROL_ERROR);
-        call.reject(new H2CallError(`${call.path} on stream ${streamId}: the server sent an invalid WINDOW_UPDATE (increment ${increment})`));
+        call.reject(
+          new H2CallError(`${call.path} on stream ${streamId}: the server sent an invalid WINDOW_UPDATE (increment ${increment})`),
+        );
         this.openWaiting();
         return;
       }

@@ -164,7 +164,10 @@ async function startOnce(opts: LocalEtcdOptions): Promise<LocalEtcd> {
     await stop(2_000);
     if (/address already in use/.test(tail)) throw new PortInUseError(tail);
     const why = err instanceof Error ? err.message : String(err);
-    throw new EtcdbrError('E_UNAVAILABLE', `local etcd on ${opts.dataDir} did not start: ${why}\n--- etcd log (tail) ---\n${lastLines(tail, 20)}`);
+    throw new EtcdbrError(
+      'E_UNAVAILABLE',
+      `local etcd on ${opts.dataDir} did not start: ${why}\n--- etcd log (tail) ---\n${lastLines(tail, 20)}`,
+    );
   }
   return handle;
 }

@@ -82,7 +82,10 @@ class Txns implements ReplayTxns {
    * again through etcd3, which then fails with etcd's own message if etcd refuses it again.
    */
   private async takeOver(err: H2CallError, ops: readonly ReplayOp[], expectedRevision: number): Promise<number> {
-    this.logger.warn({ err: err.message, revision: expectedRevision }, 'a replay transaction failed on the lean gRPC path; going on through the etcd3 client');
+    this.logger.warn(
+      { err: err.message, revision: expectedRevision },
+      'a replay transaction failed on the lean gRPC path; going on through the etcd3 client',
+    );
     const lean = this.lean;
     this.lean = undefined;
     await lean?.close().catch(() => undefined);

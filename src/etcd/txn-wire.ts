@@ -132,8 +132,7 @@ class Reader {
       // Not `this.at += this.varint()`: that adds the length to the position before the length was read.
       const len = this.varint();
       this.at += len;
-    }
-    else if (type === 1) this.at += 8;
+    } else if (type === 1) this.at += 8;
     else if (type === 5) this.at += 4;
     else throw new TxnWireError(`TxnResponse: unsupported wire type ${type}`);
     if (this.at > this.end) throw new TxnWireError('TxnResponse: field runs past the message');

@@ -166,7 +166,9 @@ function decideQuorate(
       action: 'join-as-learner',
       reason:
         `member ${name} is not in the member list of cluster ${c.clusterId}` +
-        (input.createAsLearner ? ' and its EtcdMember asks to be created as learner' : ' (scale-up, or a removal whose re-add did not finish)') +
+        (input.createAsLearner
+          ? ' and its EtcdMember asks to be created as learner'
+          : ' (scale-up, or a removal whose re-add did not finish)') +
         ': adding it as a learner',
     };
   }
@@ -174,16 +176,25 @@ function decideQuorate(
   // The data dir is of a member id the cluster no longer has: etcd would refuse it ("member removed").
   const staleData = valid && input.wal !== undefined && !byWal;
   if (valid && !staleData) {
-    return { action: 'start', reason: `member ${name} (${own.id}${own.isLearner ? ', learner' : ''}) is in cluster ${c.clusterId} and its data directory is valid` };
+    return {
+      action: 'start',
+      reason: `member ${name} (${own.id}${own.isLearner ? ', learner' : ''}) is in cluster ${c.clusterId} and its data directory is valid`,
+    };
   }
   const state = staleData ? `data directory of removed member ${input.wal!.memberId}` : `data directory not valid (${why})`;
   if (neverStarted && own.isLearner) {
-    return { action: 'join-as-learner', reason: `member ${name} was added as learner ${own.id} but never started; ${state}: starting it as that learner` };
+    return {
+      action: 'join-as-learner',
+      reason: `member ${name} was added as learner ${own.id} but never started; ${state}: starting it as that learner`,
+    };
   }
   if (neverStarted && input.wal === undefined) {
     // Seeds case 2: the cluster formed from initial-cluster while this member had not started yet; its id
     // is derived from initial-cluster and the token, so it joins with state `new` and no member change.
-    return { action: 'bootstrap', reason: `member ${name} (${own.id}) is a bootstrap member that never started; ${state}: joining the bootstrap` };
+    return {
+      action: 'bootstrap',
+      reason: `member ${name} (${own.id}) is a bootstrap member that never started; ${state}: joining the bootstrap`,
+    };
   }
   return {
     action: 'rejoin-as-learner',
@@ -225,5 +236,8 @@ function decideUnreachable(input: BootstrapInput, reason: string, valid: boolean
         '(recover the cluster as a single member first)',
     };
   }
-  return { action: 'bootstrap', reason: `fresh multi-node cluster: no quorate cluster answered (${reason}), no member metadata and no backups` };
+  return {
+    action: 'bootstrap',
+    reason: `fresh multi-node cluster: no quorate cluster answered (${reason}), no member metadata and no backups`,
+  };
 }

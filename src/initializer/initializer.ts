@@ -32,7 +32,10 @@ export interface ClusterMembership {
   /** Looks at the cluster until it is quorate (or retries are spent). */
   observe(signal?: AbortSignal): Promise<ClusterObservation>;
   /** Adds this member as a learner; `beforeAttempt` runs before every attempt (the data dir is wiped there). */
-  addAsLearner(opts?: { beforeAttempt?: () => Promise<void>; signal?: AbortSignal }): Promise<{ memberId?: string; alreadyMember: boolean }>;
+  addAsLearner(opts?: {
+    beforeAttempt?: () => Promise<void>;
+    signal?: AbortSignal;
+  }): Promise<{ memberId?: string; alreadyMember: boolean }>;
   remove(memberId: string, signal?: AbortSignal): Promise<void>;
 }
 
@@ -116,7 +119,13 @@ export async function initializeDataDir(mode: ValidationMode, opts: InitializerO
   metrics.validationDurationSeconds.labels(String(valid)).observe((Date.now() - validationStart) / 1000);
   const name = dataDirStatusName(result.status);
   logger.info({ status: name, reason: result.reason, dbRevision: result.dbRevision, latestRevision }, 'data directory validated');
-  report(opts, { step: 'validated', valid, status: name, ...(result.reason ? { reason: result.reason } : {}), clusterSize: opts.clusterSize });
+  report(opts, {
+    step: 'validated',
+    valid,
+    status: name,
+    ...(result.reason ? { reason: result.reason } : {}),
+    clusterSize: opts.clusterSize,
+  });
 
   switch (result.status) {
     case DataDirStatus.DataDirectoryValid:
@@ -127,13 +136,19 @@ export async function initializeDataDir(mode: ValidationMode, opts: InitializerO
     case DataDirStatus.FailToOpenBoltDBError:
       throw new EtcdbrError('E_CONFLICT', 'failed to initialize since another process still holds the file lock');
     case DataDirStatus.DataDirectoryStatusUnknown:
-      throw new EtcdbrError('E_FAILED', `cannot tell whether the data directory ${opts.dataDir} is valid: ${result.reason ?? 'unknown error'}`);
+      throw new EtcdbrError(
+        'E_FAILED',
+        `cannot tell whether the data directory ${opts.dataDir} is valid: ${result.reason ?? 'unknown error'}`,
+      );
     default:
       break;
   }
   if (opts.clusterSize > 1) {
     if (!opts.multiNode) {
-      throw new EtcdbrError('E_INVALID_INPUT', `cluster size ${opts.clusterSize}: a multi-node member can only be initialized by the server (it needs the cluster)`);
+      throw new EtcdbrError(
+        'E_INVALID_INPUT',
+        `cluster size ${opts.clusterSize}: a multi-node member can only be initialized by the server (it needs the cluster)`,
+      );
     }
     return initializeMultiNode(opts, opts.multiNode, result, latestRevision);
   }

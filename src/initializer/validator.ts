@@ -118,7 +118,11 @@ class Validation {
     for (const d of [this.memberDir, this.snapDir, this.walDir]) {
       const s = await exists(d);
       if (typeof s === 'object') return this.result(DataDirStatus.DataDirectoryStatusUnknown, `cannot stat ${d}: ${s.message}`);
-      if (s !== 'dir') return this.result(DataDirStatus.DataDirectoryInvStruct, `Data directory structure invalid: ${d} ${s === 'missing' ? 'is missing' : 'is not a directory'}`);
+      if (s !== 'dir')
+        return this.result(
+          DataDirStatus.DataDirectoryInvStruct,
+          `Data directory structure invalid: ${d} ${s === 'missing' ? 'is missing' : 'is not a directory'}`,
+        );
     }
 
     if (this.opts.latestSnapshotRevision === undefined) {
@@ -134,7 +138,8 @@ class Validation {
       dbRevision = await latestRevision(this.dbPath);
     } catch (err) {
       // bbolt panics on malformed pages (upstream: BoltDBCorrupt); failing to open or a missing bucket is an error.
-      const status = err instanceof BoltError && err.code === 'E_BOLT_CORRUPT' ? DataDirStatus.BoltDBCorrupt : DataDirStatus.DataDirectoryCorrupt;
+      const status =
+        err instanceof BoltError && err.code === 'E_BOLT_CORRUPT' ? DataDirStatus.BoltDBCorrupt : DataDirStatus.DataDirectoryCorrupt;
       return this.result(status, `unable to get current etcd revision from backend db file: ${(err as Error).message}`);
     }
 
@@ -148,7 +153,9 @@ class Validation {
     try {
       latest = await this.latestSnapshotRevision();
     } catch (err) {
-      return this.result(DataDirStatus.DataDirectoryStatusUnknown, `unable to get snapshots from store: ${(err as Error).message}`, { dbRevision });
+      return this.result(DataDirStatus.DataDirectoryStatusUnknown, `unable to get snapshots from store: ${(err as Error).message}`, {
+        dbRevision,
+      });
     }
     if (latest === 0) {
       this.log.info('No snapshot found.');
@@ -156,9 +163,16 @@ class Validation {
     }
     if (dbRevision >= latest) return { status: DataDirStatus.DataDirectoryValid, dbRevision };
 
-    this.log.info({ dbRevision, latestSnapshotRevision: latest }, `current etcd revision (${dbRevision}) is less than latest snapshot revision (${latest})`);
+    this.log.info(
+      { dbRevision, latestSnapshotRevision: latest },
+      `current etcd revision (${dbRevision}) is less than latest snapshot revision (${latest})`,
+    );
     if (!this.opts.catchUp) {
-      return this.result(DataDirStatus.RevisionConsistencyError, `etcd revision ${dbRevision} is behind the latest snapshot revision ${latest}`, { dbRevision });
+      return this.result(
+        DataDirStatus.RevisionConsistencyError,
+        `etcd revision ${dbRevision} is behind the latest snapshot revision ${latest}`,
+        { dbRevision },
+      );
     }
     this.log.info('Checking for Full revision consistency...');
     let caughtUp: boolean;
@@ -227,7 +241,9 @@ class Validation {
           { problems },
         );
       }
-      return wal.repairable ? { status: DataDirStatus.DataDirectoryValid, walRepairable: true } : { status: DataDirStatus.DataDirectoryValid };
+      return wal.repairable
+        ? { status: DataDirStatus.DataDirectoryValid, walRepairable: true }
+        : { status: DataDirStatus.DataDirectoryValid };
     } catch (err) {
       // Upstream turns every error of the corruption check into DataDirectoryCorrupt.
       return this.result(DataDirStatus.DataDirectoryCorrupt, `Data directory corrupt. ${(err as Error).message}`);
@@ -256,7 +272,10 @@ class Validation {
       }
     } catch (err) {
       // Upstream exits the process here; a status lets the caller report it instead.
-      return this.result(DataDirStatus.DataDirectoryStatusUnknown, `can't check or create the safe_guard file ${path}: ${(err as Error).message}`);
+      return this.result(
+        DataDirStatus.DataDirectoryStatusUnknown,
+        `can't check or create the safe_guard file ${path}: ${(err as Error).message}`,
+      );
     }
     await chmod(path, 0o600).catch((err: Error) => this.log.warn({ err }, `cannot chmod ${path} to 0600`));
     if (content !== ns) {

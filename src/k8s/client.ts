@@ -61,9 +61,15 @@ export async function createKubeClient(conn: KubeConnection): Promise<KubeClient
       const caFile = conn.caFile ?? path.join(SERVICE_ACCOUNT_DIR, 'ca.crt');
       const namespaceFile = conn.namespaceFile ?? path.join(SERVICE_ACCOUNT_DIR, 'namespace');
       if (conn.host === '' || conn.port === '') {
-        throw new KubeError('E_KUBE_CONFIG', 'in-cluster Kubernetes configuration needs KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT');
+        throw new KubeError(
+          'E_KUBE_CONFIG',
+          'in-cluster Kubernetes configuration needs KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT',
+        );
       }
-      for (const [what, file] of [['token', tokenFile], ['CA certificate', caFile]] as const) {
+      for (const [what, file] of [
+        ['token', tokenFile],
+        ['CA certificate', caFile],
+      ] as const) {
         if (!existsSync(file)) {
           throw new KubeError('E_KUBE_CONFIG', `in-cluster Kubernetes configuration: service account ${what} ${file} does not exist`);
         }

@@ -67,7 +67,9 @@ export function toKubeError(err: unknown, what: string, signal?: AbortSignal): K
               : 'E_KUBE_REQUEST';
     return new KubeError(code, `${what}: ${detail} (HTTP ${status})`, { cause: err, status });
   }
-  return new KubeError('E_KUBE_UNREACHABLE', `${what}: the Kubernetes API server could not be reached: ${transportDetail(err)}`, { cause: err });
+  return new KubeError('E_KUBE_UNREACHABLE', `${what}: the Kubernetes API server could not be reached: ${transportDetail(err)}`, {
+    cause: err,
+  });
 }
 
 /**

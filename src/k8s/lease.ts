@@ -26,7 +26,8 @@ export interface LeaseMergePatch {
  */
 export function formatMicroTime(d: Date): string {
   const iso = d.toISOString();
-  if (!iso.endsWith('Z') || iso.length !== 24) throw new EtcdbrError('E_INTERNAL', `time ${iso} cannot be written as a Kubernetes MicroTime`);
+  if (!iso.endsWith('Z') || iso.length !== 24)
+    throw new EtcdbrError('E_INTERNAL', `time ${iso} cannot be written as a Kubernetes MicroTime`);
   return `${iso.slice(0, 23)}000Z`;
 }
 
@@ -84,7 +85,13 @@ export function requestOptions(signal: AbortSignal, contentType?: string): Confi
  * Runs `fn` with a signal that aborts after `ms` on `clock` (upstream: context.WithTimeout around the update).
  * The abort reason is an E_KUBE_TIMEOUT error, so a timed-out request reports as a timeout.
  */
-export async function withDeadline<T>(clock: Clock, ms: number, what: string, fn: (signal: AbortSignal) => Promise<T>, parent?: AbortSignal): Promise<T> {
+export async function withDeadline<T>(
+  clock: Clock,
+  ms: number,
+  what: string,
+  fn: (signal: AbortSignal) => Promise<T>,
+  parent?: AbortSignal,
+): Promise<T> {
   const ac = new AbortController();
   const timer = clock.setTimeout(() => ac.abort(new KubeError('E_KUBE_TIMEOUT', `${what} did not finish within ${ms / 1000} s`)), ms);
   const onParentAbort = (): void => ac.abort(parent?.reason);

@@ -60,7 +60,11 @@ export async function renewMemberLease(opts: MemberLeaseOptions, signal?: AbortS
       try {
         identity = await opts.memberIdentity(sig);
       } catch (err) {
-        throw new KubeError('E_KUBE_REQUEST', `member lease ${ref.namespace}/${ref.name}: cannot get the etcd member status: ${(err as Error).message}`, { cause: err });
+        throw new KubeError(
+          'E_KUBE_REQUEST',
+          `member lease ${ref.namespace}/${ref.name}: cannot get the etcd member status: ${(err as Error).message}`,
+          { cause: err },
+        );
       }
       const holder = formatMemberIdentity(identity);
       const tls = typeof opts.peerTLSEnabled === 'function' ? await opts.peerTLSEnabled() : opts.peerTLSEnabled;
@@ -106,7 +110,10 @@ export class MemberLeaseHeartbeat {
     if (this.running) return;
     this.running = true;
     this.abort = new AbortController();
-    this.opts.logger.info({ lease: `${this.opts.namespace}/${this.opts.memberName}`, heartbeatMs: this.opts.heartbeatMs }, 'Started member lease renewal');
+    this.opts.logger.info(
+      { lease: `${this.opts.namespace}/${this.opts.memberName}`, heartbeatMs: this.opts.heartbeatMs },
+      'Started member lease renewal',
+    );
     this.arm();
   }
 
@@ -149,12 +156,7 @@ export class MemberLeaseHeartbeat {
  * Whether this member ever sent a heartbeat (its lease has a holder): the initializer's fallback for "was
  * this member part of the cluster" when etcd cannot be asked (upstream `WasMemberInCluster`).
  */
-export async function memberLeaseHasHolder(
-  kube: KubeClient,
-  ref: LeaseRef,
-  clock: Clock,
-  timeoutMs: number,
-): Promise<boolean> {
+export async function memberLeaseHasHolder(kube: KubeClient, ref: LeaseRef, clock: Clock, timeoutMs: number): Promise<boolean> {
   return withDeadline(clock, timeoutMs, `read of member lease ${ref.namespace}/${ref.name}`, async (sig) => {
     const lease = await getLease(kube, ref, sig, 'member lease');
     const holder = lease.spec?.holderIdentity;

@@ -53,8 +53,8 @@ export async function applyDeltaFile(
 ): Promise<ApplyResult & { open?: OpenRevision }> {
   const parser = new DeltaPayloadParser(what);
   // 64 KiB reads: the parser turns a whole chunk into events at once, and a 1 MiB chunk's thousands of
-    // events outlived V8's young generation, so the old one filled with dead events (1M revisions: +90 MB RSS).
-    createReadStream(file, { highWaterMark: DELTA_READ_BYTES })
+  // events outlived V8's young generation, so the old one filled with dead events (1M revisions: +90 MB RSS).
+  createReadStream(file, { highWaterMark: DELTA_READ_BYTES })
     .on('error', (err) => parser.destroy(err))
     .pipe(parser);
   const stopAtRevision = opts.stopAtRevision ?? Number.MAX_SAFE_INTEGER;
@@ -111,7 +111,9 @@ export async function applyDeltaFile(
 export async function commitOpenRevision(txns: ReplayTxns, open: OpenRevision, what: string): Promise<ApplyResult> {
   const applied = await txns.commit(open.ops, open.revision);
   if (applied !== open.revision) {
-    throw new RevisionMismatchError(`${what}: mismatched event revision while applying delta snapshot, expected ${open.revision} but applied ${applied}`);
+    throw new RevisionMismatchError(
+      `${what}: mismatched event revision while applying delta snapshot, expected ${open.revision} but applied ${applied}`,
+    );
   }
   return { revisions: 1, events: open.ops.length, lastRevision: applied };
 }

@@ -249,7 +249,9 @@ class DeltaRevisions {
     const before = this.keys.get(id);
     if (ev.type === 'DELETE') {
       if (before && !before.live) {
-        throw new InconsistentDeltaError(`${what}: revision ${ev.modRevision} deletes key ${JSON.stringify(ev.key.toString())}, which is already deleted`);
+        throw new InconsistentDeltaError(
+          `${what}: revision ${ev.modRevision} deletes key ${JSON.stringify(ev.key.toString())}, which is already deleted`,
+        );
       }
       this.remember(id, before, 0, 0, false);
       return { key: revisionKey(ev.modRevision, sub, true), value: encodeTombstoneValue(ev.key) };
@@ -269,7 +271,13 @@ class DeltaRevisions {
     this.remember(id, before, ev.createRevision, ev.version, true);
     return {
       key: revisionKey(ev.modRevision, sub, false),
-      value: encodePutValue({ key: ev.key, createRevision: ev.createRevision, modRevision: ev.modRevision, version: ev.version, value: ev.value }),
+      value: encodePutValue({
+        key: ev.key,
+        createRevision: ev.createRevision,
+        modRevision: ev.modRevision,
+        version: ev.version,
+        value: ev.value,
+      }),
     };
   }
 }

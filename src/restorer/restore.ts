@@ -123,7 +123,15 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
   const started = Date.now();
   const { logger } = opts;
   if (!plan.base) {
-    return { restored: false, revision: 0, deltasApplied: 0, revisionsApplied: 0, durationMs: 0, replayMs: 0, authDisabledForReplay: false };
+    return {
+      restored: false,
+      revision: 0,
+      deltasApplied: 0,
+      revisionsApplied: 0,
+      durationMs: 0,
+      replayMs: 0,
+      authDisabledForReplay: false,
+    };
   }
   const partDir = `${opts.dataDir}.part`;
   // A missing or wrong age identity fails here, on the headers alone, before anything on disk changes.
@@ -223,11 +231,13 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       const progress = new Progress(plan, revision, logger);
       let leanFailed = false;
       let open: OpenRevision | undefined;
-      for await (const { snap, file } of replayed ? [] : fetchDeltasInOrder(store, plan.deltas, {
-        maxFetchers: opts.maxFetchers,
-        tempDir: scratch,
-        ...(opts.signal ? { signal: opts.signal } : {}),
-      })) {
+      for await (const { snap, file } of replayed
+        ? []
+        : fetchDeltasInOrder(store, plan.deltas, {
+            maxFetchers: opts.maxFetchers,
+            tempDir: scratch,
+            ...(opts.signal ? { signal: opts.signal } : {}),
+          })) {
         const what = `delta snapshot ${snap.snapName}`;
         try {
           const r = await applyDeltaFile(txns, file, what, {
@@ -399,7 +409,7 @@ async function fetchFull(store: SnapStore, snap: Snapshot, file: string, signal?
 export function logContinuedRevision(logger: Logger, snapName: string, revision: number): void {
   logger.warn(
     { snapshot: snapName, revision },
-    'delta snapshot continues the previous delta\'s last revision (its snapshotter cut the deltas inside a transaction); applying both parts as that one revision',
+    "delta snapshot continues the previous delta's last revision (its snapshotter cut the deltas inside a transaction); applying both parts as that one revision",
   );
 }
 

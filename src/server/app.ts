@@ -65,7 +65,10 @@ async function readTlsFile(path: string, what: string): Promise<Buffer> {
   try {
     return await readFile(path);
   } catch (err) {
-    throw new EtcdbrError('E_INVALID_INPUT', `cannot read the server TLS ${what} ${JSON.stringify(path)} (--server-${what}): ${errorMessage(err)}`);
+    throw new EtcdbrError(
+      'E_INVALID_INPUT',
+      `cannot read the server TLS ${what} ${JSON.stringify(path)} (--server-${what}): ${errorMessage(err)}`,
+    );
   }
 }
 
@@ -144,7 +147,8 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
         return sendError(reply, 403, 'maintenance routes need API authentication: configure --api-client-ca-file or --api-token-file');
       }
       const leading = deps.maintenance?.();
-      if (!leading) return sendError(reply, 503, 'this sidecar does not lead the cluster: send maintenance requests to the leading sidecar');
+      if (!leading)
+        return sendError(reply, 503, 'this sidecar does not lead the cluster: send maintenance requests to the leading sidecar');
       if (request.method === 'GET') return sendJson(reply, 200, leading.control.status()[operation] ?? null);
       if (request.method !== 'POST') return sendError(reply, 405, `use POST to start a ${operation}, GET for the last outcome`);
       try {
@@ -299,8 +303,7 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
       }
       const port = (app.server.address() as AddressInfo).port;
       const scheme = tls ? 'https' : 'http';
-      const urlHost =
-        host === undefined || host === '::' || host === '0.0.0.0' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+      const urlHost = host === undefined || host === '::' || host === '0.0.0.0' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
       logger.info({ address }, 'HTTP server listening');
       return { port, url: `${scheme}://${urlHost}:${port}` };
     },

@@ -34,9 +34,7 @@ export function registerProfilingRoutes(app: FastifyInstance, logger: Logger): P
   // Go's ServeMux redirects a subtree root without its slash.
   app.all('/debug/pprof', async (_request, reply) => reply.redirect('/debug/pprof/', 301));
 
-  app.all('/debug/pprof/', async (_request, reply) =>
-    reply.code(200).header('content-type', 'text/plain; charset=utf-8').send(INDEX),
-  );
+  app.all('/debug/pprof/', async (_request, reply) => reply.code(200).header('content-type', 'text/plain; charset=utf-8').send(INDEX));
 
   app.all('/debug/pprof/heap', async (_request, reply) => {
     logger.info('writing a V8 heap snapshot for /debug/pprof/heap');

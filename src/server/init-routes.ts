@@ -2,11 +2,7 @@ import { EtcdbrError } from '../errors.js';
 import type { FastifyInstance } from 'fastify';
 import { stringify } from 'yaml';
 import type { PodEnvironment } from '../config/pod-environment.js';
-import {
-  readEtcdConfigTemplate,
-  renderMemberConfig,
-  type ClusterView,
-} from '../config/etcd-config.js';
+import { readEtcdConfigTemplate, renderMemberConfig, type ClusterView } from '../config/etcd-config.js';
 import type { InitializationState } from './initialization.js';
 import { GO_SNIFFED_TEXT, errorMessage, queryParam, sendError } from './respond.js';
 

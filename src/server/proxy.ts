@@ -125,11 +125,7 @@ export async function isLeaderHealthy(
 }
 
 /** Forwards the request to the leader if it is healthy; every failure before forwarding is a 405, as upstream. */
-export async function delegateToLeader(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  opts: DelegationOptions,
-): Promise<FastifyReply> {
+export async function delegateToLeader(request: FastifyRequest, reply: FastifyReply, opts: DelegationOptions): Promise<FastifyReply> {
   const refuse = (message: string): FastifyReply => {
     opts.logger.warn({ url: request.url }, message);
     return sendError(reply, 405, message);
@@ -164,12 +160,7 @@ export async function delegateToLeader(
  * Reverse-proxies the request (method, path, query, body) and relays the answer. A failure to reach the
  * leader is a 502, as Go's ReverseProxy answers; a failure after the answer started aborts the connection.
  */
-async function forward(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  leader: string,
-  opts: DelegationOptions,
-): Promise<FastifyReply> {
+async function forward(request: FastifyRequest, reply: FastifyReply, leader: string, opts: DelegationOptions): Promise<FastifyReply> {
   const target = new URL(`${trimBase(leader)}${request.raw.url ?? '/'}`);
   const headers = withoutHopByHop(request.headers);
   delete headers['host'];
@@ -224,7 +215,7 @@ async function forward(
       await pipeline(res, reply.raw);
     }
   } catch (err) {
-    opts.logger.warn({ url: request.url, err }, 'relaying the leading sidecar\'s answer failed');
+    opts.logger.warn({ url: request.url, err }, "relaying the leading sidecar's answer failed");
     if (!reply.raw.headersSent) {
       reply.raw.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' });
       reply.raw.end(`relaying the answer of the leading sidecar ${leader} failed: ${errorMessage(err)}\n`);

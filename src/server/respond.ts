@@ -18,11 +18,7 @@ export function sendJson(reply: FastifyReply, status: number, value: unknown): F
 
 /** Go's `http.Error`: the message plus a newline, as text, not to be sniffed. */
 export function sendError(reply: FastifyReply, status: number, message: string): FastifyReply {
-  return reply
-    .code(status)
-    .header('content-type', GO_SNIFFED_TEXT)
-    .header('x-content-type-options', 'nosniff')
-    .send(`${message}\n`);
+  return reply.code(status).header('content-type', GO_SNIFFED_TEXT).header('x-content-type-options', 'nosniff').send(`${message}\n`);
 }
 
 /**

@@ -40,8 +40,12 @@ export class ExponentialBackoff {
     this.multiplier = opts.multiplier ?? DEFAULT_BACKOFF_MULTIPLIER;
     this.attemptLimit = opts.attemptLimit ?? DEFAULT_BACKOFF_ATTEMPT_LIMIT;
     this.thresholdMs = opts.thresholdMs ?? DEFAULT_BACKOFF_THRESHOLD_MS;
-    for (const [name, v] of [['multiplier', this.multiplier], ['attemptLimit', this.attemptLimit]] as const) {
-      if (!Number.isSafeInteger(v) || v < 0) throw new EtcdbrError('E_INVALID_INPUT', `backoff ${name} must be a non-negative integer, got ${v}`);
+    for (const [name, v] of [
+      ['multiplier', this.multiplier],
+      ['attemptLimit', this.attemptLimit],
+    ] as const) {
+      if (!Number.isSafeInteger(v) || v < 0)
+        throw new EtcdbrError('E_INVALID_INPUT', `backoff ${name} must be a non-negative integer, got ${v}`);
     }
   }
 

@@ -44,7 +44,10 @@ export async function takeFullSnapshot(deps: FullSnapshotDeps, opts: FullSnapsho
 }
 
 /** takeFullSnapshot, also telling the size of the uncompressed snapshot file (database ‖ sha256). */
-export async function takeSizedFullSnapshot(deps: FullSnapshotDeps, opts: FullSnapshotOptions): Promise<{ snapshot: Snapshot; bytes: number }> {
+export async function takeSizedFullSnapshot(
+  deps: FullSnapshotDeps,
+  opts: FullSnapshotOptions,
+): Promise<{ snapshot: Snapshot; bytes: number }> {
   const started = Date.now();
   const revisionBefore = await deps.client.currentRevision(opts.connectionTimeoutMs);
   const signals = [AbortSignal.timeout(opts.snapshotTimeoutMs)];

@@ -1,11 +1,5 @@
 import { asError, CodedError, EtcdbrError } from '../errors.js';
-import {
-  latestSet,
-  type CompressionPolicy,
-  type Logger,
-  type SnapStore,
-  type Snapshot,
-} from '@etcdbrctl/snapstore';
+import { latestSet, type CompressionPolicy, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import type { AllKeysWatch, EtcdClient } from '../etcd/etcd-client.js';
@@ -282,7 +276,10 @@ export class Snapshotter {
       await watch.close();
     }
     if (timedOut && !watchError) {
-      watchError = new EtcdbrError('E_UNAVAILABLE', `watch from revision ${this.prevLastRevision + 1} did not reach revision ${target} in time`);
+      watchError = new EtcdbrError(
+        'E_UNAVAILABLE',
+        `watch from revision ${this.prevLastRevision + 1} did not reach revision ${target} in time`,
+      );
     }
     await Promise.all(pending);
     if (watchError) throw watchError;
@@ -440,14 +437,10 @@ export class Snapshotter {
       ));
     } catch (err) {
       this.chain.prevFullSucceeded = false;
-      this.deps.metrics.snapshotDurationSeconds
-        .labels('Full', 'false')
-        .observe((this.deps.clock.now().getTime() - started) / 1000);
+      this.deps.metrics.snapshotDurationSeconds.labels('Full', 'false').observe((this.deps.clock.now().getTime() - started) / 1000);
       throw err;
     }
-    this.deps.metrics.snapshotDurationSeconds
-      .labels('Full', 'true')
-      .observe((this.deps.clock.now().getTime() - started) / 1000);
+    this.deps.metrics.snapshotDurationSeconds.labels('Full', 'true').observe((this.deps.clock.now().getTime() - started) / 1000);
     this.chain.prevSnapshot = snap;
     this.chain.prevFull = snap;
     this.chain.prevDeltas = [];
@@ -477,14 +470,10 @@ export class Snapshotter {
     try {
       snap = await saveDeltaSnapshot(store, payload, start, this.config.compression, this.deps.clock.now());
     } catch (err) {
-      this.deps.metrics.snapshotDurationSeconds
-        .labels('Incr', 'false')
-        .observe((this.deps.clock.now().getTime() - started) / 1000);
+      this.deps.metrics.snapshotDurationSeconds.labels('Incr', 'false').observe((this.deps.clock.now().getTime() - started) / 1000);
       throw err;
     }
-    this.deps.metrics.snapshotDurationSeconds
-      .labels('Incr', 'true')
-      .observe((this.deps.clock.now().getTime() - started) / 1000);
+    this.deps.metrics.snapshotDurationSeconds.labels('Incr', 'true').observe((this.deps.clock.now().getTime() - started) / 1000);
     this.deps.logger.info({ snapshot: snap.snapName, events: payload.events }, 'Delta snapshot saved');
     this.chain.prevSnapshot = snap;
     this.chain.prevDeltas.push(snap);
@@ -530,13 +519,16 @@ export class Snapshotter {
       this.fail(new EtcdbrError('E_INVALID_INPUT', 'error in full snapshot schedule: it never fires'));
       return;
     }
-    this.fullTimer = this.deps.clock.setTimeout(() => {
-      this.fullTimer = undefined;
-      void this.serial(() => this.fullSnapshot(false)).then(
-        () => this.armFullTimer(),
-        (err: unknown) => this.fail(err),
-      );
-    }, Math.max(0, next.getTime() - now.getTime()));
+    this.fullTimer = this.deps.clock.setTimeout(
+      () => {
+        this.fullTimer = undefined;
+        void this.serial(() => this.fullSnapshot(false)).then(
+          () => this.armFullTimer(),
+          (err: unknown) => this.fail(err),
+        );
+      },
+      Math.max(0, next.getTime() - now.getTime()),
+    );
   }
 
   private armDeltaTimer(): void {
@@ -570,7 +562,8 @@ export class Snapshotter {
    */
   private async flushOnStop(writeBuffered: boolean): Promise<void> {
     this.clearTimers();
-    if (writeBuffered && this.watch && !this.timelineChanged) await this.catchUpBeforeStop(Math.min(STOP_CATCH_UP_MS, this.config.finalDeltaTimeoutMs));
+    if (writeBuffered && this.watch && !this.timelineChanged)
+      await this.catchUpBeforeStop(Math.min(STOP_CATCH_UP_MS, this.config.finalDeltaTimeoutMs));
     await this.closeWatch();
     if (!writeBuffered && !this.buffer.isEmpty) {
       this.deps.logger.info({}, 'Leadership lost: leaving the buffered events to the next leader, which catches up from the store');

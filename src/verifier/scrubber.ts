@@ -69,17 +69,24 @@ export class BackupScrubber {
       throw err;
     }
     // An aborted scrub reports the objects it was cut off in as broken: that is no verdict on the backups.
-    if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : new EtcdbrError('E_STOPPED', 'backup verification was stopped');
+    if (signal?.aborted)
+      throw signal.reason instanceof Error ? signal.reason : new EtcdbrError('E_STOPPED', 'backup verification was stopped');
     const newest = report.chains.at(-1);
     if (report.restorable && newest) {
       metrics.backupLastVerifiedRevision.set(newest.restorableRevision);
       if (newest.restorableTime) metrics.backupLatestRestorableTimestamp.set(Date.parse(newest.restorableTime) / 1000);
-      logger.info({ revision: newest.restorableRevision, bytes: report.bytes, ms: report.durationMs }, 'backup verification: the newest chain restores');
+      logger.info(
+        { revision: newest.restorableRevision, bytes: report.bytes, ms: report.durationMs },
+        'backup verification: the newest chain restores',
+      );
     } else {
       metrics.backupVerifyFailures.inc();
       metrics.backupLastVerifiedRevision.set(newest?.restorableRevision ?? 0);
       if (newest?.restorableTime) metrics.backupLatestRestorableTimestamp.set(Date.parse(newest.restorableTime) / 1000);
-      logger.error({ broken: report.firstBroken, restorableRevision: newest?.restorableRevision ?? 0 }, 'backup verification: the newest chain does NOT restore as stored');
+      logger.error(
+        { broken: report.firstBroken, restorableRevision: newest?.restorableRevision ?? 0 },
+        'backup verification: the newest chain does NOT restore as stored',
+      );
     }
     return report;
   }

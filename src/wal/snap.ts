@@ -47,7 +47,10 @@ export async function readSnapFile(path: string): Promise<SnapshotRef> {
 
 /** The newest intact snapshot of `snapDir`. Throws only if the directory cannot be listed. */
 export async function loadNewestSnapshot(snapDir: string): Promise<SnapLoadResult> {
-  const names = (await readdir(snapDir)).filter((n) => n.endsWith('.snap')).sort().reverse();
+  const names = (await readdir(snapDir))
+    .filter((n) => n.endsWith('.snap'))
+    .sort()
+    .reverse();
   const broken: SnapLoadResult['broken'] = [];
   for (const name of names) {
     try {

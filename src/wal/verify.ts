@@ -14,13 +14,7 @@ import { listWalNames } from './names.js';
 import type { WalName } from './names.js';
 import { scanWal } from './reader.js';
 import type { WalScanOptions, WalScanProblem } from './reader.js';
-import {
-  RecordType,
-  decodeEntry,
-  decodeHardState,
-  decodeMemberMetadata,
-  decodeWalSnapshot,
-} from './records.js';
+import { RecordType, decodeEntry, decodeHardState, decodeMemberMetadata, decodeWalSnapshot } from './records.js';
 import type { HardState, MemberMetadata, SnapshotRef } from './records.js';
 import { ProtoError } from './protobuf.js';
 

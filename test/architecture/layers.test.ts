@@ -104,7 +104,8 @@ describe('layers that only point down', () => {
     for (const file of await sourceFiles(SNAPSTORE_SRC)) {
       for (const imp of moduleImports(file, await readFile(file, 'utf8'))) {
         const escapes = imp.specifier.startsWith('.') && relative(SNAPSTORE_SRC, resolve(dirname(file), imp.specifier)).startsWith('..');
-        if (escapes || imp.specifier === 'etcdbrctl' || imp.specifier.startsWith('etcdbrctl/')) outside.push(`${relative(ROOT, file)}:${imp.line}: ${imp.text}`);
+        if (escapes || imp.specifier === 'etcdbrctl' || imp.specifier.startsWith('etcdbrctl/'))
+          outside.push(`${relative(ROOT, file)}:${imp.line}: ${imp.text}`);
       }
     }
     expect(outside).toEqual([]);

@@ -16,12 +16,23 @@ const BASE = join(SRC, 'errors.ts');
 export function uncodedErrors(fileName: string, text: string): string[] {
   const sf = ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, true);
   const found: string[] = [];
-  const at = (node: ts.Node, what: string) => found.push(`${sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1}: ${what}: ${node.getText(sf).replace(/\s+/g, ' ').slice(0, 100)}`);
+  const at = (node: ts.Node, what: string) =>
+    found.push(
+      `${sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1}: ${what}: ${node.getText(sf).replace(/\s+/g, ' ').slice(0, 100)}`,
+    );
   const isBareError = (e: ts.Expression) => ts.isIdentifier(e) && /^(?:Error|TypeError|RangeError)$/.test(e.text);
   const visit = (node: ts.Node): void => {
     if ((ts.isNewExpression(node) || ts.isCallExpression(node)) && isBareError(node.expression)) at(node, 'an error without a code');
-    if (ts.isHeritageClause(node) && node.token === ts.SyntaxKind.ExtendsKeyword && node.types.some((t) => isBareError(t.expression))) at(node.parent, 'an error class not derived from CodedError');
-    if (ts.isThrowStatement(node) && (ts.isStringLiteral(node.expression) || ts.isTemplateExpression(node.expression) || ts.isNoSubstitutionTemplateLiteral(node.expression) || ts.isObjectLiteralExpression(node.expression))) at(node, 'a thrown non-error');
+    if (ts.isHeritageClause(node) && node.token === ts.SyntaxKind.ExtendsKeyword && node.types.some((t) => isBareError(t.expression)))
+      at(node.parent, 'an error class not derived from CodedError');
+    if (
+      ts.isThrowStatement(node) &&
+      (ts.isStringLiteral(node.expression) ||
+        ts.isTemplateExpression(node.expression) ||
+        ts.isNoSubstitutionTemplateLiteral(node.expression) ||
+        ts.isObjectLiteralExpression(node.expression))
+    )
+      at(node, 'a thrown non-error');
     ts.forEachChild(node, visit);
   };
   visit(sf);
@@ -45,6 +56,11 @@ describe('typed errors', () => {
     expect(uncodedErrors('x.ts', 'class A extends Error {}')).toHaveLength(1);
     expect(uncodedErrors('x.ts', "throw 'x';")).toHaveLength(1);
     expect(uncodedErrors('x.ts', 'throw `x ${y}`;')).toHaveLength(1);
-    expect(uncodedErrors('x.ts', "throw new EtcdbrError('E_FAILED', 'x');\nclass B extends CodedError {}\nthrow err;\n// new Error('in a comment')\nconst s = \"new Error('in a string')\";")).toEqual([]);
+    expect(
+      uncodedErrors(
+        'x.ts',
+        "throw new EtcdbrError('E_FAILED', 'x');\nclass B extends CodedError {}\nthrow err;\n// new Error('in a comment')\nconst s = \"new Error('in a string')\";",
+      ),
+    ).toEqual([]);
   });
 });

@@ -58,18 +58,15 @@ describe('delta payload format', () => {
     expect(payloads.length).toBeGreaterThanOrEqual(20);
   });
 
-  it.each(payloads.map((p) => [p.name, p.payload] as const))(
-    'parses %s and re-encodes it byte for byte',
-    async (name, payload) => {
-      const events = await parseAll(splitRandomly(payload, name.length), name);
-      expect(events.length).toBeGreaterThan(0);
-      const json = `[${events.map(encodeDeltaEvent).join(',')}]`;
-      expect(Buffer.from(json).equals(payload.subarray(0, payload.length - 32))).toBe(true);
-      for (let i = 1; i < events.length; i++) {
-        expect(events[i]!.modRevision).toBeGreaterThanOrEqual(events[i - 1]!.modRevision);
-      }
-    },
-  );
+  it.each(payloads.map((p) => [p.name, p.payload] as const))('parses %s and re-encodes it byte for byte', async (name, payload) => {
+    const events = await parseAll(splitRandomly(payload, name.length), name);
+    expect(events.length).toBeGreaterThan(0);
+    const json = `[${events.map(encodeDeltaEvent).join(',')}]`;
+    expect(Buffer.from(json).equals(payload.subarray(0, payload.length - 32))).toBe(true);
+    for (let i = 1; i < events.length; i++) {
+      expect(events[i]!.modRevision).toBeGreaterThanOrEqual(events[i - 1]!.modRevision);
+    }
+  });
 
   it('keeps int64 lease IDs exact', async () => {
     const json =

@@ -57,7 +57,16 @@ const hexOrDash = (b: Buffer) => (b.length === 0 ? '-' : b.toString('hex'));
 
 /** Our parser's view of an event, in ebrcheck's line format (time verbatim from the file). */
 function ourLine(e: DeltaEvent): string {
-  return [e.type === 'DELETE' ? 1 : 0, hexOrDash(e.key), hexOrDash(e.value), e.createRevision, e.modRevision, e.version, e.lease, e.time].join(' ');
+  return [
+    e.type === 'DELETE' ? 1 : 0,
+    hexOrDash(e.key),
+    hexOrDash(e.value),
+    e.createRevision,
+    e.modRevision,
+    e.version,
+    e.lease,
+    e.time,
+  ].join(' ');
 }
 
 interface RawWatchKv {
@@ -71,7 +80,15 @@ interface RawWatchKv {
 
 /** etcd's own report of an event (etcd3 decodes int64 as decimal strings, so nothing is rounded). */
 function etcdLine(type: 'Put' | 'Delete', kv: RawWatchKv): string {
-  return [type === 'Delete' ? 1 : 0, hexOrDash(kv.key), hexOrDash(kv.value ?? Buffer.alloc(0)), kv.create_revision, kv.mod_revision, kv.version, kv.lease].join(' ');
+  return [
+    type === 'Delete' ? 1 : 0,
+    hexOrDash(kv.key),
+    hexOrDash(kv.value ?? Buffer.alloc(0)),
+    kv.create_revision,
+    kv.mod_revision,
+    kv.version,
+    kv.lease,
+  ].join(' ');
 }
 
 /** Drops the trailing time field of a dump line. */

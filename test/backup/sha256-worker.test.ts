@@ -23,7 +23,7 @@ describe('sha256 on a worker thread', () => {
     expect((await h.digest()).toString('hex')).toBe(sha(data));
   });
 
-  it('does not keep an abandoned hasher\'s process alive', () => {
+  it("does not keep an abandoned hasher's process alive", () => {
     // A snapshot aborted mid-stream never calls digest(); the process must still be able to exit.
     const url = new URL('../../src/backup/sha256-worker.ts', import.meta.url).href;
     const script = `const { OffThreadSha256 } = await import(${JSON.stringify(url)});

@@ -139,10 +139,21 @@ async function build(l: Layout = {}): Promise<string> {
       3,
       l.rootEntries ?? [
         { key: 'b', value: bucketRef(4), bucket: true },
-        { key: 'i', value: inlineBucket([{ key: 'x', value: Buffer.from('1') }, { key: 'y', value: Buffer.from('2') }]), bucket: true },
+        {
+          key: 'i',
+          value: inlineBucket([
+            { key: 'x', value: Buffer.from('1') },
+            { key: 'y', value: Buffer.from('2') },
+          ]),
+          bucket: true,
+        },
       ],
     ),
-    l.bucketPage ?? leaf(4, [{ key: 'a', value: Buffer.from('va') }, { key: 'b', value: Buffer.from('vb') }]),
+    l.bucketPage ??
+      leaf(4, [
+        { key: 'a', value: Buffer.from('va') },
+        { key: 'b', value: Buffer.from('vb') },
+      ]),
     leaf(5, [{ key: 'stale', value: Buffer.from('old') }]),
   ];
   const p = join(dir, `db-${n++}`);
@@ -181,9 +192,7 @@ describe('consistency check on hand-built files', () => {
   it('reports reachable pages on the freelist and ids freed twice', async () => {
     expect(messages(await checkConsistency(await build({ freeIds: [4, 5] })))).toEqual(['page 4: reachable freed']);
     expect(messages(await checkConsistency(await build({ freeIds: [5, 5] })))).toEqual(['page 5: already freed']);
-    expect(messages(await checkConsistency(await build({ freeIds: [2, 5] })))).toEqual([
-      'page 2: freelist page is itself on the freelist',
-    ]);
+    expect(messages(await checkConsistency(await build({ freeIds: [2, 5] })))).toEqual(['page 2: freelist page is itself on the freelist']);
   });
 
   it('reports free ids at or beyond the high-water mark', async () => {
@@ -209,14 +218,27 @@ describe('consistency check on hand-built files', () => {
   });
 
   it('reports unsorted and duplicate keys, also inside inline buckets', async () => {
-    const unsorted = leaf(4, [{ key: 'b', value: Buffer.from('vb') }, { key: 'a', value: Buffer.from('va') }]);
+    const unsorted = leaf(4, [
+      { key: 'b', value: Buffer.from('vb') },
+      { key: 'a', value: Buffer.from('va') },
+    ]);
     expect(messages(await checkConsistency(await build({ bucketPage: unsorted })))).toEqual(['page 4: keys 0 and 1 are not sorted']);
-    const dup = leaf(4, [{ key: 'a', value: Buffer.from('1') }, { key: 'a', value: Buffer.from('2') }]);
+    const dup = leaf(4, [
+      { key: 'a', value: Buffer.from('1') },
+      { key: 'a', value: Buffer.from('2') },
+    ]);
     expect(messages(await checkConsistency(await build({ bucketPage: dup })))).toEqual(['page 4: keys 0 and 1 are equal']);
     const inline = await build({
       rootEntries: [
         { key: 'b', value: bucketRef(4), bucket: true },
-        { key: 'i', value: inlineBucket([{ key: 'y', value: Buffer.alloc(1) }, { key: 'x', value: Buffer.alloc(1) }]), bucket: true },
+        {
+          key: 'i',
+          value: inlineBucket([
+            { key: 'y', value: Buffer.alloc(1) },
+            { key: 'x', value: Buffer.alloc(1) },
+          ]),
+          bucket: true,
+        },
       ],
     });
     expect(messages(await checkConsistency(inline))).toEqual(['page 3: keys 0 and 1 are not sorted']);
@@ -232,9 +254,7 @@ describe('consistency check on hand-built files', () => {
 
   it('reports a tree page of the wrong type', async () => {
     const r = await checkConsistency(await build({ rootEntries: [{ key: 'b', value: bucketRef(2), bucket: true }], freeIds: [5] }));
-    expect(messages(r)).toEqual(
-      expect.arrayContaining(['page 2: multiple references', 'page 4: unreachable unfreed']),
-    );
+    expect(messages(r)).toEqual(expect.arrayContaining(['page 2: multiple references', 'page 4: unreachable unfreed']));
   });
 
   it('reads the latest revision; a missing "key" bucket is an error of its own', async () => {

@@ -62,9 +62,12 @@ describe('BoltWriter', () => {
 
   it('refuses keys out of order and buckets out of order', async () => {
     const w = await BoltWriter.create(join(dir, 'order.db'), { pageSize: 4096, txid: 2 });
-    await expect(w.writeBucket(Buffer.from('b'), [{ key: key(2), value: Buffer.alloc(0) }, { key: key(1), value: Buffer.alloc(0) }])).rejects.toThrow(
-      BoltWriteError,
-    );
+    await expect(
+      w.writeBucket(Buffer.from('b'), [
+        { key: key(2), value: Buffer.alloc(0) },
+        { key: key(1), value: Buffer.alloc(0) },
+      ]),
+    ).rejects.toThrow(BoltWriteError);
     await expect(w.writeBucket(Buffer.from('a'), [])).rejects.toThrow(/out of order/);
     await w.abort();
   });

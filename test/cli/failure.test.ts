@@ -11,11 +11,20 @@ import { createLogger } from '../../src/log.js';
 
 describe('describeFailure', () => {
   it('store errors: the message, then what to do where the code implies it', () => {
-    const creds = describeFailure(new SnapStoreError('E_CREDENTIALS', 'AWS_APPLICATION_CREDENTIALS_JSON: cannot read credential file /x.json: no such file or directory'));
+    const creds = describeFailure(
+      new SnapStoreError(
+        'E_CREDENTIALS',
+        'AWS_APPLICATION_CREDENTIALS_JSON: cannot read credential file /x.json: no such file or directory',
+      ),
+    );
     expect(creds.exitCode).toBe(1);
-    expect(creds.line).toMatch(/^Error: AWS_APPLICATION_CREDENTIALS_JSON: cannot read credential file \/x\.json: no such file or directory; check the credentials/);
+    expect(creds.line).toMatch(
+      /^Error: AWS_APPLICATION_CREDENTIALS_JSON: cannot read credential file \/x\.json: no such file or directory; check the credentials/,
+    );
 
-    const down = describeFailure(new SnapStoreError('E_UNREACHABLE', 'list s3://b/: cannot reach S3 endpoint http://127.0.0.1:9: connect ECONNREFUSED 127.0.0.1:9'));
+    const down = describeFailure(
+      new SnapStoreError('E_UNREACHABLE', 'list s3://b/: cannot reach S3 endpoint http://127.0.0.1:9: connect ECONNREFUSED 127.0.0.1:9'),
+    );
     expect(down.line).toBe(
       "Error: list s3://b/: cannot reach S3 endpoint http://127.0.0.1:9: connect ECONNREFUSED 127.0.0.1:9; check the store's endpoint and that it can be reached from here, then run the command again",
     );
@@ -26,7 +35,9 @@ describe('describeFailure', () => {
   });
 
   it('the etcd client cannot reach etcd: said in words, with the flags to check', () => {
-    const err = new GRPCUnavailableError('14 UNAVAILABLE: No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1. Resolution note: ');
+    const err = new GRPCUnavailableError(
+      '14 UNAVAILABLE: No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1. Resolution note: ',
+    );
     const expected = {
       exitCode: 1,
       line:
@@ -36,14 +47,20 @@ describe('describeFailure', () => {
     expect(describeFailure(err)).toEqual(expected);
     // The same failure as EtcdClient throws it.
     expect(describeFailure(toEtcdError(err))).toEqual(expected);
-    expect(describeFailure(new EtcdError('E_ETCD_REQUEST', 'etcdserver: member not found')).line).toBe('Error: etcdserver: member not found');
+    expect(describeFailure(new EtcdError('E_ETCD_REQUEST', 'etcdserver: member not found')).line).toBe(
+      'Error: etcdserver: member not found',
+    );
   });
 
   it('other typed errors and system errors', () => {
     expect(describeFailure(new EtcdConfigError('etcd config /c.yaml line 3: bad')).line).toBe('Error: etcd config /c.yaml line 3: bad');
-    expect(describeFailure(new KubeError('E_KUBE_FORBIDDEN', 'lease ns/x: forbidden (403)')).line).toMatch(/^Error: lease ns\/x: forbidden \(403\); check the kubeconfig/);
+    expect(describeFailure(new KubeError('E_KUBE_FORBIDDEN', 'lease ns/x: forbidden (403)')).line).toMatch(
+      /^Error: lease ns\/x: forbidden \(403\); check the kubeconfig/,
+    );
     const eacces = Object.assign(new Error("EACCES: permission denied, mkdir '/var/etcd'"), { code: 'EACCES' });
-    expect(describeFailure(eacces).line).toBe("Error: EACCES: permission denied, mkdir '/var/etcd'; check the permissions of that path for the user this runs as");
+    expect(describeFailure(eacces).line).toBe(
+      "Error: EACCES: permission denied, mkdir '/var/etcd'; check the permissions of that path for the user this runs as",
+    );
   });
 
   it('always one line, whatever the message or the thrown value', () => {
@@ -72,7 +89,12 @@ describe('reportFailure', () => {
     ] as const) {
       const out = capture();
       const log = capture();
-      const code = reportFailure({ stdout: out.stream, stderr: out.stream }, createLogger({ logLevel, destination: log.stream }), 'etcdbrctl ls', new Error('boom'));
+      const code = reportFailure(
+        { stdout: out.stream, stderr: out.stream },
+        createLogger({ logLevel, destination: log.stream }),
+        'etcdbrctl ls',
+        new Error('boom'),
+      );
       expect(code).toBe(1);
       expect(out.text()).toBe('Error: boom\n');
       expect(log.text().includes('"stack"')).toBe(stackLogged);

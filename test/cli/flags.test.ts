@@ -140,20 +140,44 @@ describe('flag errors (pflag messages)', () => {
     [['-p'], "flag needs an argument: 'p' in -p"],
     [['--max-backups=abc'], 'invalid argument "abc" for "-m, --max-backups" flag: strconv.ParseUint: parsing "abc": invalid syntax'],
     [['--max-backups=-1'], 'invalid argument "-1" for "-m, --max-backups" flag: strconv.ParseUint: parsing "-1": invalid syntax'],
-    [['--log-level=4294967296'], 'invalid argument "4294967296" for "--log-level" flag: strconv.ParseUint: parsing "4294967296": value out of range'],
-    [['--max-backups-to-copy=1.5'], 'invalid argument "1.5" for "--max-backups-to-copy" flag: strconv.ParseInt: parsing "1.5": invalid syntax'],
+    [
+      ['--log-level=4294967296'],
+      'invalid argument "4294967296" for "--log-level" flag: strconv.ParseUint: parsing "4294967296": value out of range',
+    ],
+    [
+      ['--max-backups-to-copy=1.5'],
+      'invalid argument "1.5" for "--max-backups-to-copy" flag: strconv.ParseInt: parsing "1.5": invalid syntax',
+    ],
     [['--server-port=1__0'], 'invalid argument "1__0" for "-p, --server-port" flag: strconv.ParseUint: parsing "1__0": invalid syntax'],
     [['--server-port=_1'], 'invalid argument "_1" for "-p, --server-port" flag: strconv.ParseUint: parsing "_1": invalid syntax'],
     [['--server-port=08'], 'invalid argument "08" for "-p, --server-port" flag: strconv.ParseUint: parsing "08": invalid syntax'],
-    [['--compress-snapshots=yes'], 'invalid argument "yes" for "--compress-snapshots" flag: strconv.ParseBool: parsing "yes": invalid syntax'],
+    [
+      ['--compress-snapshots=yes'],
+      'invalid argument "yes" for "--compress-snapshots" flag: strconv.ParseBool: parsing "yes": invalid syntax',
+    ],
     [['--etcd-connection-timeout=30'], 'invalid argument "30" for "--etcd-connection-timeout" flag: time: missing unit in duration "30"'],
-    [['--etcd-connection-timeout=1d'], 'invalid argument "1d" for "--etcd-connection-timeout" flag: time: unknown unit "d" in duration "1d"'],
+    [
+      ['--etcd-connection-timeout=1d'],
+      'invalid argument "1d" for "--etcd-connection-timeout" flag: time: unknown unit "d" in duration "1d"',
+    ],
     [['--etcd-connection-timeout=abc'], 'invalid argument "abc" for "--etcd-connection-timeout" flag: time: invalid duration "abc"'],
-    [['--etcd-connection-timeout=1h 30m'], 'invalid argument "1h 30m" for "--etcd-connection-timeout" flag: time: unknown unit "h " in duration "1h 30m"'],
+    [
+      ['--etcd-connection-timeout=1h 30m'],
+      'invalid argument "1h 30m" for "--etcd-connection-timeout" flag: time: unknown unit "h " in duration "1h 30m"',
+    ],
     [['--etcd-connection-timeout=.s'], 'invalid argument ".s" for "--etcd-connection-timeout" flag: time: invalid duration ".s"'],
-    [['--etcd-connection-timeout=9999999999h'], 'invalid argument "9999999999h" for "--etcd-connection-timeout" flag: time: invalid duration "9999999999h"'],
-    [['--endpoints=a"b'], 'invalid argument "a\\"b" for "-e, --endpoints" flag: parse error on line 1, column 2: bare " in non-quoted-field'],
-    [['--endpoints="a'], 'invalid argument "\\"a" for "-e, --endpoints" flag: parse error on line 1, column 3: extraneous or missing " in quoted-field'],
+    [
+      ['--etcd-connection-timeout=9999999999h'],
+      'invalid argument "9999999999h" for "--etcd-connection-timeout" flag: time: invalid duration "9999999999h"',
+    ],
+    [
+      ['--endpoints=a"b'],
+      'invalid argument "a\\"b" for "-e, --endpoints" flag: parse error on line 1, column 2: bare " in non-quoted-field',
+    ],
+    [
+      ['--endpoints="a'],
+      'invalid argument "\\"a" for "-e, --endpoints" flag: parse error on line 1, column 3: extraneous or missing " in quoted-field',
+    ],
   ])('%j fails with %s', (argv, message) => {
     expect(() => parse(...argv)).toThrow(FlagError);
     expect(() => parse(...argv)).toThrow(message);

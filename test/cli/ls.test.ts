@@ -54,8 +54,30 @@ describe('etcdbrctl ls', () => {
     const lines = r.stdout.trimEnd().split('\n');
     expect(lines).toHaveLength(6);
     expect(lines[0]).toMatch(/^KIND\s+START\s+LAST\s+CREATED\s+SIZE\s+COMPRESSION\s+ENCRYPTED\s+FINAL\s+CHUNK\s+KEY$/);
-    expect(lines[1]?.split(/\s+/)).toEqual(['Full', '0', '301', '2026-11-21T00:03:24Z', '619826', 'gzip', 'no', 'false', 'false', 'v2/Full-00000000-00000301-1795219404.gz']);
-    expect(lines[5]?.split(/\s+/)).toEqual(['Incr', '356', '385', '2026-11-21T00:03:37Z', '5116', 'gzip', 'no', 'false', 'false', 'v2/Incr-00000356-00000385-1795219417.gz']);
+    expect(lines[1]?.split(/\s+/)).toEqual([
+      'Full',
+      '0',
+      '301',
+      '2026-11-21T00:03:24Z',
+      '619826',
+      'gzip',
+      'no',
+      'false',
+      'false',
+      'v2/Full-00000000-00000301-1795219404.gz',
+    ]);
+    expect(lines[5]?.split(/\s+/)).toEqual([
+      'Incr',
+      '356',
+      '385',
+      '2026-11-21T00:03:37Z',
+      '5116',
+      'gzip',
+      'no',
+      'false',
+      'false',
+      'v2/Incr-00000356-00000385-1795219417.gz',
+    ]);
     // Columns are aligned: every KEY starts at the same offset.
     expect(new Set(lines.map((l) => l.indexOf(l.includes('KEY') ? 'KEY' : 'v2/'))).size).toBe(1);
   });
@@ -63,7 +85,10 @@ describe('etcdbrctl ls', () => {
   it('lists v1 and v2 layouts, final and uncompressed snapshots under a prefix', async () => {
     const root = mkdtempSync(join(tmpdir(), 'etcdbr-ls-'));
     cpSync(join(FIXTURE, 'v2'), join(root, 'etcd-main', 'v2'), { recursive: true });
-    cpSync(join(FIXTURE, 'v2', 'Full-00000000-00000301-1795219404.gz'), join(root, 'etcd-main', 'v1', 'Backup-1700000000', 'Full-00000000-00000100-1700000000'));
+    cpSync(
+      join(FIXTURE, 'v2', 'Full-00000000-00000301-1795219404.gz'),
+      join(root, 'etcd-main', 'v1', 'Backup-1700000000', 'Full-00000000-00000100-1700000000'),
+    );
     writeFileSync(join(root, 'etcd-main', 'v2', 'Full-00000000-00000400-1795220000.zst.final'), 'x');
     writeFileSync(join(root, 'etcd-main', 'v2', 'not-a-snapshot'), 'x');
     const r = await run(['ls', '--storage-provider=Local', `--store-container=${root}`, '--store-prefix=etcd-main', '--output=json']);

@@ -87,7 +87,9 @@ describe('subcommands', () => {
   it('names the flag and the bad value', async () => {
     const r = await run(['server', '--max-backups=abc']);
     expect(r.code).toBe(1);
-    expect(r.stderr).toContain('Error: invalid argument "abc" for "-m, --max-backups" flag: strconv.ParseUint: parsing "abc": invalid syntax');
+    expect(r.stderr).toContain(
+      'Error: invalid argument "abc" for "-m, --max-backups" flag: strconv.ParseUint: parsing "abc": invalid syntax',
+    );
   });
 
   it('reports validation problems with exit code 1', async () => {
@@ -126,7 +128,9 @@ describe('subcommands', () => {
       expect(empty.stdout).toBe('Copied 0 snapshot(s), 0 bytes; 0 already present\n');
       const r = await run(['copy', '--storage-provider=Local', `--store-container=${dir}`, '--source-storage-provider=S3']);
       expect(r.code).toBe(1);
-      expect(r.stderr).toContain('storage container name not specified: set --source-store-container or the environment variable SOURCE_STORAGE_CONTAINER');
+      expect(r.stderr).toContain(
+        'storage container name not specified: set --source-store-container or the environment variable SOURCE_STORAGE_CONTAINER',
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -161,15 +165,19 @@ describe('subcommands', () => {
     writeFileSync(file, 'snapshotterConfig:\n  maxBackups: 3\n  schedule: "*/10 * * * *"\nserverConfig:\n  port: 9000\nbogusKey: 1\n');
     let seen: ServerConfig | undefined;
     let ctxSeen: CommandContext | undefined;
-    const r = await run(['server', `--config-file=${file}`, '--server-port=9100', '--log-level=5'], {}, {
-      runners: {
-        server: async (config, ctx) => {
-          seen = config;
-          ctxSeen = ctx;
-          return 0;
+    const r = await run(
+      ['server', `--config-file=${file}`, '--server-port=9100', '--log-level=5'],
+      {},
+      {
+        runners: {
+          server: async (config, ctx) => {
+            seen = config;
+            ctxSeen = ctx;
+            return 0;
+          },
         },
       },
-    });
+    );
     expect(r.code).toBe(0);
     expect(seen?.configFile).toBe(file);
     expect(seen?.snapshotterConfig.maxBackups).toBe(3);
@@ -192,14 +200,18 @@ describe('subcommands', () => {
   it('resolves stores into the context and can resolve them again', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'etcdbr-main-'));
     let ctxSeen: CommandContext | undefined;
-    const r = await run(['restore', '--storage-provider=Local', `--store-container=${dir}`, '--store-prefix=etcd'], {}, {
-      runners: {
-        restore: async (_config, ctx) => {
-          ctxSeen = ctx;
-          return 0;
+    const r = await run(
+      ['restore', '--storage-provider=Local', `--store-container=${dir}`, '--store-prefix=etcd'],
+      {},
+      {
+        runners: {
+          restore: async (_config, ctx) => {
+            ctxSeen = ctx;
+            return 0;
+          },
         },
       },
-    });
+    );
     expect(r.code).toBe(0);
     expect(ctxSeen?.stores.primary).toMatchObject({ provider: 'Local', rootDir: dir, prefix: 'etcd/v2' });
     expect(await ctxSeen?.resolveStore('primary')).toEqual(ctxSeen?.stores.primary);
@@ -207,13 +219,17 @@ describe('subcommands', () => {
   });
 
   it('turns an exception in a command into exit code 1 and a message', async () => {
-    const r = await run(['initialize'], {}, {
-      runners: {
-        initialize: async () => {
-          throw new Error('boom');
+    const r = await run(
+      ['initialize'],
+      {},
+      {
+        runners: {
+          initialize: async () => {
+            throw new Error('boom');
+          },
         },
       },
-    });
+    );
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('Error: boom\n');
   });

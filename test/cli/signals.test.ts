@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/clock.js';
-import {
-  REPEAT_SIGNAL_WINDOW_MS,
-  signalLogLine,
-  STOP_SIGNAL_WINDOW_ENV,
-  StopSignals,
-  stopSignalWindow,
-} from '../../src/cli/signals.js';
+import { REPEAT_SIGNAL_WINDOW_MS, signalLogLine, STOP_SIGNAL_WINDOW_ENV, StopSignals, stopSignalWindow } from '../../src/cli/signals.js';
 
 describe('StopSignals', () => {
   it('first signal shuts down, a repeat within the window is the same request, a later one forces', () => {
@@ -57,7 +51,12 @@ describe('signalLogLine', () => {
       level: 'info',
       msg: 'received SIGINT: shutting down in order; the same signal within 2s is the same request, a later one forces an immediate exit',
     });
-    expect(signalLogLine('repeat', 'SIGINT', 2000).msg).toBe('received SIGINT again within 2s: the same stop request, the orderly shutdown goes on');
-    expect(signalLogLine('force', 'SIGTERM', 2000)).toMatchObject({ level: 'warn', msg: expect.stringContaining('received SIGTERM again during the shutdown: forcing the exit now') });
+    expect(signalLogLine('repeat', 'SIGINT', 2000).msg).toBe(
+      'received SIGINT again within 2s: the same stop request, the orderly shutdown goes on',
+    );
+    expect(signalLogLine('force', 'SIGTERM', 2000)).toMatchObject({
+      level: 'warn',
+      msg: expect.stringContaining('received SIGTERM again during the shutdown: forcing the exit now'),
+    });
   });
 });

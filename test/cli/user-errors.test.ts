@@ -47,10 +47,24 @@ afterEach(async () => {
 
 describe('read-only commands on a Local store that does not exist', () => {
   it.each([
-    ['ls', (store: string, scratch: string) => ['ls', '--storage-provider=Local', `--store-container=${store}`, `--snapstore-temp-directory=${scratch}`]],
+    [
+      'ls',
+      (store: string, scratch: string) => [
+        'ls',
+        '--storage-provider=Local',
+        `--store-container=${store}`,
+        `--snapstore-temp-directory=${scratch}`,
+      ],
+    ],
     [
       'restore --dry-run',
-      (store: string, scratch: string) => ['restore', '--dry-run', '--storage-provider=Local', `--store-container=${store}`, `--snapstore-temp-directory=${scratch}`],
+      (store: string, scratch: string) => [
+        'restore',
+        '--dry-run',
+        '--storage-provider=Local',
+        `--store-container=${store}`,
+        `--snapstore-temp-directory=${scratch}`,
+      ],
     ],
     [
       'copy (source)',
@@ -81,7 +95,9 @@ describe('user errors are one clear line without a stack trace', () => {
   it('a bad flag value', async () => {
     const r = await etcdbrctl(['restore', '--storage-provider=Local', `--store-container=${dir}`, '--max-fetchers=abc']);
     expect(r.code).toBe(1);
-    expect(errorLines(r.stderr)).toEqual(['Error: invalid argument "abc" for "--max-fetchers" flag: strconv.ParseUint: parsing "abc": invalid syntax']);
+    expect(errorLines(r.stderr)).toEqual([
+      'Error: invalid argument "abc" for "--max-fetchers" flag: strconv.ParseUint: parsing "abc": invalid syntax',
+    ]);
     expect(r.stderr).not.toMatch(STACK_LINE);
   });
 
@@ -100,8 +116,19 @@ describe('user errors are one clear line without a stack trace', () => {
   it('an unreachable store', async () => {
     const port = await freePort(); // nothing listens there
     const creds = join(dir, 'creds.json');
-    await writeFile(creds, JSON.stringify({ accessKeyID: 'a', secretAccessKey: 'b', region: 'us-east-1', endpoint: `http://127.0.0.1:${port}`, s3ForcePathStyle: true }));
-    const r = await etcdbrctl(['restore', '--dry-run', '--storage-provider=S3', '--store-container=bucket'], { AWS_APPLICATION_CREDENTIALS_JSON: creds });
+    await writeFile(
+      creds,
+      JSON.stringify({
+        accessKeyID: 'a',
+        secretAccessKey: 'b',
+        region: 'us-east-1',
+        endpoint: `http://127.0.0.1:${port}`,
+        s3ForcePathStyle: true,
+      }),
+    );
+    const r = await etcdbrctl(['restore', '--dry-run', '--storage-provider=S3', '--store-container=bucket'], {
+      AWS_APPLICATION_CREDENTIALS_JSON: creds,
+    });
     expect(r.code).toBe(1);
     const lines = errorLines(r.stderr);
     expect(lines).toHaveLength(1);
@@ -113,7 +140,12 @@ describe('user errors are one clear line without a stack trace', () => {
   it('an unreachable etcd', async () => {
     const port = await freePort(); // nothing listens there
     const store = join(dir, 'store');
-    const r = await etcdbrctl(['snapshot', '--storage-provider=Local', `--store-container=${store}`, `--endpoints=http://127.0.0.1:${port}`]);
+    const r = await etcdbrctl([
+      'snapshot',
+      '--storage-provider=Local',
+      `--store-container=${store}`,
+      `--endpoints=http://127.0.0.1:${port}`,
+    ]);
     expect(r.code).toBe(1);
     const lines = errorLines(r.stderr);
     expect(lines).toHaveLength(1);
@@ -137,7 +169,9 @@ describe('user errors are one clear line without a stack trace', () => {
   it('no store given to a command that needs one', async () => {
     const r = await etcdbrctl(['restore', '--dry-run']);
     expect(r.code).toBe(1);
-    expect(errorLines(r.stderr)).toEqual(['Error: no store to restore from: give --storage-provider (Local, S3, ABS, GCS, Swift, OSS, ECS or OCS) and --store-container']);
+    expect(errorLines(r.stderr)).toEqual([
+      'Error: no store to restore from: give --storage-provider (Local, S3, ABS, GCS, Swift, OSS, ECS or OCS) and --store-container',
+    ]);
   });
 
   it('a corrupt snapshot in the store: the snapshot is named, the data dir is not created; the stack only at debug level', async () => {

@@ -2,13 +2,7 @@
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/clock.js';
-import {
-  MemberCleanup,
-  memberOrdinal,
-  planMemberCleanup,
-  type CleanupCandidate,
-  type CleanupPolicy,
-} from '../../src/cluster/cleanup.js';
+import { MemberCleanup, memberOrdinal, planMemberCleanup, type CleanupCandidate, type CleanupPolicy } from '../../src/cluster/cleanup.js';
 import { Metrics } from '../../src/metrics.js';
 import { startTestCluster, type TestCluster } from '../support/cluster.js';
 import { etcdClient } from '../support/etcd-client.js';

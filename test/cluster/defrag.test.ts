@@ -191,10 +191,14 @@ describe('DefragRunner against a three-member cluster', () => {
       expect(callbacks).toBe(0);
 
       await cluster.start(down!.name, { state: 'existing' });
-      await waitFor(async () => {
-        await clock.advanceAsync(RETRY_MS);
-        return callbacks > 0;
-      }, 'the run to finish', 30_000);
+      await waitFor(
+        async () => {
+          await clock.advanceAsync(RETRY_MS);
+          return callbacks > 0;
+        },
+        'the run to finish',
+        30_000,
+      );
       await job;
     } finally {
       stop.abort();

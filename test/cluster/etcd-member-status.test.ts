@@ -5,7 +5,11 @@
 import { describe, expect, it } from 'vitest';
 import { newSnapshot } from '@etcdbrctl/snapstore';
 import { FakeClock } from '../../src/clock.js';
-import { EtcdMemberStatusPublisher, recordInitialization, type EtcdMemberStatusPublisherOptions } from '../../src/cluster/etcd-member-status.js';
+import {
+  EtcdMemberStatusPublisher,
+  recordInitialization,
+  type EtcdMemberStatusPublisherOptions,
+} from '../../src/cluster/etcd-member-status.js';
 import { ETCD_MEMBERS } from '../support/fake-kube.js';
 import { recordingLogger } from '../k8s/support.js';
 import { waitFor } from '../support/wait.js';
@@ -58,7 +62,14 @@ const statusOf = () => k8s.fake.read(ETCD_MEMBERS, NS, NAME)?.status as Record<s
 const statesOf = () => ((statusOf()?.transitions ?? []) as Transition[]).map((t) => `${t.state}/${t.subState}`);
 const patches = () => k8s.fake.requestsMatching({ method: 'PATCH', path: STATUS_PATH });
 
-const leaderStatus = { memberId: ME, clusterId: 'cdf818194e3a8c32', leaderId: ME, isLearner: false, dbSize: 6 * 2 ** 30, dbSizeInUse: 2 ** 30 };
+const leaderStatus = {
+  memberId: ME,
+  clusterId: 'cdf818194e3a8c32',
+  leaderId: ME,
+  isLearner: false,
+  dbSize: 6 * 2 ** 30,
+  dbSizeInUse: 2 ** 30,
+};
 
 describe('EtcdMemberStatusPublisher', () => {
   it('merge-patches /status only: the state lands in status, metadata and fields it does not own stay', async () => {
@@ -77,7 +88,13 @@ describe('EtcdMemberStatusPublisher', () => {
       volumeMismatches: [{ volumeID: 'vol-1', numRestarts: 2 }],
       peerTLSEnabled: false,
       transitions: [
-        { state: 'New', subState: 'New', reason: 'NewSingleNodeClusterCreated', transitionTime: '2026-05-06T07:00:00Z', message: 'Member of a single-node etcd cluster started' },
+        {
+          state: 'New',
+          subState: 'New',
+          reason: 'NewSingleNodeClusterCreated',
+          transitionTime: '2026-05-06T07:00:00Z',
+          message: 'Member of a single-node etcd cluster started',
+        },
       ],
     });
 
@@ -255,8 +272,20 @@ describe('EtcdMemberStatusPublisher', () => {
     const { pub } = publisher();
     pub.start();
     pub.onEtcdStatus(leaderStatus);
-    const full = newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: 10, createdOn: new Date('2026-05-06T07:00:05Z'), compressionSuffix: '.gz' });
-    const delta = newSnapshot({ kind: 'Incr', startRevision: 11, lastRevision: 12, createdOn: new Date('2026-05-06T07:00:10Z'), compressionSuffix: '.gz' });
+    const full = newSnapshot({
+      kind: 'Full',
+      startRevision: 0,
+      lastRevision: 10,
+      createdOn: new Date('2026-05-06T07:00:05Z'),
+      compressionSuffix: '.gz',
+    });
+    const delta = newSnapshot({
+      kind: 'Incr',
+      startRevision: 11,
+      lastRevision: 12,
+      createdOn: new Date('2026-05-06T07:00:10Z'),
+      compressionSuffix: '.gz',
+    });
     pub.onSnapshot(full, { uncompressedBytes: 3 * 2 ** 20, baseFull: full });
     pub.onSnapshot(delta, { uncompressedBytes: 700, baseFull: full });
     pub.onMemberDefragmented({
@@ -291,8 +320,20 @@ describe('EtcdMemberStatusPublisher', () => {
     const restarted = publisher();
     restarted.pub.start();
     restarted.pub.onEtcdStatus(leaderStatus);
-    const next = newSnapshot({ kind: 'Incr', startRevision: 13, lastRevision: 20, createdOn: new Date('2026-05-06T07:05:00Z'), compressionSuffix: '.gz' });
-    const listedFull = newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: 10, createdOn: new Date('2026-05-06T07:00:05Z'), compressionSuffix: '.gz' });
+    const next = newSnapshot({
+      kind: 'Incr',
+      startRevision: 13,
+      lastRevision: 20,
+      createdOn: new Date('2026-05-06T07:05:00Z'),
+      compressionSuffix: '.gz',
+    });
+    const listedFull = newSnapshot({
+      kind: 'Full',
+      startRevision: 0,
+      lastRevision: 10,
+      createdOn: new Date('2026-05-06T07:00:05Z'),
+      compressionSuffix: '.gz',
+    });
     restarted.pub.onSnapshot(next, { uncompressedBytes: 324, baseFull: listedFull });
     await restarted.pub.whenIdle();
     expect(statusOf()?.snapshots).toMatchObject({

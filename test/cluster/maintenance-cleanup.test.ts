@@ -79,10 +79,14 @@ describe('ClusterMaintenance with --enable-member-cleanup', () => {
     try {
       // etcd refuses a removal until every member has been connected for 5 s (its HealthInterval), saying
       // "unhealthy cluster"; the control's rounds retry every period until it is accepted.
-      await waitFor(async () => {
-        await clock.advanceAsync(PERIOD_MS);
-        return (await memberNames()).length === 2;
-      }, 'the control run to remove etcd-main-2', 30_000);
+      await waitFor(
+        async () => {
+          await clock.advanceAsync(PERIOD_MS);
+          return (await memberNames()).length === 2;
+        },
+        'the control run to remove etcd-main-2',
+        30_000,
+      );
     } finally {
       offAbort.abort();
       onAbort.abort();

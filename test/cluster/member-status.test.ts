@@ -53,7 +53,13 @@ describe('initial state', () => {
     expect(m.status).toEqual({
       peerTLSEnabled: true,
       transitions: [
-        { state: 'New', subState: 'New', reason: 'NewSingleNodeClusterCreated', transitionTime: '2026-05-06T07:00:00Z', message: 'Member of a single-node etcd cluster started' },
+        {
+          state: 'New',
+          subState: 'New',
+          reason: 'NewSingleNodeClusterCreated',
+          transitionTime: '2026-05-06T07:00:00Z',
+          message: 'Member of a single-node etcd cluster started',
+        },
       ],
     });
     expect(currentState(m)).toEqual({ state: 'New', subState: 'New' });
@@ -122,7 +128,12 @@ describe('single-node initialization', () => {
       startTime: time(3),
     });
     m = run(m, { type: 'InitializationSucceeded', outcome: 'restored' });
-    expect(m.status.lastRestoration).toMatchObject({ status: 'Success', reason: 'RestorationSucceeded', startTime: time(3), endTime: time(1) });
+    expect(m.status.lastRestoration).toMatchObject({
+      status: 'Success',
+      reason: 'RestorationSucceeded',
+      startTime: time(3),
+      endTime: time(1),
+    });
     m = run(m, etcd('Leader'));
     expect(states(m).slice(1)).toEqual([
       'Initializing/DBValidationFull:DetectedPreviousUncleanExit',
@@ -234,7 +245,12 @@ describe('multi-node members', () => {
       { type: 'InitializationSucceeded', outcome: 'valid' },
       etcd('Follower'),
     );
-    expect(m.status.transitions.at(-1)).toMatchObject({ state: 'Started', subState: 'Follower', reason: 'DBValidationSucceeded', message: 'valid data of a current member' });
+    expect(m.status.transitions.at(-1)).toMatchObject({
+      state: 'Started',
+      subState: 'Follower',
+      reason: 'DBValidationSucceeded',
+      message: 'valid data of a current member',
+    });
   });
 
   it('a fresh multi-node bootstrap: Started with BootstrappedNewCluster', () => {
@@ -246,7 +262,10 @@ describe('multi-node members', () => {
       { type: 'InitializationSucceeded', outcome: 'bootstrap' },
       etcd('Leader'),
     );
-    expect(states(m).slice(1)).toEqual(['Initializing/DBValidationFull:DetectedPreviousUncleanExit', 'Started/Leader:BootstrappedNewCluster']);
+    expect(states(m).slice(1)).toEqual([
+      'Initializing/DBValidationFull:DetectedPreviousUncleanExit',
+      'Started/Leader:BootstrappedNewCluster',
+    ]);
   });
 
   it('decisions that do not change the state (restore, fail) leave it alone', () => {
@@ -278,7 +297,10 @@ describe('multi-node members', () => {
 
 describe('etcd already running when the sidecar starts (no initialization through it)', () => {
   it('New → Started(Leader) / Started(Follower) with DetectedRunningMember; repeated answers add nothing', () => {
-    expect(states(run(start(), etcd('Leader'), etcd('Leader')))).toEqual(['New/New:NewSingleNodeClusterCreated', 'Started/Leader:DetectedRunningMember']);
+    expect(states(run(start(), etcd('Leader'), etcd('Leader')))).toEqual([
+      'New/New:NewSingleNodeClusterCreated',
+      'Started/Leader:DetectedRunningMember',
+    ]);
     expect(states(run(start(3), etcd('Follower'))).at(-1)).toBe('Started/Follower:DetectedRunningMember');
   });
 
@@ -311,7 +333,13 @@ describe('snapshots', () => {
   it('a full snapshot sets lastFull (uncompressed size as a quantity) and resets accumulatedDeltaSize', () => {
     const m = run(start(), { type: 'SnapshotStored', snapshot: full(10, 20480) });
     expect(m.status.snapshots).toEqual({
-      lastFull: { timestamp: '2026-05-06T07:00:00Z', name: 'Full-00000000-00000010-1778050800.gz', size: '20Ki', startRevision: 0, endRevision: 10 },
+      lastFull: {
+        timestamp: '2026-05-06T07:00:00Z',
+        name: 'Full-00000000-00000010-1778050800.gz',
+        size: '20Ki',
+        startRevision: 0,
+        endRevision: 10,
+      },
       accumulatedDeltaSize: '0',
     });
   });
@@ -326,7 +354,13 @@ describe('snapshots', () => {
     );
     expect(m.status.snapshots).toEqual({
       lastFull: expect.objectContaining({ name: f.name, size: '20Ki' }),
-      lastDelta: { timestamp: '2026-05-06T07:00:10Z', name: 'Incr-00000021-00000025-1778050810.gz', size: '48', startRevision: 21, endRevision: 25 },
+      lastDelta: {
+        timestamp: '2026-05-06T07:00:10Z',
+        name: 'Incr-00000021-00000025-1778050810.gz',
+        size: '48',
+        startRevision: 21,
+        endRevision: 25,
+      },
       accumulatedDeltaSize: '1048',
     });
     m = run(m, { type: 'SnapshotStored', snapshot: full(25, 4096) });
@@ -342,7 +376,12 @@ describe('snapshots', () => {
       { type: 'SnapshotStored', snapshot: full(10, 2048) },
       { type: 'SnapshotStored', snapshot: delta(101, 120, 3072), baseFull: listed },
     );
-    expect(m.status.snapshots?.lastFull).toEqual({ timestamp: '2026-05-06T07:00:00Z', name: listed.name, startRevision: 0, endRevision: 100 });
+    expect(m.status.snapshots?.lastFull).toEqual({
+      timestamp: '2026-05-06T07:00:00Z',
+      name: listed.name,
+      startRevision: 0,
+      endRevision: 100,
+    });
     expect(m.status.snapshots?.accumulatedDeltaSize).toBe('3Ki');
   });
 
@@ -368,12 +407,25 @@ describe('snapshots', () => {
 
   it('a published snapshots block is taken over only when well-formed, and never over what this sidecar stored', () => {
     const f = full(10, 4096);
-    const published = { lastFull: { timestamp: '2026-05-06T07:00:00Z', name: f.name, startRevision: 0, endRevision: 10 }, accumulatedDeltaSize: '2Mi' };
-    for (const bad of [undefined, 'x', { ...published, accumulatedDeltaSize: '1.5Gi' }, { ...published, accumulatedDeltaSize: '2M' }, { ...published, lastFull: { name: 7 } }]) {
+    const published = {
+      lastFull: { timestamp: '2026-05-06T07:00:00Z', name: f.name, startRevision: 0, endRevision: 10 },
+      accumulatedDeltaSize: '2Mi',
+    };
+    for (const bad of [
+      undefined,
+      'x',
+      { ...published, accumulatedDeltaSize: '1.5Gi' },
+      { ...published, accumulatedDeltaSize: '2M' },
+      { ...published, lastFull: { name: 7 } },
+    ]) {
       expect(run(start(), { type: 'HistoryLoaded', transitions: [], snapshots: bad }).status.snapshots).toBeUndefined();
     }
     expect(run(start(), { type: 'HistoryLoaded', transitions: [], snapshots: published }).accumulatedDeltaBytes).toBe(2 * 1024 * 1024);
-    const own = run(start(), { type: 'SnapshotStored', snapshot: full(12, 1024) }, { type: 'HistoryLoaded', transitions: [], snapshots: published });
+    const own = run(
+      start(),
+      { type: 'SnapshotStored', snapshot: full(12, 1024) },
+      { type: 'HistoryLoaded', transitions: [], snapshots: published },
+    );
     expect(own.status.snapshots?.lastFull?.endRevision).toBe(12);
     expect(own.accumulatedDeltaBytes).toBe(0);
   });
@@ -394,7 +446,11 @@ describe('snapshots', () => {
     const again = run(loaded, { type: 'HistoryLoaded', transitions: [], snapshots: loaded.status.snapshots });
     expect(again.status.snapshots?.accumulatedDeltaSize).toBe('2Ki');
     // On another full the sidecar's own count stands.
-    const elsewhere = run(start(), { type: 'SnapshotStored', snapshot: delta(31, 40, 10), baseFull: full(30) }, { type: 'HistoryLoaded', transitions: [], snapshots: published });
+    const elsewhere = run(
+      start(),
+      { type: 'SnapshotStored', snapshot: delta(31, 40, 10), baseFull: full(30) },
+      { type: 'HistoryLoaded', transitions: [], snapshots: published },
+    );
     expect(elsewhere.status.snapshots?.accumulatedDeltaSize).toBe('10');
     expect(elsewhere.status.snapshots?.lastFull?.endRevision).toBe(30);
   });
@@ -442,7 +498,13 @@ describe('defragmentation', () => {
 describe('history already in the EtcdMember', () => {
   const previous: StateTransition[] = [
     { state: 'New', subState: 'New', reason: 'NewSingleNodeClusterCreated', transitionTime: '2026-05-01T00:00:00Z', message: '' },
-    { state: 'Initializing', subState: 'DBValidationFull', reason: 'DetectedPreviousUncleanExit', transitionTime: '2026-05-01T00:00:01Z', message: '' },
+    {
+      state: 'Initializing',
+      subState: 'DBValidationFull',
+      reason: 'DetectedPreviousUncleanExit',
+      transitionTime: '2026-05-01T00:00:01Z',
+      message: '',
+    },
     { state: 'Started', subState: 'Leader', reason: 'DBValidationSucceeded', transitionTime: '2026-05-01T00:00:05Z', message: '' },
   ];
 
@@ -516,7 +578,9 @@ describe('pure', () => {
 
 describe('initializer progress as events', () => {
   it('maps validated, restoring and decided', () => {
-    expect(eventFromInitializationProgress({ step: 'validated', valid: false, status: 'BoltDBCorrupt', reason: 'page 3', clusterSize: 1 })).toEqual({
+    expect(
+      eventFromInitializationProgress({ step: 'validated', valid: false, status: 'BoltDBCorrupt', reason: 'page 3', clusterSize: 1 }),
+    ).toEqual({
       type: 'DataDirValidated',
       valid: false,
       singleNode: true,
@@ -556,7 +620,8 @@ describe('formats', () => {
   });
 
   it('reads back only the forms it writes', () => {
-    for (const q of ['', '1.5Gi', '2M', '1e3', '-1', '1Ki ', '1ki', '99999999999999999Ei']) expect(parseBinaryQuantity(q), q).toBeUndefined();
+    for (const q of ['', '1.5Gi', '2M', '1e3', '-1', '1Ki ', '1ki', '99999999999999999Ei'])
+      expect(parseBinaryQuantity(q), q).toBeUndefined();
   });
 
   it('refuses a negative or fractional byte count', () => {

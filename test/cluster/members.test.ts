@@ -38,7 +38,10 @@ interface Calls {
 const added = (id: string): EtcdMember => ({ id, name: '', peerUrls: ['https://etcd-main-1.peer:2380'], clientUrls: [], isLearner: true });
 
 /** A client factory whose member RPCs answer from a script, one answer per call (an Error is thrown). */
-function scripted(script: { add?: Array<EtcdMember | Error>; remove?: Error[]; promote?: Error[] }): { factory: ClusterClientFactory; calls: Calls } {
+function scripted(script: { add?: Array<EtcdMember | Error>; remove?: Error[]; promote?: Error[] }): {
+  factory: ClusterClientFactory;
+  calls: Calls;
+} {
   const calls: Calls = { add: [], remove: [], promote: [] };
   const answer = async <T>(list: Array<T | Error> | undefined, fallback: T): Promise<T> => {
     const v = list && list.length > 0 ? list.shift()! : fallback;

@@ -36,7 +36,13 @@ function listing(members: EtcdMember[] | Error): ClusterClientFactory {
     });
 }
 
-const voter = (i: number): EtcdMember => ({ id: (100 + i).toString(16), name: `etcd-main-${i}`, peerUrls: [peer(i)], clientUrls: [clientUrl(i)], isLearner: false });
+const voter = (i: number): EtcdMember => ({
+  id: (100 + i).toString(16),
+  name: `etcd-main-${i}`,
+  peerUrls: [peer(i)],
+  clientUrls: [clientUrl(i)],
+  isLearner: false,
+});
 
 describe('/config for n members', () => {
   let dir: string;

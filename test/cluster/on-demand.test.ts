@@ -62,7 +62,8 @@ describe('maintenance on demand against a three-member cluster', () => {
       maintenance: () => (opts.leading === false ? undefined : { control, signal: term.signal }),
       ...(opts.auth === false ? {} : { auth: { tokenFile, openProbes: true } }),
     });
-    const call = (path: string, method = 'POST') => request(`${url}${path}`, { method, headers: { authorization: 'Bearer maintenance-token' } });
+    const call = (path: string, method = 'POST') =>
+      request(`${url}${path}`, { method, headers: { authorization: 'Bearer maintenance-token' } });
     return { call, metrics, url };
   }
 
@@ -94,8 +95,20 @@ describe('maintenance on demand against a three-member cluster', () => {
     const a = await call('/maintenance/compact?keep=10');
     expect(a.status).toBe(200);
     expect(JSON.parse(a.body)).toMatchObject({ state: 'succeeded', revision: now - 10 });
-    await expect(client.get('/k/0').revision(String(now - 11)).exec()).rejects.toThrow(/compacted/);
-    expect((await client.get('/k/0').revision(String(now - 5)).exec()).kvs.length).toBe(1);
+    await expect(
+      client
+        .get('/k/0')
+        .revision(String(now - 11))
+        .exec(),
+    ).rejects.toThrow(/compacted/);
+    expect(
+      (
+        await client
+          .get('/k/0')
+          .revision(String(now - 5))
+          .exec()
+      ).kvs.length,
+    ).toBe(1);
     expect((await call('/maintenance/compact?revision=abc')).status).toBe(400);
     expect((await call('/maintenance/compact')).status).toBe(400);
     expect((await call(`/maintenance/compact?revision=${now + 1000}`)).status).toBe(400);

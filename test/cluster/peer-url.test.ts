@@ -85,7 +85,10 @@ describe('updatePeerUrlsIfChanged against a real etcd member', () => {
     wrapper.status = 200;
   });
 
-  function options(configPeerUrls: string[], over: Partial<PeerUrlUpdateOptions> = {}): PeerUrlUpdateOptions & { logger: ReturnType<typeof recordingLogger> } {
+  function options(
+    configPeerUrls: string[],
+    over: Partial<PeerUrlUpdateOptions> = {},
+  ): PeerUrlUpdateOptions & { logger: ReturnType<typeof recordingLogger> } {
     return {
       client: ours(client),
       memberName: 'etcd-main-0',
@@ -183,7 +186,13 @@ describe('updatePeerUrlsIfChanged against a real etcd member', () => {
     try {
       const stop = new AbortController();
       const clock = new FakeClock(0);
-      const pending = updatePeerUrlsWhenReachable({ ...options([otherPeerUrl]), client: unreachable, clock, pollMs: 50, signal: stop.signal });
+      const pending = updatePeerUrlsWhenReachable({
+        ...options([otherPeerUrl]),
+        client: unreachable,
+        clock,
+        pollMs: 50,
+        signal: stop.signal,
+      });
       // Each failed attempt leaves one poll timer on the clock; three attempts, then stop while it waits.
       for (let attempt = 1; attempt <= 3; attempt++) {
         await waitFor(() => clock.pending === 1, `failed attempt ${attempt} waiting to poll again`);

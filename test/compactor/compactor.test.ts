@@ -156,7 +156,9 @@ describe('compact on the upstream v0.23 stores', () => {
     // Named after the head revision, now, the last delta's codec (the base's without deltas) and the base's finality.
     const suffixFrom = latest.deltas.at(-1) ?? (latest.full as Snapshot);
     const rev = String(expected.revision).padStart(8, '0');
-    expect(snap.snapName).toBe(`Full-00000000-${rev}-${NOW.getTime() / 1000}${suffixFrom.compressionSuffix}${latest.full?.isFinal ? '.final' : ''}`);
+    expect(snap.snapName).toBe(
+      `Full-00000000-${rev}-${NOW.getTime() / 1000}${suffixFrom.compressionSuffix}${latest.full?.isFinal ? '.final' : ''}`,
+    );
     expect(result.revision).toBe(expected.revision);
     expect(leaseCalls.map((s) => s.snapName)).toEqual([snap.snapName]);
 
@@ -184,7 +186,10 @@ describe('compact on the upstream v0.23 stores', () => {
     await cp(join(COMPAT, 'compacted-gzip', 'snapstore', 'v2', upstreamName), join(theirsRoot, 'v2', upstreamName));
     const theirs = await localStore(theirsRoot, dir);
 
-    const result = await compactSnapshots({ store: ours, binaries: etcdBinaries, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir));
+    const result = await compactSnapshots(
+      { store: ours, binaries: etcdBinaries, logger: recordingLogger(), clock: new FakeClock(NOW) },
+      config(dir),
+    );
     expect(result.snapshot?.snapName).toBe(`Full-00000000-00000400-${NOW.getTime() / 1000}.gz`);
 
     const historyGone = async (client: Etcd3) => {
@@ -204,7 +209,16 @@ describe('compact: nothing to do and failures', () => {
     const store = await localStore(root, dir);
     // Deltas without a full snapshot.
     const delta = new DeltaBuffer();
-    delta.append({ type: 'PUT', key: Buffer.from('k'), value: Buffer.from('v'), createRevision: 5, modRevision: 5, version: 1, lease: '0', time: '2026-01-01T00:00:00Z' });
+    delta.append({
+      type: 'PUT',
+      key: Buffer.from('k'),
+      value: Buffer.from('v'),
+      createRevision: 5,
+      modRevision: 5,
+      version: 1,
+      lease: '0',
+      time: '2026-01-01T00:00:00Z',
+    });
     await saveDeltaSnapshot(store, delta.take()!, 5, undefined, NOW);
     const before = await fingerprint(store);
     const logger = recordingLogger();
@@ -248,7 +262,12 @@ describe('compact: nothing to do and failures', () => {
     const before = await fingerprint(store);
     await expect(
       compactSnapshots(
-        { store, binaries: () => Promise.reject(new Error('etcd must not be needed')), logger: recordingLogger(), clock: new FakeClock(NOW) },
+        {
+          store,
+          binaries: () => Promise.reject(new Error('etcd must not be needed')),
+          logger: recordingLogger(),
+          clock: new FakeClock(NOW),
+        },
         config(dir),
       ),
     ).rejects.toThrow(/gap in the delta chain/);
@@ -296,7 +315,16 @@ describe('compact: nothing to do and failures', () => {
     for (let i = 0; i < 10; i++) {
       const rev = 284 + i;
       const buf = new DeltaBuffer();
-      buf.append({ type: 'PUT', key: Buffer.from(`/lean/${i}`), value: Buffer.from(`v${i}`), createRevision: rev, modRevision: rev, version: 1, lease: '0', time: '2026-01-01T00:00:00Z' });
+      buf.append({
+        type: 'PUT',
+        key: Buffer.from(`/lean/${i}`),
+        value: Buffer.from(`v${i}`),
+        createRevision: rev,
+        modRevision: rev,
+        version: 1,
+        lease: '0',
+        time: '2026-01-01T00:00:00Z',
+      });
       await saveDeltaSnapshot(store, buf.take()!, rev, 'gzip', new Date(1795219380_000 + (i + 1) * 1000));
     }
     const logger = recordingLogger();
@@ -345,7 +373,16 @@ describe('compact: a base snapshot with etcd auth enabled', () => {
       const start = rev + 1;
       for (let i = 0; i < 3; i++) {
         rev++;
-        buf.append({ type: 'PUT', key: Buffer.from(`/a/${i}`), value: Buffer.from(`w${rev}`), createRevision: 2 + i, modRevision: rev, version: d + 2, lease: '0', time: '2026-01-01T00:00:00Z' });
+        buf.append({
+          type: 'PUT',
+          key: Buffer.from(`/a/${i}`),
+          value: Buffer.from(`w${rev}`),
+          createRevision: 2 + i,
+          modRevision: rev,
+          version: d + 2,
+          lease: '0',
+          time: '2026-01-01T00:00:00Z',
+        });
       }
       await saveDeltaSnapshot(store, buf.take()!, start, 'gzip', new Date(NOW.getTime() - 50_000 + d * 1000));
     }
@@ -359,7 +396,11 @@ describe('compact: a base snapshot with etcd auth enabled', () => {
     // The restore of the compacted full needs no replay (auth untouched): anonymous refused, root served.
     const binaries = await etcdBinaries();
     const dataDir = join(dir, 'restored');
-    await executeRestore(store, planRestore(await store.list()), restoreOptions(binaries, dir, { dataDir, tempDir: join(dir, 'verify-tmp') }));
+    await executeRestore(
+      store,
+      planRestore(await store.list()),
+      restoreOptions(binaries, dir, { dataDir, tempDir: join(dir, 'verify-tmp') }),
+    );
     expect(await readAuthEnabled(backendPath(dataDir))).toBe(true);
     const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
     const anon = new Etcd3({ hosts: etcd.clientUrl });

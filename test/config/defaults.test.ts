@@ -123,23 +123,123 @@ const PER_COMMAND: Partial<Record<CommandName, Record<string, unknown>>> = {
   compact: { 'etcd-snapshot-timeout': 30 * m, 'etcd-defrag-timeout': 8 * m },
 };
 
-const connection = ['endpoints', 'service-endpoints', 'etcd-username', 'etcd-password', 'etcd-connection-timeout', 'etcd-snapshot-timeout', 'etcd-defrag-timeout', 'insecure-transport', 'insecure-skip-tls-verify', 'cert', 'key', 'cacert'];
+const connection = [
+  'endpoints',
+  'service-endpoints',
+  'etcd-username',
+  'etcd-password',
+  'etcd-connection-timeout',
+  'etcd-snapshot-timeout',
+  'etcd-defrag-timeout',
+  'insecure-transport',
+  'insecure-skip-tls-verify',
+  'cert',
+  'key',
+  'cacert',
+];
 const http = ['server-port', 'enable-profiling', 'server-cert', 'server-key'];
-const snapshotter = ['schedule', 'delta-snapshot-period', 'delta-snapshot-memory-limit', 'garbage-collection-period', 'garbage-collection-policy', 'max-backups', 'delta-snapshot-retention-period'];
-const store = (p: string) => ['storage-provider', 'store-container', 'store-endpoint-override', 'store-prefix', 'max-parallel-chunk-uploads', 'min-chunk-size', 'snapstore-temp-directory'].map((f) => p + f);
-const restoration = ['initial-cluster', 'initial-cluster-token', 'data-dir', 'restoration-temp-snapshots-dir', 'initial-advertise-peer-urls', 'name', 'skip-hash-check', 'max-fetchers', 'max-call-send-message-size', 'max-request-bytes', 'max-txn-ops', 'embedded-etcd-quota-bytes', 'auto-compaction-mode', 'auto-compaction-retention', 'delta-replay'];
+const snapshotter = [
+  'schedule',
+  'delta-snapshot-period',
+  'delta-snapshot-memory-limit',
+  'garbage-collection-period',
+  'garbage-collection-policy',
+  'max-backups',
+  'delta-snapshot-retention-period',
+];
+const store = (p: string) =>
+  [
+    'storage-provider',
+    'store-container',
+    'store-endpoint-override',
+    'store-prefix',
+    'max-parallel-chunk-uploads',
+    'min-chunk-size',
+    'snapstore-temp-directory',
+  ].map((f) => p + f);
+const restoration = [
+  'initial-cluster',
+  'initial-cluster-token',
+  'data-dir',
+  'restoration-temp-snapshots-dir',
+  'initial-advertise-peer-urls',
+  'name',
+  'skip-hash-check',
+  'max-fetchers',
+  'max-call-send-message-size',
+  'max-request-bytes',
+  'max-txn-ops',
+  'embedded-etcd-quota-bytes',
+  'auto-compaction-mode',
+  'auto-compaction-retention',
+  'delta-replay',
+];
 const compression = ['compress-snapshots', 'compression-policy'];
-const health = ['enable-snapshot-lease-renewal', 'enable-member-lease-renewal', 'k8s-heartbeat-duration', 'full-snapshot-lease-name', 'delta-snapshot-lease-name'];
+const health = [
+  'enable-snapshot-lease-renewal',
+  'enable-member-lease-renewal',
+  'k8s-heartbeat-duration',
+  'full-snapshot-lease-name',
+  'delta-snapshot-lease-name',
+];
 const leader = ['etcd-connection-timeout-leader-election', 'reelection-period'];
 const backoff = ['backoff-multiplier', 'backoff-attempt-limit', 'backoff-threshold-time'];
-const compactor = ['defragment', 'etcd-snapshot-timeout', 'etcd-defrag-timeout', 'full-snapshot-lease-name', 'delta-snapshot-lease-name', 'enable-snapshot-lease-renewal', 'metrics-scrape-wait-duration'];
+const compactor = [
+  'defragment',
+  'etcd-snapshot-timeout',
+  'etcd-defrag-timeout',
+  'full-snapshot-lease-name',
+  'delta-snapshot-lease-name',
+  'enable-snapshot-lease-renewal',
+  'metrics-scrape-wait-duration',
+];
 const encryption = ['encryption-recipients-file', 'encryption-identity-file'];
-const copier = ['max-backups-to-copy', 'max-backup-age', 'max-parallel-copy-operations', 'wait-for-final-snapshot', 'wait-for-final-snapshot-timeout'];
+const copier = [
+  'max-backups-to-copy',
+  'max-backup-age',
+  'max-parallel-copy-operations',
+  'wait-for-final-snapshot',
+  'wait-for-final-snapshot-timeout',
+];
 
 /** §1.2: the flag groups of each subcommand (plus --log-level everywhere, ours outside server). */
 const EXPECTED_FLAGS: Record<CommandName, string[]> = {
-  server: ['log-level', 'log-format', 'config-file', 'defragmentation-schedule', 'use-etcd-wrapper', ...connection, ...http, ...snapshotter, ...store(''), ...encryption, ...store('secondary-'), 'secondary-backup-sync-enabled', 'secondary-backup-sync-period', ...compression, ...restoration, ...health, ...leader, ...backoff, 'enable-member-cleanup', 'verify-schedule', 'api-client-ca-file', 'api-token-file', 'api-open-probes'],
-  snapshot: ['log-level', 'log-format', ...connection, ...store(''), ...encryption, ...snapshotter, ...compression, ...backoff, 'defragmentation-schedule'],
+  server: [
+    'log-level',
+    'log-format',
+    'config-file',
+    'defragmentation-schedule',
+    'use-etcd-wrapper',
+    ...connection,
+    ...http,
+    ...snapshotter,
+    ...store(''),
+    ...encryption,
+    ...store('secondary-'),
+    'secondary-backup-sync-enabled',
+    'secondary-backup-sync-period',
+    ...compression,
+    ...restoration,
+    ...health,
+    ...leader,
+    ...backoff,
+    'enable-member-cleanup',
+    'verify-schedule',
+    'api-client-ca-file',
+    'api-token-file',
+    'api-open-probes',
+  ],
+  snapshot: [
+    'log-level',
+    'log-format',
+    ...connection,
+    ...store(''),
+    ...encryption,
+    ...snapshotter,
+    ...compression,
+    ...backoff,
+    'defragmentation-schedule',
+  ],
   restore: ['log-level', 'log-format', ...restoration, ...store(''), ...encryption, 'dry-run', 'to-revision', 'to-time', 'output'],
   initialize: ['log-level', 'log-format', 'validation-mode', ...restoration, ...store(''), ...encryption, ...connection],
   compact: ['log-level', 'log-format', ...restoration, ...store(''), ...encryption, ...compactor],
@@ -154,9 +254,7 @@ describe('flag groups match upstream §1.1 / §1.2', () => {
     expect(flags).toEqual([...EXPECTED_FLAGS[name]].sort());
   });
 
-  const rows = COMMAND_NAMES.flatMap((name) =>
-    [...flagBindings(COMMAND_SPECS[name])].map(([flag, b]) => ({ name, flag, b })),
-  );
+  const rows = COMMAND_NAMES.flatMap((name) => [...flagBindings(COMMAND_SPECS[name])].map(([flag, b]) => ({ name, flag, b })));
   it.each(rows)('$name --$flag: type, shorthand and default are upstream’s', ({ name, flag, b }) => {
     const expected = UPSTREAM[flag];
     expect(expected, `no upstream entry for --${flag}`).toBeDefined();

@@ -87,7 +87,10 @@ describe('legacy URL template <scheme>@<service>@<namespace>@<port>', () => {
 
   it('a malformed template in a file: the error names the file, the line, the key and the accepted forms', async () => {
     const file = join(await res.tmpDir(), 'etcd.conf.yaml');
-    await writeFile(file, ['name: etcd-main', 'data-dir: /var/etcd/data/new.etcd', '', 'initial-advertise-peer-urls: http@etcd-main-peer@2380', ''].join('\n'));
+    await writeFile(
+      file,
+      ['name: etcd-main', 'data-dir: /var/etcd/data/new.etcd', '', 'initial-advertise-peer-urls: http@etcd-main-peer@2380', ''].join('\n'),
+    );
     const template = await readEtcdConfigTemplate(file);
     const err = (() => {
       try {
@@ -103,7 +106,9 @@ describe('legacy URL template <scheme>@<service>@<namespace>@<port>', () => {
         `("https://host:2379,..."), a map of member name to URLs, or the legacy template "<http|https>@<service>@<namespace>@<port>"`,
     );
     // The same template as a plain object (not read from a file) still names the key.
-    expect(() => memberUrls({ ...template }, 'initial-advertise-peer-urls', 'etcd-main-0')).toThrow(/^etcd config: initial-advertise-peer-urls: /);
+    expect(() => memberUrls({ ...template }, 'initial-advertise-peer-urls', 'etcd-main-0')).toThrow(
+      /^etcd config: initial-advertise-peer-urls: /,
+    );
   });
 
   it('a file that is not YAML is an EtcdConfigError naming the file', async () => {

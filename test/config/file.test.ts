@@ -117,7 +117,13 @@ describe('--config-file', () => {
   });
 
   it('lets flags given on the command line override the file (our deliberate difference)', () => {
-    const { config: c } = withFile(EXAMPLE, '--max-backups=9', '--insecure-skip-tls-verify', '--endpoints=http://x:2379', '--secondary-store-container=c2');
+    const { config: c } = withFile(
+      EXAMPLE,
+      '--max-backups=9',
+      '--insecure-skip-tls-verify',
+      '--endpoints=http://x:2379',
+      '--secondary-store-container=c2',
+    );
     expect(c.snapshotterConfig.maxBackups).toBe(9);
     expect(c.etcdConnectionConfig.insecureSkipVerify).toBe(true);
     expect(c.etcdConnectionConfig.endpoints).toEqual(['http://x:2379']);
@@ -145,7 +151,10 @@ describe('--config-file', () => {
     ['snapshotterConfig: 5\n', /snapshotterConfig must be a mapping/],
   ])('rejects %j', (text, message) => {
     const list = fileProblems(text);
-    expect(list.some((p) => message.test(p)), JSON.stringify(list)).toBe(true);
+    expect(
+      list.some((p) => message.test(p)),
+      JSON.stringify(list),
+    ).toBe(true);
   });
 
   it('matches keys case-insensitively like encoding/json, preferring exact matches', () => {

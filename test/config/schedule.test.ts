@@ -186,7 +186,10 @@ describe('zone helpers (Go time.Date / t.Hour() on a Location)', () => {
 
   it("maps skipped and repeated local times the way Go's time.Date does", () => {
     const at = (day: number, hour: number): string =>
-      zonedTime({ year: 2024, month: day === 31 ? 3 : 10, day, hour, minute: 30, second: 0, millisecond: 0 }, 'Europe/Berlin').toISOString();
+      zonedTime(
+        { year: 2024, month: day === 31 ? 3 : 10, day, hour, minute: 30, second: 0, millisecond: 0 },
+        'Europe/Berlin',
+      ).toISOString();
     expect(at(31, 2)).toBe('2024-03-31T01:30:00.000Z'); // 02:30 does not exist ⇒ 03:30 CEST
     expect(at(27, 2)).toBe('2024-10-27T01:30:00.000Z'); // 02:30 twice ⇒ the later (CET) one
     expect(at(27, 1)).toBe('2024-10-26T23:30:00.000Z');

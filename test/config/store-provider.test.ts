@@ -14,7 +14,15 @@ describe('RotatingStore', () => {
   it('callers in parallel get the same open store (none of them a store closed by the other)', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'etcdbr-rotating-'));
     cleanups.push(() => rm(dir, { recursive: true, force: true }));
-    const config: StoreConfig = { provider: 'Local', rootDir: join(dir, 'store'), container: 'store', prefix: 'v2', maxParallelChunkUploads: 1, minChunkSize: 5 * 1024 * 1024, tempDir: dir };
+    const config: StoreConfig = {
+      provider: 'Local',
+      rootDir: join(dir, 'store'),
+      container: 'store',
+      prefix: 'v2',
+      maxParallelChunkUploads: 1,
+      minChunkSize: 5 * 1024 * 1024,
+      tempDir: dir,
+    };
     let resolved = 0;
     const rotating = new RotatingStore({
       resolve: async () => {

@@ -63,7 +63,11 @@ describe('buildStoreConfig', () => {
       minChunkSize: 5 * 1024 * 1024,
       tempDir: tmp,
     });
-    const rel = await buildStoreConfig(flags({ container: 'backups/x', prefix: 'etcd-main' }), { role: 'primary', env: {}, homeDir: '/home/u' });
+    const rel = await buildStoreConfig(flags({ container: 'backups/x', prefix: 'etcd-main' }), {
+      role: 'primary',
+      env: {},
+      homeDir: '/home/u',
+    });
     expect(rel).toMatchObject({ rootDir: '/home/u/backups/x', prefix: 'etcd-main/v2' });
   });
 
@@ -91,12 +95,14 @@ describe('buildStoreConfig', () => {
   });
 
   it('rejects unknown and upstream-only providers', async () => {
-    expect(await configError(buildStoreConfig(flags({ provider: 'FAILED' }), { role: 'primary', env: {}, homeDir: '/h' }), 'E_CONFIG')).toMatch(
+    expect(
+      await configError(buildStoreConfig(flags({ provider: 'FAILED' }), { role: 'primary', env: {}, homeDir: '/h' }), 'E_CONFIG'),
+    ).toMatch(
       /--storage-provider: storage provider "FAILED" is supported by etcd-backup-restore but not by this implementation; supported providers: Local, S3, ABS, GCS, Swift, OSS, ECS, OCS/,
     );
-    expect(await configError(buildStoreConfig(flags({ provider: 'Azure' }), { role: 'secondary', env: {}, homeDir: '/h' }), 'E_CONFIG')).toMatch(
-      /--secondary-storage-provider: unknown storage provider "Azure"/,
-    );
+    expect(
+      await configError(buildStoreConfig(flags({ provider: 'Azure' }), { role: 'secondary', env: {}, homeDir: '/h' }), 'E_CONFIG'),
+    ).toMatch(/--secondary-storage-provider: unknown storage provider "Azure"/);
   });
 
   it('reads S3 credentials with the role’s prefix, and keeps the endpoint override', async () => {
@@ -118,14 +124,21 @@ describe('buildStoreConfig', () => {
   });
 
   it('fails for ABS without credentials and reads them when given', async () => {
-    expect(await configError(buildStoreConfig(flags({ provider: 'ABS', container: 'c' }), { role: 'primary', env: {}, homeDir: '/h' }), 'E_CREDENTIALS')).toMatch(
-      /unable to get credentials/,
-    );
+    expect(
+      await configError(
+        buildStoreConfig(flags({ provider: 'ABS', container: 'c' }), { role: 'primary', env: {}, homeDir: '/h' }),
+        'E_CREDENTIALS',
+      ),
+    ).toMatch(/unable to get credentials/);
     const d = join(tmp, 'az');
     mkdirSync(d);
     writeFileSync(join(d, 'storageAccount'), 'devstoreaccount1');
     writeFileSync(join(d, 'storageKey'), 'a2V5');
-    const c = await buildStoreConfig(flags({ provider: 'ABS', container: 'c' }), { role: 'primary', env: { AZURE_APPLICATION_CREDENTIALS: d }, homeDir: '/h' });
+    const c = await buildStoreConfig(flags({ provider: 'ABS', container: 'c' }), {
+      role: 'primary',
+      env: { AZURE_APPLICATION_CREDENTIALS: d },
+      homeDir: '/h',
+    });
     expect(c).toMatchObject({ provider: 'ABS', credentials: { storageAccount: 'devstoreaccount1', storageKey: 'a2V5' } });
   });
 
@@ -140,10 +153,22 @@ describe('buildStoreConfig', () => {
   });
 
   /** Credential files of each new provider, and the variables (without role prefix) that point at them. */
-  function providerCredentials(provider: 'Swift' | 'OSS' | 'ECS' | 'OCS', tag: string): { env: Record<string, string>; credentials: unknown } {
+  function providerCredentials(
+    provider: 'Swift' | 'OSS' | 'ECS' | 'OCS',
+    tag: string,
+  ): { env: Record<string, string>; credentials: unknown } {
     if (provider === 'Swift') {
       const p = join(tmp, `${tag}-openstack.json`);
-      writeFileSync(p, JSON.stringify({ authURL: `https://keystone.${tag}/v3`, domainName: 'Default', tenantName: `project-${tag}`, username: `user-${tag}`, password: 'pw' }));
+      writeFileSync(
+        p,
+        JSON.stringify({
+          authURL: `https://keystone.${tag}/v3`,
+          domainName: 'Default',
+          tenantName: `project-${tag}`,
+          username: `user-${tag}`,
+          password: 'pw',
+        }),
+      );
       return {
         env: { OPENSTACK_APPLICATION_CREDENTIALS_JSON: p },
         credentials: {
@@ -157,22 +182,53 @@ describe('buildStoreConfig', () => {
     }
     if (provider === 'OSS') {
       const p = join(tmp, `${tag}-alicloud.json`);
-      writeFileSync(p, JSON.stringify({ storageEndpoint: `https://oss.${tag}`, accessKeyID: `key-${tag}`, accessKeySecret: 'secret', bucketName: 'ignored' }));
-      return { env: { ALICLOUD_APPLICATION_CREDENTIALS_JSON: p }, credentials: { storageEndpoint: `https://oss.${tag}`, accessKeyID: `key-${tag}`, accessKeySecret: 'secret' } };
+      writeFileSync(
+        p,
+        JSON.stringify({
+          storageEndpoint: `https://oss.${tag}`,
+          accessKeyID: `key-${tag}`,
+          accessKeySecret: 'secret',
+          bucketName: 'ignored',
+        }),
+      );
+      return {
+        env: { ALICLOUD_APPLICATION_CREDENTIALS_JSON: p },
+        credentials: { storageEndpoint: `https://oss.${tag}`, accessKeyID: `key-${tag}`, accessKeySecret: 'secret' },
+      };
     }
     if (provider === 'ECS') {
       return {
         env: { ECS_ENDPOINT: `ecs.${tag}:9021`, ECS_ACCESS_KEY_ID: `key-${tag}`, ECS_SECRET_ACCESS_KEY: 'secret', ECS_DISABLE_SSL: 'true' },
-        credentials: { endpoint: `ecs.${tag}:9021`, region: 'US-Standard', accessKeyID: `key-${tag}`, secretAccessKey: 'secret', disableSSL: true, insecureSkipVerify: false },
+        credentials: {
+          endpoint: `ecs.${tag}:9021`,
+          region: 'US-Standard',
+          accessKeyID: `key-${tag}`,
+          secretAccessKey: 'secret',
+          disableSSL: true,
+          insecureSkipVerify: false,
+        },
       };
     }
     const d = join(tmp, `${tag}-ocs`);
     mkdirSync(d);
-    const values = { endpoint: `https://ocs.${tag}`, region: 'r1', accessKeyID: `key-${tag}`, secretAccessKey: 'secret', insecureSkipVerify: 'true' };
+    const values = {
+      endpoint: `https://ocs.${tag}`,
+      region: 'r1',
+      accessKeyID: `key-${tag}`,
+      secretAccessKey: 'secret',
+      insecureSkipVerify: 'true',
+    };
     for (const [k, v] of Object.entries(values)) writeFileSync(join(d, k), `${v}\n`);
     return {
       env: { OPENSHIFT_APPLICATION_CREDENTIALS: d },
-      credentials: { endpoint: `https://ocs.${tag}`, region: 'r1', accessKeyID: `key-${tag}`, secretAccessKey: 'secret', disableSSL: false, insecureSkipVerify: true },
+      credentials: {
+        endpoint: `https://ocs.${tag}`,
+        region: 'r1',
+        accessKeyID: `key-${tag}`,
+        secretAccessKey: 'secret',
+        disableSSL: false,
+        insecureSkipVerify: true,
+      },
     };
   }
 
@@ -189,11 +245,22 @@ describe('buildStoreConfig', () => {
         if (r === role) mine = c.credentials;
       }
       const c = await buildStoreConfig(flags({ provider, container: 'bkt', prefix: 'etcd-main' }), { role, env, homeDir: '/h' });
-      expect(c).toEqual({ provider, container: 'bkt', prefix: 'etcd-main/v2', maxParallelChunkUploads: 5, minChunkSize: 5 * 1024 * 1024, tempDir: tmp, credentials: mine });
+      expect(c).toEqual({
+        provider,
+        container: 'bkt',
+        prefix: 'etcd-main/v2',
+        maxParallelChunkUploads: 5,
+        minChunkSize: 5 * 1024 * 1024,
+        tempDir: tmp,
+        credentials: mine,
+      });
     });
 
     it('names the variables to set when the credentials are missing', async () => {
-      const msg = await configError(buildStoreConfig(flags({ provider, container: 'bkt' }), { role: 'secondary', env: {}, homeDir: '/h' }), 'E_CREDENTIALS');
+      const msg = await configError(
+        buildStoreConfig(flags({ provider, container: 'bkt' }), { role: 'secondary', env: {}, homeDir: '/h' }),
+        'E_CREDENTIALS',
+      );
       const expected = {
         Swift: /SECONDARY_OPENSTACK_APPLICATION_CREDENTIALS.*SECONDARY_OS_AUTH_URL/,
         OSS: /unable to get credentials: set SECONDARY_ALICLOUD_APPLICATION_CREDENTIALS_JSON .* or SECONDARY_ALICLOUD_APPLICATION_CREDENTIALS/,
@@ -230,7 +297,12 @@ describe('buildStoreConfig', () => {
   });
 
   it('builds the copy source from the merged flags: provider and prefix default to the destination’s', async () => {
-    const parsed = commandFlagSet(COMMAND_SPECS.copy).parse(['--storage-provider=Local', '--store-container=/dst', '--store-prefix=p', '--source-store-container=/src']);
+    const parsed = commandFlagSet(COMMAND_SPECS.copy).parse([
+      '--storage-provider=Local',
+      '--store-container=/dst',
+      '--store-prefix=p',
+      '--source-store-container=/src',
+    ]);
     const { config } = buildCommandConfig('copy', { flags: parsed.changed });
     const source = await buildStoreConfig(config.sourceSnapstoreConfig, { role: 'source', env: {}, homeDir: '/h', createTempDir: false });
     const dest = await buildStoreConfig(config.snapstoreConfig, { role: 'primary', env: {}, homeDir: '/h', createTempDir: false });

@@ -26,7 +26,11 @@ function problems(name: CommandName, ...argv: string[]): readonly string[] {
 describe('validation (upstream rules)', () => {
   it.each<[CommandName, string[], RegExp]>([
     ['server', ['--etcd-connection-timeout=0s'], /^--etcd-connection-timeout must be greater than 0$/],
-    ['server', ['--etcd-snapshot-timeout=10s', '--etcd-connection-timeout=30s'], /--etcd-snapshot-timeout must not be shorter than --etcd-connection-timeout/],
+    [
+      'server',
+      ['--etcd-snapshot-timeout=10s', '--etcd-connection-timeout=30s'],
+      /--etcd-snapshot-timeout must not be shorter than --etcd-connection-timeout/,
+    ],
     ['server', ['--etcd-snapshot-timeout=-1s'], /--etcd-snapshot-timeout must be greater than 0/],
     ['server', ['--etcd-defrag-timeout=0s'], /--etcd-defrag-timeout must be greater than 0/],
     ['server', ['--min-chunk-size=5242879'], /--min-chunk-size must be at least 5242880 bytes/],
@@ -40,35 +44,58 @@ describe('validation (upstream rules)', () => {
     ['server', ['--schedule=0 0 * * 7'], /end of range \(7\) above maximum \(6\)/],
     ['server', ['--schedule=0 0 L * *'], /failed to parse int from L/],
     ['server', ['--defragmentation-schedule=0 0 */0 * *'], /--defragmentation-schedule: .*step of range should be a positive number/],
-    ['server', ['--storage-provider=FAILED'], /--storage-provider: storage provider "FAILED" is supported by etcd-backup-restore but not by this implementation; supported providers: Local, S3, ABS, GCS, Swift, OSS, ECS, OCS/],
+    [
+      'server',
+      ['--storage-provider=FAILED'],
+      /--storage-provider: storage provider "FAILED" is supported by etcd-backup-restore but not by this implementation; supported providers: Local, S3, ABS, GCS, Swift, OSS, ECS, OCS/,
+    ],
     ['server', ['--storage-provider=s3'], /unknown storage provider "s3"; supported providers: Local, S3, ABS, GCS/],
     ['server', ['--store-endpoint-override=localhost:9000'], /--store-endpoint-override: "localhost:9000" must use http or https/],
     ['server', ['--store-endpoint-override=not a url'], /is not a URL/],
     ['server', ['--k8s-heartbeat-duration=0s'], /--k8s-heartbeat-duration must be greater than 0/],
     ['server', ['--enable-snapshot-lease-renewal', '--full-snapshot-lease-name='], /--full-snapshot-lease-name must not be empty/],
     ['server', ['--auto-compaction-mode=hourly'], /--auto-compaction-mode: unknown mode "hourly"; use periodic or revision/],
-    ['server', ['--initial-cluster=default=localhost:2380'], /--initial-cluster: URL scheme must be http, https, unix, or unixs: localhost:2380/],
+    [
+      'server',
+      ['--initial-cluster=default=localhost:2380'],
+      /--initial-cluster: URL scheme must be http, https, unix, or unixs: localhost:2380/,
+    ],
     ['server', ['--initial-cluster=default=http://localhost'], /does not have the form "host:port"/],
     ['server', ['--initial-advertise-peer-urls=http://h:2380/x'], /--initial-advertise-peer-urls: URL must not contain a path/],
     ['server', ['--max-fetchers=0'], /--max-fetchers must be greater than 0/],
     ['server', ['--embedded-etcd-quota-bytes=0'], /--embedded-etcd-quota-bytes must be greater than 0/],
     ['server', ['--max-call-send-message-size=0'], /--max-call-send-message-size must be greater than 0/],
     ['server', ['--server-port=70000'], /--server-port must be a TCP port/],
-    ['server', ['--server-cert=/nonexistent/cert', '--server-key=/nonexistent/key'], /--server-cert: file \/nonexistent\/cert does not exist/],
+    [
+      'server',
+      ['--server-cert=/nonexistent/cert', '--server-key=/nonexistent/key'],
+      /--server-cert: file \/nonexistent\/cert does not exist/,
+    ],
     ['server', ['--secondary-backup-sync-enabled'], /needs a secondary store: give --secondary-storage-provider/],
-    ['server', ['--secondary-backup-sync-enabled', '--secondary-storage-provider=S3', '--secondary-min-chunk-size=1'], /--secondary-min-chunk-size must be at least/],
+    [
+      'server',
+      ['--secondary-backup-sync-enabled', '--secondary-storage-provider=S3', '--secondary-min-chunk-size=1'],
+      /--secondary-min-chunk-size must be at least/,
+    ],
     ['initialize', ['--validation-mode=quick'], /--validation-mode: unknown mode "quick"; use full or sanity/],
     ['compact', ['--etcd-snapshot-timeout=0s'], /--etcd-snapshot-timeout must be greater than 0/],
     ['copy', ['--storage-provider=Local', '--max-backups-to-copy=-2'], /--max-backups-to-copy must be -1 \(all\) or greater/],
     ['copy', ['--storage-provider=Local', '--max-backup-age=-2'], /--max-backup-age must be -1/],
     ['copy', ['--storage-provider=Local', '--max-parallel-copy-operations=0'], /--max-parallel-copy-operations must be greater than 0/],
-    ['copy', ['--storage-provider=Local', '--wait-for-final-snapshot-timeout=-1s'], /--wait-for-final-snapshot-timeout must not be negative/],
+    [
+      'copy',
+      ['--storage-provider=Local', '--wait-for-final-snapshot-timeout=-1s'],
+      /--wait-for-final-snapshot-timeout must not be negative/,
+    ],
     ['copy', ['--storage-provider=Local', '--source-min-chunk-size=1'], /--source-min-chunk-size must be at least/],
     ['copy', [], /--storage-provider is required: copy needs a destination store/],
     ['ls', ['--output=yaml'], /--output: unknown format "yaml"; use text or json/],
   ])('%s %j', (name, argv, message) => {
     const list = problems(name, ...argv);
-    expect(list.some((p) => message.test(p)), `problems: ${JSON.stringify(list)}`).toBe(true);
+    expect(
+      list.some((p) => message.test(p)),
+      `problems: ${JSON.stringify(list)}`,
+    ).toBe(true);
   });
 
   it('accepts the defaults of every command that needs no store', () => {
@@ -119,11 +146,23 @@ describe('completion', () => {
   });
 
   it('merges the copy source with the destination (upstream MergeWith)', () => {
-    const c = build('copy', '--storage-provider=S3', '--store-prefix=dst', '--snapstore-temp-directory=/var/tmp', '--source-snapstore-temp-directory=').config;
+    const c = build(
+      'copy',
+      '--storage-provider=S3',
+      '--store-prefix=dst',
+      '--snapstore-temp-directory=/var/tmp',
+      '--source-snapstore-temp-directory=',
+    ).config;
     expect(c.sourceSnapstoreConfig.provider).toBe('S3');
     expect(c.sourceSnapstoreConfig.prefix).toBe('dst');
     expect(c.sourceSnapstoreConfig.tempDir).toBe('/var/tmp');
-    const own = build('copy', '--storage-provider=S3', '--source-storage-provider=GCS', '--source-store-prefix=src', '--store-prefix=dst').config;
+    const own = build(
+      'copy',
+      '--storage-provider=S3',
+      '--source-storage-provider=GCS',
+      '--source-store-prefix=src',
+      '--store-prefix=dst',
+    ).config;
     expect(own.sourceSnapstoreConfig.provider).toBe('GCS');
     expect(own.sourceSnapstoreConfig.prefix).toBe('src');
   });

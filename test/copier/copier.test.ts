@@ -39,7 +39,10 @@ const lazy = <T>(start: () => Promise<T>, stop: (t: T) => Promise<unknown>) => {
   });
   return () => (p ??= start());
 };
-const s3rver = lazy(() => startS3rver({ bucket: 'copy' }), (s: S3rverInstance) => s.stop());
+const s3rver = lazy(
+  () => startS3rver({ bucket: 'copy' }),
+  (s: S3rverInstance) => s.stop(),
+);
 const azurite = lazy(
   async () => {
     const az = await startAzurite();
@@ -48,7 +51,10 @@ const azurite = lazy(
   },
   (az: Azurite) => az.stop(),
 );
-const fakeGcs = lazy(() => FakeGcsServer.start({ buckets: ['copy'] }), (g: FakeGcsServer) => g.stop());
+const fakeGcs = lazy(
+  () => FakeGcsServer.start({ buckets: ['copy'] }),
+  (g: FakeGcsServer) => g.stop(),
+);
 
 const tempDir = (tag: string) => cleanups.tempDir(`etcdbr-copy-${tag}-`);
 
@@ -60,9 +66,16 @@ const abs = async (prefix: string, dir: string) =>
     endpointOverride: (await azurite()).accountEndpoint,
     credentials: { storageAccount: AZURITE_ACCOUNT, storageKey: AZURITE_KEY },
   });
-const gcs = async (prefix: string, dir: string) => open({ ...base(prefix, dir), provider: 'GCS', endpointOverride: (await fakeGcs()).endpoint });
+const gcs = async (prefix: string, dir: string) =>
+  open({ ...base(prefix, dir), provider: 'GCS', endpointOverride: (await fakeGcs()).endpoint });
 
-const ALL: CopierConfig = { maxBackupsToCopy: -1, maxBackupAge: -1, maxParallelCopyOperations: 10, waitForFinalSnapshot: false, waitForFinalSnapshotTimeout: 0 };
+const ALL: CopierConfig = {
+  maxBackupsToCopy: -1,
+  maxBackupAge: -1,
+  maxParallelCopyOperations: 10,
+  waitForFinalSnapshot: false,
+  waitForFinalSnapshotTimeout: 0,
+};
 
 function deps(source: SnapStore, destination: SnapStore, over: Partial<CopierDeps> = {}): CopierDeps {
   return { source, destination, logger: recordingLogger(), clock: systemClock, finalSnapshotPollMs: 50, ...over };
@@ -74,7 +87,12 @@ async function contents(store: SnapStore): Promise<Map<string, string>> {
   for (const s of await store.list()) {
     const layout = s.prefix.replace(/\/$/, '').split('/').at(-1);
     const key = [layout, s.snapDir, s.snapName.replace(/\.final$/, '')].filter(Boolean).join('/');
-    out.set(key, createHash('sha256').update(await bytesOf(store, s)).digest('hex'));
+    out.set(
+      key,
+      createHash('sha256')
+        .update(await bytesOf(store, s))
+        .digest('hex'),
+    );
   }
   return out;
 }
@@ -137,8 +155,14 @@ describe('what gets copied', () => {
     const source = await local(root, dir);
     const dest = await local(join(dir, 'dest'), dir);
     const r = await copyBackups(deps(source, dest), { ...ALL, maxBackupsToCopy: 1 });
-    expect(r.copied.map((s) => s.snapName).sort()).toEqual(['Full-00000000-00000297-1795219513.gz', 'Incr-00000298-00000327-1795219515.gz']);
-    expect((await dest.list()).map((s) => s.snapName)).toEqual(['Full-00000000-00000297-1795219513.gz', 'Incr-00000298-00000327-1795219515.gz']);
+    expect(r.copied.map((s) => s.snapName).sort()).toEqual([
+      'Full-00000000-00000297-1795219513.gz',
+      'Incr-00000298-00000327-1795219515.gz',
+    ]);
+    expect((await dest.list()).map((s) => s.snapName)).toEqual([
+      'Full-00000000-00000297-1795219513.gz',
+      'Incr-00000298-00000327-1795219515.gz',
+    ]);
   });
 
   it('--max-backup-age: only backups whose full is younger than the age in days', async () => {
@@ -292,7 +316,10 @@ describe('failures', () => {
       if (seen >= 6 * MiB && proxy.mode === 'up') proxy.setMode('down');
     });
     const tuning = { maxAttempts: 2, partRetries: 1, partRetryBaseDelayMs: 20, connectionTimeoutMs: 2_000 };
-    const viaProxy = await openS3Store({ ...base('outage/v2', dir), provider: 'S3', endpointOverride: proxy.endpoint, credentials: S3RVER_CREDENTIALS }, tuning);
+    const viaProxy = await openS3Store(
+      { ...base('outage/v2', dir), provider: 'S3', endpointOverride: proxy.endpoint, credentials: S3RVER_CREDENTIALS },
+      tuning,
+    );
     cleanups.push(() => viaProxy.close());
     const direct = await s3('outage/v2', dir);
 
@@ -341,13 +368,21 @@ describe('failures', () => {
     expect(failed.get(d2.snapName)).toBe(`could not fetch snapshot ${d2.snapName} from source store: injected: access denied`);
     expect(err.message).toContain(d1.snapName);
     expect(err.message).toContain(d2.snapName);
-    expect((await dest.list()).map((s) => s.snapName).sort()).toEqual([full.snapName, d3.snapName, ...(await inner.list()).slice(4).map((s) => s.snapName)].sort());
+    expect((await dest.list()).map((s) => s.snapName).sort()).toEqual(
+      [full.snapName, d3.snapName, ...(await inner.list()).slice(4).map((s) => s.snapName)].sort(),
+    );
   });
 
   it('a corrupt gzip stream is not committed either', async () => {
     const dir = await tempDir('gzip-corrupt');
     const source = await local(join(dir, 'source'), dir);
-    const snap = newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: 7, createdOn: new Date('2027-01-01T00:00:00Z'), compressionSuffix: '.gz' });
+    const snap = newSnapshot({
+      kind: 'Full',
+      startRevision: 0,
+      lastRevision: 7,
+      createdOn: new Date('2027-01-01T00:00:00Z'),
+      compressionSuffix: '.gz',
+    });
     // A valid gzip member, cut short.
     const chunks: Buffer[] = [];
     for await (const c of Readable.from([snapshotPayload('Full', 64 * 1024)]).pipe(createCompressStream('gzip'))) chunks.push(c as Buffer);

@@ -84,7 +84,13 @@ function queue<T>() {
 /** Name without `.final` → sha256 of the stored bytes. */
 async function contents(store: SnapStore): Promise<Map<string, string>> {
   const out = new Map<string, string>();
-  for (const s of await store.list()) out.set(s.snapName.replace(/\.final$/, ''), createHash('sha256').update(await bytesOf(store, s)).digest('hex'));
+  for (const s of await store.list())
+    out.set(
+      s.snapName.replace(/\.final$/, ''),
+      createHash('sha256')
+        .update(await bytesOf(store, s))
+        .digest('hex'),
+    );
   return out;
 }
 
@@ -244,7 +250,10 @@ describe('sync rounds', () => {
       // Leadership ends when half of the big object went through.
       if (seen >= 6 * MiB && !run.abort.signal.aborted) run.abort.abort(new Error('leadership lost'));
     });
-    const h = harness({ periodMs: HOUR, gc: { ...NO_GC, periodMs: 60_000 } }, { primary: async () => primary, secondary: async () => secondary });
+    const h = harness(
+      { periodMs: HOUR, gc: { ...NO_GC, periodMs: 60_000 } },
+      { primary: async () => primary, secondary: async () => secondary },
+    );
     run = h.start();
     expect((await h.rounds.next()).status).toBe('aborted');
     await run.done;
@@ -288,7 +297,9 @@ describe('failed rounds', () => {
     expect(labels).toHaveLength(1);
     expect(labels[0]?.[0]).toMatch(/^secondary backup sync: /);
     expect(labels[0]?.[1]).toBe(1);
-    const logged = h.logger.lines.find((l) => l.level === 'error' && l.msg.startsWith('secondary backup sync round failed; retrying next period'));
+    const logged = h.logger.lines.find(
+      (l) => l.level === 'error' && l.msg.startsWith('secondary backup sync round failed; retrying next period'),
+    );
     expect(logged?.fields.retryInMs).toBe(HOUR);
 
     proxy.setMode('up');
@@ -398,14 +409,33 @@ describe('garbage collection of the secondary store', () => {
 });
 
 describe('secondarySyncFromConfig', () => {
-  const serverConfig = (...argv: string[]) => buildCommandConfig('server', { flags: commandFlagSet(COMMAND_SPECS.server).parse(argv).changed }).config;
+  const serverConfig = (...argv: string[]) =>
+    buildCommandConfig('server', { flags: commandFlagSet(COMMAND_SPECS.server).parse(argv).changed }).config;
 
   it('is off unless --secondary-backup-sync-enabled, and needs a primary store', async () => {
     const logger = recordingLogger();
-    const common = { resolveSecondary: async () => undefined, env: {}, clock: new FakeClock(T0), logger, metrics: new Metrics({ defaultMetrics: false }) };
-    expect(secondarySyncFromConfig({ ...common, config: serverConfig(), secondary: undefined, primary: async () => Promise.reject(new Error('unused')) })).toBeUndefined();
+    const common = {
+      resolveSecondary: async () => undefined,
+      env: {},
+      clock: new FakeClock(T0),
+      logger,
+      metrics: new Metrics({ defaultMetrics: false }),
+    };
+    expect(
+      secondarySyncFromConfig({
+        ...common,
+        config: serverConfig(),
+        secondary: undefined,
+        primary: async () => Promise.reject(new Error('unused')),
+      }),
+    ).toBeUndefined();
     const enabled = serverConfig('--secondary-backup-sync-enabled=true', '--secondary-storage-provider=Local');
-    const secondary = await buildStoreConfig(enabled.secondarySnapstoreConfig.storeConfig, { role: 'secondary', env: {}, homeDir: tmpdir(), createTempDir: false });
+    const secondary = await buildStoreConfig(enabled.secondarySnapstoreConfig.storeConfig, {
+      role: 'secondary',
+      env: {},
+      homeDir: tmpdir(),
+      createTempDir: false,
+    });
     expect(secondarySyncFromConfig({ ...common, config: enabled, secondary, primary: undefined })).toBeUndefined();
     expect(logger.lines.map((l) => l.msg)).toContain(
       '--secondary-backup-sync-enabled is set but there is no primary store (--storage-provider): nothing to sync',

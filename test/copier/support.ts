@@ -22,7 +22,13 @@ const MiB = 1024 * 1024;
  * after the test. `base` and `open` serve providers and tunings the openers do not cover.
  */
 export function testStores(cleanups: Cleanups, bucket: string, s3rver: () => Promise<S3rverInstance>) {
-  const base = (prefix: string, dir: string) => ({ container: bucket, prefix, maxParallelChunkUploads: 3, minChunkSize: 5 * MiB, tempDir: dir });
+  const base = (prefix: string, dir: string) => ({
+    container: bucket,
+    prefix,
+    maxParallelChunkUploads: 3,
+    minChunkSize: 5 * MiB,
+    tempDir: dir,
+  });
   const open = async (config: StoreConfig): Promise<SnapStore> => {
     const store = await openSnapStore(config);
     cleanups.push(() => store.close());
@@ -41,7 +47,16 @@ export function testStores(cleanups: Cleanups, bucket: string, s3rver: () => Pro
 export function snapshotPayload(kind: 'Full' | 'Incr', size: number, rev = 1): Buffer {
   if (kind === 'Incr') {
     const b = new DeltaBuffer();
-    b.append({ type: 'PUT', key: Buffer.from(`/k/${rev}`), value: randomBytes(size), createRevision: rev, modRevision: rev, version: 1, lease: '0', time: '2027-01-01T00:00:00Z' });
+    b.append({
+      type: 'PUT',
+      key: Buffer.from(`/k/${rev}`),
+      value: randomBytes(size),
+      createRevision: rev,
+      modRevision: rev,
+      version: 1,
+      lease: '0',
+      time: '2027-01-01T00:00:00Z',
+    });
     return deltaPayloadBytes(b.take()!);
   }
   const body = randomBytes(Math.ceil(size / 512) * 512);
@@ -57,7 +72,14 @@ export async function putSnapshot(
   createdOn: Date,
   opts: { suffix?: CompressionSuffix; isFinal?: boolean; size?: number } = {},
 ): Promise<Snapshot> {
-  const snap = newSnapshot({ kind, startRevision: start, lastRevision: last, createdOn, compressionSuffix: opts.suffix ?? '', isFinal: opts.isFinal ?? false });
+  const snap = newSnapshot({
+    kind,
+    startRevision: start,
+    lastRevision: last,
+    createdOn,
+    compressionSuffix: opts.suffix ?? '',
+    isFinal: opts.isFinal ?? false,
+  });
   const codec = createCompressStream(policyForSuffix(snap.compressionSuffix));
   await store.save(snap, Readable.from([snapshotPayload(kind, opts.size ?? 2048, last)]).pipe(codec));
   return snap;

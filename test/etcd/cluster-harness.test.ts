@@ -21,7 +21,12 @@ describe('three-member test cluster', () => {
       await cluster.start('etcd-main-2', { state: 'existing' });
       const only2 = new Etcd3({ hosts: cluster.members[2]!.clientUrl });
       try {
-        await waitFor(async () => (await only2.get('b').string()) === '2', 'the restarted member to serve the write it missed', 10_000, 100);
+        await waitFor(
+          async () => (await only2.get('b').string()) === '2',
+          'the restarted member to serve the write it missed',
+          10_000,
+          100,
+        );
         expect(await only2.get('b').string()).toBe('2');
       } finally {
         only2.close();

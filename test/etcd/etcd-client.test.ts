@@ -14,7 +14,8 @@ import { CompactedRevisionError } from '../../src/etcd/watch.js';
 import { startTestEtcd, type TestEtcd } from '../support/etcd.js';
 import { waitFor } from '../support/wait.js';
 
-const plain = (endpoint: string) => createEtcdClient({ endpoints: [endpoint], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 2_000 });
+const plain = (endpoint: string) =>
+  createEtcdClient({ endpoints: [endpoint], insecureTransport: true, insecureSkipVerify: false, connectionTimeoutMs: 2_000 });
 
 async function rejection(p: Promise<unknown>): Promise<EtcdError> {
   try {
@@ -60,7 +61,9 @@ describe('EtcdClient on a running etcd', () => {
     const list = await client.memberList({ linearizable: true, timeoutMs: 5_000 });
     expect(list.memberId).toBe(st.memberId);
     expect(list.clusterId).toBe(st.clusterId);
-    expect(list.members).toEqual([{ id: st.memberId, name: 'default', peerUrls: [expect.any(String)], clientUrls: [etcd.clientUrl], isLearner: false }]);
+    expect(list.members).toEqual([
+      { id: st.memberId, name: 'default', peerUrls: [expect.any(String)], clientUrls: [etcd.clientUrl], isLearner: false },
+    ]);
   });
 
   it('compaction, then a read or watch at a compacted revision fails with E_ETCD_COMPACTED', async () => {

@@ -35,7 +35,7 @@ function revisionOf(response: Buffer): number {
   while (pos < end) {
     const tag = read(response);
     const value = read(response); // every ResponseHeader field is a varint
-    if (tag === (3 << 3)) return value;
+    if (tag === 3 << 3) return value;
   }
   throw new Error('PutResponse without a header revision');
 }
@@ -115,7 +115,9 @@ describe('raw HTTP/2 unary gRPC client (bench load generator)', () => {
     expect(succeeded).toBeGreaterThanOrEqual(300);
     expect(failures).toHaveLength(64);
     for (const message of failures) {
-      expect(message).toMatch(/^(\/etcdserverpb\.KV\/Put on stream \d+|cannot call \/etcdserverpb\.KV\/Put): .*(GOAWAY|was closed by the server|failed: )/);
+      expect(message).toMatch(
+        /^(\/etcdserverpb\.KV\/Put on stream \d+|cannot call \/etcdserverpb\.KV\/Put): .*(GOAWAY|was closed by the server|failed: )/,
+      );
     }
     await expect(client.call(PUT, putBody('/h2/after', Buffer.from('x')))).rejects.toThrow(/^cannot call \/etcdserverpb\.KV\/Put: /);
   });
@@ -126,7 +128,9 @@ describe('raw HTTP/2 unary gRPC client (bench load generator)', () => {
     const client = await H2UnaryClient.connect(etcd.clientUrl);
     cleanups.push(() => client.close());
     // etcd refuses (RST_STREAM REFUSED_STREAM) a fifth stream opened while four are open.
-    const responses = await Promise.all(Array.from({ length: 64 }, (_, i) => client.call(PUT, putBody(`/h2/limited-${i}`, Buffer.from('x')))));
+    const responses = await Promise.all(
+      Array.from({ length: 64 }, (_, i) => client.call(PUT, putBody(`/h2/limited-${i}`, Buffer.from('x')))),
+    );
 
     expect(responses.map(revisionOf).sort((a, b) => a - b)).toEqual(Array.from({ length: 64 }, (_, i) => i + 2));
   });
@@ -151,6 +155,8 @@ describe('raw HTTP/2 unary gRPC client (bench load generator)', () => {
     await expect(H2UnaryClient.connect(`http://127.0.0.1:${closedPort}`)).rejects.toThrow(
       `HTTP/2 connection to 127.0.0.1:${closedPort} failed: connect ECONNREFUSED 127.0.0.1:${closedPort}`,
     );
-    await expect(H2UnaryClient.connect(`https://127.0.0.1:${port}`)).rejects.toThrow(/endpoint must be plain http:\/\/ \(h2c\), got https:/);
+    await expect(H2UnaryClient.connect(`https://127.0.0.1:${port}`)).rejects.toThrow(
+      /endpoint must be plain http:\/\/ \(h2c\), got https:/,
+    );
   });
 });

@@ -11,7 +11,9 @@ import { cleanupAfterEach } from '../support/cleanups.js';
 import { startTestEtcd } from '../support/etcd.js';
 import { recordingLogger } from '../restorer/support.js';
 
-const put = (key: string, value: string | Buffer) => ({ request_put: { key: Buffer.from(key), value: Buffer.isBuffer(value) ? value : Buffer.from(value) } });
+const put = (key: string, value: string | Buffer) => ({
+  request_put: { key: Buffer.from(key), value: Buffer.isBuffer(value) ? value : Buffer.from(value) },
+});
 const del = (key: string) => ({ request_delete_range: { key: Buffer.from(key) } });
 
 describe('replay transactions through the lean gRPC path', () => {
@@ -37,7 +39,12 @@ describe('replay transactions through the lean gRPC path', () => {
     expect(await txns.commit([put('/a', 'two'), del('/b')], start + 3)).toBe(start + 3);
     const big = Buffer.alloc(200_000, 0x5a);
     expect(await txns.commit([put('/big', big)], start + 4)).toBe(start + 4);
-    const kvs = (await client.getAll().prefix('/').exec()).kvs.map((kv) => [kv.key.toString(), kv.value.length === 0 ? '' : kv.value.toString('hex'), kv.mod_revision, kv.version]);
+    const kvs = (await client.getAll().prefix('/').exec()).kvs.map((kv) => [
+      kv.key.toString(),
+      kv.value.length === 0 ? '' : kv.value.toString('hex'),
+      kv.mod_revision,
+      kv.version,
+    ]);
     expect(kvs).toEqual([
       ['/a', Buffer.from('two').toString('hex'), String(start + 3), '2'],
       ['/big', big.toString('hex'), String(start + 4), '1'],
@@ -46,7 +53,7 @@ describe('replay transactions through the lean gRPC path', () => {
     expect(txns.path).toBe('lean');
   });
 
-  it('a transaction etcd refuses fails with etcd\'s own message, through the etcd3 client that takes over', async () => {
+  it("a transaction etcd refuses fails with etcd's own message, through the etcd3 client that takes over", async () => {
     const { client, logger, txns, start } = await setup(['--max-request-bytes=4096']);
     expect(await txns.commit([put('/small', 'fits')], start + 1)).toBe(start + 1);
     await expect(txns.commit([put('/large', Buffer.alloc(20_000, 1))], start + 2)).rejects.toThrow(/request is too large/);

@@ -106,7 +106,13 @@ describe('etcd over TLS', () => {
   });
 
   it('--insecure-skip-tls-verify accepts a server cert from an unknown CA (as Go InsecureSkipVerify)', async () => {
-    const c = await client({ endpoints: [mtls.httpsUrl], ...mutual(), caFile: pki.otherCaFile, insecureTransport: false, insecureSkipVerify: true });
+    const c = await client({
+      endpoints: [mtls.httpsUrl],
+      ...mutual(),
+      caFile: pki.otherCaFile,
+      insecureTransport: false,
+      insecureSkipVerify: true,
+    });
     await roundTrip(c, 'skip-ca');
   });
 
@@ -225,7 +231,8 @@ describe('etcd with authentication enabled (over mutual TLS)', () => {
       const [stored] = await store.list();
       expect(stored?.snapName).toBe(snap.snapName);
       const chunks: Buffer[] = [];
-      for await (const chunk of (await store.fetch(stored!)).pipe(createDecompressStream('.gz', snap.snapName))) chunks.push(chunk as Buffer);
+      for await (const chunk of (await store.fetch(stored!)).pipe(createDecompressStream('.gz', snap.snapName)))
+        chunks.push(chunk as Buffer);
       const body = Buffer.concat(chunks);
       expect(body.length % 512).toBe(32);
       expect(createHash('sha256').update(body.subarray(0, -32)).digest().equals(body.subarray(-32))).toBe(true);

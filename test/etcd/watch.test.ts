@@ -21,7 +21,12 @@ describe('watchAllKeys', () => {
     await client.put('/before').value('x');
     const start = Number((await client.get('x').exec()).header.revision) + 1;
     const seen: DeltaEvent[] = [];
-    const watch = await watchAllKeys(client, start, { onEvents: (evs) => seen.push(...evs), onError: () => undefined }, { cancelTimeoutMs: 300 });
+    const watch = await watchAllKeys(
+      client,
+      start,
+      { onEvents: (evs) => seen.push(...evs), onError: () => undefined },
+      { cancelTimeoutMs: 300 },
+    );
     await client.put('/a').value('1');
     await client.delete().key('/a');
     await waitFor(async () => (seen.length === 2 ? true : undefined), 'two watch events');

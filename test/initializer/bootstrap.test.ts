@@ -302,7 +302,14 @@ describe('decideBootstrap', () => {
           for (const backupsExist of [true, false, 'unknown'] as const)
             for (const createAsLearner of [undefined, true, false])
               for (const memberLeaseHeld of [undefined, true, false]) {
-                const i = input({ cluster, dataDir, backupsExist, ...(wal ? { wal } : {}), ...(createAsLearner === undefined ? {} : { createAsLearner }), ...(memberLeaseHeld === undefined ? {} : { memberLeaseHeld }) });
+                const i = input({
+                  cluster,
+                  dataDir,
+                  backupsExist,
+                  ...(wal ? { wal } : {}),
+                  ...(createAsLearner === undefined ? {} : { createAsLearner }),
+                  ...(memberLeaseHeld === undefined ? {} : { memberLeaseHeld }),
+                });
                 const d = decideBootstrap(i);
                 n++;
                 expect(d.action).not.toBe('restore');

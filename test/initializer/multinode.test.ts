@@ -160,7 +160,11 @@ function startWriter(endpoints: string[]): { stop(): Promise<{ acked: string[]; 
     for (let i = 0; running; i++) {
       const key = `w/${String(i).padStart(6, '0')}`;
       try {
-        await client.put(key).value(String(i)).options({ deadline: new Date(Date.now() + 5_000) }).exec();
+        await client
+          .put(key)
+          .value(String(i))
+          .options({ deadline: new Date(Date.now() + 5_000) })
+          .exec();
         acked.push(key);
       } catch (err) {
         failures.push(`${key}: ${(err as Error).message}`);
@@ -456,7 +460,14 @@ describe('bad input gives a clear status and never wipes a healthy data dir', ()
     });
     const added = await ghost.addAsLearner();
     expect(added.memberId).toMatch(/^[0-9a-f]+$/);
-    const promoter = new LearnerPromoter({ members: ghost, clusterSize: 3, clock: systemClock, logger: log.logger, metrics, stuckAfterMs: 0 });
+    const promoter = new LearnerPromoter({
+      members: ghost,
+      clusterSize: 3,
+      clock: systemClock,
+      logger: log.logger,
+      metrics,
+      stuckAfterMs: 0,
+    });
     promoter.onLearner({ memberId: added.memberId!, leaderId: '1', isLearner: true, dbSize: 0, dbSizeInUse: 0 });
     await promoter.settle();
     const stuck = log.lines.find((l) => l.level === 'error');
@@ -478,7 +489,9 @@ describe('bad input gives a clear status and never wipes a healthy data dir', ()
     await rm(c.members[2]!.dataDir, { recursive: true, force: true });
     const wiped = memberOf(2, await writeTemplate(c, 2, dir));
     const store = async () =>
-      ({ list: async () => [newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: 5, createdOn: new Date() })] }) as unknown as SnapStore;
+      ({
+        list: async () => [newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: 5, createdOn: new Date() })],
+      }) as unknown as SnapStore;
     const err = await initialize(c, wiped, store).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: 'quorum-lost' });
     expect((err as Error).message).toMatch(/no quorate cluster answered/);

@@ -257,7 +257,9 @@ describe('validateDataDir', () => {
       expect(r.status).toBe(DataDirStatus.FailToOpenBoltDBError);
       expect(r.reason).toMatch(/holds the file lock/);
       // Not turned into DataDirStatusInvalidInMultiNode either.
-      expect(await statusOf({ dataDir: etcd.dataDir, mode: 'full', clusterSize: 3, latestSnapshotRevision: 9 })).toBe('FailToOpenBoltDBError');
+      expect(await statusOf({ dataDir: etcd.dataDir, mode: 'full', clusterSize: 3, latestSnapshotRevision: 9 })).toBe(
+        'FailToOpenBoltDBError',
+      );
     } finally {
       await etcd.cleanup();
     }

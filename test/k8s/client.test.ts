@@ -123,7 +123,13 @@ describe('createKubeClient', () => {
   });
 
   it('in-cluster without a mounted token is a configuration error naming the file', async () => {
-    const err = await createKubeClient({ kind: 'in-cluster', host: '10.0.0.1', port: '443', tokenFile: join(dir.path, 'missing-token'), caFile: certFile }).catch((e: unknown) => e);
+    const err = await createKubeClient({
+      kind: 'in-cluster',
+      host: '10.0.0.1',
+      port: '443',
+      tokenFile: join(dir.path, 'missing-token'),
+      caFile: certFile,
+    }).catch((e: unknown) => e);
     expect(isKubeError(err, 'E_KUBE_CONFIG')).toBe(true);
     expect((err as Error).message).toContain('missing-token');
   });
@@ -136,14 +142,27 @@ describe('createKubeClient', () => {
 
 describe('resolveKubeConnection (controller-runtime GetConfig order)', () => {
   const token = join(SERVICE_ACCOUNT_DIR, 'token');
-  const fs = (...files: string[]) => (f: string) => files.includes(f);
+  const fs =
+    (...files: string[]) =>
+    (f: string) =>
+      files.includes(f);
   const inCluster = { KUBERNETES_SERVICE_HOST: '10.0.0.1', KUBERNETES_SERVICE_PORT: '443', HOME: '/home/me', KUBECONFIG: '/k/a:/k/b' };
 
   it('explicit kubeconfig first, then KUBECONFIG, then in-cluster, then ~/.kube/config', () => {
-    expect(resolveKubeConnection({ kubeconfig: '/x', env: inCluster, exists: fs('/x', '/k/a', token) })).toEqual({ kind: 'kubeconfig', paths: ['/x'] });
+    expect(resolveKubeConnection({ kubeconfig: '/x', env: inCluster, exists: fs('/x', '/k/a', token) })).toEqual({
+      kind: 'kubeconfig',
+      paths: ['/x'],
+    });
     expect(resolveKubeConnection({ env: inCluster, exists: fs('/k/b', token) })).toEqual({ kind: 'kubeconfig', paths: ['/k/b'] });
-    expect(resolveKubeConnection({ env: { ...inCluster, KUBECONFIG: '' }, exists: fs(token, '/home/me/.kube/config') })).toEqual({ kind: 'in-cluster', host: '10.0.0.1', port: '443' });
-    expect(resolveKubeConnection({ env: { ...inCluster, KUBECONFIG: '' }, exists: fs('/home/me/.kube/config') })).toEqual({ kind: 'kubeconfig', paths: ['/home/me/.kube/config'] });
+    expect(resolveKubeConnection({ env: { ...inCluster, KUBECONFIG: '' }, exists: fs(token, '/home/me/.kube/config') })).toEqual({
+      kind: 'in-cluster',
+      host: '10.0.0.1',
+      port: '443',
+    });
+    expect(resolveKubeConnection({ env: { ...inCluster, KUBECONFIG: '' }, exists: fs('/home/me/.kube/config') })).toEqual({
+      kind: 'kubeconfig',
+      paths: ['/home/me/.kube/config'],
+    });
   });
 
   it('says what is missing when nothing is found', () => {

@@ -19,7 +19,12 @@ afterAll(async () => {
   await fake?.stop();
 });
 
-async function call(method: string, path: string, body?: unknown, contentType = 'application/json'): Promise<{ status: number; body: any }> {
+async function call(
+  method: string,
+  path: string,
+  body?: unknown,
+  contentType = 'application/json',
+): Promise<{ status: number; body: any }> {
   const res = await fetch(`${fake.url}${path}`, {
     method,
     headers: body === undefined ? {} : { 'content-type': contentType },
@@ -85,10 +90,20 @@ describe('fake kube-apiserver: Lease', () => {
   });
 
   it('json patch applies operations; a failing test op is 422', async () => {
-    const ok = await call('PATCH', leasePath('l1'), [{ op: 'add', path: '/spec/holderIdentity', value: '7' }], 'application/json-patch+json');
+    const ok = await call(
+      'PATCH',
+      leasePath('l1'),
+      [{ op: 'add', path: '/spec/holderIdentity', value: '7' }],
+      'application/json-patch+json',
+    );
     expect(ok.status).toBe(200);
     expect(ok.body.spec.holderIdentity).toBe('7');
-    const bad = await call('PATCH', leasePath('l1'), [{ op: 'test', path: '/spec/holderIdentity', value: '8' }], 'application/json-patch+json');
+    const bad = await call(
+      'PATCH',
+      leasePath('l1'),
+      [{ op: 'test', path: '/spec/holderIdentity', value: '8' }],
+      'application/json-patch+json',
+    );
     expect(bad.status).toBe(422);
     expect(bad.body.reason).toBe('Invalid');
     const notArray = await call('PATCH', leasePath('l1'), { spec: {} }, 'application/json-patch+json');
@@ -106,7 +121,8 @@ describe('fake kube-apiserver: Lease', () => {
       kind: 'Status',
       reason: 'Conflict',
       code: 409,
-      message: 'Operation cannot be fulfilled on leases.coordination.k8s.io "l1": the object has been modified; please apply your changes to the latest version and try again',
+      message:
+        'Operation cannot be fulfilled on leases.coordination.k8s.io "l1": the object has been modified; please apply your changes to the latest version and try again',
       details: { name: 'l1', group: 'coordination.k8s.io', kind: 'leases' },
     });
     expect(fake.read(LEASES, NS, 'l1')!.spec).toMatchObject({ holderIdentity: 'other' });
@@ -118,7 +134,12 @@ describe('fake kube-apiserver: Lease', () => {
 
   it('PUT checks resourceVersion (409 on mismatch), allows unconditional updates and keeps server metadata', async () => {
     const cur = fake.read(LEASES, NS, 'l1')!;
-    const body = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'l1', resourceVersion: '1' }, spec: { holderIdentity: 'p' } };
+    const body = {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: 'l1', resourceVersion: '1' },
+      spec: { holderIdentity: 'p' },
+    };
     const conflict = await call('PUT', leasePath('l1'), body);
     expect(conflict.status).toBe(409);
     const ok = await call('PUT', leasePath('l1'), { ...body, metadata: { name: 'l1', resourceVersion: cur.metadata.resourceVersion } });
@@ -278,6 +299,12 @@ describe('fake kube-apiserver: test controls', () => {
     const n = fake.requests.length;
     await merge(leasePath('c1'), { spec: { holderIdentity: '9' } });
     const [rec] = fake.requests.slice(n);
-    expect(rec).toMatchObject({ method: 'PATCH', path: leasePath('c1'), contentType: 'application/merge-patch+json', body: { spec: { holderIdentity: '9' } }, status: 200 });
+    expect(rec).toMatchObject({
+      method: 'PATCH',
+      path: leasePath('c1'),
+      contentType: 'application/merge-patch+json',
+      body: { spec: { holderIdentity: '9' } },
+      status: 200,
+    });
   });
 });

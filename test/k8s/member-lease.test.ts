@@ -48,7 +48,9 @@ function options(overrides: Partial<MemberLeaseOptions> = {}): MemberLeaseOption
 
 describe('member lease identity', () => {
   it('formats <memberID hex>:<clusterID hex>:Leader|Member like upstream %x', () => {
-    expect(formatMemberIdentity({ memberId: '8e9e05c52164694d', clusterId: 'cdf818194e3a8c32', isLeader: true })).toBe('8e9e05c52164694d:cdf818194e3a8c32:Leader');
+    expect(formatMemberIdentity({ memberId: '8e9e05c52164694d', clusterId: 'cdf818194e3a8c32', isLeader: true })).toBe(
+      '8e9e05c52164694d:cdf818194e3a8c32:Leader',
+    );
     expect(formatMemberIdentity({ memberId: '00AB', clusterId: '0x1', isLeader: false })).toBe('ab:1:Member');
     expect(() => formatMemberIdentity({ memberId: 'xyz', clusterId: '1', isLeader: false })).toThrow(/not hexadecimal/);
   });
@@ -97,7 +99,9 @@ describe('renewMemberLease', () => {
   it('an etcd status failure fails the renewal without touching the lease', async () => {
     seedLease(k8s.fake, NS, MEMBER);
     const before = k8s.fake.read(LEASES, NS, MEMBER);
-    const err = await renewMemberLease(options({ memberIdentity: () => Promise.reject(new Error('context deadline exceeded')) })).catch((e: unknown) => e);
+    const err = await renewMemberLease(options({ memberIdentity: () => Promise.reject(new Error('context deadline exceeded')) })).catch(
+      (e: unknown) => e,
+    );
     expect((err as Error).message).toContain('cannot get the etcd member status: context deadline exceeded');
     expect(k8s.fake.read(LEASES, NS, MEMBER)).toEqual(before);
   });

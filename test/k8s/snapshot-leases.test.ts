@@ -59,7 +59,9 @@ describe('full snapshot lease', () => {
     const res = await leases().updateFull(fullSnapshot(150, later));
     expect(res).toEqual({ patched: true, holderIdentity: '150' });
     expect(spec(FULL)).toEqual({ holderIdentity: '150', renewTime: '2026-01-02T04:00:00.250000Z' });
-    expect(k8s.fake.requestsMatching({ method: 'PATCH' }).at(-1)?.body).toMatchObject({ spec: { renewTime: '2026-01-02T04:00:00.250000Z' } });
+    expect(k8s.fake.requestsMatching({ method: 'PATCH' }).at(-1)?.body).toMatchObject({
+      spec: { renewTime: '2026-01-02T04:00:00.250000Z' },
+    });
     expect((k8s.fake.requestsMatching({ method: 'PATCH' }).at(-1)?.body as { spec: object }).spec).not.toHaveProperty('holderIdentity');
   });
 
@@ -104,13 +106,17 @@ describe('full snapshot lease', () => {
   it('gives up after 4 conflicting attempts with E_KUBE_CONFLICT', async () => {
     seedLease(k8s.fake, NS, FULL);
     k8s.fake.failNext(4, { status: 409 }, { method: 'PATCH', path: fullPath });
-    const err = await leases().updateFull(fullSnapshot(20, created)).catch((e: unknown) => e);
+    const err = await leases()
+      .updateFull(fullSnapshot(20, created))
+      .catch((e: unknown) => e);
     expect(isKubeError(err, 'E_KUBE_CONFLICT')).toBe(true);
     expect(k8s.fake.requestsMatching({ method: 'PATCH', path: fullPath })).toHaveLength(4);
   });
 
   it('a missing lease is E_KUBE_NOT_FOUND naming namespace/name; nothing is created', async () => {
-    const err = await leases().updateFull(fullSnapshot(20, created)).catch((e: unknown) => e);
+    const err = await leases()
+      .updateFull(fullSnapshot(20, created))
+      .catch((e: unknown) => e);
     expect(isKubeError(err, 'E_KUBE_NOT_FOUND')).toBe(true);
     expect((err as Error).message).toContain(`lease ${NS}/${FULL}`);
     expect((err as Error).message).toContain('etcd-druid');
@@ -120,7 +126,9 @@ describe('full snapshot lease', () => {
 
   it('a holder that is not a revision is an error (upstream ParseInt), the lease is left alone', async () => {
     seedLease(k8s.fake, NS, FULL, { holderIdentity: 'abc:def:Leader' });
-    const err = await leases().updateFull(fullSnapshot(20, created)).catch((e: unknown) => e);
+    const err = await leases()
+      .updateFull(fullSnapshot(20, created))
+      .catch((e: unknown) => e);
     expect(isKubeError(err, 'E_KUBE_BAD_OBJECT')).toBe(true);
     expect((err as Error).message).toContain('abc:def:Leader');
     expect(k8s.fake.requestsMatching({ method: 'PATCH' })).toHaveLength(0);
@@ -130,7 +138,9 @@ describe('full snapshot lease', () => {
     seedLease(k8s.fake, NS, FULL);
     const clock = new FakeClock('2026-01-02T00:00:00Z');
     k8s.fake.stallNext(1, { method: 'GET', path: fullPath });
-    const pending = leases({ clock }).updateFull(fullSnapshot(20, created)).catch((e: unknown) => e);
+    const pending = leases({ clock })
+      .updateFull(fullSnapshot(20, created))
+      .catch((e: unknown) => e);
     await waitFor(() => k8s.fake.requestsMatching({ method: 'GET', path: fullPath }).length === 1, 'the stalled GET', 5_000, 5);
     clock.advance(59_999);
     clock.advance(1);
@@ -144,7 +154,14 @@ describe('full snapshot lease', () => {
     const url = gone.url;
     await gone.stop();
     const client = await createKubeClient({ kind: 'server', server: url });
-    const l = new SnapshotLeases({ kube: client, namespace: NS, fullSnapshotLeaseName: FULL, deltaSnapshotLeaseName: DELTA, clock: systemClock, logger: recordingLogger() });
+    const l = new SnapshotLeases({
+      kube: client,
+      namespace: NS,
+      fullSnapshotLeaseName: FULL,
+      deltaSnapshotLeaseName: DELTA,
+      clock: systemClock,
+      logger: recordingLogger(),
+    });
     const err = await l.updateFull(fullSnapshot(1, created)).catch((e: unknown) => e);
     expect(isKubeError(err, 'E_KUBE_UNREACHABLE')).toBe(true);
     // The transport's own reason, not just fetch's "fetch failed".
@@ -211,7 +228,9 @@ describe('snapshot lease hook (the snapshotter onSnapshot)', () => {
 
     k8s.fake.remove(LEASES, NS, DELTA);
     await expect(hook(delta)).resolves.toBeUndefined();
-    expect(logger.warnings().join('\n')).toContain(`Delta snapshot lease update failed: lease ${NS}/${DELTA} (delta snapshot lease) does not exist`);
+    expect(logger.warnings().join('\n')).toContain(
+      `Delta snapshot lease update failed: lease ${NS}/${DELTA} (delta snapshot lease) does not exist`,
+    );
 
     const failing = snapshotLeaseHook({ leases: l, renewer, latestDeltas: () => Promise.reject(new Error('store list failed')), logger });
     await expect(failing(delta)).resolves.toBeUndefined();
@@ -269,7 +288,12 @@ describe('FullSnapshotLeaseRenewer (upstream RenewFullSnapshotLeasePeriodically)
     seedLease(k8s.fake, NS, FULL);
     const clock = new FakeClock('2026-01-02T00:00:00Z');
     const logger = recordingLogger();
-    const renewer = new FullSnapshotLeaseRenewer({ leases: leases({ clock, logger }), latestFull: () => fullSnapshot(5, created), clock, logger });
+    const renewer = new FullSnapshotLeaseRenewer({
+      leases: leases({ clock, logger }),
+      latestFull: () => fullSnapshot(5, created),
+      clock,
+      logger,
+    });
     try {
       k8s.fake.failNext(1, { status: 500 }, { method: 'GET', path: fullPath });
       renewer.trigger();
@@ -292,7 +316,12 @@ describe('FullSnapshotLeaseRenewer (upstream RenewFullSnapshotLeasePeriodically)
   it('a missing lease keeps being retried every interval with a warning naming it', async () => {
     const clock = new FakeClock(0);
     const logger = recordingLogger();
-    const renewer = new FullSnapshotLeaseRenewer({ leases: leases({ clock, logger }), latestFull: () => fullSnapshot(5, created), clock, logger });
+    const renewer = new FullSnapshotLeaseRenewer({
+      leases: leases({ clock, logger }),
+      latestFull: () => fullSnapshot(5, created),
+      clock,
+      logger,
+    });
     try {
       renewer.trigger();
       await renewer.whenIdle();
@@ -310,7 +339,12 @@ describe('FullSnapshotLeaseRenewer (upstream RenewFullSnapshotLeasePeriodically)
     seedLease(k8s.fake, NS, FULL);
     const clock = new FakeClock(0);
     const logger = recordingLogger();
-    const renewer = new FullSnapshotLeaseRenewer({ leases: leases({ clock, logger }), latestFull: () => fullSnapshot(8, created), clock, logger });
+    const renewer = new FullSnapshotLeaseRenewer({
+      leases: leases({ clock, logger }),
+      latestFull: () => fullSnapshot(8, created),
+      clock,
+      logger,
+    });
     k8s.fake.stallNext(2, { method: 'GET', path: fullPath });
     renewer.trigger();
     await waitFor(() => k8s.fake.requestsMatching({ method: 'GET' }).length === 1, 'the first (stalled) GET', 5_000, 5);

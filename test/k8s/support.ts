@@ -48,7 +48,12 @@ export function deltaSnapshot(startRevision: number, lastRevision: number, creat
 }
 
 /** Seeds a Lease the way etcd-druid creates it: no holder unless given. */
-export function seedLease(fake: FakeKubeApiServer, namespace: string, name: string, spec: Record<string, string | number> = {}): KubeObject {
+export function seedLease(
+  fake: FakeKubeApiServer,
+  namespace: string,
+  name: string,
+  spec: Record<string, string | number> = {},
+): KubeObject {
   return fake.seed(LEASES, {
     apiVersion: 'coordination.k8s.io/v1',
     kind: 'Lease',

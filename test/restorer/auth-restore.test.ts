@@ -66,7 +66,10 @@ describe('restore of a store whose base snapshot has auth enabled (case 37)', ()
     store = await openLocalStore(join(dir, 'store'), dir);
     fullOnly = await openLocalStore(join(dir, 'full-only'), dir);
 
-    const snapshotter = await createTestSnapshotter({ client: c, store }, { deltaSnapshotPeriodMs: 3_600_000, finalDeltaTimeoutMs: 10_000 });
+    const snapshotter = await createTestSnapshotter(
+      { client: c, store },
+      { deltaSnapshotPeriodMs: 3_600_000, finalDeltaTimeoutMs: 10_000 },
+    );
     const stop = new AbortController();
     const running = snapshotter.run(stop.signal, true);
     const cut = async () => {
@@ -106,27 +109,31 @@ describe('restore of a store whose base snapshot has auth enabled (case 37)', ()
   it.each([
     ['online', true],
     ['offline', false],
-  ] as const)('replays the deltas (%s) and leaves auth enabled, with the same users and data', async (mode, authSwitched) => {
-    const d = join(dir, `with-deltas-${mode}`);
-    const result = await executeRestore(store, planRestore(await store.list()), restoreOptions(binaries, d, { deltaReplay: mode }));
-    // Online, auth is switched off for the replay etcd and back on; offline, no etcd runs and it is never touched.
-    expect(result).toMatchObject({ restored: true, authDisabledForReplay: authSwitched, revision: expected.revision });
-    expect(result.deltasApplied).toBeGreaterThanOrEqual(2);
-    const db = backendPath(join(d, 'data'));
-    expect(await readAuthEnabled(db)).toBe(true);
-    expect((await checkConsistency(db)).problems).toEqual([]);
-    expect(await expectAuthEnforced(binaries, join(d, 'data'))).toEqual(expected);
+  ] as const)(
+    'replays the deltas (%s) and leaves auth enabled, with the same users and data',
+    async (mode, authSwitched) => {
+      const d = join(dir, `with-deltas-${mode}`);
+      const result = await executeRestore(store, planRestore(await store.list()), restoreOptions(binaries, d, { deltaReplay: mode }));
+      // Online, auth is switched off for the replay etcd and back on; offline, no etcd runs and it is never touched.
+      expect(result).toMatchObject({ restored: true, authDisabledForReplay: authSwitched, revision: expected.revision });
+      expect(result.deltasApplied).toBeGreaterThanOrEqual(2);
+      const db = backendPath(join(d, 'data'));
+      expect(await readAuthEnabled(db)).toBe(true);
+      expect((await checkConsistency(db)).problems).toEqual([]);
+      expect(await expectAuthEnforced(binaries, join(d, 'data'))).toEqual(expected);
 
-    // Other users survive with their passwords and roles (alice has no permissions: denied, not unknown).
-    const etcd = await startLocalEtcd({ binaries, dataDir: join(d, 'data') });
-    const alice = client(etcd.clientUrl, { username: 'alice', password: 'alice-pw' });
-    try {
-      await expect(alice.get('/a/0').string()).rejects.toThrow(/permission denied/);
-    } finally {
-      alice.close();
-      await etcd.stop();
-    }
-  }, 120_000);
+      // Other users survive with their passwords and roles (alice has no permissions: denied, not unknown).
+      const etcd = await startLocalEtcd({ binaries, dataDir: join(d, 'data') });
+      const alice = client(etcd.clientUrl, { username: 'alice', password: 'alice-pw' });
+      try {
+        await expect(alice.get('/a/0').string()).rejects.toThrow(/permission denied/);
+      } finally {
+        alice.close();
+        await etcd.stop();
+      }
+    },
+    120_000,
+  );
 
   it('restores a base snapshot without deltas with auth untouched', async () => {
     const d = join(dir, 'full-only-restore');

@@ -78,7 +78,11 @@ async function restoreAndObserve(
   }
 }
 
-async function expectSameDatabase(store: SnapStore, target: RestoreTarget = {}, sampled: (rev: number) => number[] = () => []): Promise<Observed> {
+async function expectSameDatabase(
+  store: SnapStore,
+  target: RestoreTarget = {},
+  sampled: (rev: number) => number[] = () => [],
+): Promise<Observed> {
   const binaries = await etcdBinaries();
   const dir = await mkdtemp(join(tmpdir(), 'etcdbr-oracle-'));
   try {
@@ -101,17 +105,21 @@ describe('offline replay = online replay', () => {
     .filter((d) => d.isDirectory())
     .map((d) => d.name);
 
-  it.each(compatCases)('Go-written store %s', async (name) => {
-    const dir = await mkdtemp(join(tmpdir(), 'etcdbr-oracle-compat-'));
-    const store = await openLocalStore(join(UPSTREAM_V023, name, 'snapstore'), dir);
-    try {
-      // Historical reads from the base's revision on (the chain's history is kept by both).
-      await expectSameDatabase(store, {}, (rev) => [rev - 40, rev - 20, rev - 3]);
-    } finally {
-      await store.close();
-      await rm(dir, { recursive: true, force: true });
-    }
-  }, 120_000);
+  it.each(compatCases)(
+    'Go-written store %s',
+    async (name) => {
+      const dir = await mkdtemp(join(tmpdir(), 'etcdbr-oracle-compat-'));
+      const store = await openLocalStore(join(UPSTREAM_V023, name, 'snapstore'), dir);
+      try {
+        // Historical reads from the base's revision on (the chain's history is kept by both).
+        await expectSameDatabase(store, {}, (rev) => [rev - 40, rev - 20, rev - 3]);
+      } finally {
+        await store.close();
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
 
   it('a chain whose base is an empty etcd (revision 1, no keys)', async () => {
     const src = await startTestEtcd();
@@ -256,7 +264,10 @@ describe('offline replay = online replay', () => {
 
 /** Takes delta snapshots until one reaches `revision` (a trigger saves only what the watch delivered yet). */
 async function deltaThrough(snapshotter: Snapshotter, revision: number): Promise<void> {
-  await waitFor(async () => ((await snapshotter.triggerDeltaSnapshot())?.lastRevision === revision ? true : undefined), `a delta through revision ${revision}`);
+  await waitFor(
+    async () => ((await snapshotter.triggerDeltaSnapshot())?.lastRevision === revision ? true : undefined),
+    `a delta through revision ${revision}`,
+  );
 }
 
 async function waitForFull(store: SnapStore): Promise<number> {

@@ -3,8 +3,10 @@ import { newSnapshot, parseSnapshotKey, type Snapshot } from '@etcdbrctl/snapsto
 import { planRestore, RestorePlanError } from '../../src/restorer/plan.js';
 
 const t = (sec: number) => new Date(sec * 1000);
-const full = (last: number, at: number, extra: Partial<Snapshot> = {}) =>
-  ({ ...newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: last, createdOn: t(at), compressionSuffix: '.gz' }), ...extra });
+const full = (last: number, at: number, extra: Partial<Snapshot> = {}) => ({
+  ...newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: last, createdOn: t(at), compressionSuffix: '.gz' }),
+  ...extra,
+});
 const incr = (start: number, last: number, at: number) =>
   newSnapshot({ kind: 'Incr', startRevision: start, lastRevision: last, createdOn: t(at), compressionSuffix: '.gz' });
 const names = (p: { base: Snapshot | undefined; deltas: Snapshot[] }) => [p.base?.snapName, ...p.deltas.map((d) => d.snapName)];

@@ -92,7 +92,12 @@ describe('restore of stores written by our snapshotter', () => {
       await c.delete().prefix('/a/k01'); // /a/k010../a/k019 in one revision
       await c
         .if('/guard', 'Create', '==', 0)
-        .then(c.put('/txn/one').value('1'), c.put('/txn/two').value(''), c.delete().key('/a/k020'), c.delete().range(new Range('/base/k3', '/base/k4')))
+        .then(
+          c.put('/txn/one').value('1'),
+          c.put('/txn/two').value(''),
+          c.delete().key('/a/k020'),
+          c.delete().range(new Range('/base/k3', '/base/k4')),
+        )
         .commit();
       await c.put('/a/k005').value('recreated'); // version starts again at 1
       await cut();
@@ -322,27 +327,37 @@ describe('restore of stores written by our snapshotter', () => {
   it.each([
     ['uncompressed, read in place', 'none'],
     ['gzip, downloaded', 'gzip'],
-  ] as const)('a tampered full snapshot (%s) fails naming it; store and data dir untouched', async (_label, codec) => {
-    const d = await sub(`tampered-full-${codec}`);
-    const s = await openLocalStore(join(d, 'store'), d);
-    // Re-store the full uncompressed, flip a byte in the middle of the db, then (maybe) compress it.
-    const raw: Buffer[] = [];
-    for await (const chunk of await side.fetch(sideFull)) raw.push(chunk as Buffer);
-    const db = Buffer.concat(raw);
-    const mid = Math.floor(db.length / 2);
-    db.writeUInt8(db.readUInt8(mid) ^ 0xff, mid);
-    const snap = newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: sideRevision, createdOn: sideFull.createdOn, compressionSuffix: codec === 'gzip' ? '.gz' : '' });
-    await s.save(snap, Readable.from([codec === 'gzip' ? gzipSync(db) : db]));
-    const before = await fingerprint(join(d, 'store'));
-    const run = executeRestore(s, planRestore(await s.list()), restoreOptions(binaries, d));
-    await expect(run).rejects.toThrow(snap.snapName);
-    await expect(run).rejects.toThrow(/sha256/i);
-    expect(await fingerprint(join(d, 'store'))).toEqual(before);
-    expect(await exists(join(d, 'data'))).toBe(false);
-    expect(await exists(join(d, 'data.part'))).toBe(false);
-    await s.close();
-    await rm(d, { recursive: true, force: true });
-  }, 60_000);
+  ] as const)(
+    'a tampered full snapshot (%s) fails naming it; store and data dir untouched',
+    async (_label, codec) => {
+      const d = await sub(`tampered-full-${codec}`);
+      const s = await openLocalStore(join(d, 'store'), d);
+      // Re-store the full uncompressed, flip a byte in the middle of the db, then (maybe) compress it.
+      const raw: Buffer[] = [];
+      for await (const chunk of await side.fetch(sideFull)) raw.push(chunk as Buffer);
+      const db = Buffer.concat(raw);
+      const mid = Math.floor(db.length / 2);
+      db.writeUInt8(db.readUInt8(mid) ^ 0xff, mid);
+      const snap = newSnapshot({
+        kind: 'Full',
+        startRevision: 0,
+        lastRevision: sideRevision,
+        createdOn: sideFull.createdOn,
+        compressionSuffix: codec === 'gzip' ? '.gz' : '',
+      });
+      await s.save(snap, Readable.from([codec === 'gzip' ? gzipSync(db) : db]));
+      const before = await fingerprint(join(d, 'store'));
+      const run = executeRestore(s, planRestore(await s.list()), restoreOptions(binaries, d));
+      await expect(run).rejects.toThrow(snap.snapName);
+      await expect(run).rejects.toThrow(/sha256/i);
+      expect(await fingerprint(join(d, 'store'))).toEqual(before);
+      expect(await exists(join(d, 'data'))).toBe(false);
+      expect(await exists(join(d, 'data.part'))).toBe(false);
+      await s.close();
+      await rm(d, { recursive: true, force: true });
+    },
+    60_000,
+  );
 
   it('a restore killed while swapping data dirs: the next restore puts the old data dir back first', async () => {
     const d = await sub('interrupted-swap');
@@ -470,7 +485,11 @@ describe('replay etcd with a small quota (case 39)', () => {
       // auto: the offline result would pass 80 % of the quota too, so it hands over to the online replay.
       const autoLogger = recordingLogger();
       const dAuto = join(dir, 'r-auto');
-      const auto = await executeRestore(store, planRestore(await store.list()), restoreOptions(binaries, dAuto, { embeddedEtcdQuotaBytes: quota, logger: autoLogger }));
+      const auto = await executeRestore(
+        store,
+        planRestore(await store.list()),
+        restoreOptions(binaries, dAuto, { embeddedEtcdQuotaBytes: quota, logger: autoLogger }),
+      );
       expect(auto.deltasApplied).toBe(24);
       expect(autoLogger.warnings).toEqual(['offline delta replay does not apply here; replaying through etcd (online)']);
       expect(await dumpDataDir(binaries, join(dAuto, 'data'))).toEqual(expected);
@@ -478,7 +497,12 @@ describe('replay etcd with a small quota (case 39)', () => {
       const etcd = await startLocalEtcd({ binaries, dataDir: join(d, 'data') });
       const rc = client(etcd.clientUrl);
       try {
-        await expect(rc.get('/q/0').revision(fullSnap.lastRevision + 1).exec()).rejects.toThrow(/compacted/);
+        await expect(
+          rc
+            .get('/q/0')
+            .revision(fullSnap.lastRevision + 1)
+            .exec(),
+        ).rejects.toThrow(/compacted/);
       } finally {
         rc.close();
         await etcd.stop();

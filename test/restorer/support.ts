@@ -108,7 +108,10 @@ export async function fingerprint(dir: string): Promise<Record<string, string>> 
       const p = join(d, e.name);
       const r = rel ? `${rel}/${e.name}` : e.name;
       if (e.isDirectory()) await walk(p, r);
-      else out[r] = `${(await stat(p)).size}:${createHash('sha256').update(await readFile(p)).digest('hex')}`;
+      else
+        out[r] = `${(await stat(p)).size}:${createHash('sha256')
+          .update(await readFile(p))
+          .digest('hex')}`;
     }
   };
   await walk(dir, '');
@@ -133,4 +136,3 @@ export function recordingLogger(): Logger & { messages: string[]; warnings: stri
   const warn = (obj: object | string, m?: string) => void warnings.push(msg(obj, m));
   return { messages, warnings, debug: rec, info: rec, warn, error: warn };
 }
-

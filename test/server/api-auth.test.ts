@@ -39,7 +39,11 @@ async function serve(auth: ApiAuthOptions | undefined, tls: boolean): Promise<st
 }
 
 /** An https GET that trusts the test CA and presents `client` (a cert/key pair) if given. */
-function get(url: string, client?: { certFile: string; keyFile: string }, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+function get(
+  url: string,
+  client?: { certFile: string; keyFile: string },
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = https.request(
       url,

@@ -51,7 +51,10 @@ describe('profiling routes', () => {
 
   it('allow one CPU profile at a time, and end it early when the server closes', async () => {
     let logged = '';
-    const logger = pino({ level: 'info' }, new Writable({ write: (chunk: Buffer, _enc, done) => void ((logged += chunk.toString()), done()) }));
+    const logger = pino(
+      { level: 'info' },
+      new Writable({ write: (chunk: Buffer, _enc, done) => void ((logged += chunk.toString()), done()) }),
+    );
     const { url, server } = await startServer(res, { config: httpConfig({ enableProfiling: true }), logger });
     const long = request(`${url}/debug/pprof/profile?seconds=60`);
     await waitFor(() => logged.includes('taking a V8 CPU profile for /debug/pprof/profile'), 'the first profile to start', 10_000, 10);

@@ -46,7 +46,10 @@ afterAll(async () => {
 });
 
 /** Wires the Kubernetes parts with member lease renewal, runs one heartbeat, returns the lease's TLS annotation. */
-async function wireAndBeat(etcdConf: string | undefined, peerUrlFlag: string): Promise<{ peerTLSEnabled: boolean; annotation: string | undefined }> {
+async function wireAndBeat(
+  etcdConf: string | undefined,
+  peerUrlFlag: string,
+): Promise<{ peerTLSEnabled: boolean; annotation: string | undefined }> {
   k8s.fake.seed(LEASES, { metadata: { name: POD, namespace: NS }, spec: {} });
   const config = buildCommandConfig('server', {
     flags: new Map<string, unknown>([
@@ -57,7 +60,12 @@ async function wireAndBeat(etcdConf: string | undefined, peerUrlFlag: string): P
   }).config;
   config.etcdConnectionConfig.endpoints = [etcd.clientUrl];
   const clock = new FakeClock('2026-11-25T00:00:00Z');
-  const env = { KUBECONFIG: join(dir, 'kubeconfig'), POD_NAMESPACE: NS, POD_NAME: POD, ETCD_CONF: etcdConf ?? join(dir, 'no-such-file.yaml') };
+  const env = {
+    KUBECONFIG: join(dir, 'kubeconfig'),
+    POD_NAMESPACE: NS,
+    POD_NAME: POD,
+    ETCD_CONF: etcdConf ?? join(dir, 'no-such-file.yaml'),
+  };
   parts = await wireKube({ config, env, pod: podEnvironment(env), client, latestFull: () => undefined, clock, logger: silentLogger });
   parts.memberLease!.start();
   await clock.advanceAsync(HEARTBEAT_MS);

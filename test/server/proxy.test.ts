@@ -61,7 +61,7 @@ async function leaderAndFollower(opts: { leaderHealthy?: boolean; full?: () => P
 }
 
 describe('delegation to the leading sidecar', () => {
-  it('answers /snapshot/full with the leader\'s answer, passing the query on', async () => {
+  it("answers /snapshot/full with the leader's answer, passing the query on", async () => {
     const { leader, follower, ssr } = await leaderAndFollower();
     const direct = await request(`${leader.url}/snapshot/full?final=true`);
     const viaFollower = await request(`${follower.url}/snapshot/full?final=true`);
@@ -96,7 +96,7 @@ describe('delegation to the leading sidecar', () => {
     expect(body.deltaSnapshots.map((d) => d.snapName)).toEqual(['Incr-00000011-00000020-1700000010.gz']);
   });
 
-  it('relays the leader\'s errors unchanged', async () => {
+  it("relays the leader's errors unchanged", async () => {
     const { leader, follower } = await leaderAndFollower({
       full: async () => {
         throw new Error('etcd snapshot stream broke');
@@ -133,7 +133,12 @@ describe('delegation to the leading sidecar', () => {
     const store = await localStore(res);
     const cases: Array<[() => Promise<string | undefined>, string]> = [
       [async () => undefined, 'no leading sidecar'],
-      [async () => { throw new Error('etcd is down'); }, 'etcd is down'],
+      [
+        async () => {
+          throw new Error('etcd is down');
+        },
+        'etcd is down',
+      ],
       // A port nobody listens on (taken and released).
       [async () => `http://127.0.0.1:${await freePort()}`, 'health of the leading sidecar'],
       [async () => 'not a url', 'health of the leading sidecar'],
@@ -146,7 +151,7 @@ describe('delegation to the leading sidecar', () => {
     }
   });
 
-  it('answers 405 when the leader\'s /healthz does not answer in time', async () => {
+  it("answers 405 when the leader's /healthz does not answer in time", async () => {
     const url = await startHttpServer(() => {
       // Never answers.
     });

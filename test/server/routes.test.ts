@@ -294,7 +294,7 @@ describe('other routes', () => {
     expect(a.body).toContain('etcdbr_snapshot_gc_total{kind="Full",succeeded="true"} 0');
   });
 
-  it('answers unknown routes with Go\'s 404 text', async () => {
+  it("answers unknown routes with Go's 404 text", async () => {
     const { url } = await startServer(res);
     for (const path of ['/nope', '/snapshot', '/snapshot/full/', '/members', '/debug/pprof/']) {
       const a = await request(`${url}${path}`);
@@ -303,7 +303,7 @@ describe('other routes', () => {
     }
   });
 
-  it('listens on all interfaces by default, as upstream\'s :<port>', async () => {
+  it("listens on all interfaces by default, as upstream's :<port>", async () => {
     const { url } = await startServer(res, { host: undefined });
     expect(url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
     expect((await request(`${url}/healthz`)).status).toBe(503);

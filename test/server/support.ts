@@ -105,10 +105,12 @@ export interface FakeSnapshotter extends SnapshotterControl {
   deltaCalls: number;
 }
 
-export function fakeSnapshotter(opts: {
-  full?: (isFinal: boolean) => Promise<Snapshot>;
-  delta?: () => Promise<Snapshot | undefined>;
-} = {}): FakeSnapshotter {
+export function fakeSnapshotter(
+  opts: {
+    full?: (isFinal: boolean) => Promise<Snapshot>;
+    delta?: () => Promise<Snapshot | undefined>;
+  } = {},
+): FakeSnapshotter {
   const fake: FakeSnapshotter = {
     fullCalls: [],
     deltaCalls: 0,
@@ -144,9 +146,7 @@ export function request(
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () =>
-          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }),
-        );
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
         res.on('error', reject);
       },
     );

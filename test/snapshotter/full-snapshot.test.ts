@@ -73,15 +73,20 @@ describe('full snapshot to a Local store', () => {
   );
 
   it('uploads nothing when the stream fails verification', async () => {
-    const payload = await readFile(join(dir, (await readdir(dir)).find((f) => f.endsWith('.db'))!));
+    const payload = await readFile(
+      join(
+        dir,
+        (await readdir(dir)).find((f) => f.endsWith('.db'))!,
+      ),
+    );
     const before = (await store.list()).length;
     const snap = newSnapshot({ kind: 'Full', startRevision: 0, lastRevision: 999, createdOn: new Date(), compressionSuffix: '.gz' });
     const corrupt = Buffer.from(payload);
     corrupt[4096]! ^= 0x01;
     await expect(saveVerifiedFullSnapshot(store, snap, Readable.from([corrupt]), 'gzip')).rejects.toThrow(/expected SHA256/);
-    await expect(
-      saveVerifiedFullSnapshot(store, snap, Readable.from([payload.subarray(0, payload.length - 32)]), 'gzip'),
-    ).rejects.toThrow(/hash seems to be missing/);
+    await expect(saveVerifiedFullSnapshot(store, snap, Readable.from([payload.subarray(0, payload.length - 32)]), 'gzip')).rejects.toThrow(
+      /hash seems to be missing/,
+    );
     const after = await store.list();
     expect(after.length).toBe(before);
     expect(after.some((s) => s.lastRevision === 999)).toBe(false);

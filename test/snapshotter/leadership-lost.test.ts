@@ -55,7 +55,13 @@ describe('snapshotter stop: leadership lost vs shutdown', () => {
         createGarbageCollector: (s) =>
           new GarbageCollector(
             { policy: 'Exponential', maxBackups: 7, deltaRetentionMs: 0, periodMs: 3_600_000 },
-            { store: async () => store, latestSnapshotRevision: () => s.chain.prevSnapshot?.lastRevision ?? 0, clock, logger: silentLogger, metrics },
+            {
+              store: async () => store,
+              latestSnapshotRevision: () => s.chain.prevSnapshot?.lastRevision ?? 0,
+              clock,
+              logger: silentLogger,
+              metrics,
+            },
           ),
         probeEtcd: async () => undefined,
         setHealthy: () => undefined,
@@ -71,7 +77,10 @@ describe('snapshotter stop: leadership lost vs shutdown', () => {
     await waitFor(async () => (await store.list()).some((x) => x.kind === 'Full'), 'the full snapshot');
     const res = await client.put('buffered').value('v');
     // etcdbr_snapshot_required{kind="Incr"} turns 1 when the watch hands an event to the buffer.
-    await waitFor(async () => (await metrics.snapshotRequired.get()).values.some((v) => v.labels.kind === 'Incr' && v.value === 1), 'the event buffered');
+    await waitFor(
+      async () => (await metrics.snapshotRequired.get()).values.some((v) => v.labels.kind === 'Incr' && v.value === 1),
+      'the event buffered',
+    );
     stop.abort(reason);
     await running;
     return Number(res.header.revision);

@@ -67,7 +67,10 @@ describe('snapshotter against a real etcd and a Local store', () => {
   const full = () => waitFor(async () => (await store.list()).find((x) => x.kind === 'Full'), 'the full snapshot');
   /** etcdbr_snapshot_required{kind="Incr"} turns 1 when the watch hands an event to the delta buffer. */
   const buffered = () =>
-    waitFor(async () => (await metrics.snapshotRequired.get()).values.some((v) => v.labels.kind === 'Incr' && v.value === 1), 'an event in the delta buffer');
+    waitFor(
+      async () => (await metrics.snapshotRequired.get()).values.some((v) => v.labels.kind === 'Incr' && v.value === 1),
+      'an event in the delta buffer',
+    );
 
   const rev = async () => Number((await client.get('foo').exec()).header.revision);
 
@@ -131,10 +134,16 @@ describe('snapshotter against a real etcd and a Local store', () => {
     await full();
     // One revision of 12 puts of ~1.4 KiB of JSON each: three times the limit in a single transaction.
     const puts = Array.from({ length: 12 }, (_, i) => client.put(`txn${i}`).value('t'.repeat(1000)));
-    await client.if('txn0', 'Version', '==', 0).then(...puts).commit();
+    await client
+      .if('txn0', 'Version', '==', 0)
+      .then(...puts)
+      .commit();
     const txnRev = await rev();
     await client.put('after').value('a');
-    await waitFor(async () => (await store.list()).some((x) => x.kind === 'Incr' && x.lastRevision >= txnRev), 'a delta through the transaction');
+    await waitFor(
+      async () => (await store.list()).some((x) => x.kind === 'Incr' && x.lastRevision >= txnRev),
+      'a delta through the transaction',
+    );
     stop.abort();
     await running;
     const events = await expectContiguousChain(store, await rev());
@@ -218,9 +227,13 @@ describe('snapshotter against a real etcd and a Local store', () => {
       // Fetch through the listing: new snapshots carry no store prefix.
       const snap = listed.find((x) => x.snapName === stored.snapName)!;
       let bytes = 0;
-      await pipeline(await store.fetch(snap), createDecompressStream(snap.compressionSuffix, snap.snapName), async (source: AsyncIterable<Buffer>) => {
-        for await (const chunk of source) bytes += chunk.length;
-      });
+      await pipeline(
+        await store.fetch(snap),
+        createDecompressStream(snap.compressionSuffix, snap.snapName),
+        async (source: AsyncIterable<Buffer>) => {
+          for await (const chunk of source) bytes += chunk.length;
+        },
+      );
       expect(info.uncompressedBytes, snap.snapName).toBe(bytes);
     }
   });
@@ -235,4 +248,3 @@ describe('snapshotter against a real etcd and a Local store', () => {
     await running;
   });
 });
-

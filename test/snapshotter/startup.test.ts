@@ -216,11 +216,17 @@ describe('etcd below the store at start-up (ours: etcd was restored or replaced)
   };
 
   it('a full snapshot starts a new chain when etcd is below the store', () => {
-    expect(decideFullSnapshotAtStartup({ ...base, revisions: { etcd: 99, store: 100 } })).toEqual({ required: true, reason: 'etcd-behind-store' });
+    expect(decideFullSnapshotAtStartup({ ...base, revisions: { etcd: 99, store: 100 } })).toEqual({
+      required: true,
+      reason: 'etcd-behind-store',
+    });
   });
 
   it('the chain continues when etcd is at or above the store', () => {
-    expect(decideFullSnapshotAtStartup({ ...base, revisions: { etcd: 100, store: 100 } })).toEqual({ required: false, reason: 'previous-full-on-schedule' });
+    expect(decideFullSnapshotAtStartup({ ...base, revisions: { etcd: 100, store: 100 } })).toEqual({
+      required: false,
+      reason: 'previous-full-on-schedule',
+    });
     expect(decideFullSnapshotAtStartup({ ...base, revisions: { etcd: 150, store: 100 } }).required).toBe(false);
   });
 });

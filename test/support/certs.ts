@@ -50,8 +50,21 @@ async function makeCa(dir: string, name: string): Promise<CertFiles> {
   const certFile = join(dir, `${name}.crt`);
   const keyFile = join(dir, `${name}.key`);
   await openssl([
-    'req', '-x509', ...EC_KEY, '-keyout', keyFile, '-out', certFile, '-days', '2', '-subj', `/CN=${name}`,
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+    'req',
+    '-x509',
+    ...EC_KEY,
+    '-keyout',
+    keyFile,
+    '-out',
+    certFile,
+    '-days',
+    '2',
+    '-subj',
+    `/CN=${name}`,
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
   ]);
   return { certFile, keyFile };
 }
@@ -62,12 +75,28 @@ async function makeLeaf(dir: string, name: string, ca: CertFiles, cn: string, ex
   const csr = join(dir, `${name}.csr`);
   const ext = join(dir, `${name}.ext`);
   await openssl(['req', '-new', ...EC_KEY, '-keyout', keyFile, '-out', csr, '-subj', `/CN=${cn}`]);
-  await writeFile(ext, `${['basicConstraints=CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment', ...extensions].join('\n')}\n`);
+  await writeFile(
+    ext,
+    `${['basicConstraints=CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment', ...extensions].join('\n')}\n`,
+  );
   await openssl([
-    'x509', '-req', '-in', csr, '-CA', ca.certFile, '-CAkey', ca.keyFile,
+    'x509',
+    '-req',
+    '-in',
+    csr,
+    '-CA',
+    ca.certFile,
+    '-CAkey',
+    ca.keyFile,
     // A random serial per leaf: -CAcreateserial shares one ca.srl file, which leaves signed in parallel race on.
-    '-set_serial', `0x${randomBytes(8).toString('hex')}`,
-    '-out', certFile, '-days', '2', '-extfile', ext,
+    '-set_serial',
+    `0x${randomBytes(8).toString('hex')}`,
+    '-out',
+    certFile,
+    '-days',
+    '2',
+    '-extfile',
+    ext,
   ]);
   return { certFile, keyFile };
 }
@@ -77,8 +106,19 @@ export async function writeSelfSignedCert(dir: string, commonName: string): Prom
   const certFile = join(dir, 'tls.crt');
   const keyFile = join(dir, 'tls.key');
   await openssl([
-    'req', '-x509', ...EC_KEY, '-keyout', keyFile, '-out', certFile, '-days', '1', '-subj', `/CN=${commonName}`,
-    '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost',
+    'req',
+    '-x509',
+    ...EC_KEY,
+    '-keyout',
+    keyFile,
+    '-out',
+    certFile,
+    '-days',
+    '1',
+    '-subj',
+    `/CN=${commonName}`,
+    '-addext',
+    'subjectAltName=IP:127.0.0.1,DNS:localhost',
   ]);
   return { certFile, keyFile };
 }
@@ -177,4 +217,3 @@ export async function enableEtcdAuth(endpoint: string, password: string): Promis
   await etcdctl(endpoint, ['user', 'add', `root:${password}`, '--interactive=false']);
   await etcdctl(endpoint, ['auth', 'enable']);
 }
-

@@ -199,9 +199,7 @@ export class FakeKubeApiServer {
     const handler = (req: http.IncomingMessage, res: http.ServerResponse): void => {
       (fake as FakeKubeApiServer).handle(req, res);
     };
-    const server = opts.tls
-      ? https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, handler)
-      : http.createServer(handler);
+    const server = opts.tls ? https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, handler) : http.createServer(handler);
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(0, '127.0.0.1', () => resolve());
@@ -388,7 +386,10 @@ export class FakeKubeApiServer {
   }
 
   private serve(req: RecordedRequest, path: string): [number, unknown] {
-    const segments = path.split('/').filter((s) => s !== '').map(decodeURIComponent);
+    const segments = path
+      .split('/')
+      .filter((s) => s !== '')
+      .map(decodeURIComponent);
     const discovery = this.discovery(req.method, segments);
     if (discovery !== undefined) return [200, discovery];
     const parsed = this.parsePath(segments);
@@ -409,12 +410,22 @@ export class FakeKubeApiServer {
       case 'PATCH':
         return [200, this.patch(parsed, name, req.contentType, req.body)];
       case 'DELETE': {
-        if (subresource !== undefined) throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
+        if (subresource !== undefined)
+          throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
         const old = this.mustGet(type, namespace, name);
         this.objects.delete(this.key(type, namespace, name));
         // Custom resources answer with the deleted object; most built-ins (Lease included) with a Status.
         if (type.custom) return [200, clone(old)];
-        return [200, { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, group: type.group, kind: type.plural, uid: old.metadata.uid ?? '' } }];
+        return [
+          200,
+          {
+            kind: 'Status',
+            apiVersion: 'v1',
+            metadata: {},
+            status: 'Success',
+            details: { name, group: type.group, kind: type.plural, uid: old.metadata.uid ?? '' },
+          },
+        ];
       }
       default:
         throw new ApiError(405, 'MethodNotAllowed', 'the server does not allow this method on the requested resource');
@@ -436,7 +447,13 @@ export class FakeKubeApiServer {
       const verbs = ['create', 'delete', 'get', 'list', 'patch', 'update'];
       resources.push({ name: t.plural, singularName: t.kind.toLowerCase(), namespaced: t.namespaced, kind: t.kind, verbs });
       if (t.custom && t.statusSubresource) {
-        resources.push({ name: `${t.plural}/status`, singularName: '', namespaced: t.namespaced, kind: t.kind, verbs: ['get', 'patch', 'update'] });
+        resources.push({
+          name: `${t.plural}/status`,
+          singularName: '',
+          namespaced: t.namespaced,
+          kind: t.kind,
+          verbs: ['get', 'patch', 'update'],
+        });
       }
     }
     return { kind: 'APIResourceList', apiVersion: 'v1', groupVersion: group === '' ? version : `${group}/${version}`, resources };
@@ -597,7 +614,11 @@ export class FakeKubeApiServer {
   private checkBody(type: ResourceType, body: unknown): JsonObject {
     if (!isObject(body)) throw new ApiError(400, 'BadRequest', 'the body of the request must be a JSON object');
     if (body.apiVersion !== undefined && body.apiVersion !== apiVersionOf(type)) {
-      throw new ApiError(400, 'BadRequest', `the API version in the data (${String(body.apiVersion)}) does not match the expected API version (${apiVersionOf(type)})`);
+      throw new ApiError(
+        400,
+        'BadRequest',
+        `the API version in the data (${String(body.apiVersion)}) does not match the expected API version (${apiVersionOf(type)})`,
+      );
     }
     if (body.kind !== undefined && body.kind !== type.kind) {
       throw new ApiError(400, 'BadRequest', `the kind in the data (${String(body.kind)}) does not match the expected kind (${type.kind})`);
@@ -628,7 +649,11 @@ export class FakeKubeApiServer {
         const v = spec[f];
         if (v === undefined || v === null) continue;
         if (typeof v !== 'string' || !MICRO_TIME.test(v) || Number.isNaN(Date.parse(v))) {
-          throw new ApiError(400, 'BadRequest', `parsing time ${JSON.stringify(v)} as "2006-01-02T15:04:05.000000Z07:00": cannot parse (spec.${f})`);
+          throw new ApiError(
+            400,
+            'BadRequest',
+            `parsing time ${JSON.stringify(v)} as "2006-01-02T15:04:05.000000Z07:00": cannot parse (spec.${f})`,
+          );
         }
       }
     }
@@ -678,7 +703,15 @@ function details(type: ResourceType, name: string): JsonObject {
 }
 
 function statusBody(err: ApiError): JsonObject {
-  const body: JsonObject = { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message: err.message, reason: err.reason, code: err.code };
+  const body: JsonObject = {
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message: err.message,
+    reason: err.reason,
+    code: err.code,
+  };
   if (err.details) body.details = err.details;
   return body;
 }
@@ -700,7 +733,11 @@ function unsupportedPatch(contentType: string | undefined, custom: boolean): Api
     ? 'application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml'
     : 'application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml';
   const note = contentType?.startsWith('application/apply-patch') ? ' (server-side apply is not implemented by this fake)' : '';
-  return new ApiError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: ${accepted}${note}`);
+  return new ApiError(
+    415,
+    'UnsupportedMediaType',
+    `the body of the request was in an unknown format - accepted media types include: ${accepted}${note}`,
+  );
 }
 
 function matches(match: RequestMatch, method: string, path: string): boolean {
@@ -789,7 +826,10 @@ export function jsonPatch(doc: Json, ops: unknown[]): Json {
 function pointer(p: string): string[] {
   if (p === '') return [];
   if (!p.startsWith('/')) throw new Error(`invalid JSON pointer ${p}`);
-  return p.slice(1).split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  return p
+    .slice(1)
+    .split('/')
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
 }
 
 function get(doc: Json, path: string[]): Json {

@@ -53,7 +53,9 @@ describe('BackupScrubber', () => {
     expect(a).toBe(b); // one scrub at a time: the second caller joined the first
     expect(a.restorable).toBe(true);
     expect(await metric(metrics, 'etcdbr_backup_last_verified_revision')).toContain('etcdbr_backup_last_verified_revision 385');
-    expect(await metric(metrics, 'etcdbr_backup_latest_restorable_timestamp_seconds')).toContain(`etcdbr_backup_latest_restorable_timestamp_seconds ${LAST_DELTA_UNIX}`);
+    expect(await metric(metrics, 'etcdbr_backup_latest_restorable_timestamp_seconds')).toContain(
+      `etcdbr_backup_latest_restorable_timestamp_seconds ${LAST_DELTA_UNIX}`,
+    );
     expect(await metric(metrics, 'etcdbr_backup_verify_failures_total')).toContain('etcdbr_backup_verify_failures_total 0');
     expect(logger.messages).toContain('backup verification: the newest chain restores');
   });
@@ -69,7 +71,9 @@ describe('BackupScrubber', () => {
     expect(report.restorable).toBe(false);
     expect(await metric(metrics, 'etcdbr_backup_verify_failures_total')).toContain('etcdbr_backup_verify_failures_total 1');
     expect(await metric(metrics, 'etcdbr_backup_last_verified_revision')).toContain('etcdbr_backup_last_verified_revision 355');
-    expect(await metric(metrics, 'etcdbr_backup_latest_restorable_timestamp_seconds')).toContain('etcdbr_backup_latest_restorable_timestamp_seconds 1795219415');
+    expect(await metric(metrics, 'etcdbr_backup_latest_restorable_timestamp_seconds')).toContain(
+      'etcdbr_backup_latest_restorable_timestamp_seconds 1795219415',
+    );
     expect(logger.warnings).toContain('backup verification: the newest chain does NOT restore as stored');
   });
 
@@ -81,7 +85,10 @@ describe('BackupScrubber', () => {
     await clock.advanceAsync(10 * 60_000);
     expect(await metric(metrics, 'etcdbr_backup_last_verified_revision')).toContain('etcdbr_backup_last_verified_revision 0');
     await clock.advanceAsync(25 * 60_000); // past 00:30
-    await waitFor(async () => ((await metric(metrics, 'etcdbr_backup_last_verified_revision')).includes(' 385') ? true : undefined), 'the scheduled scrub');
+    await waitFor(
+      async () => ((await metric(metrics, 'etcdbr_backup_last_verified_revision')).includes(' 385') ? true : undefined),
+      'the scheduled scrub',
+    );
     stop.abort();
     await running;
   });

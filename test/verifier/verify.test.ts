@@ -99,7 +99,9 @@ describe('etcdbrctl verify', () => {
     const r = await verify(root);
     expect(r.code).toBe(3);
     expect(r.stdout).toContain(`NOT restorable as stored: ${BASE}`);
-    expect(r.stdout).toMatch(new RegExp(`gap in the delta chain: ${DELTAS[3]} starts at revision 356, but the snapshots before it end at 352`));
+    expect(r.stdout).toMatch(
+      new RegExp(`gap in the delta chain: ${DELTAS[3]} starts at revision 356, but the snapshots before it end at 352`),
+    );
   });
 
   it('a truncated full snapshot is named with what is wrong', async () => {

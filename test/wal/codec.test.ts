@@ -46,7 +46,11 @@ describe('protobuf decoding', () => {
     const id = 0xf6cb54b6b9d77235n;
     const m = decodeMemberMetadata(metadata(0x37e4cbca80cfc179n, id));
     expect(m).toEqual({ nodeId: 0x37e4cbca80cfc179n, clusterId: id, nodeIdHex: '37e4cbca80cfc179', clusterIdHex: 'f6cb54b6b9d77235' });
-    expect(decodeHardState(hardState(7, 0xffffffffffffffffn, 123456789012))).toEqual({ term: 7, vote: 0xffffffffffffffffn, commit: 123456789012 });
+    expect(decodeHardState(hardState(7, 0xffffffffffffffffn, 123456789012))).toEqual({
+      term: 7,
+      vote: 0xffffffffffffffffn,
+      commit: 123456789012,
+    });
     expect(decodeEntry(entry(2 ** 40, 3))).toEqual({ type: 0, term: 3, index: 2 ** 40 });
   });
 
@@ -78,7 +82,11 @@ describe('protobuf decoding', () => {
 describe('file names', () => {
   it('parses and formats WAL and snapshot names', () => {
     expect(walName(1, 0x1f)).toBe('0000000000000001-000000000000001f.wal');
-    expect(parseWalName('0000000000000001-000000000000001f.wal')).toEqual({ name: '0000000000000001-000000000000001f.wal', seq: 1, index: 31 });
+    expect(parseWalName('0000000000000001-000000000000001f.wal')).toEqual({
+      name: '0000000000000001-000000000000001f.wal',
+      seq: 1,
+      index: 31,
+    });
     expect(parseWalName('0.tmp')).toBeUndefined();
     expect(parseWalName('0000000000000001-000000000000001f.wal.broken')).toBeUndefined();
     expect(snapName(2, 0xcc)).toBe('0000000000000002-00000000000000cc.snap');

@@ -89,7 +89,9 @@ describe('verifyWal on hand-built segments', () => {
   it('reports conflicting metadata, unknown record types and a commit beyond the log', async () => {
     const d = await fresh();
     const w = new TestWal().segment(0, META).record(5, walSnapshot(0, 0)).record(2, entry(1));
-    w.record(1, metadata(0x9999n, 0xabcdn)).record(9, Buffer.from('?')).record(3, hardState(1, 1n, 7));
+    w.record(1, metadata(0x9999n, 0xabcdn))
+      .record(9, Buffer.from('?'))
+      .record(3, hardState(1, 1n, 7));
     await w.write(d);
     const r = await verifyWal(d);
     expect(r.problems).toEqual([
@@ -133,7 +135,11 @@ describe('verifyWal on hand-built segments', () => {
 
   it('treats a zeroed sector in the last segment as a torn write', async () => {
     const d = await fresh();
-    const w = new TestWal().segment(0, META).record(5, walSnapshot(0, 0)).record(2, entry(1)).record(2, entry(2, 1, Buffer.alloc(2000, 7)));
+    const w = new TestWal()
+      .segment(0, META)
+      .record(5, walSnapshot(0, 0))
+      .record(2, entry(1))
+      .record(2, entry(2, 1, Buffer.alloc(2000, 7)));
     const [name] = await w.write(d);
     const p = join(d, name!);
     const recs = await frames(p);

@@ -54,7 +54,7 @@ function templates(rnd: () => number): Template[] {
         `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"${app}-#########-#####","namespace":"${ns}","uid":"${uid}",` +
           `"resourceVersion":"########","labels":{"app":"${app}","pod-template-hash":"##########"}},"spec":{"nodeName":` +
           `"node-##","containers":[{"name":"${app}","image":"${image}","resources":{"requests":{"cpu":"${(1 + (rnd() % 8)) * 100}m",` +
-          `"memory":"${64 << rnd() % 4}Mi"}},"ports":[{"containerPort":${8000 + (rnd() % 100)},"protocol":"TCP"}]}]},` +
+          `"memory":"${64 << (rnd() % 4)}Mi"}},"ports":[{"containerPort":${8000 + (rnd() % 100)},"protocol":"TCP"}]}]},` +
           `"status":{"phase":"Running","podIP":"10.##.##.##","qosClass":"Burstable","startTime":"2026-11-##T##:##:##Z"}}`,
         `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"${app}-#####","namespace":"${ns}","uid":"${uid}"},` +
           `"type":"Opaque","data":{"tls.crt":"${'@'.repeat(64 + (rnd() % 400))}"}}`,

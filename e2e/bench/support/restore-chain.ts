@@ -123,7 +123,16 @@ export async function writeChurnChain(
         s.live = true;
       }
       s.version++;
-      buf.append({ type: 'PUT', key, value: replayValue(i, opts.valueBytes), createRevision: s.create, modRevision: rev, version: s.version, lease: '0', time: TIME });
+      buf.append({
+        type: 'PUT',
+        key,
+        value: replayValue(i, opts.valueBytes),
+        createRevision: s.create,
+        modRevision: rev,
+        version: s.version,
+        lease: '0',
+        time: TIME,
+      });
     }
     if ((i + 1) % opts.perDelta === 0 || i === opts.revisions - 1) {
       const payload = buf.take()!;
@@ -186,7 +195,10 @@ export async function writeLargeDelta(
     createdOn: new Date(base.createdOn.getTime() + 1000),
     compressionSuffix: suffixForPolicy(opts.compression),
   });
-  await store.save(snap, pipelineCb(Readable.from(body()), createCompressStream(opts.compression), () => {}));
+  await store.save(
+    snap,
+    pipelineCb(Readable.from(body()), createCompressStream(opts.compression), () => {}),
+  );
   return { revisions, jsonBytes, snap };
 }
 
@@ -195,7 +207,11 @@ export async function writeLargeDelta(
  * encoding as the online replay (src/etcd/replay-txns.ts), requests built before the clock starts.
  * Returns revisions per second.
  */
-export async function floorLoop(clientUrl: string, firstIndex: number, opts: { revisions: number; keySpace: number; valueBytes: number }): Promise<number> {
+export async function floorLoop(
+  clientUrl: string,
+  firstIndex: number,
+  opts: { revisions: number; keySpace: number; valueBytes: number },
+): Promise<number> {
   const reqs = new Array<Buffer>(opts.revisions);
   for (let i = 0; i < opts.revisions; i++) {
     const n = firstIndex + i;

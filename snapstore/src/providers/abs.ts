@@ -327,9 +327,13 @@ class AbsSnapStore implements SnapStore {
     if (status === undefined) {
       if (isAbortError(err)) return new SnapStoreError('E_UNREACHABLE', `${op} ${where} timed out or was aborted`, { cause: err });
       if (isNetworkError(err) || isRestError(err)) {
-        return new SnapStoreError('E_UNREACHABLE', `ABS endpoint ${this.url} is unreachable (${op} ${subject}): ${firstLine(describeError(err))}`, {
-          cause: err,
-        });
+        return new SnapStoreError(
+          'E_UNREACHABLE',
+          `ABS endpoint ${this.url} is unreachable (${op} ${subject}): ${firstLine(describeError(err))}`,
+          {
+            cause: err,
+          },
+        );
       }
       return new SnapStoreError('E_UNREACHABLE', detail, { cause: err });
     }

@@ -54,7 +54,8 @@ interface CatalogEndpoint {
  */
 export function objectStoreEndpoint(body: unknown, region: string | undefined, where: string): string {
   const catalog = (body as { token?: { catalog?: unknown } } | null)?.token?.catalog;
-  if (!Array.isArray(catalog)) throw new SnapStoreError('E_CREDENTIALS', `${where}: the token has no service catalog (is it scoped to a project?)`);
+  if (!Array.isArray(catalog))
+    throw new SnapStoreError('E_CREDENTIALS', `${where}: the token has no service catalog (is it scoped to a project?)`);
   const urls: string[] = [];
   const regions = new Set<string>();
   for (const service of catalog as { type?: unknown; endpoints?: unknown }[]) {
@@ -69,7 +70,8 @@ export function objectStoreEndpoint(body: unknown, region: string | undefined, w
   const unique = [...new Set(urls)];
   if (unique.length === 1) return unique[0] as string;
   if (unique.length === 0) {
-    const known = regions.size === 0 ? 'the catalog has no public object-store endpoint' : `public object-store regions: ${[...regions].join(', ')}`;
+    const known =
+      regions.size === 0 ? 'the catalog has no public object-store endpoint' : `public object-store regions: ${[...regions].join(', ')}`;
     throw new SnapStoreError('E_CONFIG', `${where}: no public object-store endpoint${region ? ` in region ${region}` : ''} (${known})`);
   }
   throw new SnapStoreError(

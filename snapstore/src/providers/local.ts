@@ -45,11 +45,9 @@ export async function openLocalStore(config: LocalStoreConfig, options: OpenOpti
   try {
     await mkdir(store.resolve(config.prefix), { recursive: true, mode: DIR_MODE });
   } catch (err) {
-    throw new SnapStoreError(
-      'E_CONFIG',
-      `cannot create local store directory ${store.resolve(config.prefix)}: ${describeError(err)}`,
-      { cause: err },
-    );
+    throw new SnapStoreError('E_CONFIG', `cannot create local store directory ${store.resolve(config.prefix)}: ${describeError(err)}`, {
+      cause: err,
+    });
   }
   // v1 snapshots (a folder per full snapshot) are saved beside v2, in the sibling `v1` folder.
   const prefixDir = store.resolve(config.prefix);
@@ -65,7 +63,11 @@ async function requireDirectory(dir: string): Promise<void> {
     isDir = (await stat(dir)).isDirectory();
   } catch (err) {
     if (isCode(err, 'ENOENT')) {
-      throw new SnapStoreError('E_NOT_FOUND', `local store directory ${dir} does not exist: check --store-container (and $HOME for a relative one)`, { cause: err });
+      throw new SnapStoreError(
+        'E_NOT_FOUND',
+        `local store directory ${dir} does not exist: check --store-container (and $HOME for a relative one)`,
+        { cause: err },
+      );
     }
     throw new SnapStoreError('E_CONFIG', `cannot read local store directory ${dir}: ${describeError(err)}`, { cause: err });
   }

@@ -57,9 +57,13 @@ export function createOssClient(config: OssStoreConfig, tuning: OssClientTuning 
     return client as unknown as OssApi;
   } catch (err) {
     // The client checks the endpoint and bucket name when it is constructed.
-    throw new SnapStoreError('E_CONFIG', `OSS client for bucket ${config.container} at ${ossEndpoint(config)} could not be created: ${describeError(err)}`, {
-      cause: err,
-    });
+    throw new SnapStoreError(
+      'E_CONFIG',
+      `OSS client for bucket ${config.container} at ${ossEndpoint(config)} could not be created: ${describeError(err)}`,
+      {
+        cause: err,
+      },
+    );
   }
 }
 
@@ -74,16 +78,21 @@ export function mapOssError(err: unknown, where: string, subject: string): SnapS
   if (isSnapStoreError(err)) return err;
   const { code, status } = ossErrorInfo(err);
   const detail = `${subject} in ${where}: ${describeError(err)}`;
-  if (status === 0 && (isNetworkError(err) || isAbortError(err) || /Timeout|Connection|Request/i.test((err as Error | undefined)?.name ?? ''))) {
+  if (
+    status === 0 &&
+    (isNetworkError(err) || isAbortError(err) || /Timeout|Connection|Request/i.test((err as Error | undefined)?.name ?? ''))
+  ) {
     return new SnapStoreError('E_UNREACHABLE', `${where} is unreachable (${subject}): ${describeError(err)}`, { cause: err });
   }
   // HEAD answers carry no error body, so a missing object is just a 404 there.
-  if (code === 'NoSuchKey' || (status === 404 && code !== 'NoSuchBucket')) return new SnapStoreError('E_NOT_FOUND', `${subject}: not found in ${where}`, { cause: err });
+  if (code === 'NoSuchKey' || (status === 404 && code !== 'NoSuchBucket'))
+    return new SnapStoreError('E_NOT_FOUND', `${subject}: not found in ${where}`, { cause: err });
   if (code === 'NoSuchBucket') return new SnapStoreError('E_CONFIG', `${detail} (the bucket does not exist)`, { cause: err });
   if (status === 401 || status === 403 || code === 'InvalidAccessKeyId' || code === 'SignatureDoesNotMatch') {
     return new SnapStoreError('E_CREDENTIALS', `OSS refused ${detail}`, { cause: err });
   }
   // A retention policy (WORM) forbids deleting or overwriting an object before it expires.
-  if (/Immutable|Worm/i.test(code) || status === 409) return new SnapStoreError('E_IMMUTABLE', `${detail} (protected by the bucket retention policy)`, { cause: err });
+  if (/Immutable|Worm/i.test(code) || status === 409)
+    return new SnapStoreError('E_IMMUTABLE', `${detail} (protected by the bucket retention policy)`, { cause: err });
   return new SnapStoreError('E_UNREACHABLE', detail, { cause: err });
 }

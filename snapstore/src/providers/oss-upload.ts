@@ -66,7 +66,10 @@ export async function uploadOssObject(data: Readable, opts: OssUploadOptions): P
   const dispatch = async (buf: Buffer, length: number): Promise<void> => {
     const number = ++parts;
     if (number > OSS_MAX_PARTS) {
-      throw new SnapStoreError('E_SAVE_FAILED', `${key} needs more than ${OSS_MAX_PARTS} parts of ${opts.partSize} bytes; raise --min-chunk-size`);
+      throw new SnapStoreError(
+        'E_SAVE_FAILED',
+        `${key} needs more than ${OSS_MAX_PARTS} parts of ${opts.partSize} bytes; raise --min-chunk-size`,
+      );
     }
     // The upload is initiated once there is more than one part's worth of data, in parallel with reading on.
     uploadId ??= client.initMultipartUpload(key).then((r) => r.uploadId);
@@ -117,7 +120,11 @@ export async function uploadOssObject(data: Readable, opts: OssUploadOptions): P
     else pool.give(buf);
     await Promise.all(inFlight);
     if (failure !== undefined || cancel.signal.aborted) stop();
-    await client.completeMultipartUpload(key, await (uploadId as Promise<string>), etags.sort((a, b) => a.number - b.number));
+    await client.completeMultipartUpload(
+      key,
+      await (uploadId as Promise<string>),
+      etags.sort((a, b) => a.number - b.number),
+    );
     return { bytes, parts };
   } catch (err) {
     cancel.abort(err);
@@ -126,7 +133,9 @@ export async function uploadOssObject(data: Readable, opts: OssUploadOptions): P
     if (uploadId !== undefined) {
       const id = await uploadId.catch(() => undefined);
       if (id !== undefined) {
-        await client.abortMultipartUpload(key, id).catch((e: unknown) => logger.warn({ key, uploadId: id, err: describeError(e) }, 'could not abort the OSS multipart upload'));
+        await client
+          .abortMultipartUpload(key, id)
+          .catch((e: unknown) => logger.warn({ key, uploadId: id, err: describeError(e) }, 'could not abort the OSS multipart upload'));
       }
     }
     throw opts.signal?.aborted ? abortReason(opts.signal) : failure !== undefined && isAbortLike(err) ? failure.error : err;
@@ -141,7 +150,15 @@ function isAbortLike(err: unknown): boolean {
 }
 
 /** One part with upstream's retries on network errors and 5xx answers; returns its ETag. */
-async function uploadPart(client: OssApi, key: string, uploadId: string, number: number, body: Buffer, opts: OssUploadOptions, signal: AbortSignal): Promise<string> {
+async function uploadPart(
+  client: OssApi,
+  key: string,
+  uploadId: string,
+  number: number,
+  body: Buffer,
+  opts: OssUploadOptions,
+  signal: AbortSignal,
+): Promise<string> {
   for (let attempt = 0; ; attempt++) {
     if (signal.aborted) throw abortReason(signal);
     try {

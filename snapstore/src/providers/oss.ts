@@ -87,7 +87,10 @@ class OssStore implements SnapStore {
       if (!ENFORCED_WORM_STATES.has(worm.state)) return undefined;
       const days = Number(worm.days);
       if (!Number.isFinite(days) || days < 0) {
-        throw new SnapStoreError('E_UNREACHABLE', `${this.where}: retention policy has an invalid RetentionPeriodInDays ${JSON.stringify(worm.days)}`);
+        throw new SnapStoreError(
+          'E_UNREACHABLE',
+          `${this.where}: retention policy has an invalid RetentionPeriodInDays ${JSON.stringify(worm.days)}`,
+        );
       }
       return days;
     } catch (err) {

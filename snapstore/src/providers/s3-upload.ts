@@ -148,7 +148,12 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
     const algorithm = await checksumAlgorithm();
     // Not cancellable: if it succeeds after a failure we still need its id to abort it.
     const out = await client.send(
-      new CreateMultipartUploadCommand({ Bucket: bucket, Key: key, ...writeParams, ...(algorithm ? { ChecksumAlgorithm: algorithm } : {}) }),
+      new CreateMultipartUploadCommand({
+        Bucket: bucket,
+        Key: key,
+        ...writeParams,
+        ...(algorithm ? { ChecksumAlgorithm: algorithm } : {}),
+      }),
     );
     if (!out.UploadId) throw new Error('CreateMultipartUpload returned no UploadId');
     return out.UploadId;
@@ -207,7 +212,7 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
     try {
       read: for await (const raw of input) {
         const chunk: Buffer = Buffer.isBuffer(raw) ? raw : Buffer.from(raw as Uint8Array);
-        for (let off = 0; off < chunk.length; ) {
+        for (let off = 0; off < chunk.length;) {
           const n = chunk.copy(buf, filled, off);
           filled += n;
           off += n;
@@ -234,7 +239,13 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
       const body = buf.subarray(0, filled);
       const algorithm = await checksumAlgorithm();
       try {
-        const input: PutObjectCommandInput = { Bucket: bucket, Key: key, Body: body, ...writeParams, ...(algorithm ? { ChecksumAlgorithm: algorithm } : {}) };
+        const input: PutObjectCommandInput = {
+          Bucket: bucket,
+          Key: key,
+          Body: body,
+          ...writeParams,
+          ...(algorithm ? { ChecksumAlgorithm: algorithm } : {}),
+        };
         await attempt('object', (s) => client.send(signed(new PutObjectCommand(input)), { abortSignal: s }));
       } catch (err) {
         fail('s3', err);

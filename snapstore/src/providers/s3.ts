@@ -161,7 +161,10 @@ function sseCustomer(creds: S3Credentials | undefined): Ssec | undefined {
   }
   const bytes = Buffer.from(key, 'utf8');
   if (algorithm === 'AES256' && bytes.length !== 32) {
-    throw new SnapStoreError('E_CREDENTIALS', `S3 SSE-C key for AES256 must be 32 bytes, the configured sseCustomerKey has ${bytes.length}`);
+    throw new SnapStoreError(
+      'E_CREDENTIALS',
+      `S3 SSE-C key for AES256 must be 32 bytes, the configured sseCustomerKey has ${bytes.length}`,
+    );
   }
   return {
     SSECustomerAlgorithm: algorithm,
@@ -329,7 +332,10 @@ class S3SnapStore implements SnapStore {
       if (name === 'NotImplemented' || name === 'MethodNotAllowed' || name === 'AccessDenied') {
         if (!this.warnedVersioning) {
           this.warnedVersioning = true;
-          this.logger.warn({ bucket: this.bucket, err: describeError(err) }, `cannot read bucket versioning of ${where}; listing it as unversioned`);
+          this.logger.warn(
+            { bucket: this.bucket, err: describeError(err) },
+            `cannot read bucket versioning of ${where}; listing it as unversioned`,
+          );
         }
         return false;
       }

@@ -225,7 +225,10 @@ class SwiftSnapStore implements SnapStore {
       if (!data.destroyed) data.destroy();
       await Promise.allSettled([...inFlight]);
       // Nothing is committed: remove what was uploaded (a manifest was not written).
-      if (started > 0) await this.deleteSegments(key, 0).catch((e: unknown) => this.logger.warn({ key, err: describeError(e) }, 'could not remove uploaded segments'));
+      if (started > 0)
+        await this.deleteSegments(key, 0).catch((e: unknown) =>
+          this.logger.warn({ key, err: describeError(e) }, 'could not remove uploaded segments'),
+        );
       const cause = signal?.aborted ? abortReason(signal) : isAbortError(err) && failure !== undefined ? failure.error : err;
       throw saveFailed(this.mapSaveError(cause, key), what);
     } finally {
@@ -256,7 +259,10 @@ class SwiftSnapStore implements SnapStore {
         const retryable = !signal.aborted && (isNetworkError(err) || isSnapStoreError(err, 'E_UNREACHABLE'));
         if (!retryable || attempt >= this.tuning.segmentRetries) throw err;
         const delay = this.tuning.retryBaseDelayMs * 2 ** attempt;
-        this.logger.warn({ segment: name, attempt: attempt + 1, err: describeError(err) }, `segment upload failed; retrying in ${delay} ms`);
+        this.logger.warn(
+          { segment: name, attempt: attempt + 1, err: describeError(err) },
+          `segment upload failed; retrying in ${delay} ms`,
+        );
         await new Promise<void>((resolve) => {
           const t = setTimeout(resolve, delay);
           signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });

@@ -87,7 +87,10 @@ function waitForListening(child: ChildProcess): Promise<string> {
   return new Promise((resolve, reject) => {
     let out = '';
     let err = '';
-    const timer = setTimeout(() => fail(new Error(`azurite did not start within ${STARTUP_TIMEOUT_MS} ms: ${out}${err}`)), STARTUP_TIMEOUT_MS);
+    const timer = setTimeout(
+      () => fail(new Error(`azurite did not start within ${STARTUP_TIMEOUT_MS} ms: ${out}${err}`)),
+      STARTUP_TIMEOUT_MS,
+    );
     const fail = (e: Error): void => {
       clearTimeout(timer);
       reject(e);

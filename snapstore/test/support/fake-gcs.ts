@@ -228,17 +228,31 @@ export class FakeGcsServer {
     };
   }
 
-  async putObject(bucket: string, name: string, data: Buffer, opts: { metadata?: Record<string, string>; contentType?: string } = {}): Promise<void> {
+  async putObject(
+    bucket: string,
+    name: string,
+    data: Buffer,
+    opts: { metadata?: Record<string, string>; contentType?: string } = {},
+  ): Promise<void> {
     const b = this.bucketOrThrow(bucket);
     const file = this.newFile();
     const md5 = createHash('md5').update(data);
     const crc = this.opts.crc32c === false ? undefined : new CRC32C();
     crc?.update(data);
     await pipeline([data], createWriteStream(file));
-    await this.commitObject(b, name, file, data.length, md5, crc, {
-      ...(opts.metadata ? { metadata: opts.metadata } : {}),
-      ...(opts.contentType ? { contentType: opts.contentType } : {}),
-    }, {});
+    await this.commitObject(
+      b,
+      name,
+      file,
+      data.length,
+      md5,
+      crc,
+      {
+        ...(opts.metadata ? { metadata: opts.metadata } : {}),
+        ...(opts.contentType ? { contentType: opts.contentType } : {}),
+      },
+      {},
+    );
   }
 
   /** Active (not finalized, not cancelled) resumable upload sessions. */
@@ -391,7 +405,8 @@ export class FakeGcsServer {
     const b = this.bucketOrThrow(name);
     const body = (await readJson(req)) as { retentionPolicy?: { retentionPeriod?: unknown } | null };
     if (body.retentionPolicy === null) this.setRetentionPeriod(name, undefined);
-    else if (body.retentionPolicy?.retentionPeriod !== undefined) this.setRetentionPeriod(name, Number(body.retentionPolicy.retentionPeriod));
+    else if (body.retentionPolicy?.retentionPeriod !== undefined)
+      this.setRetentionPeriod(name, Number(body.retentionPolicy.retentionPeriod));
     b.metageneration++;
     sendJson(res, 200, this.bucketResource(b));
   }
@@ -506,8 +521,10 @@ export class FakeGcsServer {
         'forbidden',
       );
     }
-    if (o.temporaryHold) throw new HttpError(403, `Object '${b.name}/${o.name}' is under active Temporary hold and cannot be ${verb}.`, 'forbidden');
-    if (o.eventBasedHold) throw new HttpError(403, `Object '${b.name}/${o.name}' is under active Event-Based hold and cannot be ${verb}.`, 'forbidden');
+    if (o.temporaryHold)
+      throw new HttpError(403, `Object '${b.name}/${o.name}' is under active Temporary hold and cannot be ${verb}.`, 'forbidden');
+    if (o.eventBasedHold)
+      throw new HttpError(403, `Object '${b.name}/${o.name}' is under active Event-Based hold and cannot be ${verb}.`, 'forbidden');
   }
 
   private download(req: IncomingMessage, res: ServerResponse, bucketName: string, objectName: string, q: URLSearchParams): void {
@@ -610,7 +627,8 @@ export class FakeGcsServer {
     const b = this.bucketOrThrow(bucketName);
     const sources = body.sourceObjects ?? [];
     if (sources.length === 0) throw new HttpError(400, 'Required sourceObjects', 'required');
-    if (sources.length > 32) throw new HttpError(400, 'The number of source components provided (' + sources.length + ') exceeds the maximum (32)', 'invalid');
+    if (sources.length > 32)
+      throw new HttpError(400, 'The number of source components provided (' + sources.length + ') exceeds the maximum (32)', 'invalid');
     const parts: StoredObject[] = [];
     for (const s of sources) {
       const o = b.objects.get(s.name ?? '');
@@ -666,13 +684,18 @@ export class FakeGcsServer {
     const b = this.bucketOrThrow(bucketName);
     const ct = req.headers['content-type'] ?? '';
     const m = /boundary="?([^";]+)"?/i.exec(ct);
-    if (!/^multipart\/related/i.test(ct) || !m?.[1]) throw new HttpError(400, 'multipart upload needs Content-Type multipart/related with a boundary', 'invalid');
+    if (!/^multipart\/related/i.test(ct) || !m?.[1])
+      throw new HttpError(400, 'multipart upload needs Content-Type multipart/related with a boundary', 'invalid');
     const body = await readBody(req);
     const parts = splitMultipart(body, m[1]);
     const metaPart = parts[0];
     const mediaPart = parts[1];
     if (!metaPart || !mediaPart) throw new HttpError(400, 'multipart upload needs a metadata part and a media part', 'invalid');
-    const resource = JSON.parse(metaPart.body.toString('utf8') || '{}') as { name?: string; contentType?: string; metadata?: Record<string, string> };
+    const resource = JSON.parse(metaPart.body.toString('utf8') || '{}') as {
+      name?: string;
+      contentType?: string;
+      metadata?: Record<string, string>;
+    };
     const name = resource.name ?? q.get('name');
     if (!name) throw new HttpError(400, 'Required parameter: name', 'required');
     const file = this.newFile();
@@ -794,7 +817,9 @@ export class FakeGcsServer {
     }
     const declared = Number(req.headers['content-length'] ?? NaN);
     const isFinal =
-      cr.kind === 'whole' || cr.last === undefined || (cr.total !== undefined && first + (Number.isNaN(declared) ? 0 : declared) >= cr.total);
+      cr.kind === 'whole' ||
+      cr.last === undefined ||
+      (cr.total !== undefined && first + (Number.isNaN(declared) ? 0 : declared) >= cr.total);
     if (!isFinal && !Number.isNaN(declared) && declared < MIN_RESUMABLE_CHUNK) {
       await drain(req);
       throw new HttpError(
@@ -807,7 +832,8 @@ export class FakeGcsServer {
     const skip = s.received - first;
     const chunk = await appendBody(req, s.file, skip, s.md5, s.crc);
     // Cancelled while this chunk was arriving: the session is gone, whatever the chunk said.
-    if ((s.state as UploadSession['state']) === 'cancelled') throw new HttpError(499, 'Upload session was cancelled', 'clientClosedRequest');
+    if ((s.state as UploadSession['state']) === 'cancelled')
+      throw new HttpError(499, 'Upload session was cancelled', 'clientClosedRequest');
     const written = chunk.written;
     s.md5 = chunk.md5;
     s.crc = chunk.crc;
@@ -834,7 +860,10 @@ export class FakeGcsServer {
       s.received,
       s.md5,
       s.crc,
-      { ...(resource.metadata ? { metadata: resource.metadata } : {}), ...(resource.contentType ? { contentType: resource.contentType } : {}) },
+      {
+        ...(resource.metadata ? { metadata: resource.metadata } : {}),
+        ...(resource.contentType ? { contentType: resource.contentType } : {}),
+      },
       s.preconditions,
       undefined,
       xGoogHash,
@@ -873,7 +902,10 @@ export class FakeGcsServer {
         if (i < 0) continue;
         const kind = pair.slice(0, i).trim();
         const value = pair.slice(i + 1).trim();
-        if ((kind === 'md5' && md5Hash !== undefined && value !== md5Hash) || (kind === 'crc32c' && crc32c !== undefined && value !== crc32c)) {
+        if (
+          (kind === 'md5' && md5Hash !== undefined && value !== md5Hash) ||
+          (kind === 'crc32c' && crc32c !== undefined && value !== crc32c)
+        ) {
           throw new HttpError(400, `Provided ${kind} hash "${value}" doesn't match calculated hash`, 'invalid');
         }
       }
@@ -965,9 +997,7 @@ function checkPreconditions(o: StoredObject, p: Preconditions, what: string): vo
 }
 
 type ContentRange =
-  | { kind: 'status'; total?: number }
-  | { kind: 'range'; first: number; last?: number; total?: number }
-  | { kind: 'whole' };
+  { kind: 'status'; total?: number } | { kind: 'range'; first: number; last?: number; total?: number } | { kind: 'whole' };
 
 /** Content-Range forms: `bytes *\/*`, `bytes *\/N`, `bytes a-b/*`, `bytes a-b/N`, `bytes a-*\/*` (to the end). */
 export function parseContentRange(value: string | string[]): ContentRange | undefined {

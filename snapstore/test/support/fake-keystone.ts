@@ -71,14 +71,11 @@ export async function startFakeKeystone(opts: { swiftProxy: string; user: FakeKe
       res.writeHead(401, { 'content-type': 'text/plain' }).end('Authentication required');
       return;
     }
-    const up = http.request(
-      { host: target.hostname, port: target.port, method, path: url, headers: req.headers },
-      (upRes) => {
-        rec.status = upRes.statusCode ?? 502;
-        res.writeHead(upRes.statusCode ?? 502, upRes.headers);
-        upRes.pipe(res);
-      },
-    );
+    const up = http.request({ host: target.hostname, port: target.port, method, path: url, headers: req.headers }, (upRes) => {
+      rec.status = upRes.statusCode ?? 502;
+      res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+      upRes.pipe(res);
+    });
     up.on('error', () => {
       if (!res.headersSent) res.writeHead(502);
       res.end();
@@ -113,34 +110,40 @@ export async function startFakeKeystone(opts: { swiftProxy: string; user: FakeKe
         } else if (id.methods?.[0] === 'application_credential') {
           const ac = id.application_credential;
           // Application credentials carry their scope; a request that adds one is refused by Keystone.
-          ok = user.applicationCredential !== undefined && ac.id === user.applicationCredential.id && ac.secret === user.applicationCredential.secret && auth['scope'] === undefined;
+          ok =
+            user.applicationCredential !== undefined &&
+            ac.id === user.applicationCredential.id &&
+            ac.secret === user.applicationCredential.secret &&
+            auth['scope'] === undefined;
         }
       } catch {
         ok = false;
       }
       if (!ok) {
-        res.writeHead(401, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: 401, message: 'The request you have made requires authentication.', title: 'Unauthorized' } }));
+        res
+          .writeHead(401, { 'content-type': 'application/json' })
+          .end(
+            JSON.stringify({ error: { code: 401, message: 'The request you have made requires authentication.', title: 'Unauthorized' } }),
+          );
         return;
       }
       const token = randomBytes(16).toString('hex');
       valid.add(token);
       state.issued++;
       const endpoint = (iface: string) => ({ id: `${iface}-ep`, interface: iface, region, region_id: region, url: storageUrl });
-      res
-        .writeHead(201, { 'content-type': 'application/json', 'x-subject-token': token })
-        .end(
-          JSON.stringify({
-            token: {
-              methods: ['password'],
-              expires_at: new Date(Date.now() + 3_600_000).toISOString(),
-              project: { name: user.project, domain: { name: user.domain } },
-              catalog: [
-                { type: 'identity', name: 'keystone', endpoints: [{ interface: 'public', region, url: 'http://127.0.0.1/identity' }] },
-                { type: 'object-store', name: 'swift', endpoints: [endpoint('public'), endpoint('internal'), endpoint('admin')] },
-              ],
-            },
-          }),
-        );
+      res.writeHead(201, { 'content-type': 'application/json', 'x-subject-token': token }).end(
+        JSON.stringify({
+          token: {
+            methods: ['password'],
+            expires_at: new Date(Date.now() + 3_600_000).toISOString(),
+            project: { name: user.project, domain: { name: user.domain } },
+            catalog: [
+              { type: 'identity', name: 'keystone', endpoints: [{ interface: 'public', region, url: 'http://127.0.0.1/identity' }] },
+              { type: 'object-store', name: 'swift', endpoints: [endpoint('public'), endpoint('internal'), endpoint('admin')] },
+            ],
+          },
+        }),
+      );
     });
   });
   const identityPort = await listen(identity);

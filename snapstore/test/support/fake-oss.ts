@@ -76,7 +76,11 @@ export async function startFakeOss(opts: { bucket?: string } = {}): Promise<Fake
       requests.push(rec);
       const send = (status: number, body = '', headers: Record<string, string> = {}): void => {
         rec.status = status;
-        res.writeHead(status, { 'x-oss-request-id': randomBytes(12).toString('hex').toUpperCase(), ...(body ? { 'content-type': 'application/xml' } : {}), ...headers });
+        res.writeHead(status, {
+          'x-oss-request-id': randomBytes(12).toString('hex').toUpperCase(),
+          ...(body ? { 'content-type': 'application/xml' } : {}),
+          ...headers,
+        });
         res.end(body);
       };
       const fail = (status: number, code: string, message: string): void => send(status, errorXml(code, message));
@@ -107,17 +111,29 @@ export async function startFakeOss(opts: { bucket?: string } = {}): Promise<Fake
     const auth = String(req.headers.authorization ?? '');
     const m = /^OSS ([^:]+):(.+)$/.exec(auth);
     if (!m) return fail(403, 'AccessDenied', 'The request is not signed');
-    if (m[1] !== FAKE_OSS_ACCESS_KEY_ID) return fail(403, 'InvalidAccessKeyId', 'The OSS Access Key Id you provided does not exist in our records.');
+    if (m[1] !== FAKE_OSS_ACCESS_KEY_ID)
+      return fail(403, 'InvalidAccessKeyId', 'The OSS Access Key Id you provided does not exist in our records.');
     const ossHeaders = Object.keys(req.headers)
       .filter((h) => h.startsWith('x-oss-'))
       .sort()
       .map((h) => `${h}:${String(req.headers[h]).trim()}`);
-    const sub = [...q.keys()].filter((k) => SIGNED_SUBRESOURCES.has(k)).sort().map((k) => (q.get(k) ? `${k}=${q.get(k)}` : k));
+    const sub = [...q.keys()]
+      .filter((k) => SIGNED_SUBRESOURCES.has(k))
+      .sort()
+      .map((k) => (q.get(k) ? `${k}=${q.get(k)}` : k));
     const resource = `/${reqBucket ? `${reqBucket}/` : ''}${key}${sub.length ? `?${sub.join('&')}` : ''}`;
     const date = String(req.headers['x-oss-date'] ?? req.headers.date ?? '');
-    const toSign = [method, String(req.headers['content-md5'] ?? ''), String(req.headers['content-type'] ?? ''), date, ...ossHeaders, resource].join('\n');
+    const toSign = [
+      method,
+      String(req.headers['content-md5'] ?? ''),
+      String(req.headers['content-type'] ?? ''),
+      date,
+      ...ossHeaders,
+      resource,
+    ].join('\n');
     const expected = createHmac('sha1', FAKE_OSS_ACCESS_KEY_SECRET).update(toSign).digest('base64');
-    if (m[2] !== expected) return fail(403, 'SignatureDoesNotMatch', 'The request signature we calculated does not match the signature you provided.');
+    if (m[2] !== expected)
+      return fail(403, 'SignatureDoesNotMatch', 'The request signature we calculated does not match the signature you provided.');
     if (reqBucket !== bucket) return fail(404, 'NoSuchBucket', `The specified bucket ${reqBucket} does not exist.`);
 
     if (key === '') {
@@ -135,7 +151,10 @@ export async function startFakeOss(opts: { bucket?: string } = {}): Promise<Fake
     if (method === 'POST' && q.has('uploads')) {
       const id = randomBytes(16).toString('hex').toUpperCase();
       uploads.set(id, { key, parts: new Map() });
-      return send(200, `<?xml version="1.0" encoding="UTF-8"?>\n<InitiateMultipartUploadResult><Bucket>${bucket}</Bucket><Key>${xmlEscape(key)}</Key><UploadId>${id}</UploadId></InitiateMultipartUploadResult>`);
+      return send(
+        200,
+        `<?xml version="1.0" encoding="UTF-8"?>\n<InitiateMultipartUploadResult><Bucket>${bucket}</Bucket><Key>${xmlEscape(key)}</Key><UploadId>${id}</UploadId></InitiateMultipartUploadResult>`,
+      );
     }
     const uploadId = q.get('uploadId');
     if (uploadId !== null) {
@@ -153,7 +172,10 @@ export async function startFakeOss(opts: { bucket?: string } = {}): Promise<Fake
         return send(200, '', { etag });
       }
       if (method === 'POST') {
-        const listed = [...body.toString('utf8').matchAll(/<PartNumber>(\d+)<\/PartNumber>\s*<ETag>([^<]+)<\/ETag>/g)].map((x) => ({ n: Number(x[1]), etag: x[2] as string }));
+        const listed = [...body.toString('utf8').matchAll(/<PartNumber>(\d+)<\/PartNumber>\s*<ETag>([^<]+)<\/ETag>/g)].map((x) => ({
+          n: Number(x[1]),
+          etag: x[2] as string,
+        }));
         const datas: Buffer[] = [];
         let prev = 0;
         for (const [i, p] of listed.entries()) {
@@ -161,7 +183,8 @@ export async function startFakeOss(opts: { bucket?: string } = {}): Promise<Fake
           if (!part || part.etag !== p.etag) return fail(400, 'InvalidPart', `part ${p.n} was not uploaded or its ETag differs`);
           if (p.n <= prev) return fail(400, 'InvalidPartOrder', 'parts must be in ascending order');
           // OSS: every part but the last is at least 100 KB.
-          if (i < listed.length - 1 && part.data.length < 100 * 1024) return fail(400, 'EntityTooSmall', `part ${p.n} is smaller than 100 KB`);
+          if (i < listed.length - 1 && part.data.length < 100 * 1024)
+            return fail(400, 'EntityTooSmall', `part ${p.n} is smaller than 100 KB`);
           prev = p.n;
           datas.push(part.data);
         }
@@ -169,7 +192,11 @@ export async function startFakeOss(opts: { bucket?: string } = {}): Promise<Fake
         uploads.delete(uploadId);
         const etag = `"${createHash('md5').update(data).digest('hex').toUpperCase()}-${listed.length}"`;
         objects.set(key, { data, lastModified: new Date(), etag });
-        return send(200, `<?xml version="1.0" encoding="UTF-8"?>\n<CompleteMultipartUploadResult><Bucket>${bucket}</Bucket><Key>${xmlEscape(key)}</Key><ETag>${etag}</ETag></CompleteMultipartUploadResult>`, { etag });
+        return send(
+          200,
+          `<?xml version="1.0" encoding="UTF-8"?>\n<CompleteMultipartUploadResult><Bucket>${bucket}</Bucket><Key>${xmlEscape(key)}</Key><ETag>${etag}</ETag></CompleteMultipartUploadResult>`,
+          { etag },
+        );
       }
       if (method === 'DELETE') {
         uploads.delete(uploadId);
@@ -213,7 +240,12 @@ export async function startFakeOss(opts: { bucket?: string } = {}): Promise<Fake
 
     function sendBytes(status: number, data: Buffer, headers: Record<string, string>): void {
       rec.status = status;
-      res.writeHead(status, { 'content-type': 'application/octet-stream', 'content-length': String(data.length), etag: obj?.etag ?? '', ...headers });
+      res.writeHead(status, {
+        'content-type': 'application/octet-stream',
+        'content-length': String(data.length),
+        etag: obj?.etag ?? '',
+        ...headers,
+      });
       res.end(data);
     }
   }

@@ -206,14 +206,11 @@ export async function startRecordingProxy(target: string): Promise<RecordingProx
   const server = http.createServer((req, res) => {
     const rec: RecordedRequest = { method: req.method ?? '', url: req.url ?? '', headers: req.headers };
     requests.push(rec);
-    const upstream = http.request(
-      { host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers },
-      (up) => {
-        rec.status = up.statusCode;
-        res.writeHead(up.statusCode ?? 502, up.headers);
-        up.pipe(res);
-      },
-    );
+    const upstream = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+      rec.status = up.statusCode;
+      res.writeHead(up.statusCode ?? 502, up.headers);
+      up.pipe(res);
+    });
     upstream.on('error', () => {
       if (!res.headersSent) res.writeHead(502);
       res.end();

@@ -30,7 +30,8 @@ export async function run(config: CompactCommandConfig, ctx: CommandContext): Pr
           ? {
               leases: async () => {
                 const namespace = ctx.env.POD_NAMESPACE ?? '';
-                if (namespace === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAMESPACE must be set when snapshot lease renewal is enabled');
+                if (namespace === '')
+                  throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAMESPACE must be set when snapshot lease renewal is enabled');
                 return new SnapshotLeases({
                   kube: await createKubeClient(resolveKubeConnection({ env: ctx.env })),
                   namespace,

@@ -17,7 +17,12 @@ import { reportFailure } from '../failure.js';
 export async function run(config: InitializeCommandConfig, ctx: CommandContext): Promise<number> {
   const rc = config.restorationConfig;
   const store = ctx.stores.primary
-    ? new RotatingStore({ resolve: () => ctx.resolveStore('primary'), env: ctx.env, envPrefix: STORE_ENV_PREFIX.primary, logger: ctx.logger })
+    ? new RotatingStore({
+        resolve: () => ctx.resolveStore('primary'),
+        env: ctx.env,
+        envPrefix: STORE_ENV_PREFIX.primary,
+        logger: ctx.logger,
+      })
     : undefined;
   let binaries: Promise<EtcdBinaries> | undefined;
   try {

@@ -15,7 +15,9 @@ import { reportFailure } from '../failure.js';
 export async function run(config: RestoreCommandConfig, ctx: CommandContext): Promise<number> {
   const storeConfig = ctx.stores.primary;
   if (!storeConfig) {
-    ctx.io.stderr.write('Error: no store to restore from: give --storage-provider (Local, S3, ABS, GCS, Swift, OSS, ECS or OCS) and --store-container\n');
+    ctx.io.stderr.write(
+      'Error: no store to restore from: give --storage-provider (Local, S3, ABS, GCS, Swift, OSS, ECS or OCS) and --store-container\n',
+    );
     return 1;
   }
   const store = await openSnapStore(storeConfig, { readOnly: true });
@@ -75,7 +77,8 @@ function planJson(plan: RestorePlan) {
 function planText(plan: RestorePlan): string {
   if (!plan.base) return 'No full snapshot in the store: nothing to restore.\n';
   const rows = [plan.base, ...plan.deltas].map(
-    (s) => `${s.kind.padEnd(5)} ${String(s.startRevision).padStart(10)} ${String(s.lastRevision).padStart(10)}  ${s.createdOn.toISOString()}  ${String(s.sizeBytes ?? '-').padStart(10)}  ${s.snapName}`,
+    (s) =>
+      `${s.kind.padEnd(5)} ${String(s.startRevision).padStart(10)} ${String(s.lastRevision).padStart(10)}  ${s.createdOn.toISOString()}  ${String(s.sizeBytes ?? '-').padStart(10)}  ${s.snapName}`,
   );
   return [
     `KIND       START       LAST  CREATED                         SIZE  NAME`,

@@ -17,7 +17,9 @@ import { reportFailure } from '../failure.js';
  */
 export async function run(config: SnapshotCommandConfig, ctx: CommandContext): Promise<number> {
   if (!ctx.stores.primary) {
-    ctx.io.stderr.write('Error: no store to write snapshots to: give --storage-provider (Local, S3, ABS, GCS, Swift, OSS, ECS or OCS) and --store-container\n');
+    ctx.io.stderr.write(
+      'Error: no store to write snapshots to: give --storage-provider (Local, S3, ABS, GCS, Swift, OSS, ECS or OCS) and --store-container\n',
+    );
     return 1;
   }
   const conn = config.etcdConnectionConfig;

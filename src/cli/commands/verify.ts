@@ -20,14 +20,18 @@ function mib(bytes: number): string {
 export function formatReport(r: VerifyReport): string {
   const lines: string[] = [];
   for (const c of r.chains) {
-    lines.push(`chain ${c.base}: ${c.ok ? 'OK' : 'BROKEN'}, restorable to revision ${c.restorableRevision}${c.restorableTime ? ` (taken ${c.restorableTime})` : ''}`);
+    lines.push(
+      `chain ${c.base}: ${c.ok ? 'OK' : 'BROKEN'}, restorable to revision ${c.restorableRevision}${c.restorableTime ? ` (taken ${c.restorableTime})` : ''}`,
+    );
     for (const o of c.objects) {
-      const what = o.kind === 'Full' ? `database at revision ${o.revision ?? '?'}` : `${o.events ?? 0} events up to revision ${o.revision ?? '?'}`;
+      const what =
+        o.kind === 'Full' ? `database at revision ${o.revision ?? '?'}` : `${o.events ?? 0} events up to revision ${o.revision ?? '?'}`;
       lines.push(`  ${o.ok ? 'ok    ' : 'BROKEN'} ${o.snapName}  ${mib(o.bytes)}  ${o.ok ? what : o.problem}`);
     }
     if (c.problem && c.objects.every((o) => o.ok)) lines.push(`  BROKEN ${c.problem}`);
   }
-  if (r.orphanDeltas.length > 0) lines.push(`${r.orphanDeltas.length} delta snapshot(s) older than every full snapshot were not checked (no restore uses them)`);
+  if (r.orphanDeltas.length > 0)
+    lines.push(`${r.orphanDeltas.length} delta snapshot(s) older than every full snapshot were not checked (no restore uses them)`);
   if (r.chains.length === 0) lines.push('no full snapshot in the store: nothing to restore');
   lines.push(
     r.restorable

@@ -29,8 +29,10 @@ export const healthGroup = defineGroup<HealthConfig>({
   validate(c, issues, flag) {
     if (c.heartbeatDuration <= 0) issues.add(`${flag('heartbeatDuration')} must be greater than 0`);
     if (c.snapshotLeaseRenewalEnabled) {
-      if (c.fullSnapshotLeaseName === '') issues.add(`${flag('fullSnapshotLeaseName')} must not be empty when snapshot lease renewal is enabled`);
-      if (c.deltaSnapshotLeaseName === '') issues.add(`${flag('deltaSnapshotLeaseName')} must not be empty when snapshot lease renewal is enabled`);
+      if (c.fullSnapshotLeaseName === '')
+        issues.add(`${flag('fullSnapshotLeaseName')} must not be empty when snapshot lease renewal is enabled`);
+      if (c.deltaSnapshotLeaseName === '')
+        issues.add(`${flag('deltaSnapshotLeaseName')} must not be empty when snapshot lease renewal is enabled`);
     }
   },
 });

@@ -30,7 +30,8 @@ export const commonGroup = defineGroup<CommonConfig>({
   },
   defaults: () => ({ logLevel: 4, logFormat: 'json' as const }),
   validate(c, issues, flag) {
-    if (c.logFormat !== 'json' && c.logFormat !== 'text') issues.add(`${flag('logFormat')}: unknown format ${JSON.stringify(c.logFormat)}; use json or text`);
+    if (c.logFormat !== 'json' && c.logFormat !== 'text')
+      issues.add(`${flag('logFormat')}: unknown format ${JSON.stringify(c.logFormat)}; use json or text`);
   },
 });
 
@@ -56,7 +57,8 @@ export const serverTopLevelGroup = defineGroup<Pick<ServerConfig, 'configFile' |
   defaults: () => ({ configFile: '', defragmentationSchedule: '0 0 */3 * *', useEtcdWrapper: false }),
   validate(c, issues, flag) {
     const err = cronScheduleError(c.defragmentationSchedule);
-    if (err !== undefined) issues.add(`${flag('defragmentationSchedule')}: invalid schedule ${JSON.stringify(c.defragmentationSchedule)}: ${err}`);
+    if (err !== undefined)
+      issues.add(`${flag('defragmentationSchedule')}: invalid schedule ${JSON.stringify(c.defragmentationSchedule)}: ${err}`);
   },
 });
 
@@ -66,7 +68,8 @@ export const defragScheduleGroup = defineGroup<Pick<SnapshotCommandConfig, 'defr
   defaults: () => ({ defragmentationSchedule: '0 0 */3 * *' }),
   validate(c, issues, flag) {
     const err = cronScheduleError(c.defragmentationSchedule);
-    if (err !== undefined) issues.add(`${flag('defragmentationSchedule')}: invalid schedule ${JSON.stringify(c.defragmentationSchedule)}: ${err}`);
+    if (err !== undefined)
+      issues.add(`${flag('defragmentationSchedule')}: invalid schedule ${JSON.stringify(c.defragmentationSchedule)}: ${err}`);
   },
 });
 
@@ -89,7 +92,8 @@ export const lsOutputGroup = defineGroup<Pick<LsCommandConfig, 'output' | 'all'>
   },
   defaults: () => ({ output: 'text', all: false }),
   validate(c, issues, flag) {
-    if (c.output !== 'text' && c.output !== 'json') issues.add(`${flag('output')}: unknown format ${JSON.stringify(c.output)}; use text or json`);
+    if (c.output !== 'text' && c.output !== 'json')
+      issues.add(`${flag('output')}: unknown format ${JSON.stringify(c.output)}; use text or json`);
   },
 });
 
@@ -97,7 +101,12 @@ export const lsOutputGroup = defineGroup<Pick<LsCommandConfig, 'output' | 'all'>
 export const restoreTargetGroup = defineGroup<RestoreTargetConfig>({
   title: 'restore target (not in etcd-backup-restore)',
   fields: {
-    dryRun: { type: 'bool', flag: 'dry-run', fileKey: false, usage: 'print the restore plan (snapshots, revisions, sizes) and change nothing' },
+    dryRun: {
+      type: 'bool',
+      flag: 'dry-run',
+      fileKey: false,
+      usage: 'print the restore plan (snapshots, revisions, sizes) and change nothing',
+    },
     toRevision: { type: 'int64', flag: 'to-revision', fileKey: false, usage: 'restore up to and including this revision (0: everything)' },
     toTime: {
       type: 'string',
@@ -113,7 +122,8 @@ export const restoreTargetGroup = defineGroup<RestoreTargetConfig>({
     if (c.toTime !== '' && Number.isNaN(Date.parse(c.toTime))) {
       issues.add(`${flag('toTime')}: ${JSON.stringify(c.toTime)} is not an RFC 3339 time such as 2026-11-21T10:00:00Z`);
     }
-    if (c.output !== 'text' && c.output !== 'json') issues.add(`${flag('output')}: unknown format ${JSON.stringify(c.output)}; use text or json`);
+    if (c.output !== 'text' && c.output !== 'json')
+      issues.add(`${flag('output')}: unknown format ${JSON.stringify(c.output)}; use text or json`);
   },
 });
 
@@ -127,7 +137,8 @@ export const verifyOptionsGroup = defineGroup<Pick<VerifyCommandConfig, 'output'
   },
   defaults: () => ({ output: 'text', all: false, maxFetchers: 6 }),
   validate(c, issues, flag) {
-    if (c.output !== 'text' && c.output !== 'json') issues.add(`${flag('output')}: unknown format ${JSON.stringify(c.output)}; use text or json`);
+    if (c.output !== 'text' && c.output !== 'json')
+      issues.add(`${flag('output')}: unknown format ${JSON.stringify(c.output)}; use text or json`);
     if (c.maxFetchers <= 0) issues.add(`${flag('maxFetchers')} must be greater than 0`);
   },
 });
@@ -139,7 +150,8 @@ export const verifyScheduleGroup = defineGroup<Pick<ServerConfig, 'verifySchedul
     verifySchedule: {
       type: 'string',
       flag: 'verify-schedule',
-      usage: 'cron schedule on which the leader verifies the newest backup chain (as etcdbrctl verify; metrics etcdbr_backup_*); empty: never',
+      usage:
+        'cron schedule on which the leader verifies the newest backup chain (as etcdbrctl verify; metrics etcdbr_backup_*); empty: never',
     },
   },
   defaults: () => ({ verifySchedule: '' }),
@@ -162,13 +174,19 @@ export const apiAuthGroup = defineGroup<Pick<ServerConfig, 'apiClientCaFile' | '
     apiTokenFile: {
       type: 'string',
       flag: 'api-token-file',
-      usage: 'require "Authorization: Bearer <token>" with the token in this file (re-read when it changes); with a client CA, either is enough',
+      usage:
+        'require "Authorization: Bearer <token>" with the token in this file (re-read when it changes); with a client CA, either is enough',
     },
-    apiOpenProbes: { type: 'bool', flag: 'api-open-probes', usage: 'serve /healthz and /metrics without credentials (for probes and scrapers)' },
+    apiOpenProbes: {
+      type: 'bool',
+      flag: 'api-open-probes',
+      usage: 'serve /healthz and /metrics without credentials (for probes and scrapers)',
+    },
   },
   defaults: () => ({ apiClientCaFile: '', apiTokenFile: '', apiOpenProbes: true }),
   validate(c, issues, flag) {
-    if (c.apiClientCaFile !== '' && !existsSync(c.apiClientCaFile)) issues.add(`${flag('apiClientCaFile')}: file ${c.apiClientCaFile} does not exist`);
+    if (c.apiClientCaFile !== '' && !existsSync(c.apiClientCaFile))
+      issues.add(`${flag('apiClientCaFile')}: file ${c.apiClientCaFile} does not exist`);
     if (c.apiTokenFile !== '' && !existsSync(c.apiTokenFile)) issues.add(`${flag('apiTokenFile')}: file ${c.apiTokenFile} does not exist`);
   },
 });

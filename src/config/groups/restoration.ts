@@ -9,7 +9,11 @@ export const restorationGroup = defineGroup<RestorationConfig>({
   title: 'restoration',
   fields: {
     initialCluster: { type: 'string', flag: 'initial-cluster', usage: 'initial cluster configuration for restoration (name=peer-url,...)' },
-    initialClusterToken: { type: 'string', flag: 'initial-cluster-token', usage: 'initial cluster token for the etcd cluster during restoration' },
+    initialClusterToken: {
+      type: 'string',
+      flag: 'initial-cluster-token',
+      usage: 'initial cluster token for the etcd cluster during restoration',
+    },
     dataDir: { type: 'string', flag: 'data-dir', shorthand: 'd', usage: 'path to the etcd data directory' },
     tempDir: {
       type: 'string',
@@ -32,7 +36,12 @@ export const restorationGroup = defineGroup<RestorationConfig>({
       flag: 'initial-advertise-peer-urls',
       usage: "this member's peer URLs advertised to the rest of the cluster",
     },
-    maxTxnOps: { type: 'uint', flag: 'max-txn-ops', fileKey: 'MaxTxnOps', usage: 'maximum number of operations per transaction of the embedded etcd' },
+    maxTxnOps: {
+      type: 'uint',
+      flag: 'max-txn-ops',
+      fileKey: 'MaxTxnOps',
+      usage: 'maximum number of operations per transaction of the embedded etcd',
+    },
     maxRequestBytes: {
       type: 'uint',
       flag: 'max-request-bytes',

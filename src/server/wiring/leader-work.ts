@@ -133,7 +133,9 @@ export class LeaderWork {
       this.secondarySyncDone = Promise.all([this.secondarySyncDone, this.secondarySync.run(abort.signal)]).then(() => undefined);
     }
     if (this.verifySchedule && this.opts.scrubber) {
-      this.scrubDone = Promise.all([this.scrubDone, this.opts.scrubber.runOnSchedule(this.verifySchedule, abort.signal)]).then(() => undefined);
+      this.scrubDone = Promise.all([this.scrubDone, this.opts.scrubber.runOnSchedule(this.verifySchedule, abort.signal)]).then(
+        () => undefined,
+      );
     }
     if (!store) {
       // Without a store the leader only reports healthy (upstream).
