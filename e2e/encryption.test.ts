@@ -6,7 +6,7 @@
  * keeps the result encrypted; copy re-encrypts to a rotated key (old objects readable with both identities,
  * the copies only with the new one); the age CLI opens a stored object; a tampered object stops restore.
  */
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { access, mkdir, mkdtemp, readFile, readdir, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,7 +20,8 @@ import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from '../snapstore/
 import { startLocalEtcd } from '../src/etcd/local-etcd.js';
 import { etcdBinaries, startTestEtcd } from '../test/support/etcd.js';
 import { dumpEtcd } from '../test/support/etcd-dump.js';
-import { BIN, waitFor } from './support/sidecar.js';
+import { runCli, startCli } from './support/cli-process.js';
+import { waitFor } from './support/sidecar.js';
 
 const run = promisify(execFile);
 const cleanups: Array<() => Promise<unknown>> = [];
@@ -28,35 +29,8 @@ afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()?.();
 });
 
-interface Exit {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function start(args: string[], env: NodeJS.ProcessEnv): { child: ChildProcess; exited: Promise<Exit> } {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const exited = new Promise<Exit>((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
-  cleanups.push(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  return { child, exited };
-}
-
-async function etcdbrctl(args: string[], env: NodeJS.ProcessEnv): Promise<Exit> {
-  const { child, exited } = start(args, env);
-  const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-  try {
-    return await exited;
-  } finally {
-    clearTimeout(timer);
-  }
-}
+const start = (args: string[], env: NodeJS.ProcessEnv) => startCli(args, env, cleanups);
+const etcdbrctl = (args: string[], env: NodeJS.ProcessEnv) => runCli(args, env, cleanups);
 
 async function exists(p: string): Promise<boolean> {
   return access(p).then(

@@ -7,7 +7,6 @@
  * is configured by its credential files or environment only. Then a `copy` from one provider to another
  * (Swift → OCS and OSS → ECS, the source through SOURCE_ credentials) restores to the same state.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,43 +16,16 @@ import { startLocalEtcd } from '../src/etcd/local-etcd.js';
 import { etcdBinaries, startTestEtcd } from '../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../test/support/etcd-dump.js';
 import { startTarget, type ProviderTarget, type RoundTripProvider } from './support/provider-targets.js';
-import { BIN, waitFor } from './support/sidecar.js';
+import { runCli, startCli } from './support/cli-process.js';
+import { waitFor } from './support/sidecar.js';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()?.();
 });
 
-interface Exit {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-/** Starts bin/etcdbrctl; the test's cleanup kills it if the test ends first. */
-function start(args: string[], env: NodeJS.ProcessEnv): { child: ChildProcess; exited: Promise<Exit> } {
-  const child = spawn(process.execPath, [BIN, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  let stdout = '';
-  let stderr = '';
-  child.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-  child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const exited = new Promise<Exit>((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
-  cleanups.push(async () => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    await exited;
-  });
-  return { child, exited };
-}
-
-async function etcdbrctl(args: string[], env: NodeJS.ProcessEnv): Promise<Exit> {
-  const { child, exited } = start(args, env);
-  const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
-  try {
-    return await exited;
-  } finally {
-    clearTimeout(timer);
-  }
-}
+const start = (args: string[], env: NodeJS.ProcessEnv) => startCli(args, env, cleanups);
+const etcdbrctl = (args: string[], env: NodeJS.ProcessEnv) => runCli(args, env, cleanups);
 
 async function scratch(tag: string): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), `etcdbr-e2e-rt-${tag}-`));
