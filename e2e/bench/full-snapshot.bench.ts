@@ -360,7 +360,7 @@ async function main(): Promise<void> {
   const setup: Setup = { etcd: etcd.clientUrl, s3: s3rver.endpoint, tmp, floorDb, floorZst, ...(cert ? { caFile: cert.certFile } : {}) };
   let inProcess: Awaited<ReturnType<typeof openCases>> | undefined;
   try {
-    console.log(`etcd ${(await etcdBinaries()).version} at ${etcd.clientUrl}, filling with ~${dbMB} MiB ...`);
+    console.log(`etcd ${await (await etcdBinaries()).version()} at ${etcd.clientUrl}, filling with ~${dbMB} MiB ...`);
     const filled = await fillEtcd(benchDir, etcd.clientUrl, dbMB);
     const probe = await createEtcdClient({
       endpoints: [etcd.clientUrl],
@@ -535,7 +535,7 @@ async function main(): Promise<void> {
       JSON.stringify({
         bench: 'full-snapshot',
         node: process.version,
-        etcd: (await etcdBinaries()).version,
+        etcd: await (await etcdBinaries()).version(),
         runner: underTsx ? 'tsx' : 'node',
         isolation: oneProcess ? 'one-process' : 'process-per-run',
         dbMB: round1(dbBytes / MiB),

@@ -243,9 +243,9 @@ async function main(): Promise<void> {
   const tmp = await mkdtemp(path.join(os.tmpdir(), 'etcdbr-bench-offline-'));
   await mkdir(path.join(tmp, 'scratch'), { recursive: true });
   console.log(
-    `etcd ${binaries.version}, node ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg()[0]!.toFixed(2)}, runs ${runs}`,
+    `etcd ${await binaries.version()}, node ${process.version}, ${os.cpus().length} CPUs, load average ${os.loadavg()[0]!.toFixed(2)}, runs ${runs}`,
   );
-  const summary: Record<string, unknown> = { bench: 'offline-replay', etcd: binaries.version, runs };
+  const summary: Record<string, unknown> = { bench: 'offline-replay', etcd: await binaries.version(), runs };
   try {
     if (only.includes('small')) {
       console.log('\n(small) the Go-written gzip fixture (2.7 MB backend, 84 delta revisions) restored by bin/etcdbrctl restore');
@@ -270,7 +270,7 @@ async function main(): Promise<void> {
           ['replay', 'rev/s (median)', 'whole restore s (median)'],
           [
             ['offline', Math.round(off), round1(median(totals.offline))],
-            ['online (etcd ' + binaries.version + ', fsync on)', Math.round(on), round1(median(totals.online))],
+            ['online (etcd ' + (await binaries.version()) + ', fsync on)', Math.round(on), round1(median(totals.online))],
           ],
         ),
       );

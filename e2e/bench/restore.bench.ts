@@ -36,7 +36,7 @@ import { silentLogger } from '../../snapstore/src/index.js';
 import type { SnapStore, Snapshot } from '../../snapstore/src/index.js';
 import { openLocalStore } from '../../snapstore/src/providers/local.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
-import { etcdMinorVersion } from '../../src/etcd/binaries.js';
+import { atLeast35 } from '../../src/etcd/binaries.js';
 import { planRestore, type RestorePlan } from '../../src/restorer/plan.js';
 import { executeRestore, type RestoreOptions } from '../../src/restorer/restore.js';
 import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
@@ -114,9 +114,8 @@ interface VariantResult {
  * (3.5+); on 3.4, which always syncs, the replay's `fsync` option changes nothing, so "without fsync" is
  * measured on tmpfs instead. Floor and replay of a variant use the same etcd settings and location.
  */
-function variants(binaries: EtcdBinaries, tmp: string, shm: string | undefined): Variant[] {
-  const [major, minor] = etcdMinorVersion(binaries.version);
-  const honoured = major > 3 || (major === 3 && minor >= 5);
+async function variants(binaries: EtcdBinaries, tmp: string, shm: string | undefined): Promise<Variant[]> {
+  const honoured = atLeast35(await binaries.version());
   const out: Variant[] = [{ label: 'disk, fsync on', root: tmp, fsync: true }];
   if (honoured) out.push({ label: 'disk, fsync off', root: tmp, fsync: false });
   if (shm) out.push({ label: honoured ? 'tmpfs, fsync off' : 'tmpfs (etcd 3.4 syncs; tmpfs makes it cheap)', root: shm, fsync: false });
@@ -147,7 +146,7 @@ async function benchReplay(binaries: EtcdBinaries, tmp: string, shm: string | un
     `  chain: base at revision ${base.lastRevision}, ${revisions} revisions in ${deltas} gzip deltas (${((Date.now() - t0) / 1000).toFixed(1)} s to write)`,
   );
   const plan = planRestore(await store.list());
-  const results: VariantResult[] = variants(binaries, tmp, shm).map((variant) => ({ variant, floor: [], replay: [] }));
+  const results: VariantResult[] = (await variants(binaries, tmp, shm)).map((variant) => ({ variant, floor: [], replay: [] }));
 
   for (let r = 0; r < runs; r++) {
     for (const v of results) {
@@ -238,7 +237,7 @@ async function benchBase(binaries: EtcdBinaries, tmp: string, runs: number, dbMB
     await src.cleanup(); // not competing for the CPU while we measure
   }
   const file = path.join(storeRoot, 'v2', base.snapName);
-  const tool = binaries.etcdutl && etcdMinorVersion(binaries.version)[1] >= 5 ? binaries.etcdutl : binaries.etcdctl;
+  const tool = binaries.etcdutl && atLeast35(await binaries.version()) ? binaries.etcdutl : binaries.etcdctl;
   if (!tool) throw new Error('etcdctl not found');
   const out: BaseResult = { etcdctl: [], ours: [], download: [], dbBytes: base.sizeBytes ?? 0 };
   // Each case writes ~1 GiB; without a sync the next case pays for the previous case's writeback.
@@ -367,8 +366,8 @@ async function main(): Promise<void> {
       .loadavg()
       .map((l) => l.toFixed(2))
       .join(' ');
-  console.log(`etcd ${binaries.version}, ${os.cpus().length} CPUs, load average ${load()}, runs ${runs}`);
-  const summary: Record<string, unknown> = { bench: 'restore', etcd: binaries.version, runs, loadBefore: os.loadavg()[0] };
+  console.log(`etcd ${await binaries.version()}, ${os.cpus().length} CPUs, load average ${load()}, runs ${runs}`);
+  const summary: Record<string, unknown> = { bench: 'restore', etcd: await binaries.version(), runs, loadBefore: os.loadavg()[0] };
   try {
     if (only.includes('replay')) {
       console.log(`\n(a) delta replay, ${revisions} single-put revisions`);

@@ -2,7 +2,7 @@ import { EtcdbrError } from '../errors.js';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { EtcdBinaries } from './binaries.js';
-import { etcdMinorVersion } from './binaries.js';
+import { atLeast35 } from './binaries.js';
 
 const execFileAsync = promisify(execFile);
 
@@ -25,9 +25,7 @@ export interface BaseRestoreOptions {
  * library). etcd 3.5+ has it in etcdutl; 3.4 only in etcdctl.
  */
 export async function restoreBaseSnapshot(opts: BaseRestoreOptions): Promise<void> {
-  const [major, minor] = etcdMinorVersion(opts.binaries.version);
-  const useEtcdutl = opts.binaries.etcdutl !== undefined && (major > 3 || (major === 3 && minor >= 5));
-  const tool = useEtcdutl ? opts.binaries.etcdutl : opts.binaries.etcdctl;
+  const tool = await restoreTool(opts.binaries);
   if (!tool) {
     throw new EtcdbrError(
       'E_INVALID_INPUT',
@@ -62,4 +60,18 @@ export async function restoreBaseSnapshot(opts: BaseRestoreOptions): Promise<voi
       cause: err,
     });
   }
+}
+
+/**
+ * Which binary restores: the one shipped beside etcd when there is one (etcdutl exists from 3.5 on, and
+ * 3.6's etcdctl no longer restores, so a sibling etcdutl wins; a sibling etcdctl without an etcdutl means
+ * 3.4 or a 3.5 whose etcdctl still restores). Only tools found elsewhere on PATH, whose release may differ
+ * from etcd's, make us ask etcd for its version, as before.
+ */
+async function restoreTool(binaries: EtcdBinaries): Promise<string | undefined> {
+  const beside = binaries.toolsBesideEtcd;
+  if (beside?.etcdutl) return binaries.etcdutl;
+  if (beside?.etcdctl) return binaries.etcdctl;
+  if (binaries.etcdutl !== undefined && atLeast35(await binaries.version())) return binaries.etcdutl;
+  return binaries.etcdctl;
 }

@@ -1,4 +1,4 @@
-import { EtcdbrError } from '../errors.js';
+import { EtcdbrError, asError } from '../errors.js';
 import { execFile } from 'node:child_process';
 import { statSync } from 'node:fs';
 import { delimiter, dirname, join } from 'node:path';
@@ -11,8 +11,16 @@ export interface EtcdBinaries {
   etcdctl?: string;
   /** Present from etcd 3.5 on; base restore goes through it there. */
   etcdutl?: string;
-  /** e.g. "3.4.23" */
-  version: string;
+  /**
+   * Whether etcdctl/etcdutl were found beside `etcd` (the same release) rather than elsewhere on PATH, where
+   * they may belong to another etcd version.
+   */
+  toolsBesideEtcd?: { etcdctl: boolean; etcdutl: boolean };
+  /**
+   * `etcd --version`, e.g. "3.4.23": asked on first use and remembered. Lazy because spawning etcd costs
+   * a short restore a noticeable share of its time, and most plans never need the answer.
+   */
+  version: () => Promise<string>;
 }
 
 function isFile(p: string): boolean {
@@ -34,7 +42,15 @@ function which(name: string, path: string): string | undefined {
  * Finds etcd (and etcdctl/etcdutl beside it or on PATH). `etcdBin` wins when given (ETCD_BIN);
  * the caller passes PATH so library code does not read the environment itself.
  */
-export async function findEtcdBinaries(opts: { etcdBin?: string; path: string }): Promise<EtcdBinaries> {
+export function findEtcdBinaries(opts: { etcdBin?: string; path: string }): Promise<EtcdBinaries> {
+  try {
+    return Promise.resolve(locateEtcdBinaries(opts));
+  } catch (err) {
+    return Promise.reject(asError(err));
+  }
+}
+
+function locateEtcdBinaries(opts: { etcdBin?: string; path: string }): EtcdBinaries {
   const etcd = opts.etcdBin ?? which('etcd', opts.path);
   if (!etcd || !isFile(etcd)) {
     throw new EtcdbrError(
@@ -43,19 +59,34 @@ export async function findEtcdBinaries(opts: { etcdBin?: string; path: string })
         '(Debian/Ubuntu: apt-get install etcd-server etcd-client) or set ETCD_BIN',
     );
   }
-  const near = (name: string) => {
+  const beside = (name: string): string | undefined => {
     const sibling = join(dirname(etcd), name);
-    return isFile(sibling) ? sibling : which(name, opts.path);
+    return isFile(sibling) ? sibling : undefined;
   };
+  let version: Promise<string> | undefined;
+  const result: EtcdBinaries = { etcd, version: () => (version ??= etcdVersion(etcd)) };
+  const ctlBeside = beside('etcdctl');
+  const utlBeside = beside('etcdutl');
+  const etcdctl = ctlBeside ?? which('etcdctl', opts.path);
+  const etcdutl = utlBeside ?? which('etcdutl', opts.path);
+  if (etcdctl) result.etcdctl = etcdctl;
+  if (etcdutl) result.etcdutl = etcdutl;
+  result.toolsBesideEtcd = { etcdctl: ctlBeside !== undefined, etcdutl: utlBeside !== undefined };
+  return result;
+}
+
+/** The version `etcd --version` prints, e.g. "3.4.23". */
+export async function etcdVersion(etcd: string): Promise<string> {
   const { stdout } = await execFileAsync(etcd, ['--version']);
   const match = /etcd Version:\s*(\S+)/.exec(stdout);
   if (!match?.[1]) throw new EtcdbrError('E_FAILED', `cannot read the version of ${etcd} from: ${stdout.trim()}`);
-  const result: EtcdBinaries = { etcd, version: match[1] };
-  const etcdctl = near('etcdctl');
-  const etcdutl = near('etcdutl');
-  if (etcdctl) result.etcdctl = etcdctl;
-  if (etcdutl) result.etcdutl = etcdutl;
-  return result;
+  return match[1];
+}
+
+/** Whether a version string like "3.5.17" is etcd 3.5 or newer. */
+export function atLeast35(version: string): boolean {
+  const [major, minor] = etcdMinorVersion(version);
+  return major > 3 || (major === 3 && minor >= 5);
 }
 
 /** [major, minor] of a version string like "3.5.17". */

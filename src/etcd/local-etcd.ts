@@ -2,7 +2,7 @@ import { CodedError, EtcdbrError } from '../errors.js';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdir } from 'node:fs/promises';
 import type { EtcdBinaries } from './binaries.js';
-import { etcdMinorVersion } from './binaries.js';
+import { atLeast35 } from './binaries.js';
 import { freePort } from './ports.js';
 
 /** A local etcd child process on loopback: used for restore, compact, validation catch-up and tests. */
@@ -116,8 +116,7 @@ async function startOnce(opts: LocalEtcdOptions): Promise<LocalEtcd> {
   if (opts.quotaBackendBytes !== undefined) args.push(`--quota-backend-bytes=${opts.quotaBackendBytes}`);
   if (opts.maxRequestBytes !== undefined) args.push(`--max-request-bytes=${opts.maxRequestBytes}`);
   if (opts.maxTxnOps !== undefined) args.push(`--max-txn-ops=${opts.maxTxnOps}`);
-  const [major, minor] = etcdMinorVersion(opts.binaries.version);
-  if (opts.unsafeNoFsync && (major > 3 || (major === 3 && minor >= 5))) args.push('--unsafe-no-fsync');
+  if (opts.unsafeNoFsync && atLeast35(await opts.binaries.version())) args.push('--unsafe-no-fsync');
   args.push(...(opts.extraArgs ?? []));
 
   const child = spawn(opts.binaries.etcd, args, {
