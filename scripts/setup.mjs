@@ -242,6 +242,11 @@ async function ensureEtcd35() {
   }
 }
 
+// The durability test watches the restore's fsyncs from outside, with strace.
+function ensureStrace() {
+  ensureFromDebian('strace (for the durability test)', ['strace'], ['strace'], 'install strace and put it on PATH');
+}
+
 function build() {
   say('building TypeScript (tsc -b) ...');
   // TypeScript 7's native tsc (package.json's @typescript/native); `typescript` itself is the TypeScript 6
@@ -260,5 +265,6 @@ if (forTests) ensurePromtool();
 if (forTests) ensureSwift();
 if (forTests) ensureAge();
 if (forTests) ensureOpenssl();
+if (forTests) ensureStrace();
 if (forTests) await ensureEtcd35();
 build();
