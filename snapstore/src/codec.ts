@@ -11,6 +11,7 @@ import type { TransformCallback } from 'node:stream';
 import { createRequire } from 'node:module';
 import * as zlib from 'node:zlib';
 import { SnapStoreError } from './errors.js';
+import { InternalError } from './internal-errors.js';
 import { LzwDecoder, LzwEncoder } from './lzw.js';
 import type { CompressionSuffix } from './snapshot.js';
 
@@ -136,7 +137,7 @@ export function createDecompressStream(suffix: string, objectName: string): Tran
     case 'zlib':
       return relabelZlibErrors(zlib.createInflate(ZLIB_OPTIONS), corrupt);
     case 'lzw':
-      return new LzwDecoder({ makeError: (message) => corrupt(new Error(message)) });
+      return new LzwDecoder({ makeError: (message) => corrupt(new InternalError('E_CORRUPT_STREAM', message)) });
     case 'zstd':
       return new ZstdDecoder(corrupt);
   }
@@ -222,11 +223,11 @@ class ZstdDecoder extends Transform {
 
   override _flush(callback: TransformCallback): void {
     if (!this.sawInput) {
-      callback(this.corrupt(new Error('empty input, no zstd frame')));
+      callback(this.corrupt(new InternalError('E_CORRUPT_STREAM', 'empty input, no zstd frame')));
       return;
     }
     if (this.inFrame) {
-      callback(this.corrupt(new Error('stream ended in the middle of a frame')));
+      callback(this.corrupt(new InternalError('E_CORRUPT_STREAM', 'stream ended in the middle of a frame')));
       return;
     }
     callback();

@@ -23,6 +23,7 @@ function age(): AgeLibrary {
   return (ageLibrary ??= createRequire(import.meta.url)('age-encryption') as AgeLibrary);
 }
 import { SnapStoreError } from './errors.js';
+import { InternalError } from './internal-errors.js';
 
 /** A private key as read from an identity file, with its public key for messages (never the secret). */
 export interface AgeIdentity {
@@ -84,7 +85,7 @@ export async function parseIdentityFile(text: string, source: string): Promise<A
   for (const { line, value } of lines) {
     let recipient: string;
     try {
-      if (!value.startsWith('AGE-SECRET-KEY-')) throw new Error('expected AGE-SECRET-KEY-1…');
+      if (!value.startsWith('AGE-SECRET-KEY-')) throw new InternalError('E_BAD_INPUT', 'expected AGE-SECRET-KEY-1…');
       recipient = await age().identityToRecipient(value);
     } catch (err) {
       // The message never repeats the line: it may be a secret.
@@ -277,7 +278,7 @@ export async function checkHeaderOpens(
   }
   const { decrypter, recorder } = decrypterFor(identities);
   try {
-    if (end < 0) throw new Error('no complete age header in the first bytes of the object');
+    if (end < 0) throw new InternalError('E_CORRUPT_STREAM', 'no complete age header in the first bytes of the object');
     await decrypter.decryptHeader(head.subarray(0, end + 1));
   } catch (err) {
     throw headerError(err, recorder, identities, objectName);

@@ -9,6 +9,7 @@
  */
 import { Transform } from 'node:stream';
 import type { TransformCallback, TransformOptions } from 'node:stream';
+import { InternalError } from './internal-errors.js';
 
 const CLEAR = 256;
 const EOF = 257;
@@ -220,7 +221,7 @@ export class LzwEncoder extends Transform {
 export interface LzwDecoderOptions extends TransformOptions {
   /**
    * Builds the error reported for a corrupt or truncated stream from a message without codec prefix (lets callers
-   * attach object names and codes). Default: `new Error('lzw: ' + message)`.
+   * attach object names and codes). Default: an InternalError `lzw: <message>`.
    */
   makeError?: (message: string) => Error;
 }
@@ -266,7 +267,7 @@ export class LzwDecoder extends Transform {
   constructor(options: LzwDecoderOptions = {}) {
     const { makeError, ...rest } = options;
     super(rest);
-    this.makeError = makeError ?? ((message) => new Error(`lzw: ${message}`));
+    this.makeError = makeError ?? ((message) => new InternalError('E_CORRUPT_STREAM', `lzw: ${message}`));
     for (let c = 0; c < CLEAR; c++) {
       this.length[c] = 1;
       this.first[c] = c;

@@ -1,6 +1,8 @@
 /**
  * Every error src/ throws carries a code (src/errors.ts): no bare `Error` is made, every error class derives
- * from CodedError, and nothing but errors is thrown. Read from each module's syntax tree.
+ * from CodedError, and nothing but errors is thrown. The snapstore package likewise: SnapStoreError for what
+ * leaves it, InternalError (and its AbortError, TimeoutError) for what it wraps before. Read from each
+ * module's syntax tree.
  */
 import { readFile } from 'node:fs/promises';
 import { join, relative } from 'node:path';
@@ -10,7 +12,19 @@ import { describe, expect, it } from 'vitest';
 import { sourceFiles } from '../support/module-imports.js';
 
 const SRC = fileURLToPath(new URL('../../src', import.meta.url));
-const BASE = join(SRC, 'errors.ts');
+const SNAPSTORE_SRC = fileURLToPath(new URL('../../snapstore/src', import.meta.url));
+/** The modules that define the base classes, the only places allowed to extend `Error`. */
+const BASES = new Set([join(SRC, 'errors.ts'), join(SNAPSTORE_SRC, 'errors.ts'), join(SNAPSTORE_SRC, 'internal-errors.ts')]);
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+async function offendersIn(dir: string): Promise<string[]> {
+  const offenders: string[] = [];
+  for (const file of await sourceFiles(dir)) {
+    if (BASES.has(file)) continue;
+    for (const o of uncodedErrors(file, await readFile(file, 'utf8'))) offenders.push(`${relative(ROOT, file)}:${o}`);
+  }
+  return offenders;
+}
 
 /** What in one module makes an error without a code: `new Error(…)`, `Error(…)`, `extends Error`, `throw <literal>`. */
 export function uncodedErrors(fileName: string, text: string): string[] {
@@ -41,12 +55,11 @@ export function uncodedErrors(fileName: string, text: string): string[] {
 
 describe('typed errors', () => {
   it('src/ makes no error without a code (src/errors.ts: CodedError, EtcdbrError, or the module’s own class)', async () => {
-    const offenders: string[] = [];
-    for (const file of await sourceFiles(SRC)) {
-      if (file === BASE) continue;
-      for (const o of uncodedErrors(file, await readFile(file, 'utf8'))) offenders.push(`${relative(SRC, file)}:${o}`);
-    }
-    expect(offenders).toEqual([]);
+    expect(await offendersIn(SRC)).toEqual([]);
+  });
+
+  it('snapstore/src/ makes no error without a code (SnapStoreError, or InternalError and its subclasses)', async () => {
+    expect(await offendersIn(SNAPSTORE_SRC)).toEqual([]);
   });
 
   it('the check sees each way of making an uncoded error, and passes coded ones', () => {

@@ -14,6 +14,7 @@ import { ContainerClient, StorageSharedKeyCredential } from '@azure/storage-blob
 import type { BlockBlobClient, StoragePipelineOptions } from '@azure/storage-blob';
 import type { AbsStoreConfig } from '../config.js';
 import { SnapStoreError, isSnapStoreError } from '../errors.js';
+import { InternalError } from '../internal-errors.js';
 import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
@@ -190,7 +191,7 @@ class AbsSnapStore implements SnapStore {
       // The SDK resumes a broken body from where it stopped (same ETag) up to this many times.
       const res = await this.client.getBlobClient(key).download(start, count, { maxRetryRequests: 5 });
       const body = res.readableStreamBody;
-      if (!body) throw new Error('download returned no body');
+      if (!body) throw new InternalError('E_BAD_ANSWER', 'download returned no body');
       return body as Readable;
     } catch (err) {
       throw this.mapError(err, `blob ${key}`, 'fetch');
@@ -225,7 +226,7 @@ class AbsSnapStore implements SnapStore {
       const blockIds: string[] = [];
       for await (const block of cutBlocks(data, this.blockSize, () => pool.take())) {
         if (blockIds.length >= MAX_BLOCKS) {
-          throw new Error(`more than ${MAX_BLOCKS} blocks of ${this.blockSize} bytes; raise --min-chunk-size`);
+          throw new InternalError('E_TOO_LARGE', `more than ${MAX_BLOCKS} blocks of ${this.blockSize} bytes; raise --min-chunk-size`);
         }
         const id = blockId(blockIds.length + 1);
         blockIds.push(id);
@@ -406,7 +407,7 @@ export async function* cutBlocks(
 function toBytes(piece: unknown): Uint8Array {
   if (piece instanceof Uint8Array) return piece;
   if (typeof piece === 'string') return Buffer.from(piece);
-  throw new TypeError(`snapshot stream yielded ${typeof piece}, expected bytes`);
+  throw new InternalError('E_BAD_INPUT', `snapshot stream yielded ${typeof piece}, expected bytes`);
 }
 
 function isRestError(err: unknown): boolean {

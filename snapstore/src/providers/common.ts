@@ -3,6 +3,7 @@
  * Nothing here knows a particular SDK.
  */
 import { SnapStoreError, isSnapStoreError } from '../errors.js';
+import { AbortError, InternalError } from '../internal-errors.js';
 
 /** Node and SDK error codes that mean "the endpoint could not be reached", not "it said no". */
 const NETWORK_CODES = new Set([
@@ -43,6 +44,8 @@ export function isAbortError(err: unknown): boolean {
 
 /** One-line description of an unknown error for messages. */
 export function describeError(err: unknown): string {
+  // The package's own errors say everything in their message; their code is for branching only.
+  if (err instanceof InternalError) return err.message || err.name;
   if (err instanceof Error) {
     const code = (err as { code?: unknown }).code;
     const msg = err.message || err.name;
@@ -63,7 +66,5 @@ export function saveFailed(err: unknown, what: string): SnapStoreError {
 export function abortReason(signal: AbortSignal): Error {
   const reason: unknown = signal.reason;
   if (reason instanceof Error) return reason;
-  const err = new Error(reason === undefined ? 'The operation was aborted' : `aborted: ${String(reason)}`);
-  err.name = 'AbortError';
-  return err;
+  return reason === undefined ? new AbortError() : new AbortError(`aborted: ${String(reason)}`);
 }

@@ -15,6 +15,7 @@ import { IdempotencyStrategy, Storage } from '@google-cloud/storage';
 import type { Bucket, File, StorageOptions } from '@google-cloud/storage';
 import type { GcsStoreConfig } from '../config.js';
 import { SnapStoreError, isSnapStoreError } from '../errors.js';
+import { InternalError } from '../internal-errors.js';
 import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
@@ -63,7 +64,7 @@ export async function openGcsStore(config: GcsStoreConfig, options: GcsStoreOpti
   if (endpoint !== undefined) {
     try {
       const u = new URL(endpoint);
-      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error(`unsupported scheme ${u.protocol}`);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new InternalError('E_BAD_INPUT', `unsupported scheme ${u.protocol}`);
     } catch (err) {
       throw new SnapStoreError('E_CONFIG', `GCS endpoint ${JSON.stringify(endpoint)} is not a valid http(s) URL`, { cause: err });
     }
@@ -391,5 +392,5 @@ function toBuffer(piece: unknown): Buffer {
   if (Buffer.isBuffer(piece)) return piece;
   if (piece instanceof Uint8Array) return Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength);
   if (typeof piece === 'string') return Buffer.from(piece);
-  throw new TypeError(`snapshot stream yielded ${typeof piece}, expected bytes`);
+  throw new InternalError('E_BAD_INPUT', `snapshot stream yielded ${typeof piece}, expected bytes`);
 }

@@ -12,6 +12,7 @@ import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { LocalStoreConfig } from '../config.js';
 import { SnapStoreError } from '../errors.js';
+import { InternalError } from '../internal-errors.js';
 import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
@@ -180,7 +181,7 @@ class LocalSnapStore implements SnapStore {
     try {
       // Fail here, not on the first read, when the object is missing.
       const st = await stat(file);
-      if (!st.isFile()) throw Object.assign(new Error('not a regular file'), { code: 'ENOENT' });
+      if (!st.isFile()) throw new InternalError('E_NOT_A_FILE', 'not a regular file');
       const stream = createReadStream(file, range ? { start: range.start, ...(range.end !== undefined ? { end: range.end } : {}) } : {});
       await new Promise<void>((resolve, reject) => {
         stream.once('ready', () => resolve());
@@ -274,7 +275,7 @@ class LocalSnapStore implements SnapStore {
 
   private mapError(err: unknown, key: string, op: string): SnapStoreError {
     if (err instanceof SnapStoreError) return err;
-    if (isCode(err, 'ENOENT') || isCode(err, 'ENOTDIR') || isCode(err, 'EISDIR')) {
+    if (isCode(err, 'ENOENT') || isCode(err, 'ENOTDIR') || isCode(err, 'EISDIR') || isCode(err, 'E_NOT_A_FILE')) {
       return new SnapStoreError('E_NOT_FOUND', `snapshot ${key} not found in local store ${this.root}`, { cause: err });
     }
     if (isCode(err, 'EACCES') || isCode(err, 'EPERM')) {

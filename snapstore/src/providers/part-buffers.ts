@@ -3,6 +3,7 @@
  * upload, reused part after part, and kept between the uploads of one store. Both stores send one
  * buffer per request and must not touch it again until that request has settled.
  */
+import { InternalError } from '../internal-errors.js';
 
 /**
  * At most `capacity` buffers of `size` bytes, allocated on first need and then reused. Lazily, so a
@@ -28,7 +29,7 @@ export class PartBufferPool {
     const reused = this.free.pop();
     if (reused) return reused;
     // The caller's slot accounting makes this unreachable; a bug there must not turn into unbounded memory.
-    if (this.count >= this.capacity) throw new Error(`part buffer pool of ${this.capacity} exhausted`);
+    if (this.count >= this.capacity) throw new InternalError('E_INVARIANT', `part buffer pool of ${this.capacity} exhausted`);
     this.count++;
     return this.idle?.take(this.size) ?? Buffer.allocUnsafeSlow(this.size);
   }

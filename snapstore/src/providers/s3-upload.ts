@@ -27,6 +27,7 @@ import {
 } from '@aws-sdk/client-s3';
 import type { CompletedPart, PutObjectCommandInput, S3Client, UploadPartCommandInput } from '@aws-sdk/client-s3';
 import type { Logger } from '../logger.js';
+import { InternalError, TimeoutError } from '../internal-errors.js';
 import { abortReason, describeError } from './common.js';
 import { PartBufferPool } from './part-buffers.js';
 import type { IdleBuffers } from './part-buffers.js';
@@ -91,13 +92,13 @@ export interface StreamUploadResult {
 export type UploadFailureOrigin = 'input' | 'aborted' | 's3';
 
 /** Why an upload failed; `cause` is the original error, `origin` where it came from. */
-export class UploadFailedError extends Error {
+export class UploadFailedError extends InternalError {
   override readonly name = 'UploadFailedError';
   constructor(
     readonly origin: UploadFailureOrigin,
     override readonly cause: unknown,
   ) {
-    super(describeError(cause), { cause });
+    super('E_UPLOAD_FAILED', describeError(cause), { cause });
   }
 }
 
@@ -155,7 +156,7 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
         ...(algorithm ? { ChecksumAlgorithm: algorithm } : {}),
       }),
     );
-    if (!out.UploadId) throw new Error('CreateMultipartUpload returned no UploadId');
+    if (!out.UploadId) throw new InternalError('E_BAD_ANSWER', 'CreateMultipartUpload returned no UploadId');
     return out.UploadId;
   };
 
@@ -163,7 +164,7 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
     const id = await (uploadId as Promise<string>);
     const input: UploadPartCommandInput = { Bucket: bucket, Key: key, UploadId: id, PartNumber: n, Body: body, ...writeParams };
     const out = await attempt(`part ${n}`, (s) => client.send(signed(new UploadPartCommand(input)), { abortSignal: s }));
-    if (!out.ETag) throw new Error(`UploadPart ${n} returned no ETag`);
+    if (!out.ETag) throw new InternalError('E_BAD_ANSWER', `UploadPart ${n} returned no ETag`);
     completed[n - 1] = {
       PartNumber: n,
       ETag: out.ETag,
@@ -185,7 +186,7 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
     const n = ++partNumber;
     if (n > MAX_PARTS) {
       pool.give(owner);
-      fail('s3', new Error(`object exceeds ${MAX_PARTS} parts of ${partSize} bytes; raise --min-chunk-size`));
+      fail('s3', new InternalError('E_TOO_LARGE', `object exceeds ${MAX_PARTS} parts of ${partSize} bytes; raise --min-chunk-size`));
       return;
     }
     if (!uploadId) {
@@ -418,10 +419,8 @@ async function withRetry<T>(
   }
 }
 
-function timeoutError(what: string, ms: number, cause: unknown): Error {
-  const err = new Error(`upload of ${what} took longer than ${ms} ms`, { cause });
-  err.name = 'TimeoutError';
-  return err;
+function timeoutError(what: string, ms: number, cause: unknown): TimeoutError {
+  return new TimeoutError(`upload of ${what} took longer than ${ms} ms`, { cause });
 }
 
 /** 4xx answers that describe a passing condition; every other 4xx (denied, no such upload, bad request) is final. */

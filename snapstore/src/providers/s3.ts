@@ -26,6 +26,7 @@ import {
 import type { ObjectVersion, S3ClientConfig } from '@aws-sdk/client-s3';
 import type { S3Credentials, S3StoreConfig } from '../config.js';
 import { SnapStoreError } from '../errors.js';
+import { InternalError } from '../internal-errors.js';
 import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
@@ -375,7 +376,7 @@ class S3SnapStore implements SnapStore {
       if (body && typeof (body as { transformToWebStream?: unknown }).transformToWebStream === 'function') {
         return Readable.fromWeb((body as { transformToWebStream(): import('node:stream/web').ReadableStream }).transformToWebStream());
       }
-      throw new Error('GetObject returned no body');
+      throw new InternalError('E_BAD_ANSWER', 'GetObject returned no body');
     } catch (err) {
       throw this.mapError(err, 'fetch', this.where(key));
     }
