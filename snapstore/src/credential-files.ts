@@ -143,3 +143,100 @@ export async function allExist(files: readonly string[]): Promise<boolean> {
   for (const f of files) if ((await statOrUndefined(f)) === undefined) return false;
   return true;
 }
+
+/** Where credential fields come from, for messages: a JSON file, or a directory of one file per key. */
+export interface CredentialSource {
+  kind: 'json' | 'dir';
+  path: string;
+}
+
+/** A located credential source and the variable that pointed at it (named first in every message). */
+export interface CredentialLocation extends CredentialSource {
+  envVar: string;
+}
+
+/**
+ * Upstream's lookup order for file credentials: `jsonVar` names a JSON file; else `dirVar` names a
+ * directory whose first `*.json` file is used, or, without one, its one-file-per-key contents. Undefined
+ * when neither variable is set (each provider says what to set, or falls back to its environment).
+ */
+export async function locateCredentials(env: CredentialEnv, jsonVar: string, dirVar: string): Promise<CredentialLocation | undefined> {
+  const jsonFile = lookup(env, jsonVar);
+  if (jsonFile !== undefined) return { envVar: jsonVar, kind: 'json', path: jsonFile };
+  const dir = lookup(env, dirVar);
+  if (dir === undefined) return undefined;
+  const inDir = await findJsonInDir(dirVar, dir);
+  if (inDir !== undefined) return { envVar: dirVar, kind: 'json', path: inDir };
+  return { envVar: dirVar, kind: 'dir', path: dir };
+}
+
+/** `credential file <path>` or `credential directory <path>`. */
+export function sourceText(source: CredentialSource): string {
+  return source.kind === 'json' ? `credential file ${source.path}` : `credential directory ${source.path}`;
+}
+
+/** How a missing field is named: its JSON key, or the file in the directory it should be in. */
+export function missingText(source: CredentialSource, key: string): string {
+  return source.kind === 'json' ? `"${key}" is missing` : `${key} is missing (file ${join(source.path, key)})`;
+}
+
+/** Throws one E_CREDENTIALS error naming every one of `required` that is absent or empty, each with its file. */
+export function requireFields(
+  envVar: string,
+  provider: string,
+  source: CredentialSource,
+  fields: Readonly<Partial<Record<string, string>>>,
+  required: readonly string[],
+): void {
+  const absent = required.filter((k) => (fields[k] ?? '') === '');
+  if (absent.length > 0) {
+    throw fail(`${envVar}: ${provider} ${sourceText(source)}: ${absent.map((k) => missingText(source, k)).join(', ')}`);
+  }
+}
+
+export interface CredentialFields<S extends string, B extends string> {
+  strings: Partial<Record<S, string>>;
+  bools: Partial<Record<B, boolean>>;
+}
+
+/**
+ * Reads the string and boolean fields of a located source: JSON keys (Go's matching, types checked) or
+ * the files of a directory (trimmed; booleans in `strconv.ParseBool` form). `checkedOnly` are JSON keys
+ * that are accepted and type-checked but not used.
+ */
+export async function readCredentialFields<S extends string, B extends string = never>(
+  loc: CredentialLocation,
+  keys: { strings: readonly S[]; bools?: readonly B[]; checkedOnly?: readonly string[] },
+): Promise<CredentialFields<S, B>> {
+  const { envVar, path } = loc;
+  const bools = keys.bools ?? [];
+  const out: CredentialFields<S, B> = { strings: {}, bools: {} };
+  if (loc.kind === 'json') {
+    const obj = await readJsonObject(envVar, path);
+    for (const k of keys.strings) {
+      const v = jsonString(envVar, path, obj, k);
+      if (v !== undefined) out.strings[k] = v;
+    }
+    for (const k of bools) {
+      const v = jsonBool(envVar, path, obj, k);
+      if (v !== undefined) out.bools[k] = v;
+    }
+    for (const k of keys.checkedOnly ?? []) jsonString(envVar, path, obj, k);
+    return out;
+  }
+  const values = await readDirValues(envVar, path, [...keys.strings, ...bools]);
+  for (const k of keys.strings) {
+    const v = values.get(k);
+    if (v !== undefined) out.strings[k] = v;
+  }
+  for (const k of bools) {
+    const v = values.get(k);
+    if (v !== undefined) out.bools[k] = parseBool(envVar, join(path, k), v);
+  }
+  return out;
+}
+
+/** Modification time of a located source: the JSON file, or the given files of the directory. */
+export async function locationModifiedTime(loc: CredentialLocation, dirFiles: readonly string[]): Promise<Date> {
+  return maxMtime(loc.envVar, loc.kind === 'json' ? [loc.path] : dirFiles.map((k) => join(loc.path, k)));
+}

@@ -11,8 +11,17 @@
  */
 import { join } from 'node:path';
 import type { SwiftCredentials } from './config.js';
-import { fail, findJsonInDir, jsonString, lookup, maxMtime, readDirValues, readJsonObject, statOrUndefined } from './credential-files.js';
-import type { CredentialEnv } from './credential-files.js';
+import {
+  fail,
+  locateCredentials,
+  locationModifiedTime,
+  lookup,
+  readCredentialFields,
+  requireFields,
+  sourceText,
+  statOrUndefined,
+} from './credential-files.js';
+import type { CredentialEnv, CredentialSource } from './credential-files.js';
 
 export const SWIFT_BASE = 'OPENSTACK_APPLICATION_CREDENTIALS';
 
@@ -25,19 +34,14 @@ type SwiftKey = (typeof ALL_KEYS)[number];
 /** The fields as found in a file or directory; absent or empty fields are missing. */
 export type SwiftFields = Partial<Record<SwiftKey, string>>;
 
-/** Where the fields came from, for messages: a JSON file, or a directory of one file per key. */
-export type SwiftSource = { kind: 'json'; path: string } | { kind: 'dir'; path: string };
-
 const has = (f: SwiftFields, k: SwiftKey): boolean => (f[k] ?? '') !== '';
 
 /**
  * Validates the fields of one credential file or directory and builds the credentials (pure).
  * Each missing field is named with the file it should be in.
  */
-export function swiftCredentialsFromFields(envVar: string, source: SwiftSource, f: SwiftFields): SwiftCredentials {
-  const where = source.kind === 'json' ? `credential file ${source.path}` : `credential directory ${source.path}`;
-  const missing = (k: SwiftKey): string =>
-    source.kind === 'json' ? `"${k}" is missing` : `${k} is missing (file ${join(source.path, k)})`;
+export function swiftCredentialsFromFields(envVar: string, source: CredentialSource, f: SwiftFields): SwiftCredentials {
+  const where = sourceText(source);
   const password = PASSWORD_KEYS.some((k) => has(f, k));
   const appCredential = APP_CREDENTIAL_KEYS.some((k) => has(f, k));
   if (password && appCredential) {
@@ -53,8 +57,7 @@ export function swiftCredentialsFromFields(envVar: string, source: SwiftSource, 
     );
   }
   const required = [...COMMON_KEYS, ...(password ? PASSWORD_KEYS : APP_CREDENTIAL_KEYS)];
-  const absent = required.filter((k) => !has(f, k));
-  if (absent.length > 0) throw fail(`${envVar}: Swift ${where}: ${absent.map(missing).join(', ')}`);
+  requireFields(envVar, 'Swift', source, f, required);
 
   const c: SwiftCredentials = {
     authURL: f.authURL as string,
@@ -126,19 +129,6 @@ export function swiftCredentialsFromEnv(env: CredentialEnv, os: string, filesHin
   return c;
 }
 
-function fieldsFromJson(envVar: string, path: string, obj: Record<string, unknown>): SwiftFields {
-  const f: SwiftFields = {};
-  for (const k of ALL_KEYS) {
-    const v = jsonString(envVar, path, obj, k);
-    if (v !== undefined) f[k] = v;
-  }
-  return f;
-}
-
-async function fromJsonFile(envVar: string, path: string): Promise<SwiftCredentials> {
-  return swiftCredentialsFromFields(envVar, { kind: 'json', path }, fieldsFromJson(envVar, path, await readJsonObject(envVar, path)));
-}
-
 /**
  * Swift credentials for the store with env prefix `prefix`. The endpoint region is `<OS>REGION_NAME`
  * when set (upstream reads `OS_REGION_NAME` for it), else the credentials' `region`.
@@ -151,14 +141,10 @@ export async function readSwiftCredentials(env: CredentialEnv, prefix: '' | 'SOU
     const region = lookup(env, `${os}REGION_NAME`);
     return region === undefined ? c : { ...c, region };
   };
-  const jsonFile = lookup(env, jsonVar);
-  if (jsonFile !== undefined) return withRegion(await fromJsonFile(jsonVar, jsonFile));
-  const dir = lookup(env, dirVar);
-  if (dir === undefined) return swiftCredentialsFromEnv(env, os, `${jsonVar} (a JSON file) or ${dirVar} (a directory)`);
-  const inDir = await findJsonInDir(dirVar, dir);
-  if (inDir !== undefined) return withRegion(await fromJsonFile(dirVar, inDir));
-  const values = await readDirValues(dirVar, dir, ALL_KEYS);
-  return withRegion(swiftCredentialsFromFields(dirVar, { kind: 'dir', path: dir }, Object.fromEntries(values) as SwiftFields));
+  const loc = await locateCredentials(env, jsonVar, dirVar);
+  if (loc === undefined) return swiftCredentialsFromEnv(env, os, `${jsonVar} (a JSON file) or ${dirVar} (a directory)`);
+  const { strings } = await readCredentialFields(loc, { strings: ALL_KEYS });
+  return withRegion(swiftCredentialsFromFields(loc.envVar, loc, strings));
 }
 
 /**
@@ -167,16 +153,9 @@ export async function readSwiftCredentials(env: CredentialEnv, prefix: '' | 'SOU
  * three application credential files. Undefined with the `OS_*` environment only (nothing to watch).
  */
 export async function swiftCredentialsModifiedTime(env: CredentialEnv, prefix: '' | 'SOURCE_' | 'SECONDARY_'): Promise<Date | undefined> {
-  const jsonVar = `${prefix}${SWIFT_BASE}_JSON`;
-  const dirVar = `${prefix}${SWIFT_BASE}`;
-  const jsonFile = lookup(env, jsonVar);
-  if (jsonFile !== undefined) return maxMtime(jsonVar, [jsonFile]);
-  const dir = lookup(env, dirVar);
-  if (dir === undefined) return undefined;
-  const inDir = await findJsonInDir(dirVar, dir);
-  if (inDir !== undefined) return maxMtime(dirVar, [inDir]);
+  const loc = await locateCredentials(env, `${prefix}${SWIFT_BASE}_JSON`, `${prefix}${SWIFT_BASE}`);
+  if (loc === undefined) return undefined;
   let password = false;
-  for (const k of PASSWORD_KEYS) if ((await statOrUndefined(join(dir, k))) !== undefined) password = true;
-  const files = [...COMMON_KEYS, ...(password ? PASSWORD_KEYS : APP_CREDENTIAL_KEYS)].map((k) => join(dir, k));
-  return maxMtime(dirVar, files);
+  if (loc.kind === 'dir') for (const k of PASSWORD_KEYS) if ((await statOrUndefined(join(loc.path, k))) !== undefined) password = true;
+  return locationModifiedTime(loc, [...COMMON_KEYS, ...(password ? PASSWORD_KEYS : APP_CREDENTIAL_KEYS)]);
 }

@@ -7,20 +7,17 @@
  *   directory), keys `endpoint, region, accessKeyID, secretAccessKey` (required) and `disableSSL,
  *   insecureSkipVerify`.
  */
-import { join } from 'node:path';
 import type { S3CompatibleCredentials } from './config.js';
 import {
   fail,
-  findJsonInDir,
-  jsonBool,
-  jsonString,
+  locateCredentials,
+  locationModifiedTime,
   lookup,
-  maxMtime,
   parseBool,
-  readDirValues,
-  readJsonObject,
+  readCredentialFields,
+  requireFields,
 } from './credential-files.js';
-import type { CredentialEnv } from './credential-files.js';
+import type { CredentialEnv, CredentialSource } from './credential-files.js';
 
 export const ECS_REGION = 'US-Standard';
 /** In lookup order; the first three are required. */
@@ -65,20 +62,16 @@ export const OCS_BASE = 'OPENSHIFT_APPLICATION_CREDENTIALS';
 const OCS_REQUIRED = ['endpoint', 'region', 'accessKeyID', 'secretAccessKey'] as const;
 const OCS_BOOLS = ['disableSSL', 'insecureSkipVerify'] as const;
 type OcsString = (typeof OCS_REQUIRED)[number];
+type OcsBool = (typeof OCS_BOOLS)[number];
 
 /** Checks the OCS fields of one file or directory (pure); each missing one is named with its file. */
 export function ocsCredentialsFromFields(
   envVar: string,
-  source: { kind: 'json' | 'dir'; path: string },
+  source: CredentialSource,
   f: Partial<Record<OcsString, string>>,
-  bools: Partial<Record<(typeof OCS_BOOLS)[number], boolean>>,
+  bools: Partial<Record<OcsBool, boolean>>,
 ): S3CompatibleCredentials {
-  const absent = OCS_REQUIRED.filter((k) => (f[k] ?? '') === '');
-  if (absent.length > 0) {
-    const what = source.kind === 'json' ? `credential file ${source.path}` : `credential directory ${source.path}`;
-    const missing = absent.map((k) => (source.kind === 'json' ? `"${k}" is missing` : `${k} is missing (file ${join(source.path, k)})`));
-    throw fail(`${envVar}: OCS ${what}: ${missing.join(', ')}`);
-  }
+  requireFields(envVar, 'OCS', source, f, OCS_REQUIRED);
   return {
     endpoint: f.endpoint as string,
     region: f.region as string,
@@ -89,54 +82,20 @@ export function ocsCredentialsFromFields(
   };
 }
 
-async function ocsFromJsonFile(envVar: string, path: string): Promise<S3CompatibleCredentials> {
-  const obj = await readJsonObject(envVar, path);
-  const f: Partial<Record<OcsString, string>> = {};
-  for (const k of OCS_REQUIRED) {
-    const v = jsonString(envVar, path, obj, k);
-    if (v !== undefined) f[k] = v;
-  }
-  const b: Partial<Record<(typeof OCS_BOOLS)[number], boolean>> = {};
-  for (const k of OCS_BOOLS) {
-    const v = jsonBool(envVar, path, obj, k);
-    if (v !== undefined) b[k] = v;
-  }
-  return ocsCredentialsFromFields(envVar, { kind: 'json', path }, f, b);
-}
-
 /** OCS credentials; an error when neither variable is set (upstream: `unable to get credentials`). */
 export async function readOcsCredentials(env: CredentialEnv, prefix: string): Promise<S3CompatibleCredentials> {
   const jsonVar = `${prefix}${OCS_BASE}_JSON`;
   const dirVar = `${prefix}${OCS_BASE}`;
-  const jsonFile = lookup(env, jsonVar);
-  if (jsonFile !== undefined) return ocsFromJsonFile(jsonVar, jsonFile);
-  const dir = lookup(env, dirVar);
-  if (dir === undefined) throw fail(`unable to get credentials: set ${jsonVar} (a JSON file) or ${dirVar} (a directory) for the OCS store`);
-  const inDir = await findJsonInDir(dirVar, dir);
-  if (inDir !== undefined) return ocsFromJsonFile(dirVar, inDir);
-  const values = await readDirValues(dirVar, dir, [...OCS_REQUIRED, ...OCS_BOOLS]);
-  const b: Partial<Record<(typeof OCS_BOOLS)[number], boolean>> = {};
-  for (const k of OCS_BOOLS) {
-    const v = values.get(k);
-    if (v !== undefined) b[k] = parseBool(dirVar, join(dir, k), v);
-  }
-  return ocsCredentialsFromFields(dirVar, { kind: 'dir', path: dir }, Object.fromEntries(values), b);
+  const loc = await locateCredentials(env, jsonVar, dirVar);
+  if (loc === undefined) throw fail(`unable to get credentials: set ${jsonVar} (a JSON file) or ${dirVar} (a directory) for the OCS store`);
+  const { strings, bools } = await readCredentialFields(loc, { strings: OCS_REQUIRED, bools: OCS_BOOLS });
+  return ocsCredentialsFromFields(loc.envVar, loc, strings, bools);
 }
 
 /** Upstream `GetOCSCredentialsLastModifiedTime`: the JSON file, or `accessKeyID, region, endpoint, secretAccessKey`. */
 export async function ocsCredentialsModifiedTime(env: CredentialEnv, prefix: string): Promise<Date | undefined> {
-  const jsonVar = `${prefix}${OCS_BASE}_JSON`;
-  const dirVar = `${prefix}${OCS_BASE}`;
-  const jsonFile = lookup(env, jsonVar);
-  if (jsonFile !== undefined) return maxMtime(jsonVar, [jsonFile]);
-  const dir = lookup(env, dirVar);
-  if (dir === undefined) return undefined;
-  const inDir = await findJsonInDir(dirVar, dir);
-  if (inDir !== undefined) return maxMtime(dirVar, [inDir]);
-  return maxMtime(
-    dirVar,
-    ['accessKeyID', 'region', 'endpoint', 'secretAccessKey'].map((k) => join(dir, k)),
-  );
+  const loc = await locateCredentials(env, `${prefix}${OCS_BASE}_JSON`, `${prefix}${OCS_BASE}`);
+  return loc === undefined ? undefined : locationModifiedTime(loc, ['accessKeyID', 'region', 'endpoint', 'secretAccessKey']);
 }
 
 /**
