@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import LongestFirstSequencer from './test/support/sequencer.js';
 
 export default defineConfig({
   resolve: {
@@ -13,6 +14,8 @@ export default defineConfig({
     hookTimeout: 120_000,
     // Integration tests start real etcd processes and emulators; two cores, so keep it modest.
     maxWorkers: 2,
+    // Long files first (cached or committed durations), so both workers stay busy to the end of the run.
+    sequence: { sequencer: LongestFirstSequencer },
     reporters: ['default', './test/support/summary-reporter.ts'],
     // Line and branch coverage of the code the test processes run in-process (V8's own counters, cheap).
     // The CLI processes the e2e tests spawn are not counted, so the figure is a floor.
