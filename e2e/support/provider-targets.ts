@@ -60,14 +60,24 @@ export interface OssTarget extends ProviderTarget {
 export const STORE_PREFIX = 'etcd-main';
 const MiB = 1024 * 1024;
 let containers = 0;
+/** The Keystone project of every Swift target: the all-in-one's account is `AUTH_<project>`. */
+const SWIFT_PROJECT = 'etcd';
 
 /** The servers a test file's targets share: one Swift all-in-one, started on first use. */
 export class TargetServers {
   private swift: Promise<SwiftAio> | undefined;
 
-  swiftAio(project: string): Promise<SwiftAio> {
-    this.swift ??= startSwiftAio(project);
+  swiftAio(): Promise<SwiftAio> {
+    this.swift ??= startSwiftAio(SWIFT_PROJECT);
     return this.swift;
+  }
+
+  /**
+   * Starts the all-in-one now without waiting for it, so its start-up overlaps the tests that do not need
+   * it; a failure to start reaches the first Swift target.
+   */
+  warmUpSwift(): void {
+    this.swiftAio().catch(() => undefined);
   }
 
   async stop(): Promise<void> {
@@ -107,8 +117,8 @@ async function openAs(provider: RoundTripProvider, container: string, env: NodeJ
 }
 
 async function swiftTarget(dir: string, servers: TargetServers): Promise<SwiftTarget> {
-  const project = 'etcd';
-  const swift = await servers.swiftAio(project);
+  const project = SWIFT_PROJECT;
+  const swift = await servers.swiftAio();
   const container = `backups-${++containers}`;
   await swift.createContainer(container);
   const user = { domain: 'Default', project, username: 'backup', password: 'backup-s3cret' };
