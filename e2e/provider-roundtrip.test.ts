@@ -5,8 +5,9 @@
  * configured by its credential files or environment only.
  *
  * - `etcdbrctl server` (the sidecar) takes its full snapshot and deltas of a live etcd into the store; on
- *   Swift and OSS the credentials are rotated while it runs (the old ones refused from then on) and its next
- *   delta lands with the new ones; `etcdbrctl restore` then builds a data dir whose etcd holds exactly the
+ *   Swift (a JSON credentials file) and OSS (a credentials directory mounted as the kubelet mounts a Secret)
+ *   the credentials are rotated while it runs (the old ones refused from then on) and its next delta lands
+ *   with the new ones; `etcdbrctl restore` then builds a data dir whose etcd holds exactly the
  *   source's keys, values and revisions.
  * - A Swift store in the Go tool's layout (segments `<name>/%010d` and a DLO manifest), made here by hand
  *   from an etcdctl snapshot and a delta written in upstream's documented format, restores exactly.

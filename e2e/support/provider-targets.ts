@@ -12,7 +12,7 @@
  * is shared by all the Swift targets of a test file (TargetServers); each target gets its own container and
  * its own fake Keystone, whose password it can change without disturbing the others.
  */
-import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { mkdir, rename, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { openSnapStore, type SnapStore } from '@etcdbrctl/snapstore';
 import { buildStoreConfig } from '../../src/config/store.js';
@@ -36,8 +36,8 @@ export interface ProviderTarget {
   open(): Promise<SnapStore>;
   /**
    * Swift and OSS: the server starts accepting new credentials only and refuses the old ones, and the
-   * credential file is replaced by one with the new credentials (written aside and renamed over it, so
-   * a reader sees either file whole).
+   * credentials are replaced at once: Swift's JSON file is written aside and renamed over the old one; OSS's
+   * directory is a Secret mounted the kubelet's way, whose `..data` link swaps to a new version.
    */
   rotateCredentials?(): Promise<void>;
   /** Stops the servers the target started (not the shared Swift all-in-one). */
@@ -194,11 +194,12 @@ async function ocsTarget(dir: string): Promise<ProviderTarget> {
 async function ossTarget(dir: string): Promise<OssTarget> {
   const container = 'backups';
   const oss = await startFakeOss({ bucket: container });
-  const file = join(dir, `alicloud-${++containers}.json`);
-  const credentials = (accessKeyID: string, accessKeySecret: string) =>
-    JSON.stringify({ storageEndpoint: oss.endpoint, accessKeyID, accessKeySecret, bucketName: container });
-  await writeFile(file, credentials(FAKE_OSS_ACCESS_KEY_ID, FAKE_OSS_ACCESS_KEY_SECRET));
-  const env = (role: TargetRole) => ({ [`${role}ALICLOUD_APPLICATION_CREDENTIALS_JSON`]: file });
+  const secret = await mountedSecret(join(dir, `alicloud-${++containers}`), {
+    storageEndpoint: oss.endpoint,
+    accessKeyID: FAKE_OSS_ACCESS_KEY_ID,
+    accessKeySecret: FAKE_OSS_ACCESS_KEY_SECRET,
+  });
+  const env = (role: TargetRole) => ({ [`${role}ALICLOUD_APPLICATION_CREDENTIALS`]: secret.dir });
   let rotations = 0;
   return {
     provider: 'OSS',
@@ -208,12 +209,35 @@ async function ossTarget(dir: string): Promise<OssTarget> {
     open: () => openAs('OSS', container, env(''), dir),
     async rotateCredentials() {
       const id = `LTAI-rotated-${++rotations}`;
-      const secret = `rotated-secret-${rotations}`;
-      oss.rotateAccessKey(id, secret);
-      await replaceFile(file, credentials(id, secret));
+      const key = `rotated-secret-${rotations}`;
+      oss.rotateAccessKey(id, key);
+      await secret.update({ storageEndpoint: oss.endpoint, accessKeyID: id, accessKeySecret: key });
     },
     stop: () => oss.stop(),
   };
+}
+
+/**
+ * A directory of credential files laid out as the kubelet mounts a Secret: the files live in a versioned
+ * directory, `..data` links to it and every key is a link through `..data`; an update writes a new
+ * version and swaps `..data` in one rename, so the key files change all at once.
+ */
+async function mountedSecret(
+  dir: string,
+  values: Record<string, string>,
+): Promise<{ dir: string; update(values: Record<string, string>): Promise<void> }> {
+  let version = 0;
+  const publish = async (v: Record<string, string>): Promise<void> => {
+    const versioned = `..${++version}`;
+    await mkdir(join(dir, versioned));
+    for (const [k, value] of Object.entries(v)) await writeFile(join(dir, versioned, k), value);
+    await symlink(versioned, join(dir, '..data_tmp'));
+    await rename(join(dir, '..data_tmp'), join(dir, '..data'));
+  };
+  await mkdir(dir, { recursive: true });
+  await publish(values);
+  for (const k of Object.keys(values)) await symlink(join('..data', k), join(dir, k));
+  return { dir, update: publish };
 }
 
 /** Starts the provider's server (Swift: on the shared all-in-one); `dir` (owned by the caller) holds the credential files. */
