@@ -44,17 +44,21 @@ class ChunkNonces {
   private readonly nonce = Buffer.alloc(12);
   private counter = 0;
 
-  /** The nonce of the next chunk (valid until the next call; OpenSSL copies it when a cipher is made). */
-  next(last: boolean): Buffer {
+  /** The current chunk's nonce (valid until the next call; OpenSSL copies it when a cipher is made). */
+  current(last: boolean): Buffer {
     if (this.counter >= MAX_CHUNKS) throw new SnapStoreError('E_CORRUPT', 'age payload: more chunks than this implementation counts');
     this.nonce.writeUIntBE(this.counter, 5, 6);
     this.nonce[11] = last ? 1 : 0;
-    this.counter++;
     return this.nonce;
   }
 
-  /** Chunks numbered so far. */
-  get count(): number {
+  /** On to the next chunk. */
+  advance(): void {
+    this.counter++;
+  }
+
+  /** The current chunk's index: chunks done so far. */
+  get index(): number {
     return this.counter;
   }
 }
@@ -71,7 +75,8 @@ export class PayloadSealer {
   constructor(private readonly key: Buffer) {}
 
   private seal(plain: Buffer, last: boolean, emit: Emit): void {
-    const cipher = createCipheriv(CIPHER, this.key, this.nonces.next(last), { authTagLength: AGE_TAG_SIZE });
+    const cipher = createCipheriv(CIPHER, this.key, this.nonces.current(last), { authTagLength: AGE_TAG_SIZE });
+    this.nonces.advance();
     emit(cipher.update(plain));
     cipher.final();
     emit(cipher.getAuthTag());
@@ -109,6 +114,10 @@ export class PayloadSealer {
  * The age payload in (the sealed chunks after the nonce), plaintext out. A chunk's plaintext is released
  * only after its tag verified. Tampering, a dropped, swapped or repeated chunk, a missing last chunk, bytes
  * after the last chunk and an empty last chunk after others all fail as E_CORRUPT naming the object.
+ *
+ * What is released before such a failure is what the reference implementation releases (the C2SP/CCTV
+ * vectors check it): every chunk that authenticates at its position, also a full chunk that turns out to
+ * be the last one before trailing bytes, or a chunk not flagged last where the file ends.
  */
 export class PayloadOpener {
   private readonly nonces = new ChunkNonces();
@@ -120,26 +129,40 @@ export class PayloadOpener {
     private readonly objectName: string,
   ) {}
 
-  private corrupt(what: string): SnapStoreError {
-    return new SnapStoreError('E_CORRUPT', `${this.objectName}: age payload failed authentication (tampered or truncated): ${what}`);
+  private corrupt(what: string, cause?: unknown): SnapStoreError {
+    return new SnapStoreError(
+      'E_CORRUPT',
+      `${this.objectName}: age payload failed authentication (tampered or truncated): ${what}`,
+      cause === undefined ? undefined : { cause },
+    );
   }
 
-  private open(sealed: Buffer, last: boolean, emit: Emit): void {
-    if (sealed.length < AGE_TAG_SIZE) throw this.corrupt(`chunk ${this.nonces.count} is shorter than its tag`);
-    const index = this.nonces.count;
-    if (last && sealed.length === AGE_TAG_SIZE && index > 0) throw this.corrupt(`empty last chunk ${index} after full chunks`);
-    const decipher = createDecipheriv(CIPHER, this.key, this.nonces.next(last), { authTagLength: AGE_TAG_SIZE });
+  /** The plaintext of the current chunk if it authenticates with this last-chunk flag, else undefined. */
+  private tryOpen(sealed: Buffer, last: boolean): Buffer | undefined {
+    const decipher = createDecipheriv(CIPHER, this.key, this.nonces.current(last), { authTagLength: AGE_TAG_SIZE });
     decipher.setAuthTag(sealed.subarray(sealed.length - AGE_TAG_SIZE));
     const plain = decipher.update(sealed.subarray(0, sealed.length - AGE_TAG_SIZE));
     try {
       decipher.final();
-    } catch (err) {
-      const why = last ? 'it is not the last chunk (the object was truncated) or it was altered' : 'it was altered or moved';
-      throw new SnapStoreError('E_CORRUPT', `${this.objectName}: age payload failed authentication: chunk ${index}: ${why}`, {
-        cause: err,
-      });
+    } catch {
+      return undefined; // OpenSSL says only that the tag did not match
     }
-    if (plain.length > 0) emit(plain);
+    return plain;
+  }
+
+  /** A full chunk with more bytes after it: it must open as a chunk that is not the last. */
+  private openMiddle(sealed: Buffer, emit: Emit): void {
+    const index = this.nonces.index;
+    const plain = this.tryOpen(sealed, false);
+    if (plain !== undefined) {
+      this.nonces.advance();
+      emit(plain);
+      return;
+    }
+    const asLast = this.tryOpen(sealed, true);
+    if (asLast === undefined) throw this.corrupt(`chunk ${index} was altered or moved`);
+    emit(asLast);
+    throw this.corrupt(`bytes after the last chunk (${index})`);
   }
 
   /** Throws E_CORRUPT on the first chunk that fails; what was emitted before it is authenticated. */
@@ -147,13 +170,13 @@ export class PayloadOpener {
     let offset = 0;
     while (offset < chunk.length) {
       if (this.stagedLength === SEALED_CHUNK_SIZE) {
-        // More input follows a full staged chunk: it must open as a chunk that is not the last.
-        this.open(this.staged, false, emit);
+        this.openMiddle(this.staged, emit);
         this.stagedLength = 0;
       }
       const rest = chunk.length - offset;
       if (this.stagedLength === 0 && rest > SEALED_CHUNK_SIZE) {
-        this.open(chunk.subarray(offset, offset + SEALED_CHUNK_SIZE), false, emit);
+        // A whole chunk with more after it in the same write: opened in place, no copy.
+        this.openMiddle(chunk.subarray(offset, offset + SEALED_CHUNK_SIZE), emit);
         offset += SEALED_CHUNK_SIZE;
         continue;
       }
@@ -164,9 +187,25 @@ export class PayloadOpener {
     }
   }
 
-  /** Opens what is staged as the last chunk. (Nothing staged means no chunk at all: a full chunk is staged until more follows.) */
+  /**
+   * Opens what is staged as the last chunk. (Nothing staged means no chunk at all: a full chunk stays
+   * staged until more bytes follow.)
+   */
   end(emit: Emit): void {
-    if (this.stagedLength === 0) throw this.corrupt('no chunk at all');
-    this.open(this.staged.subarray(0, this.stagedLength), true, emit);
+    const sealed = this.staged.subarray(0, this.stagedLength);
+    const index = this.nonces.index;
+    if (sealed.length === 0) throw this.corrupt('no chunk at all');
+    if (sealed.length < AGE_TAG_SIZE) throw this.corrupt(`chunk ${index} is shorter than its tag`);
+    if (sealed.length === AGE_TAG_SIZE && index > 0) throw this.corrupt(`an empty last chunk (${index}) after full ones`);
+    const plain = this.tryOpen(sealed, true);
+    if (plain !== undefined) {
+      this.nonces.advance();
+      if (plain.length > 0) emit(plain);
+      return;
+    }
+    const notLast = sealed.length === SEALED_CHUNK_SIZE ? this.tryOpen(sealed, false) : undefined;
+    if (notLast === undefined) throw this.corrupt(`chunk ${index} was altered or moved`);
+    emit(notLast);
+    throw this.corrupt(`the object ends after chunk ${index}, which is not the last chunk (truncated)`);
   }
 }
