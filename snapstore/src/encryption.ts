@@ -177,6 +177,17 @@ class AgeEncryptStream extends Transform {
   }
 
   override _transform(chunk: Buffer, _encoding: BufferEncoding, callback: TransformCallback): void {
+    if (this.sealer !== undefined) {
+      // Once the header is out, synchronously: no promise per chunk.
+      try {
+        this.sealer.write(chunk, this.output);
+      } catch (err) {
+        callback(err as Error);
+        return;
+      }
+      callback();
+      return;
+    }
     this.started().then((sealer) => {
       sealer.write(chunk, this.output);
       callback();
