@@ -27,11 +27,11 @@ import { gzipSync } from 'node:zlib';
 import { Etcd3 } from 'etcd3';
 import type { Snapshot } from '@etcdbrctl/snapstore';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startLocalEtcd } from '../src/etcd/local-etcd.js';
 import { etcdBinaries, startTestEtcd } from '../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../test/support/etcd-dump.js';
 import { STORE_PREFIX, TargetServers, startTarget, type ProviderTarget, type RoundTripProvider } from './support/provider-targets.js';
 import { runCli, startCli } from './support/cli-process.js';
+import { restoreAndDump as restoreIntoEtcd } from './support/restore-dump.js';
 import { startSidecar, waitFor } from './support/sidecar.js';
 
 const servers = new TargetServers();
@@ -115,24 +115,9 @@ async function snapshotWithDeltas(t: ProviderTarget, etcd: Awaited<ReturnType<ty
   expect(exit.code, exit.stderr).toBe(0);
 }
 
-const restoreFlags = (dir: string, dataDir: string) => [
-  `--data-dir=${dataDir}`,
-  '--initial-cluster=default=http://127.0.0.1:2380',
-  '--initial-advertise-peer-urls=http://127.0.0.1:2380',
-  `--restoration-temp-snapshots-dir=${join(dir, 'restore-tmp')}`,
-];
-
 /** `etcdbrctl restore` from the store, etcd started on the result, and its dump. */
 async function restoreAndDump(t: ProviderTarget, dir: string): Promise<EtcdDump> {
-  const dataDir = join(dir, `restored-${t.provider}.etcd`);
-  const r = await etcdbrctl(['restore', ...t.flags(''), ...restoreFlags(dir, dataDir)], t.env(''));
-  expect(r.code, r.stderr).toBe(0);
-  const etcd = await startLocalEtcd({ binaries: await etcdBinaries(), dataDir, name: 'default' });
-  try {
-    return await dumpEtcd(etcd.clientUrl);
-  } finally {
-    await etcd.stop();
-  }
+  return restoreIntoEtcd({ flags: t.flags(''), env: t.env(''), dir, dataDir: join(dir, `restored-${t.provider}.etcd`) }, cleanups);
 }
 
 describe.each(['OSS', 'ECS', 'OCS', 'Swift'] as const)('etcdbrctl server on %s → etcdbrctl restore, real etcd', (provider) => {
