@@ -16,7 +16,7 @@ import { openSnapStore, type SnapStore } from '@etcdbrctl/snapstore';
 import { LOCAL_TEMP_PREFIX } from '../snapstore/src/providers/local.js';
 import { startLocalEtcd } from '../src/etcd/local-etcd.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver, UPLOAD_PART_MARKER } from '../snapstore/test/support/s3rver.js';
-import { etcdBinaries } from '../test/support/etcd.js';
+import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries } from '../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../test/support/etcd-dump.js';
 import { FakeKubeApiServer, LEASES } from '../test/support/fake-kube.js';
 import { BIN, waitFor } from './support/sidecar.js';
@@ -152,7 +152,7 @@ describe('etcdbrctl compact', () => {
     ]);
     expect(restored.code, restored.stderr).toBe(0);
     const binaries = await etcdBinaries();
-    const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
+    const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
     let got: EtcdDump;
     try {
       got = await dumpEtcd(etcd.clientUrl);

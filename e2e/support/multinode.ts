@@ -12,6 +12,7 @@ import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import type { TestCluster } from '../../test/support/cluster.js';
 import { readDeltaEvents } from '../../test/support/deltas.js';
 import { etcdClient } from '../../test/support/etcd-client.js';
+import { SINGLE_MEMBER_RAFT_ARGS } from '../../test/support/etcd.js';
 import { BIN, startSidecar, type SidecarProcess } from './sidecar.js';
 
 /**
@@ -168,5 +169,5 @@ export async function restoreIntoEtcd(storeDir: string, dir: string, binaries: E
     `--restoration-temp-snapshots-dir=${join(dir, 'restore-tmp')}`,
   ]);
   if (r.code !== 0) throw new Error(`etcdbrctl restore exited ${r.code}:\n${r.stderr}`);
-  return startLocalEtcd({ binaries, dataDir, name: 'default' });
+  return startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
 }

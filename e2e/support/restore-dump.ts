@@ -5,7 +5,7 @@
 import { join } from 'node:path';
 import { expect } from 'vitest';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
-import { etcdBinaries } from '../../test/support/etcd.js';
+import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries } from '../../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../../test/support/etcd-dump.js';
 import { runCli } from './cli-process.js';
 
@@ -19,7 +19,7 @@ export const restoreFlags = (dir: string, dataDir: string): string[] => [
 
 /** Starts etcd on a restored data dir, dumps it and stops it again. */
 export async function dumpDataDir(dataDir: string): Promise<EtcdDump> {
-  const etcd = await startLocalEtcd({ binaries: await etcdBinaries(), dataDir, name: 'default' });
+  const etcd = await startLocalEtcd({ binaries: await etcdBinaries(), dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
   try {
     return await dumpEtcd(etcd.clientUrl);
   } finally {

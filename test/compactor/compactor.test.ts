@@ -23,7 +23,7 @@ import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
 import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
-import { etcdBinaries, startTestEtcd } from '../support/etcd.js';
+import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries, startTestEtcd } from '../support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../support/etcd-dump.js';
 import { ours } from '../support/etcd-client.js';
 import { openLocalStore } from '../support/local-store.js';
@@ -77,7 +77,7 @@ async function restoreAndDump(store: SnapStore, dir: string, extra?: (client: Et
   const dataDir = join(dir, `verify-${Math.random().toString(36).slice(2)}`);
   const plan = planRestore(await store.list());
   await executeRestore(store, plan, restoreOptions(binaries, dir, { dataDir, tempDir: join(dir, 'verify-tmp') }));
-  const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
+  const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
   try {
     if (extra) {
       const client = new Etcd3({ hosts: etcd.clientUrl });
@@ -402,7 +402,7 @@ describe('compact: a base snapshot with etcd auth enabled', () => {
       restoreOptions(binaries, dir, { dataDir, tempDir: join(dir, 'verify-tmp') }),
     );
     expect(await readAuthEnabled(backendPath(dataDir))).toBe(true);
-    const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
+    const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
     const anon = new Etcd3({ hosts: etcd.clientUrl });
     const authed = new Etcd3({ hosts: etcd.clientUrl, auth: root });
     try {

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { planRestore } from '../../src/restorer/plan.js';
 import { executeRestore } from '../../src/restorer/restore.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
-import { etcdBinaries } from '../support/etcd.js';
+import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries } from '../support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../support/etcd-dump.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
@@ -31,7 +31,7 @@ describe('restore of the upstream v0.23 stores reproduces expected.json', () => 
       const result = await executeRestore(store, plan, restoreOptions(binaries, dir, { dataDir }));
       expect(result.restored).toBe(true);
       expect(result.revision).toBe(expected.revision);
-      const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
+      const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
       let got: EtcdDump;
       try {
         got = await dumpEtcd(etcd.clientUrl);

@@ -18,7 +18,7 @@ import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { planRestore, type RestoreTarget } from '../../src/restorer/plan.js';
 import { executeRestore, type DeltaReplayMode } from '../../src/restorer/restore.js';
-import { etcd35Binaries, etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
+import { SINGLE_MEMBER_RAFT_ARGS, etcd35Binaries, etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
 import { UPSTREAM_V023 } from '../support/fixtures.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
@@ -60,7 +60,7 @@ async function restoreAndObserve(
   const d = join(dir, mode);
   const result = await executeRestore(store, planRestore(await store.list(), target), restoreOptions(binaries, d, { deltaReplay: mode }));
   expect(result.restored).toBe(true);
-  const etcd = await startLocalEtcd({ binaries, dataDir: join(d, 'data'), name: 'default' });
+  const etcd = await startLocalEtcd({ binaries, dataDir: join(d, 'data'), name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
   const c = client(etcd.clientUrl);
   try {
     const latest = await dump(c);

@@ -17,6 +17,7 @@ import {
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
+import { SINGLE_MEMBER_RAFT_ARGS } from '../support/etcd.js';
 import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
 import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';
 
@@ -60,7 +61,7 @@ export async function dump(c: Etcd3, revision?: number): Promise<Dump> {
 
 /** Starts etcd on a restored data dir, dumps it, stops it. */
 export async function dumpDataDir(binaries: EtcdBinaries, dataDir: string): Promise<Dump> {
-  const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
+  const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
   const c = client(etcd.clientUrl);
   try {
     return await dump(c);
