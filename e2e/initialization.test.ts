@@ -7,7 +7,7 @@ import { parse } from 'yaml';
 import { startLocalEtcd } from '../src/etcd/local-etcd.js';
 import { freePort } from '../src/etcd/ports.js';
 import { Etcd3 } from 'etcd3';
-import { etcdBinaries } from '../test/support/etcd.js';
+import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries } from '../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../test/support/etcd-dump.js';
 import { BIN, localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
 import { UPSTREAM_V023 } from '../test/support/fixtures.js';
@@ -212,7 +212,12 @@ describe('initialization through the etcd-wrapper protocol', () => {
           `--initial-advertise-peer-urls=${checkPeer}`,
         ]);
         expect(r.code, r.stderr).toBe(0);
-        const verify = await startLocalEtcd({ binaries, dataDir: join(check, 'data'), name: 'default' });
+        const verify = await startLocalEtcd({
+          binaries,
+          dataDir: join(check, 'data'),
+          name: 'default',
+          extraArgs: [...SINGLE_MEMBER_RAFT_ARGS],
+        });
         try {
           expect(await dumpEtcd(verify.clientUrl)).toEqual(live);
         } finally {

@@ -9,7 +9,7 @@ import { checkConsistency } from '../../src/bbolt/check.js';
 import { fnv64a } from '../../src/bbolt/format.js';
 import { BoltPatchError, locateAuthFlag, readAuthEnabled, setAuthEnabled } from '../../src/bbolt/patch.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
-import { etcdBinaries } from '../support/etcd.js';
+import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries } from '../support/etcd.js';
 
 const PS = 4096;
 const execFileAsync = promisify(execFile);
@@ -181,7 +181,7 @@ describe('setAuthEnabled on a real etcd backend', () => {
   it('finds the flag etcd wrote, refuses while etcd runs, and etcd honours the flipped flag at start', async () => {
     const binaries = await etcdBinaries();
     const env = { ...process.env, ETCDCTL_API: '3' };
-    const source = await startLocalEtcd({ binaries, dataDir: join(dir, 'source') });
+    const source = await startLocalEtcd({ binaries, dataDir: join(dir, 'source'), extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
     const snapshot = join(dir, 'auth.db');
     try {
       const c = new Etcd3({ hosts: source.clientUrl });
@@ -199,14 +199,14 @@ describe('setAuthEnabled on a real etcd backend', () => {
     const db = join(dataDir, 'member', 'snap', 'db');
     expect(await locateAuthFlag(db)).toMatchObject({ enabled: true, inlineBucket: true });
 
-    let etcd = await startLocalEtcd({ binaries, dataDir });
+    let etcd = await startLocalEtcd({ binaries, dataDir, extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
     try {
       await expect(setAuthEnabled(db, false)).rejects.toThrow(/bbolt lock held/);
       await etcd.stop();
       expect(await setAuthEnabled(db, false)).toEqual({ previous: true, changed: true });
       expect((await checkConsistency(db)).problems).toEqual([]);
 
-      etcd = await startLocalEtcd({ binaries, dataDir });
+      etcd = await startLocalEtcd({ binaries, dataDir, extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
       const anon = new Etcd3({ hosts: etcd.clientUrl });
       expect(await anon.get('k').string()).toBe('v');
       await anon.put('k2').value('v2');
@@ -215,7 +215,7 @@ describe('setAuthEnabled on a real etcd backend', () => {
 
       expect(await setAuthEnabled(db, true)).toEqual({ previous: false, changed: true });
       expect((await checkConsistency(db)).problems).toEqual([]);
-      etcd = await startLocalEtcd({ binaries, dataDir });
+      etcd = await startLocalEtcd({ binaries, dataDir, extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
       const anon2 = new Etcd3({ hosts: etcd.clientUrl });
       await expect(anon2.get('k').string()).rejects.toThrow(/user name is empty/);
       anon2.close();

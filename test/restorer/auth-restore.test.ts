@@ -14,7 +14,7 @@ import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { planRestore } from '../../src/restorer/plan.js';
 import { backendPath, executeRestore, reenableAuth } from '../../src/restorer/restore.js';
-import { etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
+import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
@@ -25,7 +25,7 @@ const ROOT = { username: 'root', password: 'r00t-pw' };
 
 /** Starts etcd on `dataDir` and checks auth from the outside: anonymous refused, root served. */
 async function expectAuthEnforced(binaries: EtcdBinaries, dataDir: string): Promise<Dump> {
-  const etcd = await startLocalEtcd({ binaries, dataDir });
+  const etcd = await startLocalEtcd({ binaries, dataDir, extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
   const anon = client(etcd.clientUrl);
   const root = client(etcd.clientUrl, ROOT);
   try {
@@ -123,7 +123,7 @@ describe('restore of a store whose base snapshot has auth enabled (case 37)', ()
       expect(await expectAuthEnforced(binaries, join(d, 'data'))).toEqual(expected);
 
       // Other users survive with their passwords and roles (alice has no permissions: denied, not unknown).
-      const etcd = await startLocalEtcd({ binaries, dataDir: join(d, 'data') });
+      const etcd = await startLocalEtcd({ binaries, dataDir: join(d, 'data'), extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
       const alice = client(etcd.clientUrl, { username: 'alice', password: 'alice-pw' });
       try {
         await expect(alice.get('/a/0').string()).rejects.toThrow(/permission denied/);

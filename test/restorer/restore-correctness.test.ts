@@ -17,7 +17,7 @@ import { planRestore } from '../../src/restorer/plan.js';
 import { executeRestore } from '../../src/restorer/restore.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { readDeltaEvents } from '../support/deltas.js';
-import { etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
+import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
 import { ours } from '../support/etcd-client.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
@@ -494,7 +494,7 @@ describe('replay etcd with a small quota (case 39)', () => {
       expect(autoLogger.warnings).toEqual(['offline delta replay does not apply here; replaying through etcd (online)']);
       expect(await dumpDataDir(binaries, join(dAuto, 'data'))).toEqual(expected);
       // Compaction happened: revisions before the 20th delta are gone in the restored etcd.
-      const etcd = await startLocalEtcd({ binaries, dataDir: join(d, 'data') });
+      const etcd = await startLocalEtcd({ binaries, dataDir: join(d, 'data'), extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
       const rc = client(etcd.clientUrl);
       try {
         await expect(
