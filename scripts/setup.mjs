@@ -3,7 +3,8 @@
 // Runs before `npm start`, `npm test` and `npm run bench`. Plain JavaScript on purpose: it must run
 // before anything is installed or compiled.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -167,6 +168,85 @@ function ensureOpenssl() {
   ensureFromDebian('openssl (for the TLS tests)', ['openssl'], ['openssl'], 'install OpenSSL 1.1.1+ and put `openssl` on PATH');
 }
 
+// The restore tests also run on etcd 3.5 (the minor etcd-druid deploys; 3.5 restores with etcdutl, keeps the
+// membership in the backend and has --unsafe-no-fsync), which bookworm does not package: Debian trixie's
+// etcd-server and etcd-client packages, unpacked (not installed) into node_modules/.cache, checked against the
+// sha256 sums pinned here. Where the pinned file is gone from the mirror (a newer Debian revision), the
+// current file and its sum come from trixie's package index.
+const ETCD35 = {
+  version: '3.5.16',
+  mirror: 'http://deb.debian.org/debian',
+  packages: {
+    'etcd-server': {
+      file: 'pool/main/e/etcd/etcd-server_3.5.16-4_amd64.deb',
+      sha256: '0875921bb0d023f2af9b8e15cdfbe417a03e65731345fb832c40f9c2dd72967b',
+    },
+    'etcd-client': {
+      file: 'pool/main/e/etcd/etcd-client_3.5.16-4_amd64.deb',
+      sha256: '7eb67e305ba2ce523a5a0b29bf88750ded3f724769c7111a83382b7909f9977b',
+    },
+  },
+};
+const ETCD35_DIR = join(root, 'node_modules', '.cache', `etcd-${ETCD35.version}`);
+
+async function download(url) {
+  const res = await fetch(url);
+  if (!res.ok) return { status: res.status };
+  return { status: res.status, bytes: Buffer.from(await res.arrayBuffer()) };
+}
+
+/** trixie's current file and sha256 of a package, from its package index (Packages.xz). */
+async function fromTrixieIndex(pkg) {
+  const idx = await download(`${ETCD35.mirror}/dists/trixie/main/binary-amd64/Packages.xz`);
+  if (!idx.bytes) throw new Error(`trixie's package index: HTTP ${idx.status}`);
+  const text = execFileSync('xz', ['-dc'], { input: idx.bytes, maxBuffer: 512 * 1024 * 1024 }).toString('utf8');
+  const stanza = text.split('\n\n').find((s) => s.startsWith(`Package: ${pkg}\n`));
+  const file = /^Filename: (.+)$/m.exec(stanza ?? '')?.[1];
+  const sha256 = /^SHA256: (.+)$/m.exec(stanza ?? '')?.[1];
+  if (!file || !sha256) throw new Error(`${pkg} is not in trixie's package index`);
+  return { file, sha256 };
+}
+
+async function ensureEtcd35() {
+  if (process.arch !== 'x64' || process.platform !== 'linux') {
+    fail(`the etcd ${ETCD35.version} tests need linux/x64 (Debian's amd64 packages); this is ${process.platform}/${process.arch}`);
+  }
+  if (existsSync(join(ETCD35_DIR, 'usr', 'bin', 'etcdutl'))) return;
+  say(`etcd ${ETCD35.version} (for the restore tests on 3.5) not found; unpacking Debian trixie's packages into ${ETCD35_DIR} ...`);
+  const tmp = `${ETCD35_DIR}.part`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  try {
+    for (const [pkg, pinned] of Object.entries(ETCD35.packages)) {
+      let { file, sha256 } = pinned;
+      let got = await download(`${ETCD35.mirror}/${file}`);
+      if (got.status === 404) {
+        ({ file, sha256 } = await fromTrixieIndex(pkg));
+        got = await download(`${ETCD35.mirror}/${file}`);
+      }
+      if (!got.bytes) throw new Error(`${ETCD35.mirror}/${file}: HTTP ${got.status}`);
+      const sum = createHash('sha256').update(got.bytes).digest('hex');
+      if (sum !== sha256) throw new Error(`${file}: sha256 ${sum}, expected ${sha256}`);
+      const deb = join(tmp, `${pkg}.deb`);
+      writeFileSync(deb, got.bytes);
+      execFileSync('dpkg-deb', ['-x', deb, tmp]);
+      rmSync(deb);
+    }
+    renameSync(tmp, ETCD35_DIR);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    fail(
+      `could not get etcd ${ETCD35.version} from Debian trixie (${err instanceof Error ? err.message : String(err)}); ` +
+        `unpack etcd-server and etcd-client ${ETCD35.version} (etcd, etcdctl, etcdutl) into ${ETCD35_DIR}/usr/bin by hand`,
+    );
+  }
+}
+
+// The durability test watches the restore's fsyncs from outside, with strace.
+function ensureStrace() {
+  ensureFromDebian('strace (for the durability test)', ['strace'], ['strace'], 'install strace and put it on PATH');
+}
+
 function build() {
   say('building TypeScript (tsc -b) ...');
   // TypeScript 7's native tsc (package.json's @typescript/native); `typescript` itself is the TypeScript 6
@@ -185,4 +265,6 @@ if (forTests) ensurePromtool();
 if (forTests) ensureSwift();
 if (forTests) ensureAge();
 if (forTests) ensureOpenssl();
+if (forTests) ensureStrace();
+if (forTests) await ensureEtcd35();
 build();

@@ -57,6 +57,7 @@ import type { EtcdClient } from '../../src/etcd/etcd-client.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
 import { MiB, arg, gc, measured, median, quietAwsNodeWarning, round1, round3, table } from './support/measure.js';
+import { bareMultipartUpload } from './support/bare-multipart.js';
 import { fillEtcd } from './support/fill.js';
 import type { Run } from './support/measure.js';
 
@@ -228,6 +229,14 @@ async function openCases(setup: Setup, stages: boolean, s3Name: string) {
     [`${s3Name}/floor-none`, floor(setup.floorDb, '')],
     [`${s3Name}/floor-zstd`, floor(setup.floorZst, '.zst')],
   ]);
+  if (!setup.caFile) {
+    // Issue 13's S3 target: the same bytes through a plain SDK multipart upload, same part size and parallelism.
+    const target = { endpoint: setup.s3, bucket: base.container, accessKeyId: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY };
+    const bare = (file: string) => () =>
+      bareMultipartUpload(target, file, `bare/${process.pid}-${Date.now()}`, base.minChunkSize, base.maxParallelChunkUploads);
+    cases.set(`${s3Name}/bare-none`, bare(setup.floorDb));
+    cases.set(`${s3Name}/bare-zstd`, bare(setup.floorZst));
+  }
   if (stages) {
     cases.set('drain', async () => drained(await snapshotBlobs(client), []));
     cases.set('verify', async () => drained(await snapshotBlobs(client), [new FullSnapshotVerifier()]));
@@ -385,12 +394,13 @@ async function main(): Promise<void> {
       `${s3Name}/zstd`,
       `${s3Name}/floor-none`,
       `${s3Name}/floor-zstd`,
+      ...(s3Tls ? [] : [`${s3Name}/bare-none`, `${s3Name}/bare-zstd`]),
     ];
     if (stages) allNames.push('drain', 'verify', 'verify+zstd', 'null/zstd');
     // --cases=a,b runs only those (etcdctl is always kept: every ratio is against it).
     const only = flag('cases')?.split(',');
     const names = only ? allNames.filter((n) => n === 'etcdctl' || only.includes(n)) : allNames;
-    if (names.some((n) => n.includes('/floor-'))) {
+    if (names.some((n) => n.includes('/floor-') || n.includes('/bare-'))) {
       await etcdctlSave(etcd.clientUrl, floorDb);
       await pipeline(createReadStream(floorDb), createCompressStream('zstd'), createWriteStream(floorZst));
     }
@@ -509,6 +519,20 @@ async function main(): Promise<void> {
             : ''),
       );
     }
+    // Issue 13: each S3 snapshot case against a bare SDK multipart upload of the same bytes, same part size.
+    const BARE_TARGET = 1.15;
+    const bare = summary
+      .filter((x) => /^s3\/(none|zstd)$/.test(x.name))
+      .flatMap((x) => {
+        const ref = byName.get(x.name.replace(/\/(none|zstd)$/, '/bare-$1'));
+        return ref ? [{ name: x.name, overBare: round3(x.seconds / ref.seconds), bareSeconds: ref.seconds }] : [];
+      });
+    for (const b of bare) {
+      console.log(
+        `  ${b.name.padEnd(10)} ${b.overBare.toFixed(2)}x a bare SDK multipart upload of the same bytes (${b.bareSeconds.toFixed(2)} s): ` +
+          `${b.overBare <= BARE_TARGET ? 'met' : 'NOT met'} (target ${BARE_TARGET})`,
+      );
+    }
     // Issue 17: each encrypted case against the same case unencrypted.
     const ENCRYPTION_TARGET = 1.15;
     const encryption = summary
@@ -546,6 +570,7 @@ async function main(): Promise<void> {
         results: summary,
         verdicts,
         encryption,
+        bareMultipart: bare,
         ratioTarget: RATIO_TARGET,
         rssTargetMB: RSS_TARGET_MB,
         ratioOk,

@@ -15,6 +15,7 @@ import { applyDeltaFile, commitOpenRevision, RevisionMismatchError, type OpenRev
 import { fetchDeltasInOrder } from './fetch.js';
 import type { RestorePlan } from './plan.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable, replayDeltasOffline } from './offline-replay.js';
+import { syncPath, syncTree } from './durable.js';
 import { verifyRestoredBackend } from './verify-backend.js';
 
 export type DeltaReplayMode = 'auto' | 'offline' | 'online';
@@ -301,6 +302,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       await etcd?.stop();
       etcd = undefined;
       if (authEnabled) await setAuthEnabled(backendPath(partDir), true);
+      await syncTree(partDir);
       await verifyRestoredBackend(backendPath(partDir));
       await swapInto(partDir, opts.dataDir, opts.replaceExisting === true);
     }
@@ -345,6 +347,7 @@ function asideDir(dataDir: string): string {
 async function swapInto(partDir: string, dataDir: string, replaceExisting: boolean): Promise<void> {
   if (!replaceExisting) {
     await rename(partDir, dataDir);
+    await syncPath(dirname(dataDir));
     return;
   }
   const aside = asideDir(dataDir);
@@ -357,6 +360,8 @@ async function swapInto(partDir: string, dataDir: string, replaceExisting: boole
     hadOld = false;
   }
   await rename(partDir, dataDir);
+  // The new data dir's name must be on disk before the old one is gone.
+  await syncPath(dirname(dataDir));
   if (hadOld) await rm(aside, { recursive: true, force: true });
 }
 

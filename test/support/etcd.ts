@@ -1,6 +1,8 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Etcd3 } from 'etcd3';
 import { findEtcdBinaries, type EtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd, type LocalEtcd, type LocalEtcdOptions } from '../../src/etcd/local-etcd.js';
@@ -11,6 +13,29 @@ let binariesPromise: Promise<EtcdBinaries> | undefined;
 export function etcdBinaries(): Promise<EtcdBinaries> {
   binariesPromise ??= findEtcdBinaries({ etcdBin: process.env.ETCD_BIN, path: process.env.PATH ?? '' });
   return binariesPromise;
+}
+
+/**
+ * Where `npm test`'s setup (scripts/setup.mjs, `ensureEtcd35`) unpacks Debian trixie's etcd 3.5 packages:
+ * the restore tests run on etcd 3.5 as well as on the machine's own etcd.
+ */
+export const ETCD35_BIN_DIR = join(fileURLToPath(new URL('../..', import.meta.url)), 'node_modules', '.cache', 'etcd-3.5.16', 'usr', 'bin');
+
+let binaries35Promise: Promise<EtcdBinaries> | undefined;
+
+/** etcd 3.5's binaries (etcd, etcdctl, etcdutl); fails, naming the fix, when the setup has not unpacked them. */
+export function etcd35Binaries(): Promise<EtcdBinaries> {
+  binaries35Promise ??= (async () => {
+    const etcd = join(ETCD35_BIN_DIR, 'etcd');
+    if (!existsSync(join(ETCD35_BIN_DIR, 'etcdutl'))) {
+      throw new Error(`etcd 3.5 is not at ${ETCD35_BIN_DIR}: run "node scripts/setup.mjs --tests" (npm test runs it first)`);
+    }
+    const found = await findEtcdBinaries({ etcdBin: etcd, path: '' });
+    const version = await found.version();
+    if (!version.startsWith('3.5.')) throw new Error(`${etcd} is etcd ${version}, not 3.5`);
+    return found;
+  })();
+  return binaries35Promise;
 }
 
 export interface TestEtcd extends LocalEtcd {
