@@ -2,7 +2,8 @@
  * `etcdbrctl verify` against the time it takes just to download the same objects.
  *
  *   npm run bench -- verify [-- --runs=3]
- *   env: BENCH_DB_MB (1024: the full snapshot's database), BENCH_DELTAS (1000), BENCH_DELTA_EVENTS (100)
+ *   env: BENCH_DB_MB (1024: the full snapshot's database), BENCH_DELTAS (1000), BENCH_DELTA_EVENTS (100),
+ *        BENCH_DELTA_COMPRESSION (gzip; none, zlib, zstd)
  *
  * The store is an S3 bucket on s3rver (the S3 emulator, a child process), as a remote store is where a scrub
  * runs in practice. It holds one full snapshot of a BENCH_DB_MB MiB etcd backend (written by our bbolt
@@ -12,7 +13,9 @@
  *             with the same parallelism as verify (6)
  *   verify    verifyBackups on the newest chain: decompression, sha256, the bbolt check of the full (as
  *             its pages stream by), every delta event parsed and its revisions checked
- * Runs alternate; medians. Target (issue 15): verify <= 1.2x download. The last line is JSON.
+ * Runs alternate; medians, with the CPU seconds of this process and of s3rver (which shares the cores)
+ * and the load average, as the machine may be shared. Target (issue 15): verify <= 1.2x download. The last
+ * line is JSON.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -21,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { newSnapshot, type SnapStore, type Snapshot } from '../../snapstore/src/index.js';
+import { newSnapshot, type CompressionPolicy, type SnapStore, type Snapshot } from '../../snapstore/src/index.js';
 import { openS3Store } from '../../snapstore/src/providers/s3.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from '../../snapstore/test/support/s3rver.js';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
@@ -36,6 +39,9 @@ import { MiB, arg, median, processCpuSeconds, quietAwsNodeWarning, round1, table
 const TARGET = 1.2;
 const FETCHERS = 6;
 const VALUE_BYTES = 1024;
+/** BENCH_DELTA_COMPRESSION: the deltas' compression policy, 'none' for uncompressed (default gzip). */
+const DELTA_COMPRESSION =
+  process.env.BENCH_DELTA_COMPRESSION === 'none' ? undefined : ((process.env.BENCH_DELTA_COMPRESSION ?? 'gzip') as CompressionPolicy);
 
 /** An etcd backend of about `mb` MiB: `key` (one put per revision over a key space) and `meta` buckets. */
 async function writeBackend(file: string, mb: number): Promise<{ revision: number }> {
@@ -91,7 +97,7 @@ async function buildStore(store: SnapStore, tmp: string, dbMB: number, deltas: n
       };
       buf.append(ev);
     }
-    await saveDeltaSnapshot(store, buf.take()!, start, 'gzip', new Date((created + d + 1) * 1000));
+    await saveDeltaSnapshot(store, buf.take()!, start, DELTA_COMPRESSION, new Date((created + d + 1) * 1000));
   }
 }
 
