@@ -64,12 +64,6 @@ export interface CheckOptions {
   maxProblems?: number;
   /** Sequential read size. Default 8 MiB. */
   chunkBytes?: number;
-  /**
-   * For a file still being written (BoltDB.open with `growing`): resolves once the file holds `end` bytes,
-   * or will get no more. The sequential pass waits on it before each read, so the check runs beside the
-   * download instead of after it.
-   */
-  waitForBytes?: (end: number) => Promise<void>;
 }
 
 const KIND_BRANCH = 1;
@@ -219,7 +213,7 @@ export async function checkConsistency(dbPath: string, opts: CheckOptions = {}):
 
 export async function checkDB(db: BoltDB, opts: CheckOptions = {}): Promise<CheckResult> {
   const sums = new Summaries(db.pageCount);
-  const scanned = await scan(db, sums, opts.chunkBytes ?? 8 << 20, opts.waitForBytes);
+  const scanned = await scan(db, sums, opts.chunkBytes ?? 8 << 20);
   const result = await walkSummaries(
     sums,
     {
@@ -384,7 +378,7 @@ export async function walkSummaries(sums: Summaries, src: WalkSource, maxProblem
 }
 
 /** Pass 1: reads the file sequentially and summarises every page that is a branch or leaf at its own position. */
-async function scan(db: BoltDB, sums: Summaries, chunkBytes: number, waitForBytes?: (end: number) => Promise<void>): Promise<number> {
+async function scan(db: BoltDB, sums: Summaries, chunkBytes: number): Promise<number> {
   const ps = db.pageSize;
   const hwm = db.pageCount;
   const chunkPages = Math.max(1, Math.floor(chunkBytes / ps));
@@ -393,7 +387,6 @@ async function scan(db: BoltDB, sums: Summaries, chunkBytes: number, waitForByte
   for (let pos = 2; pos < hwm; pos += chunkPages) {
     const n = Math.min(chunkPages, hwm - pos);
     const len = n * ps;
-    await waitForBytes?.(pos * ps + len);
     const got = await db.read(buf.subarray(0, len), pos * ps);
     bytesRead += got;
     if (got < len) throw new BoltError('E_BOLT_CORRUPT', `${db.path}: file ends at ${pos * ps + got}, inside the pages in use`);
@@ -411,7 +404,6 @@ async function scan(db: BoltDB, sums: Summaries, chunkBytes: number, waitForByte
       } else {
         // Spans the end of this chunk: read it whole (at most one such page per chunk).
         const big = Buffer.allocUnsafe(span);
-        await waitForBytes?.(id * ps + span);
         bytesRead += await db.read(big, id * ps);
         summarise(sums, id, flags, big, 0, span);
       }

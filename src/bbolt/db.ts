@@ -154,12 +154,7 @@ export class BoltDB {
   ) {}
 
   /** Opens `path` read-only and selects the current meta. Throws BoltError E_BOLT_OPEN or E_BOLT_INVALID. */
-  /**
-   * Opens a bbolt file for reading. `growing`: the file is still being written (a scrub checks a snapshot
-   * while it downloads), so the pages in use may lie beyond its current end; reads past the end come back
-   * short, and callers wait for the bytes they need first.
-   */
-  static async open(path: string, opts: { growing?: boolean } = {}): Promise<BoltDB> {
+  static async open(path: string): Promise<BoltDB> {
     let fh: FileHandle;
     try {
       fh = await open(path, 'r');
@@ -167,7 +162,7 @@ export class BoltDB {
       throw new BoltError('E_BOLT_OPEN', `cannot open ${path}: ${(err as Error).message}`, undefined, { cause: err });
     }
     try {
-      return await BoltDB.init(fh, path, opts.growing === true);
+      return await BoltDB.init(fh, path);
     } catch (err) {
       await fh.close();
       if (err instanceof BoltError) throw err;
@@ -175,10 +170,10 @@ export class BoltDB {
     }
   }
 
-  private static async init(fh: FileHandle, path: string, growing: boolean): Promise<BoltDB> {
+  private static async init(fh: FileHandle, path: string): Promise<BoltDB> {
     const fileSize = (await fh.stat()).size;
     const m = await selectMeta((buf, pos) => readFully(fh, buf, pos), fileSize, path);
-    if (!growing && m.meta.pgid * m.pageSize > fileSize) {
+    if (m.meta.pgid * m.pageSize > fileSize) {
       throw new BoltError('E_BOLT_INVALID', `${path}: high-water mark ${m.meta.pgid} pages lies beyond the file size ${fileSize}`);
     }
     return new BoltDB(fh, path, fileSize, m.pageSize, m.meta, m.metaPage, m.otherMetaProblem);
