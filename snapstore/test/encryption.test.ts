@@ -7,7 +7,7 @@ import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { Readable, Writable, type Duplex } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { promisify } from 'node:util';
 import { generateX25519Identity, identityToRecipient } from 'age-encryption';
@@ -32,25 +32,10 @@ import {
   snapshotFromJSON,
   snapshotToJSON,
 } from '../src/snapshot.js';
-import { chunksOf, randomBytes } from './support/streams.js';
+import { chunksOf, randomBytes, through } from './support/streams.js';
 
 const run = promisify(execFile);
 const CHUNK = 64 * 1024;
-
-async function through(t: Duplex, data: Buffer, chunkSize = 65536): Promise<Buffer> {
-  const out: Buffer[] = [];
-  await pipeline(
-    Readable.from(chunksOf(data, chunkSize)),
-    t,
-    new Writable({
-      write(chunk: Buffer, _enc, cb) {
-        out.push(chunk);
-        cb();
-      },
-    }),
-  );
-  return Buffer.concat(out);
-}
 
 async function newIdentity(source = 'test'): Promise<AgeIdentity> {
   const secretKey = await generateX25519Identity();

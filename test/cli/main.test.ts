@@ -1,7 +1,7 @@
-import { mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { CommandContext } from '../../src/config/context.js';
 import { main } from '../../src/cli/main.js';
 import type { MainOptions } from '../../src/cli/main.js';
@@ -15,11 +15,18 @@ interface Result {
   stderr: string;
 }
 
+/** `$HOME` of the commands run here: this file's own, so that a default store never lands in a shared dir. */
+let home: string;
+beforeAll(() => {
+  home = mkdtempSync(join(tmpdir(), 'etcdbr-main-home-'));
+});
+afterAll(() => rmSync(home, { recursive: true, force: true }));
+
 async function run(argv: string[], env: Record<string, string> = {}, options: MainOptions = {}): Promise<Result> {
   let stdout = '';
   let stderr = '';
   const io = { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } };
-  const code = await main(argv, env, io, { homeDir: tmpdir(), ...options });
+  const code = await main(argv, env, io, { homeDir: home, ...options });
   return { code, stdout, stderr };
 }
 
@@ -122,8 +129,15 @@ describe('subcommands', () => {
 
   it('copy validates its stores first', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'etcdbr-copy-'));
+    // The source is upstream's default Local store, `$HOME/default.bkp`: an empty one in a home of this
+    // test's own (a shared one would depend on what other tests or processes left in it).
+    const home = join(dir, 'home');
+    mkdirSync(join(home, 'default.bkp'), { recursive: true });
     try {
-      const empty = await run(['copy', '--storage-provider=Local', `--store-container=${dir}`]);
+      const missing = await run(['copy', '--storage-provider=Local', `--store-container=${dir}`], {}, { homeDir: join(dir, 'nobody') });
+      expect(missing.code).toBe(1);
+      expect(missing.stderr).toContain(`local store directory ${join(dir, 'nobody', 'default.bkp')} does not exist`);
+      const empty = await run(['copy', '--storage-provider=Local', `--store-container=${dir}`], {}, { homeDir: home });
       expect(empty.code).toBe(0);
       expect(empty.stdout).toBe('Copied 0 snapshot(s), 0 bytes; 0 already present\n');
       const r = await run(['copy', '--storage-provider=Local', `--store-container=${dir}`, '--source-storage-provider=S3']);

@@ -40,6 +40,11 @@ export interface FakeKeystone {
   expireTokens(): void;
   /** Invalidates tokens once `predicate` matches a gateway request (it is answered 401). */
   expireTokensOn(predicate: (method: string, url: string) => boolean): void;
+  /**
+   * A password change: from now on only `password` authenticates the user, and every token issued so far
+   * is revoked (Keystone revokes a user's tokens when the password changes).
+   */
+  changePassword(password: string): void;
   stop(): Promise<void>;
 }
 
@@ -49,7 +54,8 @@ async function listen(server: http.Server): Promise<number> {
 }
 
 export async function startFakeKeystone(opts: { swiftProxy: string; user: FakeKeystoneUser; region?: string }): Promise<FakeKeystone> {
-  const { user } = opts;
+  // A copy: changePassword changes what this Keystone accepts, not the caller's object.
+  const user = { ...opts.user };
   const region = opts.region ?? 'RegionOne';
   const valid = new Set<string>();
   const target = new URL(opts.swiftProxy);
@@ -156,6 +162,10 @@ export async function startFakeKeystone(opts: { swiftProxy: string; user: FakeKe
     expireTokens: () => valid.clear(),
     expireTokensOn: (p) => {
       expireOn = p;
+    },
+    changePassword(password) {
+      user.password = password;
+      valid.clear();
     },
     async stop() {
       for (const s of [gateway, identity]) {

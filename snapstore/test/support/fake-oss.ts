@@ -35,6 +35,8 @@ export interface FakeOssRequest {
   /** Path and query as sent. */
   url: string;
   status: number;
+  /** The AccessKeyId the request was signed with ('' when unsigned). */
+  accessKeyId: string;
 }
 
 export interface FakeOss {
@@ -49,6 +51,8 @@ export interface FakeOss {
   setWorm(worm: { state: 'InProgress' | 'Locked' | 'Expired'; days: number } | undefined): void;
   /** The next UploadPart requests answer 500 InternalError, `times` of them. */
   failUploadParts(times: number): void;
+  /** A key rotation: from now on only this access key is accepted (the old one is disabled). */
+  rotateAccessKey(id: string, secret: string): void;
   stop(): Promise<void>;
 }
 
@@ -67,12 +71,13 @@ export async function startFakeOss(opts: { bucket?: string } = {}): Promise<Fake
   const requests: FakeOssRequest[] = [];
   let worm: { state: string; days: number; created: Date } | undefined;
   let failParts = 0;
+  let accessKey = { id: FAKE_OSS_ACCESS_KEY_ID, secret: FAKE_OSS_ACCESS_KEY_SECRET };
 
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const rec: FakeOssRequest = { method: req.method ?? '', url: req.url ?? '', status: 0 };
+      const rec: FakeOssRequest = { method: req.method ?? '', url: req.url ?? '', status: 0, accessKeyId: '' };
       requests.push(rec);
       const send = (status: number, body = '', headers: Record<string, string> = {}): void => {
         rec.status = status;
@@ -111,8 +116,8 @@ export async function startFakeOss(opts: { bucket?: string } = {}): Promise<Fake
     const auth = String(req.headers.authorization ?? '');
     const m = /^OSS ([^:]+):(.+)$/.exec(auth);
     if (!m) return fail(403, 'AccessDenied', 'The request is not signed');
-    if (m[1] !== FAKE_OSS_ACCESS_KEY_ID)
-      return fail(403, 'InvalidAccessKeyId', 'The OSS Access Key Id you provided does not exist in our records.');
+    rec.accessKeyId = m[1] as string;
+    if (m[1] !== accessKey.id) return fail(403, 'InvalidAccessKeyId', 'The OSS Access Key Id you provided does not exist in our records.');
     const ossHeaders = Object.keys(req.headers)
       .filter((h) => h.startsWith('x-oss-'))
       .sort()
@@ -131,7 +136,7 @@ export async function startFakeOss(opts: { bucket?: string } = {}): Promise<Fake
       ...ossHeaders,
       resource,
     ].join('\n');
-    const expected = createHmac('sha1', FAKE_OSS_ACCESS_KEY_SECRET).update(toSign).digest('base64');
+    const expected = createHmac('sha1', accessKey.secret).update(toSign).digest('base64');
     if (m[2] !== expected)
       return fail(403, 'SignatureDoesNotMatch', 'The request signature we calculated does not match the signature you provided.');
     if (reqBucket !== bucket) return fail(404, 'NoSuchBucket', `The specified bucket ${reqBucket} does not exist.`);
@@ -288,6 +293,9 @@ export async function startFakeOss(opts: { bucket?: string } = {}): Promise<Fake
     },
     failUploadParts(times) {
       failParts = times;
+    },
+    rotateAccessKey(id, secret) {
+      accessKey = { id, secret };
     },
     async stop() {
       server.closeAllConnections();

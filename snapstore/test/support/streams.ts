@@ -1,6 +1,6 @@
-/** Byte sources and a stream driver for the codec tests. */
+/** Byte sources and a stream driver for the codec and encryption tests. */
 import { Readable, Writable } from 'node:stream';
-import type { Transform } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
 /** Deterministic pseudo-random bytes (mulberry32), so failures reproduce. */
@@ -22,7 +22,7 @@ export function* chunksOf(data: Buffer, size: number): Generator<Buffer> {
 }
 
 /** Pipes `data`, cut into `chunkSize` writes, through `t` and collects what comes out. */
-export async function through(t: Transform, data: Buffer, chunkSize = 65536): Promise<Buffer> {
+export async function through(t: Duplex, data: Buffer, chunkSize = 65536): Promise<Buffer> {
   const out: Buffer[] = [];
   await pipeline(
     Readable.from(chunksOf(data, chunkSize)),
