@@ -2,7 +2,8 @@
  * `etcdbrctl verify` against the time it takes just to download the same objects.
  *
  *   npm run bench -- verify [-- --runs=3]
- *   env: BENCH_DB_MB (1024: the full snapshot's database), BENCH_DELTAS (1000), BENCH_DELTA_EVENTS (100)
+ *   env: BENCH_DB_MB (1024: the full snapshot's database), BENCH_DELTAS (1000), BENCH_DELTA_EVENTS (100),
+ *        BENCH_DELTA_COMPRESSION (gzip; none, zlib, zstd)
  *
  * The store is an S3 bucket on s3rver (the S3 emulator, a child process), as a remote store is where a scrub
  * runs in practice. It holds one full snapshot of a BENCH_DB_MB MiB etcd backend (written by our bbolt
@@ -10,9 +11,11 @@
  * download is the strictest floor) and BENCH_DELTAS gzip deltas of BENCH_DELTA_EVENTS puts each after it.
  *   download  every object fetched through the same store and dropped: the full, then the deltas
  *             with the same parallelism as verify (6)
- *   verify    verifyBackups on the newest chain: decompression, sha256, the bbolt check of the full (via
- *             a temp file), every delta event parsed and its revisions checked
- * Runs alternate; medians. Target (issue 15): verify <= 1.2x download. The last line is JSON.
+ *   verify    verifyBackups on the newest chain: decompression, sha256, the bbolt check of the full (as
+ *             its pages stream by), every delta event parsed and its revisions checked
+ * Runs alternate; medians, with the CPU seconds of this process and of s3rver (which shares the cores)
+ * and the load average, as the machine may be shared. Target (issue 15): verify <= 1.2x download. The last
+ * line is JSON.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -21,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { newSnapshot, type SnapStore, type Snapshot } from '../../snapstore/src/index.js';
+import { newSnapshot, type CompressionPolicy, type SnapStore, type Snapshot } from '../../snapstore/src/index.js';
 import { openS3Store } from '../../snapstore/src/providers/s3.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from '../../snapstore/test/support/s3rver.js';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
@@ -31,11 +34,14 @@ import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
 import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';
 import { planVerification } from '../../src/verifier/chains.js';
 import { verifyBackups } from '../../src/verifier/verify.js';
-import { MiB, arg, median, quietAwsNodeWarning, round1, table } from './support/measure.js';
+import { MiB, arg, median, processCpuSeconds, quietAwsNodeWarning, round1, table } from './support/measure.js';
 
 const TARGET = 1.2;
 const FETCHERS = 6;
 const VALUE_BYTES = 1024;
+/** BENCH_DELTA_COMPRESSION: the deltas' compression policy, 'none' for uncompressed (default gzip). */
+const DELTA_COMPRESSION =
+  process.env.BENCH_DELTA_COMPRESSION === 'none' ? undefined : ((process.env.BENCH_DELTA_COMPRESSION ?? 'gzip') as CompressionPolicy);
 
 /** An etcd backend of about `mb` MiB: `key` (one put per revision over a key space) and `meta` buckets. */
 async function writeBackend(file: string, mb: number): Promise<{ revision: number }> {
@@ -91,7 +97,7 @@ async function buildStore(store: SnapStore, tmp: string, dbMB: number, deltas: n
       };
       buf.append(ev);
     }
-    await saveDeltaSnapshot(store, buf.take()!, start, 'gzip', new Date((created + d + 1) * 1000));
+    await saveDeltaSnapshot(store, buf.take()!, start, DELTA_COMPRESSION, new Date((created + d + 1) * 1000));
   }
 }
 
@@ -117,6 +123,11 @@ async function downloadAll(store: SnapStore, full: Snapshot, deltas: readonly Sn
     }),
   );
   return bytes;
+}
+
+/** The 1-minute load average and the cores, as the machine running the bench may be shared. */
+function loadavg(): string {
+  return `${os.loadavg()[0]!.toFixed(2)} on ${os.cpus().length} cores`;
 }
 
 async function main(): Promise<void> {
@@ -148,27 +159,45 @@ async function main(): Promise<void> {
     );
     const download: number[] = [];
     const verify: number[] = [];
+    const downloadCpu: number[] = [];
+    const verifyCpu: number[] = [];
+    // s3rver shares the cores: its CPU seconds show how much of a run was the server's.
+    const serverCpu = { download: [] as number[], verify: [] as number[] };
+    const cpuSince = (c0: NodeJS.CpuUsage): number => {
+      const c = process.cpuUsage(c0);
+      return (c.user + c.system) / 1e6;
+    };
     for (let r = 0; r < runs; r++) {
       let t = process.hrtime.bigint();
+      let c = process.cpuUsage();
+      let s = await processCpuSeconds(s3rver.pid);
       const bytes = await downloadAll(store, chain.base, chain.deltas);
       download.push(Number(process.hrtime.bigint() - t) / 1e9);
+      downloadCpu.push(cpuSince(c));
+      serverCpu.download.push((await processCpuSeconds(s3rver.pid)) - s);
       t = process.hrtime.bigint();
-      const report = await verifyBackups(store, plan, { maxFetchers: FETCHERS, tempDir: tmp });
+      c = process.cpuUsage();
+      s = await processCpuSeconds(s3rver.pid);
+      const report = await verifyBackups(store, plan, { maxFetchers: FETCHERS });
       verify.push(Number(process.hrtime.bigint() - t) / 1e9);
+      verifyCpu.push(cpuSince(c));
+      serverCpu.verify.push((await processCpuSeconds(s3rver.pid)) - s);
       if (!report.restorable) throw new Error(`verify found the bench store broken: ${JSON.stringify(report.firstBroken)}`);
       if (report.bytes !== bytes) throw new Error(`verify read ${report.bytes} bytes, the download ${bytes}`);
       console.log(
-        `  run ${r + 1}: download ${download.at(-1)!.toFixed(2)} s, verify ${verify.at(-1)!.toFixed(2)} s (${round1(bytes / MiB)} MiB)`,
+        `  run ${r + 1}: download ${download.at(-1)!.toFixed(2)} s (CPU ${downloadCpu.at(-1)!.toFixed(2)} s, s3rver ${serverCpu.download.at(-1)!.toFixed(2)} s), ` +
+          `verify ${verify.at(-1)!.toFixed(2)} s (CPU ${verifyCpu.at(-1)!.toFixed(2)} s, s3rver ${serverCpu.verify.at(-1)!.toFixed(2)} s); ` +
+          `${round1(bytes / MiB)} MiB; load ${loadavg()}`,
       );
     }
     const d = median(download);
     const v = median(verify);
     console.log(
       table(
-        ['case', 'seconds (median)'],
+        ['case', 'seconds (median)', 'CPU s, this process', 'CPU s, s3rver'],
         [
-          ['download', d.toFixed(2)],
-          ['verify', v.toFixed(2)],
+          ['download', d.toFixed(2), median(downloadCpu).toFixed(2), median(serverCpu.download).toFixed(2)],
+          ['verify', v.toFixed(2), median(verifyCpu).toFixed(2), median(serverCpu.verify).toFixed(2)],
         ],
       ),
     );
@@ -181,6 +210,8 @@ async function main(): Promise<void> {
         deltas: deltaCount,
         downloadSeconds: round1(d),
         verifySeconds: round1(v),
+        downloadCpuSeconds: round1(median(downloadCpu)),
+        verifyCpuSeconds: round1(median(verifyCpu)),
         ratio: Math.round(ratio * 100) / 100,
         met: ratio <= TARGET,
       }),

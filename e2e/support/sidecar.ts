@@ -16,10 +16,18 @@ export interface SidecarProcess {
   exited: Promise<number | null>;
 }
 
-/** Runs `bin/etcdbrctl server` with the given flags on a free port. */
-export async function startSidecar(args: string[], env: NodeJS.ProcessEnv = {}): Promise<SidecarProcess> {
-  const port = await freePort();
-  const child = spawn(process.execPath, [BIN, 'server', `--server-port=${port}`, ...args], {
+/**
+ * Runs `bin/etcdbrctl server` with the given flags on a free port, or on `at`: a port on one loopback
+ * address (`--server-address`), as sidecars on their own pods listen on the same port.
+ */
+export async function startSidecar(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+  at?: { host: string; port: number },
+): Promise<SidecarProcess> {
+  const port = at?.port ?? (await freePort());
+  const listen = at ? [`--server-address=${at.host}`] : [];
+  const child = spawn(process.execPath, [BIN, 'server', `--server-port=${port}`, ...listen, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },
   });
@@ -31,7 +39,7 @@ export async function startSidecar(args: string[], env: NodeJS.ProcessEnv = {}):
     logs += d;
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const url = `http://127.0.0.1:${port}`;
+  const url = `http://${at?.host ?? '127.0.0.1'}:${port}`;
   // Listening (any answer from /healthz) or gone, whichever comes first.
   const started = await waitFor(
     async () => {

@@ -25,6 +25,12 @@ const OPEN_BRACKET = 0x5b;
 const CLOSE_BRACKET = 0x5d;
 const COMMA = 0x2c;
 
+/** Index of the first `byte` in `buf` at or after `from`, or `buf.length` when there is none. */
+function indexOrEnd(buf: Buffer, byte: number, from: number): number {
+  const at = buf.indexOf(byte, from);
+  return at === -1 ? buf.length : at;
+}
+
 function isSpace(b: number): boolean {
   return b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
 }
@@ -117,6 +123,9 @@ export class DeltaPayloadParser extends Transform {
 
   private scan(buf: Buffer): void {
     this.elementStart = this.state === State.InElement ? 0 : -1;
+    // Where the next quote and backslash lie from the current position on (recomputed once passed).
+    let nextQuote = -1;
+    let nextBackslash = -1;
     for (let i = 0; i < buf.length; i++) {
       const b = buf[i]!;
       switch (this.state) {
@@ -125,6 +134,13 @@ export class DeltaPayloadParser extends Transform {
             if (this.escaped) this.escaped = false;
             else if (b === BACKSLASH) this.escaped = true;
             else if (b === QUOTE) this.inString = false;
+            else {
+              // Most of an event is inside strings (base64 keys and values): jump to the string's next
+              // quote or backslash instead of looking at every byte.
+              if (nextQuote < i) nextQuote = indexOrEnd(buf, QUOTE, i);
+              if (nextBackslash < i) nextBackslash = indexOrEnd(buf, BACKSLASH, i);
+              i = Math.min(nextQuote, nextBackslash) - 1;
+            }
           } else if (b === QUOTE) {
             this.inString = true;
           } else if (b === OPEN_BRACE || b === OPEN_BRACKET) {

@@ -29,6 +29,7 @@ import {
   readPageHeader,
   readU64,
 } from './format.js';
+import type { Meta, PageHeader } from './format.js';
 
 export interface CheckProblem {
   /** The page the problem is about, when there is one. */
@@ -63,12 +64,6 @@ export interface CheckOptions {
   maxProblems?: number;
   /** Sequential read size. Default 8 MiB. */
   chunkBytes?: number;
-  /**
-   * For a file still being written (BoltDB.open with `growing`): resolves once the file holds `end` bytes,
-   * or will get no more. The sequential pass waits on it before each read, so the check runs beside the
-   * download instead of after it.
-   */
-  waitForBytes?: (end: number) => Promise<void>;
 }
 
 const KIND_BRANCH = 1;
@@ -139,7 +134,7 @@ class KeyArena {
 }
 
 /** Per-page summaries from the scan, struct-of-arrays indexed through `index[pageId]`. */
-class Summaries {
+export class Summaries {
   readonly index: Int32Array;
   kind = new Uint8Array(1024);
   overflow = new U32List();
@@ -165,6 +160,13 @@ class Summaries {
   inlineBuckets = 0;
   /** Problems inside a page, reported only if the page turns out to be reachable. */
   deferred = new Map<number, string[]>();
+  /**
+   * What etcd's store revision needs, so that a streamed check can tell it without reading pages again:
+   * every sub-bucket element named `key` or `meta` (its page, and its root or, inline, what it holds), and
+   * every leaf element `finishedCompactRev` with its value.
+   */
+  etcdBuckets: Array<{ page: number; name: 'key' | 'meta'; root: number; inlineRevision: number }> = [];
+  compactRevs: Array<{ page: number; revision: number }> = [];
 
   constructor(pageCount: number) {
     this.index = new Int32Array(pageCount).fill(-1);
@@ -210,10 +212,44 @@ export async function checkConsistency(dbPath: string, opts: CheckOptions = {}):
 }
 
 export async function checkDB(db: BoltDB, opts: CheckOptions = {}): Promise<CheckResult> {
-  const maxProblems = opts.maxProblems ?? 1000;
-  const ps = db.pageSize;
-  const hwm = db.pageCount;
-  const meta = db.meta;
+  const sums = new Summaries(db.pageCount);
+  const scanned = await scan(db, sums, opts.chunkBytes ?? 8 << 20);
+  const result = await walkSummaries(
+    sums,
+    {
+      pageSize: db.pageSize,
+      meta: db.meta,
+      otherMeta: db.otherMetaProblem === undefined ? undefined : { page: 1 - db.metaPage, problem: db.otherMetaProblem },
+      header: async (id) => {
+        const head = Buffer.alloc(PAGE_HEADER_SIZE);
+        const bytes = await db.read(head, id * db.pageSize);
+        return { header: readPageHeader(head, 0), bytes };
+      },
+      read: (buf, position) => db.read(buf, position),
+    },
+    opts.maxProblems ?? 1000,
+  );
+  result.bytesRead += scanned;
+  return result;
+}
+
+/** What the tree walk needs besides the summaries: the current meta, and the few pages it reads itself. */
+export interface WalkSource {
+  pageSize: number;
+  meta: Meta;
+  /** The other meta page and why it is invalid, when it is. */
+  otherMeta?: { page: number; problem: string } | undefined;
+  /** The header of a page the scan did not summarise (only looked at when the tree reaches it). */
+  header(id: number): Promise<{ header: PageHeader; bytes: number }>;
+  /** Reads bytes of the freelist page(s); returns how many it could. */
+  read(buf: Buffer, position: number): Promise<number>;
+}
+
+/** Pass 2: the freelist and the tree walk over the summaries. */
+export async function walkSummaries(sums: Summaries, src: WalkSource, maxProblems: number): Promise<CheckResult> {
+  const ps = src.pageSize;
+  const meta = src.meta;
+  const hwm = meta.pgid;
   const result: CheckResult = {
     ok: false,
     problems: [],
@@ -232,11 +268,7 @@ export async function checkDB(db: BoltDB, opts: CheckOptions = {}): Promise<Chec
     result.problemCount++;
     if (result.problems.length < maxProblems) result.problems.push(pageId === undefined ? { message } : { pageId, message });
   };
-  if (db.otherMetaProblem) result.warnings.push(`meta page ${1 - db.metaPage} is invalid: ${db.otherMetaProblem}`);
-
-  const sums = new Summaries(hwm);
-  result.bytesRead += await scan(db, sums, opts.chunkBytes ?? 8 << 20, opts.waitForBytes);
-
+  if (src.otherMeta) result.warnings.push(`meta page ${src.otherMeta.page} is invalid: ${src.otherMeta.problem}`);
   const reached = new Uint8Array(hwm);
   const freed = new Uint8Array(hwm);
   reached[0] = 1;
@@ -245,7 +277,7 @@ export async function checkDB(db: BoltDB, opts: CheckOptions = {}): Promise<Chec
   // The freelist page(s) and the ids on them.
   const freelistPersisted = meta.freelist !== undefined;
   if (meta.freelist !== undefined) {
-    result.bytesRead += await readFreelist(db, meta.freelist, reached, freed, problem);
+    result.bytesRead += await readFreelist(src, meta.freelist, reached, freed, problem);
   }
 
   // Tree walk over the summaries: stack of (page, min key, max key); -1 offsets mean unbounded.
@@ -273,9 +305,8 @@ export async function checkDB(db: BoltDB, opts: CheckOptions = {}): Promise<Chec
         continue;
       }
       reached[id] = 1;
-      const head = Buffer.alloc(PAGE_HEADER_SIZE);
-      result.bytesRead += await db.read(head, id * ps);
-      const h = readPageHeader(head, 0);
+      const { header: h, bytes } = await src.header(id);
+      result.bytesRead += bytes;
       if (h.id !== id) problem(id, `page ${id}: header identifies as page ${h.id}`);
       else problem(id, `page ${id}: invalid type ${pageTypeName(h.flags)} where a branch or leaf was expected`);
       if (freed[id]) problem(id, `page ${id}: reachable freed`);
@@ -347,7 +378,7 @@ export async function checkDB(db: BoltDB, opts: CheckOptions = {}): Promise<Chec
 }
 
 /** Pass 1: reads the file sequentially and summarises every page that is a branch or leaf at its own position. */
-async function scan(db: BoltDB, sums: Summaries, chunkBytes: number, waitForBytes?: (end: number) => Promise<void>): Promise<number> {
+async function scan(db: BoltDB, sums: Summaries, chunkBytes: number): Promise<number> {
   const ps = db.pageSize;
   const hwm = db.pageCount;
   const chunkPages = Math.max(1, Math.floor(chunkBytes / ps));
@@ -356,7 +387,6 @@ async function scan(db: BoltDB, sums: Summaries, chunkBytes: number, waitForByte
   for (let pos = 2; pos < hwm; pos += chunkPages) {
     const n = Math.min(chunkPages, hwm - pos);
     const len = n * ps;
-    await waitForBytes?.(pos * ps + len);
     const got = await db.read(buf.subarray(0, len), pos * ps);
     bytesRead += got;
     if (got < len) throw new BoltError('E_BOLT_CORRUPT', `${db.path}: file ends at ${pos * ps + got}, inside the pages in use`);
@@ -367,18 +397,13 @@ async function scan(db: BoltDB, sums: Summaries, chunkBytes: number, waitForByte
       const flags = buf.readUInt16LE(off + 8);
       if (!(flags & (FLAG_BRANCH | FLAG_LEAF))) continue;
       const overflow = buf.readUInt32LE(off + 12);
-      if (id + overflow >= hwm) {
-        sums.add(id, KIND_BAD, 0, 0);
-        sums.defer(id, `overflow ${overflow} runs past the high-water mark ${hwm}`);
-        continue;
-      }
+      if (overflowTooLong(sums, id, overflow, hwm)) continue;
       const span = (overflow + 1) * ps;
       if (off + span <= len) {
         summarise(sums, id, flags, buf, off, off + span);
       } else {
         // Spans the end of this chunk: read it whole (at most one such page per chunk).
         const big = Buffer.allocUnsafe(span);
-        await waitForBytes?.(id * ps + span);
         bytesRead += await db.read(big, id * ps);
         summarise(sums, id, flags, big, 0, span);
       }
@@ -387,8 +412,16 @@ async function scan(db: BoltDB, sums: Summaries, chunkBytes: number, waitForByte
   return bytesRead;
 }
 
+/** A tree page whose overflow runs past the mark is recorded as unusable (reported if the tree reaches it). */
+export function overflowTooLong(sums: Summaries, id: number, overflow: number, hwm: number): boolean {
+  if (id + overflow < hwm) return false;
+  sums.add(id, KIND_BAD, 0, 0);
+  sums.defer(id, `overflow ${overflow} runs past the high-water mark ${hwm}`);
+  return true;
+}
+
 /** Summarises the branch or leaf page held in `buf[start, end)`. */
-function summarise(sums: Summaries, id: number, flags: number, buf: Buffer, start: number, end: number): void {
+export function summarise(sums: Summaries, id: number, flags: number, buf: Buffer, start: number, end: number): void {
   const count = buf.readUInt16LE(start + 10);
   const overflow = buf.readUInt32LE(start + 12);
   if (start + PAGE_HEADER_SIZE + count * ELEMENT_SIZE > end) {
@@ -465,6 +498,7 @@ function leafElements(
   end: number,
   count: number,
   onKey: (ks: number, ke: number, i: number) => void,
+  nested = false,
 ): boolean {
   let prevS = -1;
   let prevE = -1;
@@ -485,14 +519,23 @@ function leafElements(
     prevS = ks;
     prevE = ke;
     onKey(ks, ke, i);
-    if (flags & LEAF_FLAG_BUCKET) {
+    if (!(flags & LEAF_FLAG_BUCKET)) {
+      // Tombstone revision keys are 18 bytes too; the first byte tells them apart without a compare.
+      if (!nested && ke - ks === FINISHED_COMPACT_REV.length && buf[ks] === FINISHED_COMPACT_REV[0] && ve - ke >= 8) {
+        if (buf.compare(FINISHED_COMPACT_REV, 0, FINISHED_COMPACT_REV.length, ks, ke) === 0) {
+          sums.compactRevs.push({ page: id, revision: Number(buf.readBigUInt64BE(ke)) });
+        }
+      }
+    } else {
       if (ve - ke < BUCKET_HEADER_SIZE) {
         sums.defer(id, `sub-bucket value of element ${i} is too short`);
         continue;
       }
+      const name = nested ? undefined : etcdBucketName(buf, ks, ke);
       const root = readU64(buf, ke);
       if (root !== 0) {
         sums.bucketRoots.push(root);
+        if (name) sums.etcdBuckets.push({ page: id, name, root, inlineRevision: 0 });
         continue;
       }
       // Inline bucket: a leaf page inside the value; bbolt's check skips its (impossible) sub-trees too.
@@ -512,22 +555,110 @@ function leafElements(
         sums.defer(id, `inline bucket of element ${i}: ${icount} elements do not fit`);
         continue;
       }
-      leafElements(sums, id, buf, ps, ve, icount, () => undefined);
+      leafElements(sums, id, buf, ps, ve, icount, () => undefined, true);
+      if (name) sums.etcdBuckets.push({ page: id, name, root: 0, inlineRevision: inlineRevision(buf, ps, ve, icount, name) });
     }
   }
   return false;
 }
 
+const FINISHED_COMPACT_REV = Buffer.from('finishedCompactRev');
+const KEY_BUCKET = Buffer.from('key');
+const META_BUCKET = Buffer.from('meta');
+
+function etcdBucketName(buf: Buffer, ks: number, ke: number): 'key' | 'meta' | undefined {
+  if (ke - ks === 3 && buf.compare(KEY_BUCKET, 0, 3, ks, ke) === 0) return 'key';
+  if (ke - ks === 4 && buf.compare(META_BUCKET, 0, 4, ks, ke) === 0) return 'meta';
+  return undefined;
+}
+
+/**
+ * What an inline `key` or `meta` bucket tells of the store revision (0: nothing): the main revision of
+ * its last key, or its `finishedCompactRev`. Elements that run past the page are left out (the check
+ * reports them).
+ */
+function inlineRevision(buf: Buffer, start: number, end: number, count: number, name: 'key' | 'meta'): number {
+  let out = 0;
+  for (let i = 0; i < count; i++) {
+    const e = start + PAGE_HEADER_SIZE + i * ELEMENT_SIZE;
+    const ks = e + buf.readUInt32LE(e + 4);
+    const ke = ks + buf.readUInt32LE(e + 8);
+    const ve = ke + buf.readUInt32LE(e + 12);
+    if (ve > end) break;
+    if (name === 'key') out = i === count - 1 && ke - ks >= 8 ? Number(buf.readBigUInt64BE(ks)) : 0;
+    else if (ke - ks === FINISHED_COMPACT_REV.length && ve - ke >= 8 && buf.compare(FINISHED_COMPACT_REV, 0, 18, ks, ke) === 0) {
+      out = Math.max(out, Number(buf.readBigUInt64BE(ke)));
+    }
+  }
+  return out;
+}
+
+/**
+ * etcd's store revision from the summaries of a file that checked out (see revision.ts `storeRevisionOf`,
+ * which reads the pages instead): the main revision of the last key of bucket `key`, or the finished
+ * compaction's where that is higher, at least 1. Throws BoltError E_BOLT_NO_BUCKET without a `key` bucket.
+ */
+export function storeRevisionFromSummaries(sums: Summaries, rootPage: number): number {
+  const rootLeaves = leavesOf(sums, rootPage);
+  const inRoot = (name: 'key' | 'meta') => sums.etcdBuckets.find((b) => b.name === name && rootLeaves.has(b.page));
+  const key = inRoot('key');
+  if (!key) throw new BoltError('E_BOLT_NO_BUCKET', 'bucket "key" not found');
+  let revision = Math.max(1, key.root === 0 ? key.inlineRevision : lastKeyRevision(sums, key.root));
+  const meta = inRoot('meta');
+  if (meta && meta.root === 0) revision = Math.max(revision, meta.inlineRevision);
+  else if (meta) {
+    const leaves = leavesOf(sums, meta.root);
+    for (const c of sums.compactRevs) if (leaves.has(c.page)) revision = Math.max(revision, c.revision);
+  }
+  return revision;
+}
+
+/** The leaf pages of the tree under `root`, through the summaries. */
+function leavesOf(sums: Summaries, root: number): Set<number> {
+  const out = new Set<number>();
+  const stack = [root];
+  while (stack.length > 0) {
+    const id = stack.pop()!;
+    const s = sums.index[id] ?? -1;
+    if (s < 0) continue;
+    if (sums.kind[s] === KIND_LEAF) out.add(id);
+    else if (sums.kind[s] === KIND_BRANCH) {
+      const c0 = sums.start.a[s]!;
+      for (let i = 0; i < sums.count.a[s]!; i++) stack.push(sums.children.a[c0 + i]!);
+    }
+  }
+  return out;
+}
+
+/** The main revision of the last key under `root` (rightmost non-empty leaf), 0 for an empty tree or a short key. */
+function lastKeyRevision(sums: Summaries, root: number): number {
+  const stack = [root];
+  while (stack.length > 0) {
+    const id = stack.pop()!;
+    const s = sums.index[id] ?? -1;
+    if (s < 0) continue;
+    if (sums.kind[s] === KIND_BRANCH) {
+      // Pushed left to right, so the rightmost child is looked at first.
+      const c0 = sums.start.a[s]!;
+      for (let i = 0; i < sums.count.a[s]!; i++) stack.push(sums.children.a[c0 + i]!);
+    } else if (sums.kind[s] === KIND_LEAF && sums.count.a[s]! > 0) {
+      const len = sums.lastLen.a[s]!;
+      return len >= 8 ? Number(sums.keys.buf.readBigUInt64BE(sums.lastOff.a[s]!)) : 0;
+    }
+  }
+  return 0;
+}
+
 /** Marks the freelist page(s) reachable and its ids freed; returns the bytes read. */
 async function readFreelist(
-  db: BoltDB,
+  db: WalkSource,
   fl: number,
   reached: Uint8Array,
   freed: Uint8Array,
   problem: (pageId: number | undefined, message: string) => void,
 ): Promise<number> {
   const ps = db.pageSize;
-  const hwm = db.pageCount;
+  const hwm = db.meta.pgid;
   if (!Number.isSafeInteger(fl) || fl < 2 || fl >= hwm) {
     problem(undefined, `freelist page ${fl}: out of bounds (high-water mark ${hwm})`);
     return 0;

@@ -154,12 +154,7 @@ export class BoltDB {
   ) {}
 
   /** Opens `path` read-only and selects the current meta. Throws BoltError E_BOLT_OPEN or E_BOLT_INVALID. */
-  /**
-   * Opens a bbolt file for reading. `growing`: the file is still being written (a scrub checks a snapshot
-   * while it downloads), so the pages in use may lie beyond its current end; reads past the end come back
-   * short, and callers wait for the bytes they need first.
-   */
-  static async open(path: string, opts: { growing?: boolean } = {}): Promise<BoltDB> {
+  static async open(path: string): Promise<BoltDB> {
     let fh: FileHandle;
     try {
       fh = await open(path, 'r');
@@ -167,7 +162,7 @@ export class BoltDB {
       throw new BoltError('E_BOLT_OPEN', `cannot open ${path}: ${(err as Error).message}`, undefined, { cause: err });
     }
     try {
-      return await BoltDB.init(fh, path, opts.growing === true);
+      return await BoltDB.init(fh, path);
     } catch (err) {
       await fh.close();
       if (err instanceof BoltError) throw err;
@@ -175,37 +170,13 @@ export class BoltDB {
     }
   }
 
-  private static async init(fh: FileHandle, path: string, growing: boolean): Promise<BoltDB> {
+  private static async init(fh: FileHandle, path: string): Promise<BoltDB> {
     const fileSize = (await fh.stat()).size;
-    const pageSize = await detectPageSize(fh, fileSize);
-    if (typeof pageSize === 'string') {
-      throw new BoltError('E_BOLT_INVALID', `${path}: not a bbolt database (no valid meta page; meta 0: ${pageSize})`);
+    const m = await selectMeta((buf, pos) => readFully(fh, buf, pos), fileSize, path);
+    if (m.meta.pgid * m.pageSize > fileSize) {
+      throw new BoltError('E_BOLT_INVALID', `${path}: high-water mark ${m.meta.pgid} pages lies beyond the file size ${fileSize}`);
     }
-    if (fileSize < pageSize * 2) {
-      throw new BoltError('E_BOLT_INVALID', `${path}: file size ${fileSize} too small for two meta pages`);
-    }
-    const metas: (Meta | undefined)[] = [];
-    const problems: (string | undefined)[] = [];
-    for (const id of [0, 1]) {
-      const buf = Buffer.alloc(PAGE_HEADER_SIZE + META_SIZE);
-      await readFully(fh, buf, id * pageSize);
-      const m = readMeta(buf, PAGE_HEADER_SIZE);
-      const problem = metaProblem(buf, PAGE_HEADER_SIZE, m) ?? (m.pageSize !== pageSize ? `page size ${m.pageSize} differs` : undefined);
-      metas.push(problem ? undefined : m);
-      problems.push(problem);
-    }
-    const [m0, m1] = metas;
-    if (!m0 && !m1) {
-      throw new BoltError('E_BOLT_INVALID', `${path}: both meta pages are invalid (0: ${problems[0]}; 1: ${problems[1]})`);
-    }
-    const use: 0 | 1 = m0 && (!m1 || m0.txid >= m1.txid) ? 0 : 1;
-    const meta = (use === 0 ? m0 : m1)!;
-    if (!growing && meta.pgid * pageSize > fileSize) {
-      throw new BoltError('E_BOLT_INVALID', `${path}: high-water mark ${meta.pgid} pages lies beyond the file size ${fileSize}`);
-    }
-    if (meta.pgid < 2) throw new BoltError('E_BOLT_INVALID', `${path}: high-water mark ${meta.pgid} below the meta pages`);
-    const other = use === 0 ? problems[1] : problems[0];
-    return new BoltDB(fh, path, fileSize, pageSize, meta, use, other);
+    return new BoltDB(fh, path, fileSize, m.pageSize, m.meta, m.metaPage, m.otherMetaProblem);
   }
 
   /** Number of pages in use (the high-water mark). */
@@ -312,15 +283,59 @@ async function readFully(fh: FileHandle, buf: Buffer, position: number): Promise
   }
 }
 
+/** What opening a bbolt file decides from its first pages: the page size and the current meta. */
+export interface SelectedMeta {
+  pageSize: number;
+  meta: Meta;
+  metaPage: 0 | 1;
+  otherMetaProblem: string | undefined;
+}
+
+/**
+ * Reads both meta pages through `readAt` (a file, or the first bytes of a stream) and selects the current
+ * one: the valid meta with the higher txid. Throws BoltError E_BOLT_INVALID when neither is usable.
+ */
+export async function selectMeta(
+  readAt: (buf: Buffer, position: number) => Promise<void>,
+  fileSize: number,
+  path: string,
+): Promise<SelectedMeta> {
+  const pageSize = await detectPageSize(readAt, fileSize);
+  if (typeof pageSize === 'string') {
+    throw new BoltError('E_BOLT_INVALID', `${path}: not a bbolt database (no valid meta page; meta 0: ${pageSize})`);
+  }
+  if (fileSize < pageSize * 2) {
+    throw new BoltError('E_BOLT_INVALID', `${path}: file size ${fileSize} too small for two meta pages`);
+  }
+  const metas: (Meta | undefined)[] = [];
+  const problems: (string | undefined)[] = [];
+  for (const id of [0, 1]) {
+    const buf = Buffer.alloc(PAGE_HEADER_SIZE + META_SIZE);
+    await readAt(buf, id * pageSize);
+    const m = readMeta(buf, PAGE_HEADER_SIZE);
+    const problem = metaProblem(buf, PAGE_HEADER_SIZE, m) ?? (m.pageSize !== pageSize ? `page size ${m.pageSize} differs` : undefined);
+    metas.push(problem ? undefined : m);
+    problems.push(problem);
+  }
+  const [m0, m1] = metas;
+  if (!m0 && !m1) {
+    throw new BoltError('E_BOLT_INVALID', `${path}: both meta pages are invalid (0: ${problems[0]}; 1: ${problems[1]})`);
+  }
+  const use: 0 | 1 = m0 && (!m1 || m0.txid >= m1.txid) ? 0 : 1;
+  const meta = (use === 0 ? m0 : m1)!;
+  if (meta.pgid < 2) throw new BoltError('E_BOLT_INVALID', `${path}: high-water mark ${meta.pgid} below the meta pages`);
+  return { pageSize, meta, metaPage: use, otherMetaProblem: use === 0 ? problems[1] : problems[0] };
+}
+
 /**
  * bbolt's page-size detection: the first meta page if it validates, else the second meta page looked for at
  * 1 KiB << i (the page size is not known until a meta is read).
  */
-async function detectPageSize(fh: FileHandle, fileSize: number): Promise<number | string> {
+async function detectPageSize(readAt: (buf: Buffer, position: number) => Promise<void>, fileSize: number): Promise<number | string> {
   const buf = Buffer.alloc(PAGE_HEADER_SIZE + META_SIZE);
   const at = async (pos: number): Promise<number | string> => {
     if (pos + buf.length > fileSize) return `file too small (${fileSize} bytes)`;
-    await readFully(fh, buf, pos);
+    await readAt(buf, pos);
     const m = readMeta(buf, PAGE_HEADER_SIZE);
     return metaProblem(buf, PAGE_HEADER_SIZE, m) ?? m.pageSize;
   };

@@ -40,6 +40,8 @@ export interface EtcdConnectionConfig {
 /** `pkg/server/init.go`. TLS is on only when both cert and key are set. */
 export interface HttpServerConfig {
   port: number;
+  /** Ours: the address to listen on; '' = every interface (upstream's `:<port>`). */
+  address: string;
   enableProfiling: boolean;
   /** File key `server-cert`. */
   serverCert: string;

@@ -15,7 +15,7 @@ import type { CompactTarget } from '../cluster/on-demand.js';
 import { registerProfilingRoutes } from './debug.js';
 import type { Profiling } from './debug.js';
 import { delegateToLeader } from './proxy.js';
-import type { DelegationOptions } from './proxy.js';
+import type { DelegationOptions, Refusal } from './proxy.js';
 import { errorMessage, parseGoBool, queryParam, sendError, sendJson } from './respond.js';
 import { httpStatusOf } from './error-status.js';
 import type { HttpServerDeps, SnapshotterControl } from './types.js';
@@ -39,6 +39,12 @@ function compactTarget(request: FastifyRequest): CompactTarget | string {
   }
   return out;
 }
+
+/**
+ * A follower asked for maintenance that it cannot forward (no leader, an unhealthy one, or the request was
+ * forwarded already): 503, as the leader may be back in a moment.
+ */
+const NOT_LEADING: Refusal = { reason: 'this sidecar does not lead the cluster', status: 503 };
 
 /** Upstream's `ReadHeaderTimeout` against slow-header clients. */
 const READ_HEADER_TIMEOUT_MS = 5_000;
@@ -139,34 +145,6 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
     }
   });
 
-  // Ours: maintenance on demand (DEP-05), on the leading sidecar. Compaction discards history and a
-  // defragmentation blocks each member for a while, so these routes exist only behind API authentication.
-  for (const operation of ['defrag', 'compact'] as const) {
-    app.all(`/maintenance/${operation}`, async (request, reply) => {
-      if (!auth.enabled) {
-        return sendError(reply, 403, 'maintenance routes need API authentication: configure --api-client-ca-file or --api-token-file');
-      }
-      const leading = deps.maintenance?.();
-      if (!leading)
-        return sendError(reply, 503, 'this sidecar does not lead the cluster: send maintenance requests to the leading sidecar');
-      if (request.method === 'GET') return sendJson(reply, 200, leading.control.status()[operation] ?? null);
-      if (request.method !== 'POST') return sendError(reply, 405, `use POST to start a ${operation}, GET for the last outcome`);
-      try {
-        let outcome;
-        if (operation === 'defrag') outcome = await leading.control.defrag(leading.signal);
-        else {
-          const target = compactTarget(request);
-          if (typeof target === 'string') return sendError(reply, 400, target);
-          outcome = await leading.control.compact(target);
-        }
-        return sendJson(reply, outcome.state === 'succeeded' ? 200 : 500, outcome);
-      } catch (err) {
-        const status = httpStatusOf(err);
-        return sendError(reply, status, status < 500 ? errorMessage(err) : `${operation} failed: ${errorMessage(err)}`);
-      }
-    });
-  }
-
   const delegation: DelegationOptions = {
     leaderProxy: deps.leaderProxy,
     ca: tls ? deps.proxyCa : undefined,
@@ -193,11 +171,40 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
     return sendError(reply, 405, message);
   };
 
-  // Snapshot routes live in their own scope so that they can take any request body as raw bytes (to
-  // forward it unchanged) without changing body parsing for routes added by extraRoutes.
+  // Snapshot and maintenance routes live in their own scope so that they can take any request body as raw
+  // bytes (to forward it unchanged) without changing body parsing for routes added by extraRoutes.
   app.register(async (scope) => {
     scope.removeAllContentTypeParsers();
     scope.addContentTypeParser('*', { parseAs: 'buffer' }, (_request, body, done) => done(null, body));
+
+    // Ours: maintenance on demand (DEP-05), run by the leading sidecar; a follower forwards the request
+    // there, as snapshot requests are. Compaction discards history and a defragmentation blocks each member
+    // for a while, so these routes exist only behind API authentication (checked here before forwarding,
+    // and again by the leader).
+    for (const operation of ['defrag', 'compact'] as const) {
+      scope.all(`/maintenance/${operation}`, async (request, reply) => {
+        if (!auth.enabled) {
+          return sendError(reply, 403, 'maintenance routes need API authentication: configure --api-client-ca-file or --api-token-file');
+        }
+        const leading = deps.maintenance?.();
+        if (!leading) return delegateToLeader(request, reply, delegation, NOT_LEADING);
+        if (request.method === 'GET') return sendJson(reply, 200, leading.control.status()[operation] ?? null);
+        if (request.method !== 'POST') return sendError(reply, 405, `use POST to start a ${operation}, GET for the last outcome`);
+        try {
+          let outcome;
+          if (operation === 'defrag') outcome = await leading.control.defrag(leading.signal);
+          else {
+            const target = compactTarget(request);
+            if (typeof target === 'string') return sendError(reply, 400, target);
+            outcome = await leading.control.compact(target);
+          }
+          return sendJson(reply, outcome.state === 'succeeded' ? 200 : 500, outcome);
+        } catch (err) {
+          const status = httpStatusOf(err);
+          return sendError(reply, status, status < 500 ? errorMessage(err) : `${operation} failed: ${errorMessage(err)}`);
+        }
+      });
+    }
 
     scope.all('/snapshot/full', async (request, reply) => {
       const raw = queryParam(request, 'final');

@@ -1,6 +1,7 @@
 /**
  * Leader delegation (upstream `delegateReqToLeader`): a sidecar without a snapshotter forwards snapshot
  * requests to the leading sidecar, after checking that the leader's `/healthz` says `{"health":true}`.
+ * Maintenance requests (ours) go the same way from a follower.
  */
 import { EtcdbrError } from '../errors.js';
 import http from 'node:http';
@@ -26,8 +27,9 @@ export interface DelegationOptions {
 }
 
 /**
- * Set on forwarded requests. A sidecar that receives a forwarded request and has no snapshotter either
- * answers 405 instead of forwarding again, so a stale leader view can never make requests loop.
+ * Set on forwarded requests. A sidecar that receives a forwarded request and cannot serve it either
+ * (no snapshotter, not leading) refuses it instead of forwarding again, so a stale leader view can never
+ * make requests loop.
  */
 export const FORWARDED_HEADER = 'x-etcdbrctl-forwarded';
 
@@ -103,12 +105,15 @@ export async function isLeaderHealthy(
   ca: Buffer | undefined,
   timeoutMs: number,
   client?: { cert: Buffer; key: Buffer },
+  authorization?: string,
 ): Promise<boolean> {
   const url = new URL(`${trimBase(base)}/healthz`);
   const request = requestFn(url);
   const signal = AbortSignal.timeout(timeoutMs);
+  // The caller's bearer token goes along: with --api-open-probes=false the leader's /healthz wants it too.
+  const headers = authorization !== undefined ? { authorization } : {};
   const body = await new Promise<Buffer>((resolve, reject) => {
-    const req = request(url, { method: 'GET', agent: false, signal, ...tlsOptions(url, ca, client) }, (res) => {
+    const req = request(url, { method: 'GET', agent: false, signal, headers, ...tlsOptions(url, ca, client) }, (res) => {
       readLimited(res, HEALTH_BODY_LIMIT).then(resolve, reject);
     });
     req.on('error', (err) => reject(signal.aborted ? new EtcdbrError('E_UNAVAILABLE', `no answer within ${timeoutMs} ms`) : err));
@@ -124,33 +129,48 @@ export async function isLeaderHealthy(
   return (parsed as { health?: unknown }).health === true;
 }
 
-/** Forwards the request to the leader if it is healthy; every failure before forwarding is a 405, as upstream. */
-export async function delegateToLeader(request: FastifyRequest, reply: FastifyReply, opts: DelegationOptions): Promise<FastifyReply> {
+/** Why this sidecar does not serve the request itself, and how it answers when it cannot forward it either. */
+export interface Refusal {
+  /** Starts every message, e.g. "no snapshotter runs in this sidecar". */
+  reason: string;
+  status: number;
+}
+
+/** Snapshot routes: every failure before forwarding is a 405, as upstream. */
+const NO_SNAPSHOTTER: Refusal = { reason: 'no snapshotter runs in this sidecar', status: 405 };
+
+/** Forwards the request to the leader if it is healthy; a failure before forwarding answers `why.status`. */
+export async function delegateToLeader(
+  request: FastifyRequest,
+  reply: FastifyReply,
+  opts: DelegationOptions,
+  why: Refusal = NO_SNAPSHOTTER,
+): Promise<FastifyReply> {
   const refuse = (message: string): FastifyReply => {
     opts.logger.warn({ url: request.url }, message);
-    return sendError(reply, 405, message);
+    return sendError(reply, why.status, message);
   };
   if (request.headers[FORWARDED_HEADER] !== undefined) {
-    return refuse('no snapshotter runs in this sidecar and the request was already forwarded once; not forwarding again');
+    return refuse(`${why.reason} and the request was already forwarded once; not forwarding again`);
   }
   if (opts.leaderProxy === undefined) {
-    return refuse('no snapshotter runs in this sidecar and no way to find the leading sidecar is configured');
+    return refuse(`${why.reason} and no way to find the leading sidecar is configured`);
   }
   let leader: string | undefined;
   try {
     leader = await opts.leaderProxy.findLeaderUrl();
   } catch (err) {
-    return refuse(`no snapshotter runs in this sidecar and the leading sidecar could not be found: ${errorMessage(err)}`);
+    return refuse(`${why.reason} and the leading sidecar could not be found: ${errorMessage(err)}`);
   }
   if (leader === undefined) {
-    return refuse('no snapshotter runs in this sidecar and there is no leading sidecar right now');
+    return refuse(`${why.reason} and there is no leading sidecar right now`);
   }
   try {
-    if (!(await isLeaderHealthy(leader, opts.ca, opts.healthTimeoutMs, opts.clientCert))) {
-      return refuse(`no snapshotter runs in this sidecar and the leading sidecar ${leader} is not healthy`);
+    if (!(await isLeaderHealthy(leader, opts.ca, opts.healthTimeoutMs, opts.clientCert, request.headers.authorization))) {
+      return refuse(`${why.reason} and the leading sidecar ${leader} is not healthy`);
     }
   } catch (err) {
-    return refuse(`no snapshotter runs in this sidecar and the health of the leading sidecar ${leader} is unknown: ${errorMessage(err)}`);
+    return refuse(`${why.reason} and the health of the leading sidecar ${leader} is unknown: ${errorMessage(err)}`);
   }
   opts.logger.info({ leader, url: request.url }, 'forwarding the request to the leading backup-restore sidecar');
   return forward(request, reply, leader, opts);

@@ -1,4 +1,3 @@
-import { tmpdir } from 'node:os';
 import type { CommandContext } from '../config/context.js';
 import { systemClock, type Clock } from '../clock.js';
 import { LeadershipWatcher } from '../cluster/leadership.js';
@@ -82,9 +81,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     metrics,
   });
   // Backup verification: /snapshot/verify on any member with a store, --verify-schedule on the leader.
-  const scrubber = store
-    ? new BackupScrubber({ store: () => store.get(), metrics, clock, logger, tempDir: config.snapstoreConfig.tempDir || tmpdir() })
-    : undefined;
+  const scrubber = store ? new BackupScrubber({ store: () => store.get(), metrics, clock, logger }) : undefined;
   const http = await wireHttp({
     config,
     pod: ctx.pod,

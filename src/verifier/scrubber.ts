@@ -16,8 +16,6 @@ export interface ScrubberDeps {
   metrics: Metrics;
   clock: Clock;
   logger: Logger;
-  /** Where a full snapshot's database is checked. */
-  tempDir: string;
   maxFetchers?: number;
 }
 
@@ -61,7 +59,6 @@ export class BackupScrubber {
       const plan = planVerification(await store.list(), { all: false });
       report = await verifyBackups(store, plan, {
         maxFetchers: this.deps.maxFetchers ?? 6,
-        tempDir: this.deps.tempDir,
         ...(signal ? { signal } : {}),
       });
     } catch (err) {

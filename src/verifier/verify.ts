@@ -3,25 +3,19 @@
  * would use it, so a broken backup is found on an ordinary day instead of during an outage.
  *
  * - a full snapshot: the stored size, decompression, the sha256 trailer, the bbolt structure of the database
- *   (our consistency checker, on a temp file), and that it holds at least the revision its name claims;
+ *   (our consistency checker, on the pages as they stream by: no copy on disk), and that it holds at least the revision its name claims;
  * - a delta: the stored size, decompression, the sha256 trailer, every event parsed, its revisions gapless
  *   and ending at the revision its name claims, continuing the chain without a gap.
- * Deltas are streamed (no file) with up to `maxFetchers` downloads at once; only a full snapshot goes
- * through a temp file, which is removed at once.
+ * Everything is streamed, no file is written; deltas with up to `maxFetchers` downloads at once.
  */
-import { mkdtemp, open, rm } from 'node:fs/promises';
-import { join } from 'node:path';
 import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { DeltaPayloadParser } from '../backup/delta-parse.js';
 import { PayloadVerifier } from '../backup/full-verify.js';
-import { checkDB } from '../bbolt/check.js';
-import { BoltDB } from '../bbolt/db.js';
-import { storeRevisionOf } from '../bbolt/revision.js';
+import { StreamingBoltCheck, type StreamCheckOutcome } from '../bbolt/stream-check.js';
 import type { Chain, VerificationPlan } from './chains.js';
-import { TailedFile } from './tailed-file.js';
 
 export interface ObjectVerdict {
   snapName: string;
@@ -62,8 +56,6 @@ export interface VerifyReport {
 
 export interface VerifyOptions {
   maxFetchers: number;
-  /** Where a full snapshot's database is checked (a temp dir is made in it and removed). */
-  tempDir: string;
   signal?: AbortSignal;
   /** Told after each object, for progress logs. */
   onObject?: (verdict: ObjectVerdict) => void;
@@ -93,8 +85,8 @@ export async function verifyBackups(store: SnapStore, plan: VerificationPlan, op
 }
 
 async function verifyChain(store: SnapStore, chain: Chain, opts: VerifyOptions): Promise<ChainVerdict> {
-  // The deltas are checked while the full is: its bbolt check reads a temp file on one core while the
-  // deltas download, so the scrub takes about as long as the downloads, not their sum with the check.
+  // The deltas are checked while the full downloads, so the scrub takes about as long as the downloads,
+  // not their sum.
   const deltaChecks = (async () => {
     const out: ObjectVerdict[] = [];
     const verdicts = mapInOrder(chain.deltas, opts.maxFetchers, (snap, i) => {
@@ -106,7 +98,7 @@ async function verifyChain(store: SnapStore, chain: Chain, opts: VerifyOptions):
     for await (const v of verdicts) out.push(v);
     return out;
   })();
-  const [full, deltas] = await Promise.all([verifyFull(store, chain.base, opts.tempDir, opts.signal), deltaChecks]);
+  const [full, deltas] = await Promise.all([verifyFull(store, chain.base, opts.signal), deltaChecks]);
 
   const objects: ObjectVerdict[] = [full, ...deltas];
   for (const o of objects) opts.onObject?.(o);
@@ -139,6 +131,11 @@ class ByteCounter extends Transform {
   }
 }
 
+/** The decompression stage of an object, none for an uncompressed one (one stream hop less per chunk). */
+function decompressed(snap: Snapshot): Transform[] {
+  return snap.compressionSuffix === '' ? [] : [createDecompressStream(snap.compressionSuffix, snap.snapName)];
+}
+
 function sizeProblem(snap: Snapshot, bytes: number): string | undefined {
   // An encrypted object is counted as decrypted; its length is checked by age's authentication instead.
   if (snap.sizeBytes === undefined || snap.isEncrypted === true || snap.sizeBytes === bytes) return undefined;
@@ -149,82 +146,55 @@ function message(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** Enough of the file for both meta pages at any page size bbolt allows (64 KiB pages). */
-const META_BYTES = 2 * 64 * 1024;
-
-async function verifyFull(store: SnapStore, snap: Snapshot, tempRoot: string, signal?: AbortSignal): Promise<ObjectVerdict> {
+async function verifyFull(store: SnapStore, snap: Snapshot, signal?: AbortSignal): Promise<ObjectVerdict> {
   const counter = new ByteCounter();
   const verdict: ObjectVerdict = { snapName: snap.snapName, kind: 'Full', ok: false, bytes: 0 };
-  const dir = await mkdtemp(join(tempRoot, 'etcdbrctl-verify-'));
+  // The bbolt check reads the pages as they stream by (the sha256 trailer at the end lies past the pages
+  // in use): no copy on disk, and it costs little time beyond the download itself.
+  const structure = new StreamingBoltCheck(`full snapshot ${snap.snapName}`);
   try {
-    const file = join(dir, 'db');
-    const fh = await open(file, 'w+', 0o600);
-    try {
-      const tailed = new TailedFile(fh);
-      const download = pipeline(
-        await store.fetch(snap),
-        counter,
-        createDecompressStream(snap.compressionSuffix, snap.snapName),
-        new PayloadVerifier(`full snapshot ${snap.snapName}`, 'full', { offThread: true }),
-        tailed,
-        signal ? { signal } : {},
-      );
-      // The bbolt check follows the file as it is written (the sha256 trailer at its end lies past the
-      // pages it reads), so it costs little time beyond the download itself.
-      const structure = checkWhileWritten(file, tailed);
-      try {
-        await download;
-      } catch (err) {
-        await structure;
-        verdict.bytes = counter.bytes;
-        verdict.problem = message(err);
-        return verdict;
-      }
-      verdict.bytes = counter.bytes;
-      const checked = await structure;
-      verdict.problem = sizeProblem(snap, counter.bytes) ?? checked.problem;
-      if (verdict.problem !== undefined) return verdict;
-      verdict.revision = checked.revision!;
-      if (verdict.revision < snap.lastRevision) {
-        verdict.problem = `its database is at revision ${verdict.revision}, below the revision ${snap.lastRevision} its name claims`;
-        return verdict;
-      }
-      delete verdict.problem;
-      verdict.ok = true;
-      return verdict;
-    } finally {
-      await fh.close();
-    }
-  } finally {
-    await rm(dir, { recursive: true, force: true });
+    await pipeline(
+      await store.fetch(snap),
+      counter,
+      ...decompressed(snap),
+      // Hashed on this thread: a worker thread would add its hand-over (a copy and a message per batch) to
+      // the CPU a scrub takes from the node it shares with etcd, for a wall-time gain only on idle cores.
+      new PayloadVerifier(`full snapshot ${snap.snapName}`, 'full'),
+      structure,
+      signal ? { signal } : {},
+    );
+  } catch (err) {
+    verdict.bytes = counter.bytes;
+    verdict.problem = message(err);
+    return verdict;
   }
+  verdict.bytes = counter.bytes;
+  const checked = structureVerdict(structure.outcome!);
+  verdict.problem = sizeProblem(snap, counter.bytes) ?? checked.problem;
+  if (verdict.problem !== undefined) return verdict;
+  verdict.revision = checked.revision!;
+  if (verdict.revision < snap.lastRevision) {
+    verdict.problem = `its database is at revision ${verdict.revision}, below the revision ${snap.lastRevision} its name claims`;
+    return verdict;
+  }
+  delete verdict.problem;
+  verdict.ok = true;
+  return verdict;
 }
 
-/** The bbolt consistency check and store revision of a database file while `tailed` writes it. Never rejects. */
-async function checkWhileWritten(file: string, tailed: TailedFile): Promise<{ problem?: string; revision?: number }> {
-  try {
-    await tailed.waitFor(META_BYTES);
-    const db = await BoltDB.open(file, { growing: true });
-    try {
-      const check = await checkDB(db, { waitForBytes: (end) => tailed.waitFor(end) });
-      if (!check.ok) {
-        const what = check.problems
-          .slice(0, 3)
-          .map((p) => (p.pageId === undefined ? p.message : `page ${p.pageId}: ${p.message}`))
-          .join('; ');
-        return { problem: `its database is not a consistent bbolt file: ${what}` };
-      }
-      try {
-        return { revision: await storeRevisionOf(db) };
-      } catch (err) {
-        return { problem: `its database is not an etcd backend: ${message(err)}` };
-      }
-    } finally {
-      await db.close();
-    }
-  } catch (err) {
-    return { problem: `its database is not a consistent bbolt file: ${message(err)}` };
+/** What the streamed bbolt check says of a full snapshot's database: a problem, or its store revision. */
+function structureVerdict(outcome: StreamCheckOutcome): { problem?: string; revision?: number } {
+  if (outcome.kind === 'unreadable') return { problem: `its database is not a consistent bbolt file: ${outcome.error.message}` };
+  const { check } = outcome;
+  if (!check.ok) {
+    const what = check.problems
+      .slice(0, 3)
+      .map((p) => (p.pageId === undefined ? p.message : `page ${p.pageId}: ${p.message}`))
+      .join('; ');
+    return { problem: `its database is not a consistent bbolt file: ${what}` };
   }
+  if (outcome.notEtcd) return { problem: `its database is not an etcd backend: ${outcome.notEtcd.message}` };
+  return { revision: outcome.revision! };
 }
 
 async function verifyDelta(store: SnapStore, snap: Snapshot, covered: number, signal?: AbortSignal): Promise<ObjectVerdict> {

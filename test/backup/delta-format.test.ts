@@ -94,6 +94,22 @@ describe('delta payload format', () => {
     expect(await parseAll([withHash('[]')])).toEqual([]);
   });
 
+  it('finds element ends past quotes, backslashes and brackets inside strings, wherever the chunks split', async () => {
+    // Strings a JSON encoder escapes: a quote, a backslash before a quote, brackets; then a plain event.
+    const tricky = '{"etcdEvent":{"kv":{"key":"a2V5","mod_revision":7,"value":"dg=="}},"time":"x\\"}\\\\ ] [ { \\"}"}';
+    const plain = '{"etcdEvent":{"kv":{"key":"azI=","mod_revision":8,"value":"djI="}},"time":"t"}';
+    const payload = withHash(`[${tricky},${plain}]`);
+    for (const size of [1, 2, 3, 5, 7, 1 << 16]) {
+      const chunks: Buffer[] = [];
+      for (let at = 0; at < payload.length; at += size) chunks.push(payload.subarray(at, at + size));
+      const events = await parseAll(chunks);
+      expect(events.map((e) => [e.key.toString(), e.modRevision, e.time])).toEqual([
+        ['key', 7, 'x"}\\ ] [ { "}'],
+        ['k2', 8, 't'],
+      ]);
+    }
+  });
+
   it('rejects a tampered byte, a truncated payload and a missing hash', async () => {
     const { payload, name } = payloads[0]!;
     const tampered = Buffer.from(payload);

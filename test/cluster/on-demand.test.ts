@@ -3,7 +3,8 @@
  * cluster, through the sidecar's HTTP API: only behind API authentication, only on the leader, one at a
  * time, with the outcome kept for GET and in the metrics.
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import https from 'node:https';
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -13,7 +14,9 @@ import { OnDemandMaintenance, type MaintenanceOutcome } from '../../src/cluster/
 import { Metrics } from '../../src/metrics.js';
 import { startTestCluster, type TestCluster } from '../support/cluster.js';
 import { etcdClient } from '../support/etcd-client.js';
-import { Resources, request, startServer } from '../server/support.js';
+import { HealthState } from '../../src/server/health.js';
+import { createTestPki, type TestPki } from '../support/certs.js';
+import { Resources, httpConfig, request, startServer } from '../server/support.js';
 import { leaderName, plainEndpointClient, recordingLogger } from './maintenance-support.js';
 
 const res = new Resources();
@@ -32,6 +35,28 @@ describe('maintenance on demand against a three-member cluster', () => {
     client?.close();
     await cluster?.cleanup();
   });
+
+  function control(metrics: Metrics) {
+    const logger = recordingLogger();
+    const runner = new DefragRunner({
+      clusterClient: async () => etcdClient(cluster.clientUrls()),
+      endpointClient: plainEndpointClient,
+      schedule: '@daily',
+      defragTimeoutMs: 30_000,
+      statusTimeoutMs: 2_000,
+      clock: systemClock,
+      logger,
+      metrics,
+    });
+    return new OnDemandMaintenance({
+      defragNow: (signal) => runner.defragNow(signal),
+      clusterClient: async () => etcdClient(cluster.clientUrls()),
+      statusTimeoutMs: 2_000,
+      clock: systemClock,
+      logger,
+      metrics,
+    });
+  }
 
   async function setup(opts: { leading?: boolean; auth?: boolean } = {}) {
     const metrics = new Metrics({ defaultMetrics: false });
@@ -112,6 +137,63 @@ describe('maintenance on demand against a three-member cluster', () => {
     expect((await call('/maintenance/compact?revision=abc')).status).toBe(400);
     expect((await call('/maintenance/compact')).status).toBe(400);
     expect((await call(`/maintenance/compact?revision=${now + 1000}`)).status).toBe(400);
+  });
+
+  it('mutual TLS: a follower forwards with its own certificate, the leader lets it in; no certificate, no forwarding', async () => {
+    const pki: TestPki = await createTestPki();
+    res.add(() => pki.cleanup());
+    const ca = readFileSync(pki.caFile);
+    const tls = httpConfig({ serverCert: pki.server.certFile, serverKey: pki.server.keyFile });
+    const auth = { clientCa: ca, openProbes: true };
+    const health = new HealthState();
+    health.setHealthy(true);
+    const leaderMetrics = new Metrics({ defaultMetrics: false });
+    const leaderControl = control(leaderMetrics);
+    const leader = await startServer(res, {
+      config: tls,
+      auth,
+      health,
+      metrics: leaderMetrics,
+      maintenance: () => ({ control: leaderControl, signal: new AbortController().signal }),
+    });
+    const follower = await startServer(res, {
+      config: tls,
+      auth,
+      proxyCa: ca,
+      maintenance: () => undefined,
+      leaderProxy: { findLeaderUrl: async () => leader.url },
+    });
+    const post = (url: string, client?: { certFile: string; keyFile: string }) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = https.request(
+          url,
+          {
+            method: 'POST',
+            agent: false,
+            ca,
+            ...(client ? { cert: readFileSync(client.certFile), key: readFileSync(client.keyFile) } : {}),
+          },
+          (r) => {
+            let body = '';
+            r.setEncoding('utf8').on('data', (d: string) => (body += d));
+            r.on('end', () => resolve({ status: r.statusCode ?? 0, body }));
+          },
+        );
+        req.on('error', reject);
+        req.end();
+      });
+    const forwarded = await post(`${follower.url}/maintenance/compact?keep=5`, pki.client);
+    expect(forwarded.status, forwarded.body).toBe(200);
+    expect(JSON.parse(forwarded.body)).toMatchObject({ operation: 'compact', state: 'succeeded' });
+    // It ran on the leader (its metrics), not on the follower.
+    expect(await leader.metrics.registry.getSingleMetricAsString('etcdbr_maintenance_duration_seconds')).toMatch(
+      /etcdbr_maintenance_duration_seconds_count\{operation="compact",succeeded="true"\} 1/,
+    );
+    expect(await follower.metrics.registry.getSingleMetricAsString('etcdbr_maintenance_duration_seconds')).not.toMatch(/_count/);
+    const without = await post(`${follower.url}/maintenance/compact?keep=5`);
+    expect(without.status).toBe(401);
+    const untrusted = await post(`${follower.url}/maintenance/compact?keep=5`, pki.untrustedClient);
+    expect(untrusted.status).toBe(401);
   });
 
   it('refused without API authentication (403), on a follower (503), and for other methods (405)', async () => {

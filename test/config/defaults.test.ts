@@ -26,6 +26,7 @@ const UPSTREAM: Record<string, [type: string, def: unknown, shorthand?: string]>
   'server-port': ['uint', 8080, 'p'],
   'enable-profiling': ['bool', false],
   'server-cert': ['string', ''],
+  'server-address': ['string', ''],
   'server-key': ['string', ''],
   // snapshotter
   schedule: ['string', '0 */1 * * *', 's'],
@@ -137,7 +138,7 @@ const connection = [
   'key',
   'cacert',
 ];
-const http = ['server-port', 'enable-profiling', 'server-cert', 'server-key'];
+const http = ['server-port', 'server-address', 'enable-profiling', 'server-cert', 'server-key'];
 const snapshotter = [
   'schedule',
   'delta-snapshot-period',

@@ -88,7 +88,7 @@ describe('--config-file', () => {
     expect(c.etcdConnectionConfig.maxCallSendMsgSize).toBe(2097152);
     // Struct default, not the flag's quirky true (§15.1).
     expect(c.etcdConnectionConfig.insecureSkipVerify).toBe(false);
-    expect(c.serverConfig).toEqual({ port: 9090, enableProfiling: false, serverCert: '/var/tls/tls.crt', serverKey: '' });
+    expect(c.serverConfig).toEqual({ port: 9090, address: '', enableProfiling: false, serverCert: '/var/tls/tls.crt', serverKey: '' });
     expect(c.snapshotterConfig.schedule).toBe('*/30 * * * *');
     expect(c.snapshotterConfig.garbageCollectionPolicy).toBe('LimitBased');
     expect(c.snapshotterConfig.maxBackups).toBe(3);

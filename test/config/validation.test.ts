@@ -66,6 +66,7 @@ describe('validation (upstream rules)', () => {
     ['server', ['--embedded-etcd-quota-bytes=0'], /--embedded-etcd-quota-bytes must be greater than 0/],
     ['server', ['--max-call-send-message-size=0'], /--max-call-send-message-size must be greater than 0/],
     ['server', ['--server-port=70000'], /--server-port must be a TCP port/],
+    ['server', ['--server-address=pod-ip'], /--server-address must be an IP address, got "pod-ip"/],
     [
       'server',
       ['--server-cert=/nonexistent/cert', '--server-key=/nonexistent/key'],

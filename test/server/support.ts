@@ -47,7 +47,7 @@ export class Resources {
 export const silentLogger = pino({ level: 'silent' });
 
 export function httpConfig(over: Partial<HttpServerConfig> = {}): HttpServerConfig {
-  return { port: 0, enableProfiling: false, serverCert: '', serverKey: '', ...over };
+  return { port: 0, address: '', enableProfiling: false, serverCert: '', serverKey: '', ...over };
 }
 
 export interface Started {

@@ -7,6 +7,7 @@ import { etcdBinaries } from './etcd.js';
 
 export interface ClusterMemberSpec {
   name: string;
+  host: string;
   clientPort: number;
   peerPort: number;
   dataDir: string;
@@ -34,20 +35,26 @@ export interface TestCluster {
  * A multi-member etcd cluster on loopback: fixed free ports per member so members can be stopped and
  * restarted with the same URLs, each in its own data dir under one temp dir.
  */
-export async function startTestCluster(size = 3, opts: { namePrefix?: string; start?: boolean } = {}): Promise<TestCluster> {
+export async function startTestCluster(
+  size = 3,
+  /** `hosts`: a loopback address per member (e.g. 127.0.0.2), as members on their own pods; default 127.0.0.1. */
+  opts: { namePrefix?: string; start?: boolean; hosts?: string[] } = {},
+): Promise<TestCluster> {
   const dir = await mkdtemp(join(tmpdir(), 'etcdbr-cluster-'));
   const prefix = opts.namePrefix ?? 'etcd-main-';
   const members: ClusterMemberSpec[] = [];
   for (let i = 0; i < size; i++) {
-    const clientPort = await freePort();
-    const peerPort = await freePort();
+    const host = opts.hosts?.[i] ?? '127.0.0.1';
+    const clientPort = await freePort(host);
+    const peerPort = await freePort(host);
     members.push({
       name: `${prefix}${i}`,
+      host,
       clientPort,
       peerPort,
       dataDir: join(dir, `${prefix}${i}`),
-      clientUrl: `http://127.0.0.1:${clientPort}`,
-      peerUrl: `http://127.0.0.1:${peerPort}`,
+      clientUrl: `http://${host}:${clientPort}`,
+      peerUrl: `http://${host}:${peerPort}`,
     });
   }
   const token = `cluster-${Math.random().toString(36).slice(2, 8)}`;
@@ -70,6 +77,7 @@ export async function startTestCluster(size = 3, opts: { namePrefix?: string; st
         binaries,
         dataDir: m.dataDir,
         name: m.name,
+        host: m.host,
         clientPort: m.clientPort,
         peerPort: m.peerPort,
         initialCluster,

@@ -37,7 +37,7 @@ async function fixtureStore(): Promise<{ store: SnapStore; v2: string }> {
 function scrubberFor(store: SnapStore, clock = new FakeClock('2026-11-25T00:00:00Z')) {
   const metrics = new Metrics({ defaultMetrics: false });
   const logger = recordingLogger();
-  const scrubber = new BackupScrubber({ store: async () => store, metrics, clock, logger, tempDir: tmpdir() });
+  const scrubber = new BackupScrubber({ store: async () => store, metrics, clock, logger });
   return { scrubber, metrics, logger, clock };
 }
 

@@ -108,3 +108,16 @@ export function quietAwsNodeWarning(): void {
     (original as (...a: unknown[]) => void)(warning, ...rest);
   }) as typeof process.emitWarning;
 }
+
+/** CPU seconds (user + system) another process has used so far, from /proc (Linux); NaN where unreadable. */
+export async function processCpuSeconds(pid: number): Promise<number> {
+  const { readFile } = await import('node:fs/promises');
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th of the line.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+  } catch {
+    return NaN;
+  }
+}

@@ -3,7 +3,6 @@
  * whether the newest chain restores, and to which revision. Exit code 0: it restores; 3: a backup is broken
  * (the first broken object is named); 1: the command itself failed (store unreachable, bad flags).
  */
-import { tmpdir } from 'node:os';
 import { openSnapStore } from '@etcdbrctl/snapstore';
 import type { VerifyCommandConfig } from '../../config/types.js';
 import { planVerification } from '../../verifier/chains.js';
@@ -56,7 +55,6 @@ export async function run(config: VerifyCommandConfig, ctx: CommandContext): Pro
       const plan = planVerification(await store.list(), { all: config.all });
       report = await verifyBackups(store, plan, {
         maxFetchers: config.maxFetchers,
-        tempDir: config.snapstoreConfig.tempDir || tmpdir(),
         ...(ctx.signal ? { signal: ctx.signal } : {}),
         onObject: (o) => ctx.logger.debug({ snapshot: o.snapName, ok: o.ok, bytes: o.bytes, problem: o.problem }, 'checked'),
       });

@@ -44,6 +44,7 @@ export async function wireHttp(input: {
     snapshots: input.snapshots,
     store: () => store?.peek(),
     ...(input.scrubber ? { scrubber: input.scrubber } : {}),
+    ...(config.serverConfig.address !== '' ? { host: config.serverConfig.address } : {}),
     maintenance: input.maintenance,
     auth: {
       ...(config.apiClientCaFile !== '' ? { clientCa: await readFile(config.apiClientCaFile) } : {}),

@@ -1,0 +1,194 @@
+/**
+ * The consistency check of check.ts on a bbolt file as it streams by (a full snapshot being downloaded),
+ * without a copy on disk: each page is summarised when its bytes have arrived and then dropped, so memory
+ * holds the summaries plus at most one page span. What the tree walk later looks at again is kept on the
+ * way: every page's header (8 + 2 bytes a page, for the messages about pages the tree reaches wrongly) and
+ * the freelist page(s). etcd's store revision comes from the summaries too (storeRevisionFromSummaries).
+ *
+ * The stream may carry more than the database (the sha256 trailer of a snapshot): bytes past the pages in
+ * use are not looked at.
+ */
+import { Writable } from 'node:stream';
+import { BoltError, selectMeta, type SelectedMeta } from './db.js';
+import { overflowTooLong, storeRevisionFromSummaries, summarise, Summaries, walkSummaries, type CheckResult } from './check.js';
+import { FLAG_BRANCH, FLAG_FREELIST, FLAG_LEAF, PAGE_HEADER_SIZE, readU64 } from './format.js';
+
+/** Enough of the stream for both meta pages at any page size bbolt allows (64 KiB pages). */
+const META_BYTES = 2 * 64 * 1024;
+
+export type StreamCheckOutcome =
+  /** The file could not be read as bbolt at all (no valid meta, or it ends inside the pages in use). */
+  | { kind: 'unreadable'; error: BoltError }
+  /** Checked; `revision` is etcd's store revision when the check is ok and the file is an etcd backend. */
+  | { kind: 'checked'; check: CheckResult; revision?: number; notEtcd?: BoltError };
+
+export class StreamingBoltCheck extends Writable {
+  private chunks: Buffer[] = [];
+  /** Stream offset of chunks[0][0]. */
+  private chunkStart = 0;
+  /** Stream offset just past the last byte received. */
+  private received = 0;
+  private selected: SelectedMeta | undefined;
+  private sums: Summaries | undefined;
+  private headerIds: Float64Array = new Float64Array(0);
+  private headerFlags: Uint16Array = new Uint16Array(0);
+  private freelist: { start: number; bytes: Buffer } | undefined;
+  /** The next page id to look at. */
+  private next = 2;
+  private failure: BoltError | undefined;
+  private outcomeValue: StreamCheckOutcome | undefined;
+
+  constructor(
+    /** Names the file in messages. */
+    private readonly what: string,
+    private readonly maxProblems = 1000,
+  ) {
+    super({ highWaterMark: 1 << 20 });
+  }
+
+  /** Defined once the stream has finished. */
+  get outcome(): StreamCheckOutcome | undefined {
+    return this.outcomeValue;
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    this.take(chunk);
+    if (this.selected !== undefined || this.failure !== undefined || this.received < META_BYTES) {
+      cb();
+      return;
+    }
+    this.open().then(() => cb(), cb);
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    this.conclude().then(
+      (o) => {
+        this.outcomeValue = o;
+        cb();
+      },
+      (err: unknown) => cb(err as Error),
+    );
+  }
+
+  private take(chunk: Buffer): void {
+    if (this.failure !== undefined) return;
+    this.chunks.push(chunk);
+    this.received += chunk.length;
+    if (this.selected !== undefined) this.advance();
+  }
+
+  /** Reads the meta pages from the first bytes and sets up the per-page state. */
+  private async open(): Promise<void> {
+    const first = this.view(0, Math.min(this.received, META_BYTES));
+    const head = first.buf.subarray(first.at, first.at + Math.min(this.received, META_BYTES));
+    try {
+      this.selected = await selectMeta(
+        async (buf, position) => {
+          if (position + buf.length > head.length) throw new BoltError('E_BOLT_CORRUPT', `unexpected end of file at offset ${head.length}`);
+          head.copy(buf, 0, position, position + buf.length);
+        },
+        head.length,
+        this.what,
+      );
+    } catch (err) {
+      this.failure = err instanceof BoltError ? err : new BoltError('E_BOLT_INVALID', `${this.what}: ${(err as Error).message}`);
+      this.chunks = [];
+      return;
+    }
+    const hwm = this.selected.meta.pgid;
+    this.sums = new Summaries(hwm);
+    this.headerIds = new Float64Array(hwm);
+    this.headerFlags = new Uint16Array(hwm);
+    this.advance();
+  }
+
+  /** Summarises every page whose bytes have all arrived, then drops the bytes before the next page. */
+  private advance(): void {
+    const { pageSize: ps, meta } = this.selected!;
+    const hwm = meta.pgid;
+    const sums = this.sums!;
+    while (this.next < hwm) {
+      const id = this.next;
+      const off = id * ps;
+      if (off + PAGE_HEADER_SIZE > this.received) break;
+      const h = this.view(off, PAGE_HEADER_SIZE);
+      const hid = readU64(h.buf, h.at);
+      const flags = h.buf.readUInt16LE(h.at + 8);
+      const overflow = h.buf.readUInt32LE(h.at + 12);
+      if (id === meta.freelist && this.freelist === undefined) {
+        // Only the header is needed of a freelist page that is not one (the walk reports it).
+        const whole = hid === id && (flags & FLAG_FREELIST) !== 0 && id + overflow < hwm;
+        const span = whole ? (overflow + 1) * ps : ps;
+        if (off + span > this.received) break;
+        const v = this.view(off, span);
+        this.freelist = { start: off, bytes: Buffer.from(v.buf.subarray(v.at, v.at + span)) };
+      }
+      if (hid === id && flags & (FLAG_BRANCH | FLAG_LEAF) && !overflowTooLong(sums, id, overflow, hwm)) {
+        const span = (overflow + 1) * ps;
+        if (off + span > this.received) break;
+        const v = this.view(off, span);
+        summarise(sums, id, flags, v.buf, v.at, v.at + span);
+      }
+      this.headerIds[id] = hid;
+      this.headerFlags[id] = flags;
+      this.next++;
+    }
+    this.dropBefore(this.next >= hwm ? Infinity : this.next * ps);
+  }
+
+  /** `len` bytes at stream offset `pos` (received, not dropped): in place when one chunk holds them, else copied. */
+  private view(pos: number, len: number): { buf: Buffer; at: number } {
+    let start = this.chunkStart;
+    let i = 0;
+    while (start + this.chunks[i]!.length <= pos) start += this.chunks[i++]!.length;
+    const c = this.chunks[i]!;
+    if (pos + len <= start + c.length) return { buf: c, at: pos - start };
+    const out = Buffer.allocUnsafe(len);
+    let done = 0;
+    for (let at = pos - start; done < len; i++, at = 0) {
+      const part = this.chunks[i]!;
+      done += part.copy(out, done, at, Math.min(part.length, at + len - done));
+    }
+    return { buf: out, at: 0 };
+  }
+
+  private dropBefore(pos: number): void {
+    while (this.chunks.length > 0 && this.chunkStart + this.chunks[0]!.length <= pos) {
+      this.chunkStart += this.chunks.shift()!.length;
+    }
+  }
+
+  private async conclude(): Promise<StreamCheckOutcome> {
+    if (this.selected === undefined && this.failure === undefined) await this.open();
+    if (this.failure !== undefined) return { kind: 'unreadable', error: this.failure };
+    const { pageSize: ps, meta, metaPage, otherMetaProblem } = this.selected!;
+    if (this.next < meta.pgid) {
+      const error = new BoltError('E_BOLT_CORRUPT', `${this.what}: file ends at ${this.received}, inside the pages in use`);
+      return { kind: 'unreadable', error };
+    }
+    const sums = this.sums!;
+    const check = await walkSummaries(
+      sums,
+      {
+        pageSize: ps,
+        meta,
+        otherMeta: otherMetaProblem === undefined ? undefined : { page: 1 - metaPage, problem: otherMetaProblem },
+        header: async (id) => ({ header: { id: this.headerIds[id]!, flags: this.headerFlags[id]!, count: 0, overflow: 0 }, bytes: 0 }),
+        read: async (buf, position) => {
+          const fl = this.freelist;
+          if (!fl || position < fl.start || position >= fl.start + fl.bytes.length) return 0;
+          return fl.bytes.copy(buf, 0, position - fl.start);
+        },
+      },
+      this.maxProblems,
+    );
+    check.bytesRead = this.received;
+    if (!check.ok) return { kind: 'checked', check };
+    try {
+      return { kind: 'checked', check, revision: storeRevisionFromSummaries(sums, meta.root) };
+    } catch (err) {
+      if (err instanceof BoltError) return { kind: 'checked', check, notEtcd: err };
+      throw err;
+    }
+  }
+}
