@@ -466,8 +466,12 @@ describe('replay etcd with a small quota (case 39)', () => {
         if (round === 10) sizeAtTenth = Number((await c.maintenance.status()).dbSize);
       }
       const expected = await dump(c);
-      // A quota the replay reaches only around its 10th delta: above the 80 % defrag mark, below the alarm.
-      const quota = Math.ceil(sizeAtTenth / 0.88);
+      // A quota whose 80 % mark the replay passes around its 16th delta and whose alarm it would reach only
+      // around its 20th. The margin is wide on purpose: etcd's reported db size (bbolt's page high-water mark
+      // at its last batched commit) lags the writes and moves in steps of several deltas' worth, more so on a
+      // loaded machine; with the margin of under two deltas this test had, a step could jump from below the
+      // mark to past the quota (seen in CI as "database space exceeded").
+      const quota = Math.ceil(sizeAtTenth / 0.5);
       const logger = recordingLogger();
       const messages = logger.messages;
       const d = join(dir, 'r');
