@@ -56,7 +56,7 @@ import { createEtcdClient } from '../../src/etcd/client.js';
 import type { EtcdClient } from '../../src/etcd/etcd-client.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
-import { MiB, arg, gc, measured, median, quietAwsNodeWarning, round1, round3, table } from './support/measure.js';
+import { MiB, arg, gc, measured, median, processCpuSeconds, quietAwsNodeWarning, round1, round3, table } from './support/measure.js';
 import { bareMultipartUpload } from './support/bare-multipart.js';
 import { fillEtcd } from './support/fill.js';
 import type { Run } from './support/measure.js';
@@ -267,18 +267,6 @@ async function child(name: string): Promise<void> {
     console.log(JSON.stringify(result));
   } finally {
     await opened.close();
-  }
-}
-
-/** CPU seconds (user + system) a process has used so far, from /proc (Linux); NaN where unreadable. */
-async function processCpuSeconds(pid: number): Promise<number> {
-  try {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the parenthesised command name; utime and stime are the 14th and 15th of the line.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
-  } catch {
-    return NaN;
   }
 }
 

@@ -35,6 +35,7 @@ import { Etcd3 } from 'etcd3';
 import { silentLogger } from '../../snapstore/src/index.js';
 import type { SnapStore, Snapshot } from '../../snapstore/src/index.js';
 import { openLocalStore } from '../../snapstore/src/providers/local.js';
+import { restoreTool } from '../../src/etcd/base-restore.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { atLeast35 } from '../../src/etcd/binaries.js';
 import { planRestore, type RestorePlan } from '../../src/restorer/plan.js';
@@ -237,7 +238,8 @@ async function benchBase(binaries: EtcdBinaries, tmp: string, runs: number, dbMB
     await src.cleanup(); // not competing for the CPU while we measure
   }
   const file = path.join(storeRoot, 'v2', base.snapName);
-  const tool = binaries.etcdutl && atLeast35(await binaries.version()) ? binaries.etcdutl : binaries.etcdctl;
+  // The tool our base restore uses, so that the comparison is like for like.
+  const tool = await restoreTool(binaries);
   if (!tool) throw new Error('etcdctl not found');
   const out: BaseResult = { etcdctl: [], ours: [], download: [], dbBytes: base.sizeBytes ?? 0 };
   // Each case writes ~1 GiB; without a sync the next case pays for the previous case's writeback.

@@ -68,7 +68,7 @@ export async function restoreBaseSnapshot(opts: BaseRestoreOptions): Promise<voi
  * 3.4 or a 3.5 whose etcdctl still restores). Only tools found elsewhere on PATH, whose release may differ
  * from etcd's, make us ask etcd for its version, as before.
  */
-async function restoreTool(binaries: EtcdBinaries): Promise<string | undefined> {
+export async function restoreTool(binaries: EtcdBinaries): Promise<string | undefined> {
   const beside = binaries.toolsBesideEtcd;
   if (beside?.etcdutl) return binaries.etcdutl;
   if (beside?.etcdctl) return binaries.etcdctl;

@@ -60,31 +60,13 @@ describe('maintenance on demand against a three-member cluster', () => {
 
   async function setup(opts: { leading?: boolean; auth?: boolean } = {}) {
     const metrics = new Metrics({ defaultMetrics: false });
-    const logger = recordingLogger();
-    const runner = new DefragRunner({
-      clusterClient: async () => etcdClient(cluster.clientUrls()),
-      endpointClient: plainEndpointClient,
-      schedule: '@daily',
-      defragTimeoutMs: 30_000,
-      statusTimeoutMs: 2_000,
-      clock: systemClock,
-      logger,
-      metrics,
-    });
-    const control = new OnDemandMaintenance({
-      defragNow: (signal) => runner.defragNow(signal),
-      clusterClient: async () => etcdClient(cluster.clientUrls()),
-      statusTimeoutMs: 2_000,
-      clock: systemClock,
-      logger,
-      metrics,
-    });
+    const onDemand = control(metrics);
     const tokenFile = join(await res.tmpDir(), 'token');
     writeFileSync(tokenFile, 'maintenance-token');
     const term = new AbortController();
     const { url } = await startServer(res, {
       metrics,
-      maintenance: () => (opts.leading === false ? undefined : { control, signal: term.signal }),
+      maintenance: () => (opts.leading === false ? undefined : { control: onDemand, signal: term.signal }),
       ...(opts.auth === false ? {} : { auth: { tokenFile, openProbes: true } }),
     });
     const call = (path: string, method = 'POST') =>
