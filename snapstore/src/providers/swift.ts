@@ -224,9 +224,11 @@ class SwiftSnapStore implements SnapStore {
       cancel.abort(err);
       if (!data.destroyed) data.destroy();
       await Promise.allSettled([...inFlight]);
-      // Nothing is committed: remove what was uploaded (a manifest was not written).
+      // Nothing is committed: remove what was uploaded (a manifest was not written). By name, each segment
+      // this save started: a PUT the server finished after we gave up may not be in the container listing
+      // yet (Swift updates listings asynchronously), and a DELETE, later by Swift's timestamps, wins over it.
       if (started > 0)
-        await this.deleteSegments(key, 0).catch((e: unknown) =>
+        await this.deleteSegments(key, 0, started).catch((e: unknown) =>
           this.logger.warn({ key, err: describeError(e) }, 'could not remove uploaded segments'),
         );
       const cause = signal?.aborted ? abortReason(signal) : isAbortError(err) && failure !== undefined ? failure.error : err;
@@ -272,14 +274,20 @@ class SwiftSnapStore implements SnapStore {
     }
   }
 
-  /** Deletes the segments `<key>/%010d` numbered above `keep`; missing ones are fine. */
-  private async deleteSegments(key: string, keep: number): Promise<number> {
-    const names = (await this.listObjects(`${key}/`))
-      .map((o) => o.name)
-      .filter((n) => {
-        const m = SEGMENT.exec(n);
-        return m !== null && n.length === key.length + 11 && Number(m[1]) > keep;
-      });
+  /**
+   * Deletes the segments `<key>/%010d` numbered above `keep`; missing ones are fine. With `upTo`, exactly
+   * those numbered up to it, by name; otherwise whatever the container lists.
+   */
+  private async deleteSegments(key: string, keep: number, upTo?: number): Promise<number> {
+    const names =
+      upTo !== undefined
+        ? Array.from({ length: Math.max(0, upTo - keep) }, (_, i) => segmentName(key, keep + 1 + i))
+        : (await this.listObjects(`${key}/`))
+            .map((o) => o.name)
+            .filter((n) => {
+              const m = SEGMENT.exec(n);
+              return m !== null && n.length === key.length + 11 && Number(m[1]) > keep;
+            });
     let next = 0;
     const worker = async (): Promise<void> => {
       while (next < names.length) {
