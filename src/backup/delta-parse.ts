@@ -1,6 +1,7 @@
 import { CodedError } from '../errors.js';
 import { createHash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
+import { decodeCanonicalElement } from './delta-element.js';
 import type { DeltaEvent } from './delta-format.js';
 import { SHA256_SIZE } from './full-verify.js';
 
@@ -52,6 +53,20 @@ interface RawElement {
   time?: string;
 }
 
+/**
+ * The general path: one element (its JSON text) through JSON.parse, for any element the fast path
+ * (delta-element.ts) does not take. `where` names the event in errors.
+ */
+export function decodeElementJson(text: string, where: string): DeltaEvent {
+  let raw: RawElement;
+  try {
+    raw = JSON.parse(text.replace(LEASE_RE, '"lease":"$1"')) as RawElement;
+  } catch (err) {
+    throw new DeltaPayloadError(`${where} is not valid JSON: ${(err as Error).message}`);
+  }
+  return toEvent(raw, where);
+}
+
 function toEvent(raw: RawElement, where: string): DeltaEvent {
   const ev = raw.etcdEvent;
   if (!ev || typeof ev !== 'object' || !ev.kv) throw new DeltaPayloadError(`${where}: element has no etcdEvent.kv`);
@@ -76,10 +91,21 @@ function toEvent(raw: RawElement, where: string): DeltaEvent {
  */
 export const DELTA_READ_BYTES = 64 * 1024;
 
+export interface DeltaPayloadParserOptions {
+  /**
+   * Decode keys and values (default). Without, events carry empty keys and values: for a reader that only
+   * checks a payload (verify), which is spared an allocation per key and value.
+   */
+  payloads?: boolean;
+}
+
 /**
  * Streams a decompressed delta payload (JSON array ‖ sha256) into DeltaEvent objects, one element at
  * a time, so a 200 MB delta is never one string. The trailer is checked at the end: consumers that
  * must not act on unverified events should buffer or spool until the stream finished.
+ *
+ * Elements in the exact shape Go (and our snapshotter) writes are read straight from the bytes
+ * (delta-element.ts); any other element goes through JSON.parse, which has the last word on what it means.
  */
 export class DeltaPayloadParser extends Transform {
   private readonly hash = createHash('sha256');
@@ -93,8 +119,14 @@ export class DeltaPayloadParser extends Transform {
   private count = 0;
   private offset = 0;
 
-  constructor(private readonly what = 'delta snapshot') {
+  private readonly payloads: boolean;
+
+  constructor(
+    private readonly what = 'delta snapshot',
+    opts: DeltaPayloadParserOptions = {},
+  ) {
     super({ readableObjectMode: true });
+    this.payloads = opts.payloads ?? true;
   }
 
   /** Number of events emitted so far. */
@@ -148,8 +180,13 @@ export class DeltaPayloadParser extends Transform {
           } else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
             this.depth--;
             if (this.depth === 0) {
-              this.element.push(buf.subarray(this.elementStart, i + 1));
-              this.emitElement();
+              if (this.element.length === 0) this.emitElement(buf, this.elementStart, i + 1);
+              else {
+                this.element.push(buf.subarray(0, i + 1));
+                const whole = Buffer.concat(this.element);
+                this.element = [];
+                this.emitElement(whole, 0, whole.length);
+              }
               this.state = State.BetweenElements;
             }
           }
@@ -182,16 +219,15 @@ export class DeltaPayloadParser extends Transform {
     this.offset += buf.length;
   }
 
-  private emitElement(): void {
-    const text = (this.element.length === 1 ? this.element[0]! : Buffer.concat(this.element)).toString('utf8');
-    this.element = [];
-    let raw: RawElement;
-    try {
-      raw = JSON.parse(text.replace(LEASE_RE, '"lease":"$1"')) as RawElement;
-    } catch (err) {
-      this.fail(`event ${this.count} is not valid JSON: ${(err as Error).message}`);
+  /** Emits the event of the element in buf[start, end). */
+  private emitElement(buf: Buffer, start: number, end: number): void {
+    const fast = decodeCanonicalElement(buf, start, end, this.payloads);
+    if (fast) {
+      this.push(fast);
+      this.count++;
+      return;
     }
-    this.push(toEvent(raw, `${this.what}: event ${this.count}`));
+    this.push(decodeElementJson(buf.toString('utf8', start, end), `${this.what}: event ${this.count}`));
     this.count++;
   }
 

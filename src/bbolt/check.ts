@@ -19,6 +19,8 @@
 import { BoltDB, BoltError } from './db.js';
 import {
   BUCKET_HEADER_SIZE,
+  compareBytes,
+  copyBytes,
   ELEMENT_SIZE,
   FLAG_BRANCH,
   FLAG_FREELIST,
@@ -118,14 +120,14 @@ class KeyArena {
       this.buf.copy(b, 0, 0, this.length);
       this.buf = b;
     }
-    src.copy(this.buf, this.length, start, end);
+    copyBytes(src, start, end, this.buf, this.length);
     const off = this.length;
     this.length += n;
     return off;
   }
   /** Sign of key(a) - key(b). */
   cmp(aOff: number, aLen: number, bOff: number, bLen: number): number {
-    return this.buf.compare(this.buf, bOff, bOff + bLen, aOff, aOff + aLen);
+    return compareBytes(this.buf, aOff, aOff + aLen, this.buf, bOff, bOff + bLen);
   }
   hex(off: number, len: number): string {
     const s = this.buf.toString('hex', off, off + Math.min(len, 32));
@@ -448,7 +450,7 @@ export function summarise(sums: Summaries, id: number, flags: number, buf: Buffe
         sums.defer(id, `key of element ${i} runs past the page end`);
         return;
       }
-      if (prevS >= 0 && buf.compare(buf, prevS, prevE, ks, ke) <= 0) {
+      if (prevS >= 0 && compareBytes(buf, ks, ke, buf, prevS, prevE) <= 0) {
         sums.defer(id, `branch keys ${i - 1} and ${i} are not sorted`);
       }
       prevS = ks;
@@ -513,7 +515,7 @@ function leafElements(
       return true;
     }
     if (prevS >= 0) {
-      const c = buf.compare(buf, prevS, prevE, ks, ke);
+      const c = compareBytes(buf, ks, ke, buf, prevS, prevE);
       if (c <= 0) sums.defer(id, `keys ${i - 1} and ${i} are ${c === 0 ? 'equal' : 'not sorted'}`);
     }
     prevS = ks;

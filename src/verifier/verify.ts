@@ -87,6 +87,7 @@ export async function verifyBackups(store: SnapStore, plan: VerificationPlan, op
 async function verifyChain(store: SnapStore, chain: Chain, opts: VerifyOptions): Promise<ChainVerdict> {
   // The deltas are checked while the full downloads, so the scrub takes about as long as the downloads,
   // not their sum.
+  const fullCheck = verifyFull(store, chain.base, opts.signal);
   const deltaChecks = (async () => {
     const out: ObjectVerdict[] = [];
     const verdicts = mapInOrder(chain.deltas, opts.maxFetchers, (snap, i) => {
@@ -98,7 +99,7 @@ async function verifyChain(store: SnapStore, chain: Chain, opts: VerifyOptions):
     for await (const v of verdicts) out.push(v);
     return out;
   })();
-  const [full, deltas] = await Promise.all([verifyFull(store, chain.base, opts.signal), deltaChecks]);
+  const [full, deltas] = await Promise.all([fullCheck, deltaChecks]);
 
   const objects: ObjectVerdict[] = [full, ...deltas];
   for (const o of objects) opts.onObject?.(o);
@@ -218,7 +219,7 @@ async function verifyDelta(store: SnapStore, snap: Snapshot, covered: number, si
       await store.fetch(snap),
       counter,
       createDecompressStream(snap.compressionSuffix, snap.snapName),
-      new DeltaPayloadParser(`delta snapshot ${snap.snapName}`),
+      new DeltaPayloadParser(`delta snapshot ${snap.snapName}`, { payloads: false }),
       consume,
       signal ? { signal } : {},
     );

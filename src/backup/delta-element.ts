@@ -1,0 +1,152 @@
+/**
+ * The fast path of the delta parser: one element of a delta payload read straight from its bytes, when it
+ * has exactly the shape Go's encoding/json gives a `{etcdEvent, time}` (and our encoder, byte for byte):
+ *
+ *   {"etcdEvent":{["type":1,]"kv":{["key":"b64"][,"create_revision":N][,"mod_revision":N][,"version":N]
+ *     [,"value":"b64"][,"lease":N]}},"time":"RFC 3339"}
+ *
+ * No whitespace, fields in that order, decimal numbers without a sign or leading zeros (a lease may be
+ * negative), padded base64, a time without escapes. Anything else, valid JSON or not, gives undefined and
+ * the parser takes its general path (JSON.parse), which decides what it means: this function only ever
+ * agrees with that path, faster (no string, no JSON.parse, no regular expression per element).
+ */
+import { decodeBase64, isBase64 } from './base64.js';
+import type { DeltaEvent } from './delta-format.js';
+
+function bytes(s: string): Buffer {
+  return Buffer.from(s, 'latin1');
+}
+
+const HEAD = bytes('{"etcdEvent":{');
+const TYPE_DELETE = bytes('"type":1,');
+const KV = bytes('"kv":{');
+const TIME = bytes('}},"time":"');
+/** The kv fields in the order Go writes them (mvccpb.KeyValue's field order). */
+const FIELDS = [
+  bytes('"key":"'),
+  bytes('"create_revision":'),
+  bytes('"mod_revision":'),
+  bytes('"version":'),
+  bytes('"value":"'),
+  bytes('"lease":'),
+];
+const KEY = 0;
+const VALUE = 4;
+const LEASE = 5;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+const CLOSE_BRACE = 0x7d;
+const MINUS = 0x2d;
+const ZERO = 0x30;
+const NINE = 0x39;
+/** Revisions and versions above this many digits could exceed 2^53: the general path handles them. */
+const MAX_SAFE_DIGITS = 15;
+
+const EMPTY: Buffer = Buffer.alloc(0);
+
+function startsWith(buf: Uint8Array, at: number, end: number, lit: Uint8Array): boolean {
+  if (at + lit.length > end) return false;
+  for (let i = 0; i < lit.length; i++) if (buf[at + i] !== lit[i]) return false;
+  return true;
+}
+
+/** End of the decimal number at `at` (digits, no leading zero; a minus first when `signed`), or -1. */
+function numberEnd(buf: Uint8Array, at: number, end: number, signed: boolean): number {
+  let i = at;
+  if (signed && buf[i] === MINUS) i++;
+  const digits = i;
+  while (i < end && buf[i]! >= ZERO && buf[i]! <= NINE) i++;
+  if (i === digits || (buf[digits] === ZERO && i - digits > 1)) return -1;
+  return i;
+}
+
+/** The decimal digits in buf[start, end) (at most MAX_SAFE_DIGITS of them) as a number. */
+function digitsValue(buf: Uint8Array, start: number, end: number): number {
+  let v = 0;
+  for (let i = start; i < end; i++) v = v * 10 + (buf[i]! - ZERO);
+  return v;
+}
+
+/**
+ * The event in buf[start, end) (one whole element, braces included) when it has the canonical shape,
+ * otherwise undefined. With `payloads` false, key and value are checked but not decoded (left empty).
+ */
+export function decodeCanonicalElement(buf: Buffer, start: number, end: number, payloads = true): DeltaEvent | undefined {
+  if (!startsWith(buf, start, end, HEAD)) return undefined;
+  let p = start + HEAD.length;
+  let type: DeltaEvent['type'] = 'PUT';
+  if (startsWith(buf, p, end, TYPE_DELETE)) {
+    type = 'DELETE';
+    p += TYPE_DELETE.length;
+  }
+  if (!startsWith(buf, p, end, KV)) return undefined;
+  p += KV.length;
+
+  let key: Buffer = EMPTY;
+  let value: Buffer = EMPTY;
+  let createRevision = 0;
+  let modRevision = 0;
+  let version = 0;
+  let lease = '0';
+  let next = 0;
+  while (p < end && buf[p] !== CLOSE_BRACE) {
+    if (next > 0) {
+      if (buf[p] !== COMMA) return undefined;
+      p++;
+    }
+    let field = next;
+    while (field < FIELDS.length && !startsWith(buf, p, end, FIELDS[field]!)) field++;
+    if (field === FIELDS.length) return undefined;
+    p += FIELDS[field]!.length;
+    next = field + 1;
+    if (field === KEY || field === VALUE) {
+      // Base64 holds no quote or backslash: the first quote closes the string.
+      let close = p;
+      while (close < end && buf[close] !== QUOTE) close++;
+      if (close >= end) return undefined;
+      let decoded: Buffer | undefined = EMPTY;
+      if (payloads) decoded = decodeBase64(buf, p, close);
+      else if (!isBase64(buf, p, close)) decoded = undefined;
+      if (decoded === undefined) return undefined;
+      if (field === KEY) key = decoded;
+      else value = decoded;
+      p = close + 1;
+    } else if (field === LEASE) {
+      const e = numberEnd(buf, p, end, true);
+      if (e < 0) return undefined;
+      lease = buf.toString('latin1', p, e);
+      p = e;
+    } else {
+      const e = numberEnd(buf, p, end, false);
+      if (e < 0 || e - p > MAX_SAFE_DIGITS) return undefined;
+      const v = digitsValue(buf, p, e);
+      if (field === 1) createRevision = v;
+      else if (field === 2) modRevision = v;
+      else version = v;
+      p = e;
+    }
+    if (p >= end) return undefined;
+  }
+  if (!startsWith(buf, p, end, TIME)) return undefined;
+  p += TIME.length;
+  const timeStart = p;
+  while (p < end && buf[p] !== QUOTE) {
+    const b = buf[p]!;
+    if (b === BACKSLASH || b < 0x20 || b > 0x7e) return undefined;
+    p++;
+  }
+  // The closing quote, then the element's closing brace as its last byte.
+  if (p + 2 !== end || buf[p + 1] !== CLOSE_BRACE) return undefined;
+  return {
+    type,
+    key,
+    value,
+    createRevision,
+    modRevision,
+    version,
+    lease,
+    time: buf.toString('latin1', timeStart, p),
+  };
+}

@@ -1,0 +1,170 @@
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { describe, expect, it } from 'vitest';
+import { decodeBase64, isBase64 } from '../../src/backup/base64.js';
+import { decodeCanonicalElement } from '../../src/backup/delta-element.js';
+import { encodeDeltaEvent, type DeltaEvent } from '../../src/backup/delta-format.js';
+import { decodeElementJson, DeltaPayloadParser } from '../../src/backup/delta-parse.js';
+
+/** A small deterministic generator, so a failure names its seed and can be replayed. */
+function random(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 2 ** 32;
+  };
+}
+
+function randomBytes(rnd: () => number, n: number): Buffer {
+  const b = Buffer.alloc(n);
+  for (let i = 0; i < n; i++) b[i] = Math.floor(rnd() * 256);
+  return b;
+}
+
+function randomEvent(rnd: () => number): DeltaEvent {
+  const del = rnd() < 0.2;
+  const rev = 1 + Math.floor(rnd() * (rnd() < 0.1 ? Number.MAX_SAFE_INTEGER : 1e6));
+  const leases = ['0', '7668682366694035557', '-42', String(Math.floor(rnd() * 1e9))];
+  return {
+    type: del ? 'DELETE' : 'PUT',
+    key: randomBytes(rnd, Math.floor(rnd() * 40)),
+    value: del ? Buffer.alloc(0) : randomBytes(rnd, Math.floor(rnd() * (rnd() < 0.1 ? 5000 : 300))),
+    createRevision: del ? 0 : Math.max(1, rev - Math.floor(rnd() * 100)),
+    modRevision: rev,
+    version: del ? 0 : Math.floor(rnd() * 5),
+    lease: del ? '0' : leases[Math.floor(rnd() * leases.length)]!,
+    time: rnd() < 0.5 ? '2026-11-25T23:24:06.123456789Z' : '2026-11-25T23:24:06Z',
+  };
+}
+
+/** What each path makes of one element's text: the event, or the error's message. */
+function bothPaths(text: string): { fast: DeltaEvent | undefined; general: DeltaEvent | string } {
+  const buf = Buffer.from(text);
+  const fast = decodeCanonicalElement(buf, 0, buf.length);
+  let general: DeltaEvent | string;
+  try {
+    general = decodeElementJson(text, 'event 0');
+  } catch (err) {
+    general = (err as Error).message;
+  }
+  return { fast, general };
+}
+
+async function parse(json: string, opts?: { payloads?: boolean }): Promise<DeltaEvent[]> {
+  const body = Buffer.from(json);
+  const events: DeltaEvent[] = [];
+  const parser = new DeltaPayloadParser('test', opts);
+  parser.on('data', (e: DeltaEvent) => events.push(e));
+  await pipeline(Readable.from([Buffer.concat([body, createHash('sha256').update(body).digest()])]), parser);
+  return events;
+}
+
+describe('base64 from bytes', () => {
+  it('decodes what Buffer encodes, at every length and in the middle of a larger buffer', () => {
+    const rnd = random(1);
+    for (let n = 0; n < 100; n++) {
+      const data = randomBytes(rnd, n);
+      const text = Buffer.from(`"${data.toString('base64')}"`);
+      expect(isBase64(text, 1, text.length - 1)).toBe(true);
+      expect(decodeBase64(text, 1, text.length - 1)?.equals(data)).toBe(true);
+    }
+  });
+
+  it.each([
+    ['a length that is not a multiple of 4', 'YWJ'],
+    ['a character outside the alphabet', 'YW-j'],
+    ['URL-safe base64', 'a_8='],
+    ['padding in the middle', 'YQ==YWJj'],
+    ['three padding characters', 'Y==='],
+    ['only padding', '===='],
+    ['whitespace', 'YW Jj'],
+  ])('rejects %s', (_what, text) => {
+    const buf = Buffer.from(text);
+    expect(isBase64(buf, 0, buf.length)).toBe(false);
+    expect(decodeBase64(buf, 0, buf.length)).toBeUndefined();
+  });
+});
+
+describe('delta elements: the fast path agrees with JSON.parse', () => {
+  it('reads 2,000 random events as our encoder (and Go) writes them exactly as JSON.parse does', () => {
+    const rnd = random(7);
+    let fastCount = 0;
+    for (let i = 0; i < 2000; i++) {
+      const ev = randomEvent(rnd);
+      const { fast, general } = bothPaths(encodeDeltaEvent(ev));
+      expect(general).toEqual(ev);
+      // Revisions above 15 digits are left to JSON.parse; everything else takes the fast path.
+      const long = [ev.createRevision, ev.modRevision, ev.version].some((n) => String(n).length > 15);
+      if (long) expect(fast).toBeUndefined();
+      else {
+        expect(fast).toEqual(ev);
+        fastCount++;
+      }
+    }
+    expect(fastCount).toBeGreaterThan(1500);
+  });
+
+  it('never disagrees with JSON.parse on elements with one byte changed', () => {
+    const rnd = random(11);
+    let tried = 0;
+    let fastTaken = 0;
+    for (let i = 0; i < 300; i++) {
+      const text = Buffer.from(encodeDeltaEvent(randomEvent(rnd)));
+      for (let m = 0; m < 20; m++) {
+        const mutated = Buffer.from(text);
+        const at = Math.floor(rnd() * mutated.length);
+        // Mostly bytes that keep the element plausible: digits, base64 letters, JSON punctuation.
+        const pool = '0123456789AZaz+/=-"{}:,.\\ e';
+        mutated[at] = rnd() < 0.8 ? pool.charCodeAt(Math.floor(rnd() * pool.length)) : Math.floor(rnd() * 256);
+        const { fast, general } = bothPaths(mutated.toString('latin1'));
+        tried++;
+        if (fast === undefined) continue;
+        fastTaken++;
+        // Whatever the fast path accepts, JSON.parse accepts too and reads the same event.
+        expect(general, `mutation of byte ${at}: ${mutated.toString('latin1')}`).toEqual(fast);
+      }
+    }
+    expect(tried).toBe(6000);
+    expect(fastTaken).toBeGreaterThan(500);
+  });
+
+  it.each([
+    ['whitespace', '{ "etcdEvent":{"kv":{"key":"YQ==","mod_revision":9}},"time":"t"}'],
+    ['fields in another order', '{"etcdEvent":{"kv":{"mod_revision":9,"key":"YQ=="}},"time":"t"}'],
+    ['an explicit PUT type', '{"etcdEvent":{"type":0,"kv":{"key":"YQ==","mod_revision":9}},"time":"t"}'],
+    ['an escape in the time', '{"etcdEvent":{"kv":{"key":"YQ==","mod_revision":9}},"time":"2026\\u002d11"}'],
+    ['a prev_kv', '{"etcdEvent":{"kv":{"key":"YQ==","mod_revision":9},"prev_kv":{"key":"YQ=="}},"time":"t"}'],
+    ['a number with an exponent', '{"etcdEvent":{"kv":{"key":"YQ==","mod_revision":9e0}},"time":"t"}'],
+    ['base64 without padding', '{"etcdEvent":{"kv":{"key":"YQ","mod_revision":9}},"time":"t"}'],
+    ['a lease with leading zeros', '{"etcdEvent":{"kv":{"key":"YQ==","mod_revision":9,"lease":007}},"time":"t"}'],
+    ['no time', '{"etcdEvent":{"kv":{"key":"YQ==","mod_revision":9}}}'],
+    ['a non-ASCII time', '{"etcdEvent":{"kv":{"key":"YQ==","mod_revision":9}},"time":"zeit·"}'],
+  ])('leaves %s to JSON.parse, and the parser reads it', async (_what, text) => {
+    const { fast, general } = bothPaths(text);
+    expect(fast).toBeUndefined();
+    expect(typeof general).toBe('object');
+    expect(await parse(`[${text}]`)).toEqual([general]);
+  });
+
+  it.each([
+    ['a revision with a leading zero', '{"etcdEvent":{"kv":{"key":"YQ==","mod_revision":09}},"time":"t"}', /not valid JSON/],
+    ['an unknown event type', '{"etcdEvent":{"type":2,"kv":{"key":"YQ==","mod_revision":9}},"time":"t"}', /unexpected event type 2/],
+    ['an event without kv', '{"etcdEvent":{},"time":"t"}', /no etcdEvent.kv/],
+  ])('rejects %s with the general path’s error', async (_what, text, error) => {
+    expect(bothPaths(text).fast).toBeUndefined();
+    await expect(parse(`[${text}]`)).rejects.toThrow(error);
+  });
+
+  it('leaves keys and values empty when told not to decode them, and reads the rest', async () => {
+    const rnd = random(3);
+    const events = Array.from({ length: 50 }, () => randomEvent(rnd)).filter((e) => String(e.modRevision).length <= 15);
+    const json = `[${events.map(encodeDeltaEvent).join(',')}]`;
+    const full = await parse(json);
+    const bare = await parse(json, { payloads: false });
+    expect(full).toEqual(events);
+    expect(bare).toEqual(events.map((e) => ({ ...e, key: Buffer.alloc(0), value: Buffer.alloc(0) })));
+  });
+});
