@@ -144,6 +144,31 @@ export function createDecompressStream(suffix: string, objectName: string): Tran
 }
 
 /**
+ * Decompresses a small object held whole in memory, synchronously: for objects of a few KiB (the typical delta
+ * snapshot), a stream's setup and its thread-pool round trips cost many times the inflating itself. Returns
+ * undefined when there is no synchronous path (lzw, zstd) or the result would exceed `maxOutputBytes`: the
+ * caller streams instead. Corrupt input fails as the stream would (E_CORRUPT, naming the object).
+ */
+export function decompressBuffer(suffix: string, objectName: string, data: Buffer, maxOutputBytes = 64 * 1024 * 1024): Buffer | undefined {
+  let policy: CompressionPolicy | undefined;
+  try {
+    policy = policyForSuffix(suffix);
+  } catch (err) {
+    throw new SnapStoreError('E_UNSUPPORTED_COMPRESSION', `cannot decompress ${objectName}: ${(err as Error).message}`, { cause: err });
+  }
+  if (policy === undefined) return data;
+  if (policy !== 'gzip' && policy !== 'zlib') return undefined;
+  try {
+    const options = { ...ZLIB_OPTIONS, maxOutputLength: maxOutputBytes };
+    return policy === 'gzip' ? zlib.gunzipSync(data, options) : zlib.inflateSync(data, options);
+  } catch (err) {
+    if ((err as { code?: unknown }).code === 'ERR_BUFFER_TOO_LARGE') return undefined;
+    const detail = err instanceof Error ? err.message : String(err);
+    throw new SnapStoreError('E_CORRUPT', `${objectName}: corrupt or truncated ${CODEC_NAME[policy]} stream: ${detail}`, { cause: err });
+  }
+}
+
+/**
  * zlib writes OS byte 03 (Unix) into the gzip header; Go writes 0xff ("unknown"). Patch byte 9 as it passes so
  * our header is `1f 8b 08 00 00 00 00 00 00 ff` like upstream's. XFL (byte 8) is already 0 at level 6 in both.
  */

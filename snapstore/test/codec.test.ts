@@ -7,7 +7,14 @@ import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as zlib from 'node:zlib';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createCompressStream, createDecompressStream, isCompressionPolicy, policyForSuffix, suffixForPolicy } from '../src/codec.js';
+import {
+  createCompressStream,
+  createDecompressStream,
+  decompressBuffer,
+  isCompressionPolicy,
+  policyForSuffix,
+  suffixForPolicy,
+} from '../src/codec.js';
 import type { CompressionPolicy } from '../src/codec.js';
 import { SnapStoreError, isSnapStoreError } from '../src/errors.js';
 import { goProgramOnFirstRun } from './support/go.js';
@@ -345,5 +352,35 @@ describe('against Go compress/{gzip,zlib,lzw} as upstream uses them', () => {
       expect(zOurs.subarray(0, 2).toString('hex'), name).toBe(zGo.subarray(0, 2).toString('hex'));
       expect(zOurs.subarray(-4).equals(zGo.subarray(-4)), `${name}: Adler-32 trailer`).toBe(true);
     }
+  });
+});
+
+describe('decompressBuffer (small objects held whole)', () => {
+  const data = Buffer.from('{"etcdEvent":{"kv":{"key":"YQ=="}}}'.repeat(200));
+
+  it('inflates gzip and zlib like the streams, passes uncompressed bytes through, and leaves lzw and zstd to the streams', () => {
+    expect(decompressBuffer('.gz', 'Incr-1', zlib.gzipSync(data))?.equals(data)).toBe(true);
+    expect(decompressBuffer('.zlib', 'Incr-1', zlib.deflateSync(data))?.equals(data)).toBe(true);
+    expect(decompressBuffer('', 'Incr-1', data)).toBe(data);
+    expect(decompressBuffer('.Z', 'Incr-1', data)).toBeUndefined();
+    expect(decompressBuffer('.zst', 'Incr-1', data)).toBeUndefined();
+  });
+
+  it('leaves a result above the limit to the streams instead of holding it', () => {
+    expect(decompressBuffer('.gz', 'Incr-1', zlib.gzipSync(data), 100)).toBeUndefined();
+  });
+
+  it('names the object when it is corrupt or truncated, with the streams’ error code', () => {
+    const gz = zlib.gzipSync(data);
+    let caught: unknown;
+    try {
+      decompressBuffer('.gz', 'Incr-7', gz.subarray(0, gz.length - 10));
+    } catch (err) {
+      caught = err;
+    }
+    expect(isSnapStoreError(caught)).toBe(true);
+    expect((caught as SnapStoreError).code).toBe('E_CORRUPT');
+    expect((caught as Error).message).toMatch(/^Incr-7: corrupt or truncated gzip stream: unexpected end of file/);
+    expect(() => decompressBuffer('.bz2', 'Incr-7', gz)).toThrow(/cannot decompress Incr-7/);
   });
 });

@@ -100,14 +100,12 @@ export interface DeltaPayloadParserOptions {
 }
 
 /**
- * Streams a decompressed delta payload (JSON array ‖ sha256) into DeltaEvent objects, one element at
- * a time, so a 200 MB delta is never one string. The trailer is checked at the end: consumers that
- * must not act on unverified events should buffer or spool until the stream finished.
- *
- * Elements in the exact shape Go (and our snapshotter) writes are read straight from the bytes
- * (delta-element.ts); any other element goes through JSON.parse, which has the last word on what it means.
+ * Reads a decompressed delta payload (JSON array ‖ sha256) chunk by chunk into DeltaEvent objects, one element
+ * at a time, synchronously. Elements in the exact shape Go (and our snapshotter) writes are read straight from
+ * the bytes (delta-element.ts); any other element goes through JSON.parse, which has the last word on what it
+ * means.
  */
-export class DeltaPayloadParser extends Transform {
+export class DeltaPayloadDecoder {
   private readonly hash = createHash('sha256');
   private tail: Buffer = Buffer.alloc(0);
   private state = State.BeforeArray;
@@ -121,11 +119,13 @@ export class DeltaPayloadParser extends Transform {
 
   private readonly payloads: boolean;
 
+  /** Told each event, in order, as soon as its element is complete. */
+  private emit: (ev: DeltaEvent) => void = () => undefined;
+
   constructor(
     private readonly what = 'delta snapshot',
     opts: DeltaPayloadParserOptions = {},
   ) {
-    super({ readableObjectMode: true });
     this.payloads = opts.payloads ?? true;
   }
 
@@ -134,23 +134,19 @@ export class DeltaPayloadParser extends Transform {
     return this.count;
   }
 
-  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+  /** Reads the next bytes of the payload, telling `emit` each event completed; throws DeltaPayloadError. */
+  write(chunk: Buffer, emit: (ev: DeltaEvent) => void): void {
     const joined = this.tail.length > 0 ? Buffer.concat([this.tail, chunk]) : chunk;
     const usable = joined.length - SHA256_SIZE;
     if (usable <= 0) {
       this.tail = Buffer.from(joined);
-      cb();
       return;
     }
     const body = joined.subarray(0, usable);
     this.tail = Buffer.from(joined.subarray(usable));
     this.hash.update(body);
-    try {
-      this.scan(body);
-      cb();
-    } catch (err) {
-      cb(err as Error);
-    }
+    this.emit = emit;
+    this.scan(body);
   }
 
   private scan(buf: Buffer): void {
@@ -222,33 +218,64 @@ export class DeltaPayloadParser extends Transform {
   /** Emits the event of the element in buf[start, end). */
   private emitElement(buf: Buffer, start: number, end: number): void {
     const fast = decodeCanonicalElement(buf, start, end, this.payloads);
-    if (fast) {
-      this.push(fast);
-      this.count++;
-      return;
-    }
-    this.push(decodeElementJson(buf.toString('utf8', start, end), `${this.what}: event ${this.count}`));
+    const ev = fast ?? decodeElementJson(buf.toString('utf8', start, end), `${this.what}: event ${this.count}`);
     this.count++;
+    this.emit(ev);
   }
 
   private fail(msg: string): never {
     throw new DeltaPayloadError(`${this.what}: ${msg}`);
   }
 
-  override _flush(cb: TransformCallback): void {
+  /** After the last byte: checks that the array ended and the trailer is its sha256; throws DeltaPayloadError. */
+  end(): void {
     if (this.offset === 0 && this.tail.length <= SHA256_SIZE) {
-      cb(new DeltaPayloadError(`${this.what}: delta snapshot is missing hash`));
-      return;
+      throw new DeltaPayloadError(`${this.what}: delta snapshot is missing hash`);
     }
     if (this.state !== State.AfterArray) {
-      cb(new DeltaPayloadError(`${this.what}: truncated JSON array (ended after ${this.count} events)`));
-      return;
+      throw new DeltaPayloadError(`${this.what}: truncated JSON array (ended after ${this.count} events)`);
     }
     const digest = this.hash.digest();
     if (!digest.equals(this.tail)) {
-      cb(new DeltaPayloadError(`${this.what}: expected sha256 ${this.tail.toString('hex')}, got ${digest.toString('hex')}`));
-      return;
+      throw new DeltaPayloadError(`${this.what}: expected sha256 ${this.tail.toString('hex')}, got ${digest.toString('hex')}`);
     }
-    cb();
+  }
+}
+
+/**
+ * Streams a decompressed delta payload (JSON array ‖ sha256) into DeltaEvent objects, one element at
+ * a time, so a 200 MB delta is never one string (DeltaPayloadDecoder in a stream). The trailer is checked at
+ * the end: consumers that must not act on unverified events should buffer or spool until the stream finished.
+ */
+export class DeltaPayloadParser extends Transform {
+  private readonly decoder: DeltaPayloadDecoder;
+  private readonly pushEvent = (ev: DeltaEvent): void => void this.push(ev);
+
+  constructor(what = 'delta snapshot', opts: DeltaPayloadParserOptions = {}) {
+    super({ readableObjectMode: true });
+    this.decoder = new DeltaPayloadDecoder(what, opts);
+  }
+
+  /** Number of events emitted so far. */
+  get events(): number {
+    return this.decoder.events;
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    try {
+      this.decoder.write(chunk, this.pushEvent);
+      cb();
+    } catch (err) {
+      cb(err as Error);
+    }
+  }
+
+  override _flush(cb: TransformCallback): void {
+    try {
+      this.decoder.end();
+      cb();
+    } catch (err) {
+      cb(err as Error);
+    }
   }
 }

@@ -4,18 +4,18 @@
  *
  * - a full snapshot: the stored size, decompression, the sha256 trailer, the bbolt structure of the database
  *   (our consistency checker, on the pages as they stream by: no copy on disk), and that it holds at least the revision its name claims;
- * - a delta: the stored size, decompression, the sha256 trailer, every event parsed, its revisions gapless
- *   and ending at the revision its name claims, continuing the chain without a gap.
- * Everything is streamed, no file is written; deltas with up to `maxFetchers` downloads at once.
+ * - a delta (delta-check.ts): the stored size, decompression, the sha256 trailer, every event parsed, its
+ *   revisions gapless and ending at the revision its name claims, continuing the chain without a gap.
+ * Nothing is written to disk and memory stays bounded: the full streams, a delta streams unless it is small
+ * enough to hold whole; deltas with up to `maxFetchers` downloads at once.
  */
-import { Transform, type TransformCallback } from 'node:stream';
+import type { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
-import type { DeltaEvent } from '../backup/delta-format.js';
-import { DeltaPayloadParser } from '../backup/delta-parse.js';
 import { PayloadVerifier } from '../backup/full-verify.js';
 import { StreamingBoltCheck, type StreamCheckOutcome } from '../bbolt/stream-check.js';
 import type { Chain, VerificationPlan } from './chains.js';
+import { ByteCounter, message, sizeProblem, verifyDelta } from './delta-check.js';
 
 export interface ObjectVerdict {
   snapName: string;
@@ -56,6 +56,8 @@ export interface VerifyReport {
 
 export interface VerifyOptions {
   maxFetchers: number;
+  /** Deltas listed at up to this many bytes are read whole (default SMALL_DELTA_BYTES; tests use both paths). */
+  smallDeltaBytes?: number;
   signal?: AbortSignal;
   /** Told after each object, for progress logs. */
   onObject?: (verdict: ObjectVerdict) => void;
@@ -91,10 +93,9 @@ async function verifyChain(store: SnapStore, chain: Chain, opts: VerifyOptions):
   const deltaChecks = (async () => {
     const out: ObjectVerdict[] = [];
     const verdicts = mapInOrder(chain.deltas, opts.maxFetchers, (snap, i) => {
-      // What the names say comes before: a restore skips events at or below it (an overlap with the full,
-      // or the rest of a transaction the previous delta cut), and needs the next revision after it.
+      // What the names say comes before (see verifyDelta).
       const covered = i === 0 ? chain.base.lastRevision : chain.deltas[i - 1]!.lastRevision;
-      return verifyDelta(store, snap, covered, opts.signal);
+      return verifyDelta(store, snap, covered, { signal: opts.signal, smallDeltaBytes: opts.smallDeltaBytes });
     });
     for await (const v of verdicts) out.push(v);
     return out;
@@ -123,28 +124,9 @@ async function verifyChain(store: SnapStore, chain: Chain, opts: VerifyOptions):
   return verdict;
 }
 
-/** Counts the bytes that pass (the stored object's size, before decompression). */
-class ByteCounter extends Transform {
-  bytes = 0;
-  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
-    this.bytes += chunk.length;
-    cb(null, chunk);
-  }
-}
-
 /** The decompression stage of an object, none for an uncompressed one (one stream hop less per chunk). */
 function decompressed(snap: Snapshot): Transform[] {
   return snap.compressionSuffix === '' ? [] : [createDecompressStream(snap.compressionSuffix, snap.snapName)];
-}
-
-function sizeProblem(snap: Snapshot, bytes: number): string | undefined {
-  // An encrypted object is counted as decrypted; its length is checked by age's authentication instead.
-  if (snap.sizeBytes === undefined || snap.isEncrypted === true || snap.sizeBytes === bytes) return undefined;
-  return `the store lists ${snap.sizeBytes} bytes, but ${bytes} bytes were downloaded`;
-}
-
-function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 async function verifyFull(store: SnapStore, snap: Snapshot, signal?: AbortSignal): Promise<ObjectVerdict> {
@@ -196,53 +178,6 @@ function structureVerdict(outcome: StreamCheckOutcome): { problem?: string; revi
   }
   if (outcome.notEtcd) return { problem: `its database is not an etcd backend: ${outcome.notEtcd.message}` };
   return { revision: outcome.revision! };
-}
-
-async function verifyDelta(store: SnapStore, snap: Snapshot, covered: number, signal?: AbortSignal): Promise<ObjectVerdict> {
-  const counter = new ByteCounter();
-  const verdict: ObjectVerdict = { snapName: snap.snapName, kind: 'Incr', ok: false, bytes: 0, events: 0 };
-  let previous = 0;
-  let firstAbove = 0;
-  let order: string | undefined;
-  const consume = async (events: AsyncIterable<DeltaEvent>): Promise<void> => {
-    for await (const ev of events) {
-      verdict.events!++;
-      if (previous !== 0 && ev.modRevision !== previous && ev.modRevision !== previous + 1) {
-        order ??= `event ${verdict.events} is at revision ${ev.modRevision} after revision ${previous} (revisions must follow each other)`;
-      }
-      if (firstAbove === 0 && ev.modRevision > covered) firstAbove = ev.modRevision;
-      previous = ev.modRevision;
-    }
-  };
-  try {
-    await pipeline(
-      await store.fetch(snap),
-      counter,
-      createDecompressStream(snap.compressionSuffix, snap.snapName),
-      new DeltaPayloadParser(`delta snapshot ${snap.snapName}`, { payloads: false }),
-      consume,
-      signal ? { signal } : {},
-    );
-  } catch (err) {
-    verdict.bytes = counter.bytes;
-    verdict.problem = message(err);
-    return verdict;
-  }
-  verdict.bytes = counter.bytes;
-  verdict.revision = previous;
-  verdict.problem =
-    sizeProblem(snap, counter.bytes) ??
-    order ??
-    (verdict.events === 0 ? 'it holds no events' : undefined) ??
-    (previous !== snap.lastRevision ? `its events end at revision ${previous}, but its name claims ${snap.lastRevision}` : undefined) ??
-    (firstAbove !== covered + 1
-      ? `its first event after revision ${covered} is at revision ${firstAbove}: revisions ${covered + 1} to ${firstAbove - 1} are missing`
-      : undefined);
-  if (verdict.problem === undefined) {
-    delete verdict.problem;
-    verdict.ok = true;
-  }
-  return verdict;
 }
 
 /** Runs `fn` over `items` with at most `limit` at once and yields the results in the items' order. */
