@@ -30,6 +30,9 @@ import {
   pageTypeName,
   readPageHeader,
   readU64,
+  u16,
+  u32,
+  u64,
 } from './format.js';
 import type { Meta, PageHeader } from './format.js';
 
@@ -424,8 +427,8 @@ export function overflowTooLong(sums: Summaries, id: number, overflow: number, h
 
 /** Summarises the branch or leaf page held in `buf[start, end)`. */
 export function summarise(sums: Summaries, id: number, flags: number, buf: Buffer, start: number, end: number): void {
-  const count = buf.readUInt16LE(start + 10);
-  const overflow = buf.readUInt32LE(start + 12);
+  const count = u16(buf, start + 10);
+  const overflow = u32(buf, start + 12);
   if (start + PAGE_HEADER_SIZE + count * ELEMENT_SIZE > end) {
     sums.add(id, KIND_BAD, overflow, 0);
     sums.defer(id, `${count} elements do not fit in the page`);
@@ -443,8 +446,8 @@ export function summarise(sums: Summaries, id: number, flags: number, buf: Buffe
     let prevE = -1;
     for (let i = 0; i < count; i++) {
       const e = start + PAGE_HEADER_SIZE + i * ELEMENT_SIZE;
-      const ks = e + buf.readUInt32LE(e);
-      const ke = ks + buf.readUInt32LE(e + 4);
+      const ks = e + u32(buf, e);
+      const ke = ks + u32(buf, e + 4);
       if (ke > end) {
         sums.kind[s] = KIND_BAD;
         sums.defer(id, `key of element ${i} runs past the page end`);
@@ -456,7 +459,7 @@ export function summarise(sums: Summaries, id: number, flags: number, buf: Buffe
       prevS = ks;
       prevE = ke;
       const off = sums.keys.add(buf, ks, ke);
-      sums.children.push(readU64(buf, e + 8));
+      sums.children.push(u64(buf, e + 8));
       sums.childKeyOff.push(off);
       sums.childKeyLen.push(ke - ks);
       if (i === 0) {
@@ -506,10 +509,10 @@ function leafElements(
   let prevE = -1;
   for (let i = 0; i < count; i++) {
     const e = start + PAGE_HEADER_SIZE + i * ELEMENT_SIZE;
-    const flags = buf.readUInt32LE(e);
-    const ks = e + buf.readUInt32LE(e + 4);
-    const ke = ks + buf.readUInt32LE(e + 8);
-    const ve = ke + buf.readUInt32LE(e + 12);
+    const flags = u32(buf, e);
+    const ks = e + u32(buf, e + 4);
+    const ke = ks + u32(buf, e + 8);
+    const ve = ke + u32(buf, e + 12);
     if (ve > end) {
       sums.defer(id, `key/value of element ${i} run past the page end`);
       return true;
@@ -534,7 +537,7 @@ function leafElements(
         continue;
       }
       const name = nested ? undefined : etcdBucketName(buf, ks, ke);
-      const root = readU64(buf, ke);
+      const root = u64(buf, ke);
       if (root !== 0) {
         sums.bucketRoots.push(root);
         if (name) sums.etcdBuckets.push({ page: id, name, root, inlineRevision: 0 });
@@ -547,8 +550,8 @@ function leafElements(
         sums.defer(id, `inline bucket of element ${i} has no page header`);
         continue;
       }
-      const iflags = buf.readUInt16LE(ps + 8);
-      const icount = buf.readUInt16LE(ps + 10);
+      const iflags = u16(buf, ps + 8);
+      const icount = u16(buf, ps + 10);
       if (!(iflags & FLAG_LEAF)) {
         sums.defer(id, `inline bucket of element ${i} is a ${pageTypeName(iflags)} page, not a leaf`);
         continue;

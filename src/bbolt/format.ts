@@ -70,6 +70,22 @@ export function copyBytes(src: Buffer, start: number, end: number, dst: Buffer, 
 /** Up to this many bytes, comparing and copying in JavaScript beats the cost of a native call. */
 const SHORT_KEY = 64;
 
+/**
+ * Little-endian u16 / u32 / u64 at `off` without Buffer's bounds validation, for the check's per-element
+ * loops (millions of reads on a large file). The caller has checked that the bytes lie inside `buf`.
+ */
+export function u16(buf: Uint8Array, off: number): number {
+  return buf[off]! | (buf[off + 1]! << 8);
+}
+
+export function u32(buf: Uint8Array, off: number): number {
+  return (buf[off]! | (buf[off + 1]! << 8) | (buf[off + 2]! << 16)) + buf[off + 3]! * 0x1000000;
+}
+
+export function u64(buf: Uint8Array, off: number): number {
+  return u32(buf, off + 4) * TWO_32 + u32(buf, off);
+}
+
 export function isAllOnes64(buf: Buffer, off: number): boolean {
   return buf.readUInt32LE(off) === 0xffffffff && buf.readUInt32LE(off + 4) === 0xffffffff;
 }

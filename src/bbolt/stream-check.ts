@@ -11,7 +11,7 @@
 import { Writable } from 'node:stream';
 import { BoltError, selectMeta, type SelectedMeta } from './db.js';
 import { overflowTooLong, storeRevisionFromSummaries, summarise, Summaries, walkSummaries, type CheckResult } from './check.js';
-import { FLAG_BRANCH, FLAG_FREELIST, FLAG_LEAF, PAGE_HEADER_SIZE, readU64 } from './format.js';
+import { FLAG_BRANCH, FLAG_FREELIST, FLAG_LEAF, PAGE_HEADER_SIZE, u16, u32, u64 } from './format.js';
 
 /** Enough of the stream for both meta pages at any page size bbolt allows (64 KiB pages). */
 const META_BYTES = 2 * 64 * 1024;
@@ -79,8 +79,8 @@ export class StreamingBoltCheck extends Writable {
 
   /** Reads the meta pages from the first bytes and sets up the per-page state. */
   private async open(): Promise<void> {
-    const first = this.view(0, Math.min(this.received, META_BYTES));
-    const head = first.buf.subarray(first.at, first.at + Math.min(this.received, META_BYTES));
+    this.view(0, Math.min(this.received, META_BYTES));
+    const head = this.viewBuf.subarray(this.viewAt, this.viewAt + Math.min(this.received, META_BYTES));
     try {
       this.selected = await selectMeta(
         async (buf, position) => {
@@ -111,23 +111,23 @@ export class StreamingBoltCheck extends Writable {
       const id = this.next;
       const off = id * ps;
       if (off + PAGE_HEADER_SIZE > this.received) break;
-      const h = this.view(off, PAGE_HEADER_SIZE);
-      const hid = readU64(h.buf, h.at);
-      const flags = h.buf.readUInt16LE(h.at + 8);
-      const overflow = h.buf.readUInt32LE(h.at + 12);
+      this.view(off, PAGE_HEADER_SIZE);
+      const hid = u64(this.viewBuf, this.viewAt);
+      const flags = u16(this.viewBuf, this.viewAt + 8);
+      const overflow = u32(this.viewBuf, this.viewAt + 12);
       if (id === meta.freelist && this.freelist === undefined) {
         // Only the header is needed of a freelist page that is not one (the walk reports it).
         const whole = hid === id && (flags & FLAG_FREELIST) !== 0 && id + overflow < hwm;
         const span = whole ? (overflow + 1) * ps : ps;
         if (off + span > this.received) break;
-        const v = this.view(off, span);
-        this.freelist = { start: off, bytes: Buffer.from(v.buf.subarray(v.at, v.at + span)) };
+        this.view(off, span);
+        this.freelist = { start: off, bytes: Buffer.from(this.viewBuf.subarray(this.viewAt, this.viewAt + span)) };
       }
       if (hid === id && flags & (FLAG_BRANCH | FLAG_LEAF) && !overflowTooLong(sums, id, overflow, hwm)) {
         const span = (overflow + 1) * ps;
         if (off + span > this.received) break;
-        const v = this.view(off, span);
-        summarise(sums, id, flags, v.buf, v.at, v.at + span);
+        this.view(off, span);
+        summarise(sums, id, flags, this.viewBuf, this.viewAt, this.viewAt + span);
       }
       this.headerIds[id] = hid;
       this.headerFlags[id] = flags;
@@ -136,20 +136,32 @@ export class StreamingBoltCheck extends Writable {
     this.dropBefore(this.next >= hwm ? Infinity : this.next * ps);
   }
 
-  /** `len` bytes at stream offset `pos` (received, not dropped): in place when one chunk holds them, else copied. */
-  private view(pos: number, len: number): { buf: Buffer; at: number } {
+  /** Where the last view() put its bytes: fields, not a returned object, as it runs twice per page. */
+  private viewBuf: Buffer = Buffer.alloc(0);
+  private viewAt = 0;
+
+  /**
+   * Makes `len` bytes at stream offset `pos` (received, not dropped) readable at viewBuf[viewAt...]: in place
+   * when one chunk holds them, else copied.
+   */
+  private view(pos: number, len: number): void {
     let start = this.chunkStart;
     let i = 0;
     while (start + this.chunks[i]!.length <= pos) start += this.chunks[i++]!.length;
     const c = this.chunks[i]!;
-    if (pos + len <= start + c.length) return { buf: c, at: pos - start };
+    if (pos + len <= start + c.length) {
+      this.viewBuf = c;
+      this.viewAt = pos - start;
+      return;
+    }
     const out = Buffer.allocUnsafe(len);
     let done = 0;
     for (let at = pos - start; done < len; i++, at = 0) {
       const part = this.chunks[i]!;
       done += part.copy(out, done, at, Math.min(part.length, at + len - done));
     }
-    return { buf: out, at: 0 };
+    this.viewBuf = out;
+    this.viewAt = 0;
   }
 
   private dropBefore(pos: number): void {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { compareBytes, copyBytes } from '../../src/bbolt/format.js';
+import { compareBytes, copyBytes, u16, u32, u64 } from '../../src/bbolt/format.js';
 
 /** Keys that differ late, early, by length only, and long ones (the native path). */
 function keyPairs(): Array<[Buffer, Buffer]> {
@@ -40,6 +40,20 @@ describe('bbolt key comparison and copy', () => {
       expect(dst.subarray(5, 5 + n).equals(src.subarray(2, 2 + n))).toBe(true);
       expect(dst.subarray(0, 5).every((v) => v === 0xee)).toBe(true);
       expect(dst.subarray(5 + n).every((v) => v === 0xee)).toBe(true);
+    }
+  });
+
+  it('reads little-endian integers as Buffer does, the top bit set included', () => {
+    const buf = Buffer.alloc(64);
+    const values = [0, 1, 0x7fffffff, 0x80000000, 0xffffffff, 0xdeadbeef];
+    for (const [i, v] of values.entries()) {
+      buf.writeUInt32LE(v, i * 4);
+      expect(u32(buf, i * 4)).toBe(v);
+      expect(u16(buf, i * 4)).toBe(buf.readUInt16LE(i * 4));
+    }
+    for (const v of [0n, 1n, 0xffffffffn, 0x1_0000_0000n, 2n ** 53n - 1n]) {
+      buf.writeBigUInt64LE(v, 40);
+      expect(u64(buf, 40)).toBe(Number(v));
     }
   });
 });
