@@ -13,9 +13,11 @@
  *             with the same parallelism as verify (6)
  *   verify    verifyBackups on the newest chain: decompression, sha256, the bbolt check of the full (as
  *             its pages stream by), every delta event parsed and its revisions checked
- * Runs alternate; medians, with the CPU seconds of this process and of s3rver (which shares the cores)
- * and the load average, as the machine may be shared. Target (issue 15): verify <= 1.2x download. The last
- * line is JSON.
+ * Runs alternate (a download, then a verify); medians, with the CPU seconds of this process and of s3rver
+ * (which shares the cores) and the load average, as the machine may be shared. Target (issue 15): verify
+ * <= 1.2x download, judged on the median of each run's own ratio: on a shared machine the speed of the whole
+ * machine drifts by a third between runs, and a download and the verify right after it see the same machine
+ * (the ratio of the two medians is printed too). The last line is JSON.
  */
 import { createHash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
@@ -132,7 +134,7 @@ function loadavg(): string {
 
 async function main(): Promise<void> {
   quietAwsNodeWarning();
-  const runs = arg('runs', 3);
+  const runs = arg('runs', 5);
   const dbMB = Number(process.env.BENCH_DB_MB ?? 1024);
   const deltaCount = Number(process.env.BENCH_DELTAS ?? 1000);
   const perDelta = Number(process.env.BENCH_DELTA_EVENTS ?? 100);
@@ -186,12 +188,14 @@ async function main(): Promise<void> {
       if (report.bytes !== bytes) throw new Error(`verify read ${report.bytes} bytes, the download ${bytes}`);
       console.log(
         `  run ${r + 1}: download ${download.at(-1)!.toFixed(2)} s (CPU ${downloadCpu.at(-1)!.toFixed(2)} s, s3rver ${serverCpu.download.at(-1)!.toFixed(2)} s), ` +
-          `verify ${verify.at(-1)!.toFixed(2)} s (CPU ${verifyCpu.at(-1)!.toFixed(2)} s, s3rver ${serverCpu.verify.at(-1)!.toFixed(2)} s); ` +
+          `verify ${verify.at(-1)!.toFixed(2)} s (CPU ${verifyCpu.at(-1)!.toFixed(2)} s, s3rver ${serverCpu.verify.at(-1)!.toFixed(2)} s), ` +
+          `ratio ${(verify.at(-1)! / download.at(-1)!).toFixed(2)}; ` +
           `${round1(bytes / MiB)} MiB; load ${loadavg()}`,
       );
     }
     const d = median(download);
     const v = median(verify);
+    const paired = median(verify.map((x, i) => x / download[i]!));
     console.log(
       table(
         ['case', 'seconds (median)', 'CPU s, this process', 'CPU s, s3rver'],
@@ -201,8 +205,11 @@ async function main(): Promise<void> {
         ],
       ),
     );
-    const ratio = v / d;
-    console.log(`verify ÷ download: ${ratio.toFixed(2)}; target <= ${TARGET}: ${ratio <= TARGET ? 'met' : 'MISSED'}`);
+    const ratio = paired;
+    console.log(
+      `verify ÷ download: ${ratio.toFixed(2)} (median of the runs' ratios; ratio of the medians ${(v / d).toFixed(2)}); ` +
+        `target <= ${TARGET}: ${ratio <= TARGET ? 'met' : 'MISSED'}`,
+    );
     console.log(
       JSON.stringify({
         bench: 'verify',
@@ -213,6 +220,7 @@ async function main(): Promise<void> {
         downloadCpuSeconds: round1(median(downloadCpu)),
         verifyCpuSeconds: round1(median(verifyCpu)),
         ratio: Math.round(ratio * 100) / 100,
+        ratioOfMedians: Math.round((v / d) * 100) / 100,
         met: ratio <= TARGET,
       }),
     );

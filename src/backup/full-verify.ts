@@ -19,9 +19,8 @@ export interface FullSnapshotVerifyResult {
 }
 
 /**
- * Passes a payload (body ‖ sha256(body)) through unchanged while hashing it, and fails at the end if the
- * trailer is not the hash of what came before. Memory stays constant: only the last 32 bytes are held
- * back from the hash. Full snapshots also require the bbolt size rule (`512k + 32` bytes).
+ * How a payload (body ‖ sha256(body)) is checked: it fails at the end if the trailer is not the hash of what
+ * came before. Full snapshots also require the bbolt size rule (`512k + 32` bytes).
  */
 export interface PayloadVerifierOptions {
   /**
@@ -43,40 +42,32 @@ function inlineHash(): RunningHash {
   return { update: (d) => void h.update(d), digest: () => h.digest(), close: () => undefined };
 }
 
-export class PayloadVerifier extends Transform {
+/**
+ * The check of a payload's sha256 trailer without a stream around it: bytes go in as they arrive, `finish`
+ * says whether the last 32 were the hash of everything before (and, for a full snapshot, the bbolt size rule).
+ * Memory stays constant: only the last 32 bytes are held back from the hash.
+ */
+export class TrailerHash {
   private readonly hash: RunningHash;
   /** The newest (up to) 32 bytes seen: the trailer candidate, kept out of the hash until more arrives. */
   private tail: Buffer = Buffer.alloc(0);
   private total = 0;
-  private verified: FullSnapshotVerifyResult | undefined;
 
   constructor(
     private readonly what = 'full snapshot',
     private readonly kind: 'full' | 'delta' = 'full',
     opts: PayloadVerifierOptions = {},
   ) {
-    super();
     this.hash = opts.offThread ? new OffThreadSha256() : inlineHash();
   }
 
-  /** Defined once the stream ended and verified. */
-  get result(): FullSnapshotVerifyResult | undefined {
-    return this.verified;
-  }
-
-  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
-    this.total += chunk.length;
-    this.push(chunk);
-    const hashed = this.advance(chunk);
-    if (hashed instanceof Promise) hashed.then(() => cb(), cb);
-    else cb();
-  }
-
   /**
-   * Hashes everything but the newest 32 bytes. A chunk of at least 32 bytes releases the old tail and all
-   * of itself but its own last 32 bytes, with no copy of the chunk; shorter chunks are joined (tiny).
+   * Takes the next bytes; a promise only when hashing off-thread (wait for it before the next call). Hashes
+   * everything but the newest 32 bytes: a chunk of at least 32 bytes releases the old tail and all of itself
+   * but its own last 32 bytes, with no copy of the chunk; shorter chunks are joined (tiny).
    */
-  private advance(chunk: Buffer): void | Promise<void> {
+  update(chunk: Buffer): void | Promise<void> {
+    this.total += chunk.length;
     if (chunk.length >= SHA256_SIZE) {
       const cut = chunk.length - SHA256_SIZE;
       const oldTail = this.tail;
@@ -97,21 +88,8 @@ export class PayloadVerifier extends Transform {
     return this.hash.update(joined.subarray(0, hashable));
   }
 
-  override _destroy(err: Error | null, cb: (error: Error | null) => void): void {
-    Promise.resolve(this.hash.close()).then(
-      () => cb(err),
-      () => cb(err),
-    );
-  }
-
-  override _flush(cb: TransformCallback): void {
-    this.finish().then(
-      () => cb(),
-      (err: unknown) => cb(asError(err)),
-    );
-  }
-
-  private async finish(): Promise<void> {
+  /** After the last byte: the result, or FullSnapshotIntegrityError naming what is wrong. */
+  async finish(): Promise<FullSnapshotVerifyResult> {
     if (this.kind === 'delta' && this.total <= SHA256_SIZE) {
       throw new FullSnapshotIntegrityError(`${this.what}: delta snapshot is missing hash`);
     }
@@ -126,7 +104,52 @@ export class PayloadVerifier extends Transform {
         `${this.what}: expected SHA256 for ${this.kind} snapshot: ${this.tail.toString('hex')}, got ${digest.toString('hex')}`,
       );
     }
-    this.verified = { totalBytes: this.total, sha256: digest.toString('hex') };
+    return { totalBytes: this.total, sha256: digest.toString('hex') };
+  }
+
+  /** Releases the hasher (the worker thread, when there is one); safe to call more than once. */
+  close(): void | Promise<void> {
+    return this.hash.close();
+  }
+}
+
+/** Passes a payload (body ‖ sha256(body)) through unchanged while checking its trailer (TrailerHash). */
+export class PayloadVerifier extends Transform {
+  private readonly trailer: TrailerHash;
+  private verified: FullSnapshotVerifyResult | undefined;
+
+  constructor(what = 'full snapshot', kind: 'full' | 'delta' = 'full', opts: PayloadVerifierOptions = {}) {
+    super();
+    this.trailer = new TrailerHash(what, kind, opts);
+  }
+
+  /** Defined once the stream ended and verified. */
+  get result(): FullSnapshotVerifyResult | undefined {
+    return this.verified;
+  }
+
+  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
+    this.push(chunk);
+    const hashed = this.trailer.update(chunk);
+    if (hashed instanceof Promise) hashed.then(() => cb(), cb);
+    else cb();
+  }
+
+  override _destroy(err: Error | null, cb: (error: Error | null) => void): void {
+    Promise.resolve(this.trailer.close()).then(
+      () => cb(err),
+      () => cb(err),
+    );
+  }
+
+  override _flush(cb: TransformCallback): void {
+    this.trailer.finish().then(
+      (result) => {
+        this.verified = result;
+        cb();
+      },
+      (err: unknown) => cb(asError(err)),
+    );
   }
 }
 

@@ -22,7 +22,8 @@ export type StreamCheckOutcome =
   /** Checked; `revision` is etcd's store revision when the check is ok and the file is an etcd backend. */
   | { kind: 'checked'; check: CheckResult; revision?: number; notEtcd?: BoltError };
 
-export class StreamingBoltCheck extends Writable {
+/** The check without a stream around it: bytes go in with `write`, the outcome comes from `finish`. */
+export class BoltStreamChecker {
   private chunks: Buffer[] = [];
   /** Stream offset of chunks[0][0]. */
   private chunkStart = 0;
@@ -36,38 +37,26 @@ export class StreamingBoltCheck extends Writable {
   /** The next page id to look at. */
   private next = 2;
   private failure: BoltError | undefined;
-  private outcomeValue: StreamCheckOutcome | undefined;
 
   constructor(
     /** Names the file in messages. */
     private readonly what: string,
     private readonly maxProblems = 1000,
-  ) {
-    super({ highWaterMark: 1 << 20 });
-  }
+  ) {}
 
-  /** Defined once the stream has finished. */
-  get outcome(): StreamCheckOutcome | undefined {
-    return this.outcomeValue;
-  }
-
-  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+  /**
+   * Takes the next bytes of the file (the chunk is kept until its pages are summarised: do not reuse it). A
+   * promise only while the meta pages are being read (once, at the start): wait for it before the next call.
+   */
+  write(chunk: Buffer): void | Promise<void> {
     this.take(chunk);
-    if (this.selected !== undefined || this.failure !== undefined || this.received < META_BYTES) {
-      cb();
-      return;
-    }
-    this.open().then(() => cb(), cb);
+    if (this.selected !== undefined || this.failure !== undefined || this.received < META_BYTES) return;
+    return this.open();
   }
 
-  override _final(cb: (err?: Error | null) => void): void {
-    this.conclude().then(
-      (o) => {
-        this.outcomeValue = o;
-        cb();
-      },
-      (err: unknown) => cb(err as Error),
-    );
+  /** After the last byte: what the check found. */
+  finish(): Promise<StreamCheckOutcome> {
+    return this.conclude();
   }
 
   private take(chunk: Buffer): void {
@@ -202,5 +191,37 @@ export class StreamingBoltCheck extends Writable {
       if (err instanceof BoltError) return { kind: 'checked', check, notEtcd: err };
       throw err;
     }
+  }
+}
+
+/** The check as the end of a stream (the file's bytes piped in); `outcome` is set once it has finished. */
+export class StreamingBoltCheck extends Writable {
+  private readonly checker: BoltStreamChecker;
+  private outcomeValue: StreamCheckOutcome | undefined;
+
+  constructor(what: string, maxProblems = 1000) {
+    super({ highWaterMark: 1 << 20 });
+    this.checker = new BoltStreamChecker(what, maxProblems);
+  }
+
+  /** Defined once the stream has finished. */
+  get outcome(): StreamCheckOutcome | undefined {
+    return this.outcomeValue;
+  }
+
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    const opening = this.checker.write(chunk);
+    if (opening) opening.then(() => cb(), cb);
+    else cb();
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    this.checker.finish().then(
+      (o) => {
+        this.outcomeValue = o;
+        cb();
+      },
+      (err: unknown) => cb(err as Error),
+    );
   }
 }
