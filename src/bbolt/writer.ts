@@ -24,6 +24,7 @@ import {
   META_CHECKSUM_OFFSET,
   PAGE_HEADER_SIZE,
   VERSION,
+  compareBytes,
   fnv64a,
 } from './format.js';
 
@@ -35,6 +36,10 @@ export class BoltWriteError extends CodedError {
 export interface WriterEntry {
   key: Buffer;
   value: Buffer;
+}
+
+function isBatch(item: WriterEntry | readonly WriterEntry[]): item is readonly WriterEntry[] {
+  return Array.isArray(item);
 }
 
 interface ChildRef {
@@ -109,7 +114,11 @@ export class BoltWriter {
    * Writes one top-level bucket from `entries` in strictly increasing key order (bbolt's byte order).
    * Buckets must come in strictly increasing name order.
    */
-  async writeBucket(name: Buffer, entries: AsyncIterable<WriterEntry> | Iterable<WriterEntry>, sequence = 0): Promise<void> {
+  async writeBucket(
+    name: Buffer,
+    entries: AsyncIterable<WriterEntry | readonly WriterEntry[]> | Iterable<WriterEntry | readonly WriterEntry[]>,
+    sequence = 0,
+  ): Promise<void> {
     if (this.finished) throw new BoltWriteError('bbolt writer: already finished');
     if (this.lastBucketName && Buffer.compare(this.lastBucketName, name) >= 0) {
       throw new BoltWriteError(`bbolt writer: bucket ${JSON.stringify(name.toString())} out of order`);
@@ -120,22 +129,28 @@ export class BoltWriter {
     let size = PAGE_HEADER_SIZE;
     let prev: Buffer | undefined;
     const ps = this.opts.pageSize;
-    for await (const e of entries) {
-      if (prev && Buffer.compare(prev, e.key) >= 0) {
+    const add = (e: WriterEntry): void => {
+      if (prev && compareBytes(prev, 0, prev.length, e.key, 0, e.key.length) >= 0) {
         throw new BoltWriteError(
           `bbolt writer: bucket ${JSON.stringify(name.toString())}: key ${e.key.toString('hex')} not after ${prev.toString('hex')}`,
         );
       }
       prev = e.key;
-      const add = ELEMENT_SIZE + e.key.length + e.value.length;
-      if (items.length > 0 && (size + add > ps || items.length === MAX_ELEMENTS)) {
+      const bytes = ELEMENT_SIZE + e.key.length + e.value.length;
+      if (items.length > 0 && (size + bytes > ps || items.length === MAX_ELEMENTS)) {
         level.push(this.writeLeaf(items, size));
-        await this.maybeFlush();
         items = [];
         size = PAGE_HEADER_SIZE;
       }
       items.push({ key: e.key, value: e.value, flags: 0 });
-      size += add;
+      size += bytes;
+    };
+    // Entries come one at a time or in batches (a batch costs one await instead of one per entry); the pages
+    // written meanwhile are flushed once the batch is in.
+    for await (const item of entries) {
+      if (isBatch(item)) for (const e of item) add(e);
+      else add(item);
+      if (this.batchBytes >= WRITE_BATCH_BYTES) await this.flush();
     }
     let header: Buffer;
     if (items.length === 0 && level.length === 0) {

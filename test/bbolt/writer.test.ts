@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -69,6 +69,38 @@ describe('BoltWriter', () => {
       ]),
     ).rejects.toThrow(BoltWriteError);
     await expect(w.writeBucket(Buffer.from('a'), [])).rejects.toThrow(/out of order/);
+    await w.abort();
+  });
+
+  it('writes entries given in batches byte for byte as the same entries one at a time, and checks order across batches', async () => {
+    const entries = Array.from({ length: 5000 }, (_, i) => ({ key: key(i * 3), value: Buffer.alloc(i % 300, i & 0xff) }));
+    const single = join(dir, 'single.db');
+    const batched = join(dir, 'batched.db');
+    const a = await BoltWriter.create(single, { pageSize: 4096, txid: 4 });
+    await a.writeBucket(Buffer.from('key'), entries);
+    await a.finish();
+    // Batches of uneven sizes, mixed with single entries, from an async source.
+    async function* mixed() {
+      let i = 0;
+      let n = 1;
+      while (i < entries.length) {
+        if (n % 3 === 0) yield entries[i++]!;
+        else {
+          yield entries.slice(i, i + n);
+          i += n;
+        }
+        n = (n * 7 + 1) % 97;
+      }
+    }
+    const b = await BoltWriter.create(batched, { pageSize: 4096, txid: 4 });
+    await b.writeBucket(Buffer.from('key'), mixed());
+    await b.finish();
+    expect((await readFile(batched)).equals(await readFile(single))).toBe(true);
+
+    const w = await BoltWriter.create(join(dir, 'batch-order.db'), { pageSize: 4096, txid: 2 });
+    await expect(
+      w.writeBucket(Buffer.from('b'), [[{ key: key(5), value: Buffer.alloc(1) }], [{ key: key(5), value: Buffer.alloc(1) }]]),
+    ).rejects.toThrow(/not after/);
     await w.abort();
   });
 });
