@@ -69,11 +69,46 @@ function digitsValue(buf: Uint8Array, start: number, end: number): number {
   return v;
 }
 
+/** What to read of an element besides its revisions and type. */
+export interface ElementReading {
+  /** Decode keys and values (else they are checked, and left empty). */
+  payloads: boolean;
+  /** Keep the event's time (else it is left empty). */
+  times: boolean;
+}
+
+const EVERYTHING: ElementReading = { payloads: true, times: true };
+
 /**
  * The event in buf[start, end) (one whole element, braces included) when it has the canonical shape,
- * otherwise undefined. With `payloads` false, key and value are checked but not decoded (left empty).
+ * otherwise undefined.
  */
-export function decodeCanonicalElement(buf: Buffer, start: number, end: number, payloads = true): DeltaEvent | undefined {
+export function decodeCanonicalElement(
+  buf: Buffer,
+  start: number,
+  end: number,
+  reading: ElementReading = EVERYTHING,
+): DeltaEvent | undefined {
+  const at = { end: 0 };
+  const ev = readCanonicalElement(buf, start, end, reading, at);
+  return ev && at.end === end ? ev : undefined;
+}
+
+/**
+ * The event of the canonical element that starts at buf[start] and ends before `limit`, with `at.end` set
+ * past its closing brace; undefined when the bytes there are not a canonical element or it runs past
+ * `limit` (the caller then finds the element's end itself). Lets a parser read an element and find its end
+ * in one pass.
+ */
+export function readCanonicalElement(
+  buf: Buffer,
+  start: number,
+  limit: number,
+  reading: ElementReading,
+  at: { end: number },
+): DeltaEvent | undefined {
+  const end = limit;
+  const { payloads } = reading;
   if (!startsWith(buf, start, end, HEAD)) return undefined;
   let p = start + HEAD.length;
   let type: DeltaEvent['type'] = 'PUT';
@@ -138,7 +173,8 @@ export function decodeCanonicalElement(buf: Buffer, start: number, end: number, 
     p++;
   }
   // The closing quote, then the element's closing brace as its last byte.
-  if (p + 2 !== end || buf[p + 1] !== CLOSE_BRACE) return undefined;
+  if (p + 2 > end || buf[p + 1] !== CLOSE_BRACE) return undefined;
+  at.end = p + 2;
   return {
     type,
     key,
@@ -147,6 +183,6 @@ export function decodeCanonicalElement(buf: Buffer, start: number, end: number, 
     modRevision,
     version,
     lease,
-    time: buf.toString('latin1', timeStart, p),
+    time: reading.times ? buf.toString('latin1', timeStart, p) : '',
   };
 }

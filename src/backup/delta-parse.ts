@@ -1,7 +1,7 @@
 import { CodedError } from '../errors.js';
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
-import { decodeCanonicalElement } from './delta-element.js';
+import { decodeCanonicalElement, readCanonicalElement, type ElementReading } from './delta-element.js';
 import type { DeltaEvent } from './delta-format.js';
 import { SHA256_SIZE } from './full-verify.js';
 
@@ -97,6 +97,13 @@ export interface DeltaPayloadParserOptions {
    * checks a payload (verify), which is spared an allocation per key and value.
    */
   payloads?: boolean;
+  /** Keep each event's time (default). Without, times are left empty: for readers that do not use them. */
+  times?: boolean;
+  /**
+   * The payload's sha256 trailer was checked before (restore's fetch checks it on the way to disk): it is
+   * still told apart from the JSON, but not hashed again.
+   */
+  hashChecked?: boolean;
 }
 
 /**
@@ -106,7 +113,7 @@ export interface DeltaPayloadParserOptions {
  * means.
  */
 export class DeltaPayloadDecoder {
-  private readonly hash = createHash('sha256');
+  private readonly hash: Hash | undefined;
   private tail: Buffer = Buffer.alloc(0);
   private state = State.BeforeArray;
   private depth = 0;
@@ -117,7 +124,9 @@ export class DeltaPayloadDecoder {
   private count = 0;
   private offset = 0;
 
-  private readonly payloads: boolean;
+  private readonly reading: ElementReading;
+  /** Where the fast path's last element ended. */
+  private readonly at = { end: 0 };
 
   /** Told each event, in order, as soon as its element is complete. */
   private emit: (ev: DeltaEvent) => void = () => undefined;
@@ -126,7 +135,8 @@ export class DeltaPayloadDecoder {
     private readonly what = 'delta snapshot',
     opts: DeltaPayloadParserOptions = {},
   ) {
-    this.payloads = opts.payloads ?? true;
+    this.reading = { payloads: opts.payloads ?? true, times: opts.times ?? true };
+    this.hash = opts.hashChecked ? undefined : createHash('sha256');
   }
 
   /** Number of events emitted so far. */
@@ -144,7 +154,7 @@ export class DeltaPayloadDecoder {
     }
     const body = joined.subarray(0, usable);
     this.tail = Buffer.from(joined.subarray(usable));
-    this.hash.update(body);
+    this.hash?.update(body);
     this.emit = emit;
     this.scan(body);
   }
@@ -195,6 +205,15 @@ export class DeltaPayloadDecoder {
         case State.BetweenElements:
           if (isSpace(b)) break;
           if (b === OPEN_BRACE && this.state === State.AfterComma) {
+            // Most elements are canonical and lie inside the chunk: read them and find their end in one pass.
+            const ev = readCanonicalElement(buf, i, buf.length, this.reading, this.at);
+            if (ev) {
+              this.count++;
+              this.emit(ev);
+              i = this.at.end - 1;
+              this.state = State.BetweenElements;
+              break;
+            }
             this.state = State.InElement;
             this.depth = 1;
             this.elementStart = i;
@@ -217,7 +236,7 @@ export class DeltaPayloadDecoder {
 
   /** Emits the event of the element in buf[start, end). */
   private emitElement(buf: Buffer, start: number, end: number): void {
-    const fast = decodeCanonicalElement(buf, start, end, this.payloads);
+    const fast = decodeCanonicalElement(buf, start, end, this.reading);
     const ev = fast ?? decodeElementJson(buf.toString('utf8', start, end), `${this.what}: event ${this.count}`);
     this.count++;
     this.emit(ev);
@@ -235,6 +254,7 @@ export class DeltaPayloadDecoder {
     if (this.state !== State.AfterArray) {
       throw new DeltaPayloadError(`${this.what}: truncated JSON array (ended after ${this.count} events)`);
     }
+    if (this.hash === undefined) return;
     const digest = this.hash.digest();
     if (!digest.equals(this.tail)) {
       throw new DeltaPayloadError(`${this.what}: expected sha256 ${this.tail.toString('hex')}, got ${digest.toString('hex')}`);

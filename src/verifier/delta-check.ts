@@ -122,8 +122,8 @@ export async function verifyDelta(
   const small = opts.smallDeltaBytes ?? SMALL_DELTA_BYTES;
   const verdict: ObjectVerdict = { snapName: snap.snapName, kind: 'Incr', ok: false, bytes: 0, events: 0 };
   const track = new RevisionTrack(covered);
-  // Keys and values are not decoded: only the revisions are looked at.
-  const decoder = new DeltaPayloadDecoder(`delta snapshot ${snap.snapName}`, { payloads: false });
+  // Keys, values and times are not kept: only the revisions are looked at.
+  const decoder = new DeltaPayloadDecoder(`delta snapshot ${snap.snapName}`, { payloads: false, times: false });
   const counter = new ByteCounter();
   const streamed = async (source: Readable): Promise<void> => {
     const sink = decoderSink(decoder, track.see);

@@ -53,12 +53,17 @@ function bothPaths(text: string): { fast: DeltaEvent | undefined; general: Delta
   return { fast, general };
 }
 
-async function parse(json: string, opts?: { payloads?: boolean }): Promise<DeltaEvent[]> {
+type ParseOptions = ConstructorParameters<typeof DeltaPayloadParser>[1];
+
+async function parse(json: string, opts?: ParseOptions, chunkBytes = Infinity, trailer?: Buffer): Promise<DeltaEvent[]> {
   const body = Buffer.from(json);
+  const payload = Buffer.concat([body, trailer ?? createHash('sha256').update(body).digest()]);
+  const chunks: Buffer[] = [];
+  for (let at = 0; at < payload.length; at += Math.min(chunkBytes, payload.length)) chunks.push(payload.subarray(at, at + chunkBytes));
   const events: DeltaEvent[] = [];
   const parser = new DeltaPayloadParser('test', opts);
   parser.on('data', (e: DeltaEvent) => events.push(e));
-  await pipeline(Readable.from([Buffer.concat([body, createHash('sha256').update(body).digest()])]), parser);
+  await pipeline(Readable.from(chunks), parser);
   return events;
 }
 
@@ -166,5 +171,27 @@ describe('delta elements: the fast path agrees with JSON.parse', () => {
     const bare = await parse(json, { payloads: false });
     expect(full).toEqual(events);
     expect(bare).toEqual(events.map((e) => ({ ...e, key: Buffer.alloc(0), value: Buffer.alloc(0) })));
+  });
+
+  it('reads elements wherever the chunks split, canonical ones and the others mixed', async () => {
+    const rnd = random(5);
+    const texts = Array.from({ length: 40 }, () => encodeDeltaEvent(randomEvent(rnd)));
+    texts.splice(3, 0, String.raw`{ "etcdEvent":{"kv":{"key":"YQ==","mod_revision":9}},"time":"x\"}\\ ] [ {"}`);
+    texts.splice(20, 0, '{"etcdEvent":{"kv":{"mod_revision":9,"key":"YQ=="}},"time":"t"}');
+    const expected = texts.map((t) => decodeElementJson(t, 'event'));
+    const json = `[${texts.join(',')}]`;
+    for (const size of [1, 7, 100, 1000, 1 << 16]) {
+      expect(await parse(json, undefined, size)).toEqual(expected);
+    }
+  });
+
+  it('leaves times empty when told, and skips the hash when it was checked before (the trailer still set apart)', async () => {
+    const rnd = random(9);
+    const events = Array.from({ length: 20 }, () => randomEvent(rnd)).filter((e) => String(e.modRevision).length <= 15);
+    const json = `[${events.map(encodeDeltaEvent).join(',')}]`;
+    expect(await parse(json, { times: false })).toEqual(events.map((e) => ({ ...e, time: '' })));
+    const wrong = Buffer.alloc(32, 7);
+    await expect(parse(json, {}, Infinity, wrong)).rejects.toThrow(/expected sha256/);
+    expect(await parse(json, { hashChecked: true }, 50, wrong)).toEqual(events);
   });
 });
