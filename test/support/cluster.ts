@@ -31,22 +31,53 @@ export interface TestCluster {
   cleanup(): Promise<void>;
 }
 
+interface ClusterOptions {
+  namePrefix?: string;
+  start?: boolean;
+  /** A loopback address per member (e.g. 127.0.0.2), as members on their own pods; default 127.0.0.1. */
+  hosts?: string[];
+}
+
+/** Times a cluster is formed afresh, on new ports, when one of its ports was taken before its member bound it. */
+const PORT_RACE_ATTEMPTS = 3;
+
 /**
  * A multi-member etcd cluster on loopback: fixed free ports per member so members can be stopped and
  * restarted with the same URLs, each in its own data dir under one temp dir.
+ *
+ * The ports are chosen before the members start (each must know the others' URLs), so another process on
+ * the machine (or another test file) can take one in between; etcd then fails with "address already in
+ * use", and the whole cluster is formed again on new ports.
  */
-export async function startTestCluster(
-  size = 3,
-  /** `hosts`: a loopback address per member (e.g. 127.0.0.2), as members on their own pods; default 127.0.0.1. */
-  opts: { namePrefix?: string; start?: boolean; hosts?: string[] } = {},
-): Promise<TestCluster> {
+export async function startTestCluster(size = 3, opts: ClusterOptions = {}): Promise<TestCluster> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await formCluster(size, opts);
+    } catch (err) {
+      if ((err as { code?: unknown }).code !== 'E_PORT_IN_USE' || attempt >= PORT_RACE_ATTEMPTS) throw err;
+    }
+  }
+}
+
+async function formCluster(size: number, opts: ClusterOptions): Promise<TestCluster> {
   const dir = await mkdtemp(join(tmpdir(), 'etcdbr-cluster-'));
   const prefix = opts.namePrefix ?? 'etcd-main-';
   const members: ClusterMemberSpec[] = [];
+  // freePort only knows a port is free now: ports chosen here but not bound yet must not be chosen twice.
+  const taken = new Set<string>();
+  const distinctPort = async (host: string): Promise<number> => {
+    for (;;) {
+      const port = await freePort(host);
+      if (!taken.has(`${host}:${port}`)) {
+        taken.add(`${host}:${port}`);
+        return port;
+      }
+    }
+  };
   for (let i = 0; i < size; i++) {
     const host = opts.hosts?.[i] ?? '127.0.0.1';
-    const clientPort = await freePort(host);
-    const peerPort = await freePort(host);
+    const clientPort = await distinctPort(host);
+    const peerPort = await distinctPort(host);
     members.push({
       name: `${prefix}${i}`,
       host,
