@@ -21,7 +21,6 @@ import { BoltDB, bucketFromValue, type Bucket } from '../bbolt/db.js';
 import { storeRevisionOf } from '../bbolt/revision.js';
 import { BoltWriter, type WriterEntry } from '../bbolt/writer.js';
 import { RevisionMismatchError } from './apply.js';
-import { KeyStates, type KeyState } from './key-states.js';
 import { encodePutValue, encodeTombstoneValue, revisionKey } from './mvcc.js';
 
 /** The backend is not one the offline replay knows how to write (auto then replays online). */
@@ -71,6 +70,11 @@ export interface OfflineReplayResult {
 
 const KEY_BUCKET = Buffer.from('key');
 const META_BUCKET = Buffer.from('meta');
+interface KeyState {
+  createRevision: number;
+  version: number;
+  live: boolean;
+}
 
 export async function replayDeltasOffline(input: OfflineReplayInput): Promise<OfflineReplayResult> {
   const { dbPath, logger } = input;
@@ -169,7 +173,7 @@ class DeltaRevisions {
   deltasApplied = 0;
   revisionsApplied = 0;
   eventsApplied = 0;
-  private readonly keys = new KeyStates();
+  private readonly keys = new Map<string, KeyState>();
   /** The revision whose events are being written (0 before the first delta event) and its next sub revision. */
   private openRevision = 0;
   private sub = 0;
@@ -256,23 +260,24 @@ class DeltaRevisions {
    * Updates a key's state in place: a new object per event would leave a million dead objects in the old
    * generation on a million-revision chain, and V8 grows the heap rather than collect them (RSS +100 MB).
    */
-  private remember(key: Buffer, state: KeyState | undefined, createRevision: number, version: number, live: boolean): void {
+  private remember(id: string, state: KeyState | undefined, createRevision: number, version: number, live: boolean): void {
     if (state) {
       state.createRevision = createRevision;
       state.version = version;
       state.live = live;
-    } else this.keys.add(key, { createRevision, version, live });
+    } else this.keys.set(id, { createRevision, version, live });
   }
 
   private entry(ev: DeltaEvent, sub: number, what: string): WriterEntry {
-    const before = this.keys.get(ev.key);
+    const id = ev.key.toString('latin1');
+    const before = this.keys.get(id);
     if (ev.type === 'DELETE') {
       if (before && !before.live) {
         throw new InconsistentDeltaError(
           `${what}: revision ${ev.modRevision} deletes key ${JSON.stringify(ev.key.toString())}, which is already deleted`,
         );
       }
-      this.remember(ev.key, before, 0, 0, false);
+      this.remember(id, before, 0, 0, false);
       return { key: revisionKey(ev.modRevision, sub, true), value: encodeTombstoneValue(ev.key) };
     }
     const fresh = !before?.live && (before !== undefined || ev.version === 1);
@@ -287,7 +292,7 @@ class DeltaRevisions {
           `and version ${ev.version}, which etcd would not have written after what came before`,
       );
     }
-    this.remember(ev.key, before, ev.createRevision, ev.version, true);
+    this.remember(id, before, ev.createRevision, ev.version, true);
     return {
       key: revisionKey(ev.modRevision, sub, false),
       value: encodePutValue({
