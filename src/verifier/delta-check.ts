@@ -14,8 +14,13 @@ import type { DeltaEvent } from '../backup/delta-format.js';
 import { DeltaPayloadDecoder } from '../backup/delta-parse.js';
 import type { ObjectVerdict } from './verify.js';
 
-/** Deltas listed at up to this many (stored) bytes are read whole; the rest stream. */
-export const SMALL_DELTA_BYTES = 1024 * 1024;
+/**
+ * Deltas listed at up to this many (stored) bytes are read whole; the rest stream. With their decompressed
+ * payloads capped at SMALL_PAYLOAD_BYTES (beyond, the held bytes stream through the decompressor instead),
+ * a scrub's `maxFetchers` deltas in flight hold at most a few MiB each: the sidecar's memory stays bounded.
+ */
+export const SMALL_DELTA_BYTES = 256 * 1024;
+const SMALL_PAYLOAD_BYTES = 4 * 1024 * 1024;
 
 /** Counts the bytes that pass (the stored object's size, before decompression). */
 export class ByteCounter extends Transform {
@@ -137,7 +142,7 @@ export async function verifyDelta(
         verdict.problem = sizeProblem(snap, whole.bytes) ?? `it is larger than the ${snap.sizeBytes} bytes the store lists`;
         return verdict;
       }
-      const payload = decompressBuffer(snap.compressionSuffix, snap.snapName, whole.data);
+      const payload = decompressBuffer(snap.compressionSuffix, snap.snapName, whole.data, SMALL_PAYLOAD_BYTES);
       if (payload === undefined) await streamed(Readable.from([whole.data]));
       else {
         decoder.write(payload, track.see);
