@@ -4,7 +4,6 @@
  * time, with the outcome kept for GET and in the metrics.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
-import https from 'node:https';
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +15,7 @@ import { startTestCluster, type TestCluster } from '../support/cluster.js';
 import { etcdClient } from '../support/etcd-client.js';
 import { HealthState } from '../../src/server/health.js';
 import { createTestPki, type TestPki } from '../support/certs.js';
+import { httpsRequest, type ClientCert } from '../support/https.js';
 import { Resources, httpConfig, request, startServer } from '../server/support.js';
 import { leaderName, plainEndpointClient, recordingLogger } from './maintenance-support.js';
 
@@ -145,25 +145,7 @@ describe('maintenance on demand against a three-member cluster', () => {
       maintenance: () => undefined,
       leaderProxy: { findLeaderUrl: async () => leader.url },
     });
-    const post = (url: string, client?: { certFile: string; keyFile: string }) =>
-      new Promise<{ status: number; body: string }>((resolve, reject) => {
-        const req = https.request(
-          url,
-          {
-            method: 'POST',
-            agent: false,
-            ca,
-            ...(client ? { cert: readFileSync(client.certFile), key: readFileSync(client.keyFile) } : {}),
-          },
-          (r) => {
-            let body = '';
-            r.setEncoding('utf8').on('data', (d: string) => (body += d));
-            r.on('end', () => resolve({ status: r.statusCode ?? 0, body }));
-          },
-        );
-        req.on('error', reject);
-        req.end();
-      });
+    const post = (url: string, client?: ClientCert) => httpsRequest(url, { method: 'POST', ca, client });
     const forwarded = await post(`${follower.url}/maintenance/compact?keep=5`, pki.client);
     expect(forwarded.status, forwarded.body).toBe(200);
     expect(JSON.parse(forwarded.body)).toMatchObject({ operation: 'compact', state: 'succeeded' });

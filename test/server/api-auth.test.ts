@@ -2,7 +2,6 @@
  * Opt-in API authentication with real TLS: mutual TLS against a test PKI (openssl), a bearer token file
  * that is re-read when it changes, probes open or closed by flag, and the default (nothing required).
  */
-import https from 'node:https';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -11,6 +10,7 @@ import { HealthState } from '../../src/server/health.js';
 import type { ApiAuthOptions } from '../../src/server/api-auth.js';
 import { Metrics } from '../../src/metrics.js';
 import { createTestPki, type TestPki } from '../support/certs.js';
+import { httpsRequest, type ClientCert } from '../support/https.js';
 import { Resources, httpConfig, request, silentLogger } from './support.js';
 
 const res = new Resources();
@@ -39,30 +39,8 @@ async function serve(auth: ApiAuthOptions | undefined, tls: boolean): Promise<st
 }
 
 /** An https GET that trusts the test CA and presents `client` (a cert/key pair) if given. */
-function get(
-  url: string,
-  client?: { certFile: string; keyFile: string },
-  headers: Record<string, string> = {},
-): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = https.request(
-      url,
-      {
-        method: 'GET',
-        agent: false,
-        headers,
-        ca: readFileSync(pki.caFile),
-        ...(client ? { cert: readFileSync(client.certFile), key: readFileSync(client.keyFile) } : {}),
-      },
-      (r) => {
-        let body = '';
-        r.setEncoding('utf8').on('data', (d: string) => (body += d));
-        r.on('end', () => resolve({ status: r.statusCode ?? 0, body }));
-      },
-    );
-    req.on('error', reject);
-    req.end();
-  });
+function get(url: string, client?: ClientCert, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+  return httpsRequest(url, { ca: readFileSync(pki.caFile), client, headers });
 }
 
 describe('API authentication', () => {
