@@ -146,16 +146,30 @@ export class DeltaPayloadDecoder {
 
   /** Reads the next bytes of the payload, telling `emit` each event completed; throws DeltaPayloadError. */
   write(chunk: Buffer, emit: (ev: DeltaEvent) => void): void {
-    const joined = this.tail.length > 0 ? Buffer.concat([this.tail, chunk]) : chunk;
+    this.emit = emit;
+    if (chunk.length >= SHA256_SIZE) {
+      // The held-back bytes are JSON after all, then all of this chunk but its last 32: read in that order,
+      // without joining them (a copy of every chunk).
+      const held = this.tail;
+      const cut = chunk.length - SHA256_SIZE;
+      this.tail = Buffer.from(chunk.subarray(cut));
+      if (held.length > 0) this.read(held);
+      if (cut > 0) this.read(chunk.subarray(0, cut));
+      return;
+    }
+    const joined = Buffer.concat([this.tail, chunk]);
     const usable = joined.length - SHA256_SIZE;
     if (usable <= 0) {
       this.tail = Buffer.from(joined);
       return;
     }
-    const body = joined.subarray(0, usable);
     this.tail = Buffer.from(joined.subarray(usable));
+    this.read(joined.subarray(0, usable));
+  }
+
+  /** Bytes known to be JSON (not the trailer): hashed and scanned. */
+  private read(body: Buffer): void {
     this.hash?.update(body);
-    this.emit = emit;
     this.scan(body);
   }
 
