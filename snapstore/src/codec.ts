@@ -119,18 +119,9 @@ export function createCompressStream(policy: CompressionPolicy | undefined): Tra
  * into error messages. Throws E_UNSUPPORTED_COMPRESSION for unknown suffixes; stream errors are E_CORRUPT.
  */
 export function createDecompressStream(suffix: string, objectName: string): Transform {
-  let policy: CompressionPolicy | undefined;
-  try {
-    policy = policyForSuffix(suffix);
-  } catch (err) {
-    throw new SnapStoreError('E_UNSUPPORTED_COMPRESSION', `cannot decompress ${objectName}: ${(err as Error).message}`, { cause: err });
-  }
+  const policy = decompressionPolicy(suffix, objectName);
   if (policy === undefined) return new PassThrough();
-  const codec = CODEC_NAME[policy];
-  const corrupt = (cause: unknown): SnapStoreError => {
-    const detail = cause instanceof Error ? cause.message : String(cause);
-    return new SnapStoreError('E_CORRUPT', `${objectName}: corrupt or truncated ${codec} stream: ${detail}`, { cause });
-  };
+  const corrupt = (cause: unknown): SnapStoreError => corruptError(objectName, policy, cause);
   switch (policy) {
     case 'gzip':
       return relabelZlibErrors(zlib.createGunzip(ZLIB_OPTIONS), corrupt);
@@ -150,12 +141,7 @@ export function createDecompressStream(suffix: string, objectName: string): Tran
  * caller streams instead. Corrupt input fails as the stream would (E_CORRUPT, naming the object).
  */
 export function decompressBuffer(suffix: string, objectName: string, data: Buffer, maxOutputBytes = 64 * 1024 * 1024): Buffer | undefined {
-  let policy: CompressionPolicy | undefined;
-  try {
-    policy = policyForSuffix(suffix);
-  } catch (err) {
-    throw new SnapStoreError('E_UNSUPPORTED_COMPRESSION', `cannot decompress ${objectName}: ${(err as Error).message}`, { cause: err });
-  }
+  const policy = decompressionPolicy(suffix, objectName);
   if (policy === undefined) return data;
   if (policy !== 'gzip' && policy !== 'zlib') return undefined;
   try {
@@ -163,9 +149,23 @@ export function decompressBuffer(suffix: string, objectName: string, data: Buffe
     return policy === 'gzip' ? zlib.gunzipSync(data, options) : zlib.inflateSync(data, options);
   } catch (err) {
     if ((err as { code?: unknown }).code === 'ERR_BUFFER_TOO_LARGE') return undefined;
-    const detail = err instanceof Error ? err.message : String(err);
-    throw new SnapStoreError('E_CORRUPT', `${objectName}: corrupt or truncated ${CODEC_NAME[policy]} stream: ${detail}`, { cause: err });
+    throw corruptError(objectName, policy, err);
   }
+}
+
+/** The policy that reads `objectName` by its suffix (undefined: uncompressed); E_UNSUPPORTED_COMPRESSION for unknown ones. */
+function decompressionPolicy(suffix: string, objectName: string): CompressionPolicy | undefined {
+  try {
+    return policyForSuffix(suffix);
+  } catch (err) {
+    throw new SnapStoreError('E_UNSUPPORTED_COMPRESSION', `cannot decompress ${objectName}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** What a decoder's failure on `objectName` is reported as. */
+function corruptError(objectName: string, policy: CompressionPolicy, cause: unknown): SnapStoreError {
+  const detail = cause instanceof Error ? cause.message : String(cause);
+  return new SnapStoreError('E_CORRUPT', `${objectName}: corrupt or truncated ${CODEC_NAME[policy]} stream: ${detail}`, { cause });
 }
 
 /**

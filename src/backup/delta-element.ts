@@ -95,19 +95,18 @@ export function decodeCanonicalElement(
 }
 
 /**
- * The event of the canonical element that starts at buf[start] and ends before `limit`, with `at.end` set
- * past its closing brace; undefined when the bytes there are not a canonical element or it runs past
- * `limit` (the caller then finds the element's end itself). Lets a parser read an element and find its end
+ * The event of the canonical element that starts at buf[start] and ends at or before `end`, with `at.end`
+ * set past its closing brace; undefined when the bytes there are not a canonical element or it runs past
+ * `end` (the caller then finds the element's end itself). Lets a parser read an element and find its end
  * in one pass.
  */
 export function readCanonicalElement(
   buf: Buffer,
   start: number,
-  limit: number,
+  end: number,
   reading: ElementReading,
   at: { end: number },
 ): DeltaEvent | undefined {
-  const end = limit;
   const { payloads } = reading;
   if (!startsWith(buf, start, end, HEAD)) return undefined;
   let p = start + HEAD.length;
@@ -141,9 +140,7 @@ export function readCanonicalElement(
       let close = p;
       while (close < end && buf[close] !== QUOTE) close++;
       if (close >= end) return undefined;
-      let decoded: Buffer | undefined = EMPTY;
-      if (payloads) decoded = decodeBase64(buf, p, close);
-      else if (!isBase64(buf, p, close)) decoded = undefined;
+      const decoded = payloads ? decodeBase64(buf, p, close) : isBase64(buf, p, close) ? EMPTY : undefined;
       if (decoded === undefined) return undefined;
       if (field === KEY) key = decoded;
       else value = decoded;

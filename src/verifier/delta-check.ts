@@ -7,11 +7,13 @@
  * work itself (a zlib stream's buffers and its thread-pool round trips, an object stream per event), and a
  * scrub reads a thousand of them. Larger ones stream, so memory stays bounded whatever their size.
  */
-import { Readable, Transform, Writable, addAbortSignal, type TransformCallback } from 'node:stream';
+import { Readable, Writable, addAbortSignal } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createDecompressStream, decompressBuffer, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { DeltaPayloadDecoder } from '../backup/delta-parse.js';
+import { asError } from '../errors.js';
+import { ByteCounter, sizeProblem } from './object-check.js';
 import type { ObjectVerdict } from './verify.js';
 
 /**
@@ -21,26 +23,6 @@ import type { ObjectVerdict } from './verify.js';
  */
 export const SMALL_DELTA_BYTES = 256 * 1024;
 const SMALL_PAYLOAD_BYTES = 4 * 1024 * 1024;
-
-/** Counts the bytes that pass (the stored object's size, before decompression). */
-export class ByteCounter extends Transform {
-  bytes = 0;
-  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
-    this.bytes += chunk.length;
-    cb(null, chunk);
-  }
-}
-
-/** What the store's listing says against what was downloaded; undefined when they agree. */
-export function sizeProblem(snap: Snapshot, bytes: number): string | undefined {
-  // An encrypted object is counted as decrypted; its length is checked by age's authentication instead.
-  if (snap.sizeBytes === undefined || snap.isEncrypted === true || snap.sizeBytes === bytes) return undefined;
-  return `the store lists ${snap.sizeBytes} bytes, but ${bytes} bytes were downloaded`;
-}
-
-export function message(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
 
 /** The revisions of a delta's events, followed as they are parsed. */
 class RevisionTrack {
@@ -155,7 +137,7 @@ export async function verifyDelta(
   } catch (err) {
     verdict.bytes ||= counter.bytes;
     verdict.events = track.events;
-    verdict.problem = message(err);
+    verdict.problem = asError(err).message;
     return verdict;
   }
   verdict.events = track.events;

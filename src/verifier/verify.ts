@@ -15,7 +15,9 @@ import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrct
 import { TrailerHash } from '../backup/full-verify.js';
 import { BoltStreamChecker, type StreamCheckOutcome } from '../bbolt/stream-check.js';
 import type { Chain, VerificationPlan } from './chains.js';
-import { ByteCounter, message, sizeProblem, verifyDelta } from './delta-check.js';
+import { asError } from '../errors.js';
+import { verifyDelta } from './delta-check.js';
+import { ByteCounter, sizeProblem } from './object-check.js';
 
 export interface ObjectVerdict {
   snapName: string;
@@ -179,7 +181,7 @@ async function verifyFull(store: SnapStore, snap: Snapshot, signal?: AbortSignal
     else await pipeline(source, sink, options);
   } catch (err) {
     verdict.bytes = stored();
-    verdict.problem = message(err);
+    verdict.problem = asError(err).message;
     return verdict;
   }
   verdict.bytes = stored();

@@ -1,3 +1,4 @@
+import { cpSync } from 'node:fs';
 import { join } from 'node:path';
 
 /**
@@ -12,3 +13,13 @@ export const UPSTREAM_V023 = join(import.meta.dirname, '..', 'fixtures', 'upstre
  * armor (test/fixtures/cctv-age/README.md).
  */
 export const CCTV_AGE = join(import.meta.dirname, '..', 'fixtures', 'cctv-age', 'testdata');
+
+/**
+ * A copy of one of the UPSTREAM_V023 stores (its `snapstore` folder) as `<dir>/store`, for tests that change
+ * or break it: returns the container path and its v2 folder.
+ */
+export function copyUpstreamStore(fixture: string, dir: string): { root: string; v2: string } {
+  const root = join(dir, 'store');
+  cpSync(join(UPSTREAM_V023, fixture, 'snapstore'), root, { recursive: true });
+  return { root, v2: join(root, 'v2') };
+}

@@ -3,34 +3,27 @@
  * Go-written stores of every compression: the same verdicts, and the same clear problem when an object is
  * corrupt or not what the listing said.
  */
-import { appendFileSync, cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { appendFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { planVerification } from '../../src/verifier/chains.js';
 import { verifyBackups, type VerifyReport } from '../../src/verifier/verify.js';
-import { UPSTREAM_V023 } from '../support/fixtures.js';
+import { cleanupAfterEach } from '../support/cleanups.js';
+import { copyUpstreamStore } from '../support/fixtures.js';
 import { openLocalStore } from '../support/local-store.js';
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const cleanups = cleanupAfterEach();
 
-function storeCopy(fixture: string): { root: string; v2: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'etcdbr-delta-check-'));
-  dirs.push(dir);
-  const root = join(dir, 'store');
-  cpSync(join(UPSTREAM_V023, fixture, 'snapstore'), root, { recursive: true });
-  return { root, v2: join(root, 'v2') };
+/** A copy of a Go-written fixture store in a temp dir of this test; returns the container path and its v2 folder. */
+async function storeCopy(fixture: string): Promise<{ root: string; v2: string }> {
+  return copyUpstreamStore(fixture, await cleanups.tempDir('etcdbr-delta-check-'));
 }
 
 type Plan = ReturnType<typeof planVerification>;
 
 /** Lists the store once (every chain); `verify` then checks that listing with deltas read whole, or streamed. */
 async function listed(root: string): Promise<{ plan: Plan; verify: (smallDeltaBytes: number) => Promise<VerifyReport> }> {
-  const temp = mkdtempSync(join(tmpdir(), 'etcdbr-delta-check-tmp-'));
-  dirs.push(temp);
+  const temp = await cleanups.tempDir('etcdbr-delta-check-tmp-');
   const store = await openLocalStore(root, temp);
   const plan = planVerification(await store.list(), { all: true });
   return { plan, verify: (smallDeltaBytes) => verifyBackups(store, plan, { maxFetchers: 3, smallDeltaBytes }) };
@@ -41,7 +34,7 @@ const STREAMED = 0;
 
 describe('verify reads a delta whole or streamed, with the same verdict', () => {
   it.each(['gzip', 'zlib', 'lzw', 'none', 'final-gzip', 'two-fulls-gzip'])('%s: every delta checks out both ways', async (fixture) => {
-    const { root } = storeCopy(fixture);
+    const { root } = await storeCopy(fixture);
     const { plan, verify } = await listed(root);
     expect(plan.chains[0]!.deltas.length).toBeGreaterThan(0);
     const whole = await verify(WHOLE);
@@ -55,7 +48,7 @@ describe('verify reads a delta whole or streamed, with the same verdict', () => 
   });
 
   it('a truncated gzip delta is named as corrupt, both ways', async () => {
-    const { root, v2 } = storeCopy('gzip');
+    const { root, v2 } = await storeCopy('gzip');
     const { plan, verify } = await listed(root);
     const victim = plan.chains[0]!.deltas[1]!;
     const file = join(v2, victim.snapName);
@@ -69,7 +62,7 @@ describe('verify reads a delta whole or streamed, with the same verdict', () => 
   });
 
   it('a delta that grew past its listed size after the listing is reported with both sizes', async () => {
-    const { root, v2 } = storeCopy('gzip');
+    const { root, v2 } = await storeCopy('gzip');
     const { plan, verify } = await listed(root);
     const victim = plan.chains[0]!.deltas[0]!;
     const listedBytes = victim.sizeBytes!;

@@ -4,28 +4,22 @@
  * whose hash is right but whose database is not, a name that claims more than the object holds.
  */
 import { createHash } from 'node:crypto';
-import { cpSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { BoltDB } from '../../src/bbolt/db.js';
 import { main } from '../../src/cli/main.js';
 import type { VerifyReport } from '../../src/verifier/verify.js';
-import { UPSTREAM_V023 } from '../support/fixtures.js';
+import { cleanupAfterEach } from '../support/cleanups.js';
+import { copyUpstreamStore } from '../support/fixtures.js';
 
-const dirs: string[] = [];
-afterEach(() => {
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
+const cleanups = cleanupAfterEach();
 
-/** A copy of a Go-written fixture store; returns the container path and its v2 folder. */
-function storeCopy(fixture: string): { root: string; v2: string } {
-  const dir = mkdtempSync(join(tmpdir(), 'etcdbr-verify-'));
-  dirs.push(dir);
-  const root = join(dir, 'store');
-  cpSync(join(UPSTREAM_V023, fixture, 'snapstore'), root, { recursive: true });
-  return { root, v2: join(root, 'v2') };
+/** A copy of a Go-written fixture store in a temp dir of this test; returns the container path and its v2 folder. */
+async function storeCopy(fixture: string): Promise<{ root: string; v2: string }> {
+  return copyUpstreamStore(fixture, await cleanups.tempDir('etcdbr-verify-'));
 }
 
 async function verify(root: string, ...extra: string[]): Promise<{ code: number; stdout: string; stderr: string; report?: VerifyReport }> {
@@ -47,7 +41,7 @@ const DELTAS = [
 
 describe('etcdbrctl verify', () => {
   it('a sound store: every object checked, restorable to its last revision, exit 0 (text and JSON)', async () => {
-    const { root } = storeCopy('gzip');
+    const { root } = await storeCopy('gzip');
     const text = await verify(root);
     expect(text.code).toBe(0);
     expect(text.stdout).toContain('restorable: the newest chain restores to revision 385');
@@ -68,7 +62,7 @@ describe('etcdbrctl verify', () => {
   });
 
   it('--all checks every chain; without it only the newest', async () => {
-    const { root } = storeCopy('two-fulls-gzip');
+    const { root } = await storeCopy('two-fulls-gzip');
     const newest = await verify(root, '-o', 'json');
     const all = await verify(root, '--all', '-o', 'json');
     expect(newest.report!.chains).toHaveLength(1);
@@ -78,7 +72,7 @@ describe('etcdbrctl verify', () => {
   });
 
   it('a damaged delta is named, and the chain restores only up to the delta before it (exit 3)', async () => {
-    const { root, v2 } = storeCopy('gzip');
+    const { root, v2 } = await storeCopy('gzip');
     const file = join(v2, DELTAS[1]!);
     const gz = readFileSync(file);
     // Same length, valid gzip framing, different content: the sha256 trailer no longer matches.
@@ -94,7 +88,7 @@ describe('etcdbrctl verify', () => {
   });
 
   it('a missing delta is a gap that names the delta after it', async () => {
-    const { root, v2 } = storeCopy('gzip');
+    const { root, v2 } = await storeCopy('gzip');
     rmSync(join(v2, DELTAS[2]!));
     const r = await verify(root);
     expect(r.code).toBe(3);
@@ -105,7 +99,7 @@ describe('etcdbrctl verify', () => {
   });
 
   it('a truncated full snapshot is named with what is wrong', async () => {
-    const { root, v2 } = storeCopy('gzip');
+    const { root, v2 } = await storeCopy('gzip');
     const file = join(v2, BASE);
     const gz = readFileSync(file);
     writeFileSync(file, gz.subarray(0, gz.length - 1000));
@@ -116,12 +110,12 @@ describe('etcdbrctl verify', () => {
   });
 
   it('a full snapshot with a correct hash but a broken database fails the bbolt check', async () => {
-    const { root, v2 } = storeCopy('gzip');
+    const { root, v2 } = await storeCopy('gzip');
     const file = join(v2, BASE);
     const payload = gunzipSync(readFileSync(file));
     const db = Buffer.from(payload.subarray(0, payload.length - 32));
     // Scribble over the header (id, flags, count) of the root page of the `key` bucket, a page every read uses.
-    const scratch = join(dirs.at(-1)!, 'db');
+    const scratch = join(root, '..', 'db');
     writeFileSync(scratch, db);
     const bolt = await BoltDB.open(scratch);
     const keyRoot = (await bolt.bucket('key'))!.root;
@@ -138,7 +132,7 @@ describe('etcdbrctl verify', () => {
   });
 
   it('a delta whose name claims revisions its events do not hold', async () => {
-    const { root, v2 } = storeCopy('gzip');
+    const { root, v2 } = await storeCopy('gzip');
     const renamed = 'Incr-00000356-00000390-1795219417.gz';
     renameSync(join(v2, DELTAS[3]!), join(v2, renamed));
     const { code, report } = await verify(root, '-o', 'json');
@@ -147,8 +141,7 @@ describe('etcdbrctl verify', () => {
   });
 
   it('a store path that does not exist is a command failure (exit 1), not a verdict', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'etcdbr-verify-missing-'));
-    dirs.push(dir);
+    const dir = await cleanups.tempDir('etcdbr-verify-missing-');
     const r = await verify(join(dir, 'nope'));
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/does not exist/);
