@@ -22,7 +22,7 @@ import type { MultiNodeInit } from '../initializer/initializer.js';
 import type { KubeClient } from '../k8s/client.js';
 import { memberLeaseHasHolder } from '../k8s/member-lease.js';
 import type { Metrics } from '../metrics.js';
-import { clearCreateAsLearner, readCreateAsLearner } from './etcd-member.js';
+import { clearCreateAsLearner, readCreateAsLearner } from '../k8s/etcd-member.js';
 import type { EtcdMemberStatus } from './leadership.js';
 import {
   clusterClientFactory,

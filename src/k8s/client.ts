@@ -2,14 +2,15 @@
  * The Kubernetes client, built only when a flag enables a Kubernetes feature (snapshot or member lease
  * renewal). Three ways to reach the API server: in-cluster service account files, a kubeconfig file, or an
  * explicit server URL (tests, debugging). Nothing here reads process.env: the CLI passes the environment in.
+ * The client library itself is loaded by createKubeClient (library.ts), so importing this module costs nothing.
  */
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
-import { CoordinationV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
-import type { Cluster, Context, User } from '@kubernetes/client-node';
+import type { Cluster, Context, CoordinationV1Api, CustomObjectsApi, KubeConfig, User } from '@kubernetes/client-node';
 import { KubeError } from './errors.js';
+import { loadKubeLibrary, type KubeLibrary } from './library.js';
 
 /** Where a pod's service account credentials are mounted. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -53,7 +54,8 @@ export interface KubeClient {
 
 /** Builds a client. Fails with E_KUBE_CONFIG when files are missing or the configuration has no cluster. */
 export async function createKubeClient(conn: KubeConnection): Promise<KubeClient> {
-  const kc = new KubeConfig();
+  const lib = await loadKubeLibrary();
+  const kc = new lib.KubeConfig();
   let defaultNamespace: string | undefined;
   switch (conn.kind) {
     case 'in-cluster': {
@@ -85,7 +87,7 @@ export async function createKubeClient(conn: KubeConnection): Promise<KubeClient
     }
     case 'kubeconfig': {
       if (conn.paths.length === 0) throw new KubeError('E_KUBE_CONFIG', 'no kubeconfig file given');
-      loadKubeconfigs(kc, conn.paths);
+      loadKubeconfigs(lib, kc, conn.paths);
       if (conn.context !== undefined) {
         if (kc.getContextObject(conn.context) === null) {
           throw new KubeError('E_KUBE_CONFIG', `kubeconfig ${conn.paths.join(':')} has no context "${conn.context}"`);
@@ -127,8 +129,8 @@ export async function createKubeClient(conn: KubeConnection): Promise<KubeClient
     kubeConfig: kc,
     server: cluster.server,
     defaultNamespace,
-    coordination: kc.makeApiClient(CoordinationV1Api),
-    customObjects: kc.makeApiClient(CustomObjectsApi),
+    coordination: kc.makeApiClient(lib.CoordinationV1Api),
+    customObjects: kc.makeApiClient(lib.CustomObjectsApi),
   };
 }
 
@@ -177,13 +179,13 @@ export function resolveKubeConnection(input: ResolveKubeConnectionInput): KubeCo
 }
 
 /** Loads each file and merges them: the first file that defines a name (or a current context) wins. */
-function loadKubeconfigs(kc: KubeConfig, paths: readonly string[]): void {
+function loadKubeconfigs(lib: KubeLibrary, kc: KubeConfig, paths: readonly string[]): void {
   const clusters: Cluster[] = [];
   const users: User[] = [];
   const contexts: Context[] = [];
   let currentContext = '';
   for (const file of paths) {
-    const one = new KubeConfig();
+    const one = new lib.KubeConfig();
     try {
       one.loadFromFile(file);
     } catch (err) {

@@ -3,7 +3,7 @@
  * operator the lease must exist), never on message text. Messages name the object and what to do.
  */
 import { CodedError } from '../errors.js';
-import { ApiException } from '@kubernetes/client-node';
+import { loadedKubeLibrary } from './library.js';
 
 export type KubeErrorCode =
   /** No usable client configuration (kubeconfig, in-cluster files, server URL). */
@@ -52,7 +52,9 @@ export function toKubeError(err: unknown, what: string, signal?: AbortSignal): K
     if (reason instanceof KubeError) return new KubeError(reason.code, `${what}: ${reason.message}`, { cause: err });
     return new KubeError('E_KUBE_TIMEOUT', `${what}: aborted`, { cause: err });
   }
-  if (err instanceof ApiException) {
+  // An ApiException exists only once a client loaded the library; until then nothing can have thrown one.
+  const ApiException = loadedKubeLibrary()?.ApiException;
+  if (ApiException !== undefined && err instanceof ApiException) {
     const status = err.code;
     const detail = statusMessage(err.body) ?? `HTTP ${status}`;
     const code: KubeErrorCode =

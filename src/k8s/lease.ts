@@ -3,11 +3,21 @@
  * request deadlines and client-go's RetryOnConflict. Leases are created by etcd-druid; we only read and patch.
  */
 import { EtcdbrError } from '../errors.js';
-import { Observable, PatchStrategy } from '@kubernetes/client-node';
-import type { ConfigurationOptions, ObservableMiddleware, RequestContext, ResponseContext, V1Lease } from '@kubernetes/client-node';
+import type {
+  ConfigurationOptions,
+  Observable as KubeObservable,
+  ObservableMiddleware,
+  RequestContext,
+  ResponseContext,
+  V1Lease,
+} from '@kubernetes/client-node';
 import type { Clock } from '../clock.js';
 import type { KubeClient } from './client.js';
 import { KubeError, isKubeError, toKubeError } from './errors.js';
+import { kubeLibrary } from './library.js';
+
+/** The content type of a JSON merge patch (RFC 7386); client-node's PatchStrategy.MergePatch, without loading it. */
+export const MERGE_PATCH = 'application/merge-patch+json';
 
 export interface LeaseRef {
   namespace: string;
@@ -55,7 +65,7 @@ export async function mergePatchLease(kube: KubeClient, ref: LeaseRef, patch: Le
   try {
     return await kube.coordination.patchNamespacedLease(
       { name: ref.name, namespace: ref.namespace, body: patch },
-      requestOptions(signal, PatchStrategy.MergePatch),
+      requestOptions(signal, MERGE_PATCH),
     );
   } catch (err) {
     throw toKubeError(err, `patch lease ${ref.namespace}/${ref.name}`, signal);
@@ -68,13 +78,14 @@ export async function mergePatchLease(kube: KubeClient, ref: LeaseRef, patch: Le
  */
 export function requestOptions(signal: AbortSignal, contentType?: string): ConfigurationOptions {
   // The generated object-parameter API hands call options to the Observable layer, hence ObservableMiddleware.
+  const { Observable } = kubeLibrary();
   const middleware: ObservableMiddleware = {
-    pre(ctx: RequestContext): Observable<RequestContext> {
+    pre(ctx: RequestContext): KubeObservable<RequestContext> {
       ctx.setSignal(signal);
       if (contentType !== undefined) ctx.setHeaderParam('Content-Type', contentType);
       return new Observable(Promise.resolve(ctx));
     },
-    post(res: ResponseContext): Observable<ResponseContext> {
+    post(res: ResponseContext): KubeObservable<ResponseContext> {
       return new Observable(Promise.resolve(res));
     },
   };

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { FakeClock, systemClock } from '../../src/clock.js';
-import { CREATE_AS_LEARNER_ANNOTATION, clearCreateAsLearner, readCreateAsLearner } from '../../src/cluster/etcd-member.js';
+import { CREATE_AS_LEARNER_ANNOTATION, clearCreateAsLearner, readCreateAsLearner } from '../../src/k8s/etcd-member.js';
 import type { ClusterClientFactory } from '../../src/cluster/members.js';
 import type { EtcdMember } from '../../src/etcd/etcd-client.js';
 import { MultiNode } from '../../src/cluster/multinode.js';

@@ -9,7 +9,7 @@ import type { ServerConfig } from '../../config/types.js';
 import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/binaries.js';
 import { clusterSize, parseInitialCluster, readEtcdConfigTemplate } from '../../config/etcd-config.js';
 import { initializeDataDir, type InitializationOutcome } from '../../initializer/initializer.js';
-import { recordInitialization, type EtcdMemberStatusPublisher } from '../../cluster/etcd-member-status.js';
+import { recordInitialization, type EtcdMemberStatusPublisher } from '../../cluster/member-status-publisher.js';
 import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
 import { restoreSettings } from '../../restorer/restore.js';

@@ -10,7 +10,7 @@ import type { Clock } from '../../clock.js';
 import type { ServerConfig } from '../../config/types.js';
 import { peerUrlsUseTls, readEtcdConfigTemplate } from '../../config/etcd-config.js';
 import { createKubeClient, resolveKubeConnection, type KubeClient } from '../../k8s/client.js';
-import { EtcdMemberStatusPublisher } from '../../cluster/etcd-member-status.js';
+import { EtcdMemberStatusPublisher } from '../../cluster/member-status-publisher.js';
 import { MemberLeaseHeartbeat } from '../../k8s/member-lease.js';
 import { FullSnapshotLeaseRenewer, SnapshotLeases } from '../../k8s/snapshot-leases.js';
 import type { Logger } from '../../log.js';

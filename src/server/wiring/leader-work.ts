@@ -10,7 +10,7 @@ import { memberStatus, type LeadershipLossReason } from '../../cluster/leadershi
 import type { ClusterMaintenance } from '../../cluster/maintenance.js';
 import type { ServerConfig } from '../../config/types.js';
 import { secondarySyncFromConfig, type SecondarySyncHandle } from '../../copier/secondary-sync.js';
-import type { EtcdMemberStatusPublisher } from '../../cluster/etcd-member-status.js';
+import type { EtcdMemberStatusPublisher } from '../../cluster/member-status-publisher.js';
 import { snapshotLeaseHook, type FullSnapshotLeaseRenewer, type SnapshotLeases } from '../../k8s/snapshot-leases.js';
 import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics.js';

@@ -9,7 +9,7 @@ import {
   EtcdMemberStatusPublisher,
   recordInitialization,
   type EtcdMemberStatusPublisherOptions,
-} from '../../src/cluster/etcd-member-status.js';
+} from '../../src/cluster/member-status-publisher.js';
 import { ETCD_MEMBERS } from '../support/fake-kube.js';
 import { recordingLogger } from '../k8s/support.js';
 import { waitFor } from '../support/wait.js';

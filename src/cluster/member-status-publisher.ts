@@ -1,6 +1,6 @@
 /**
- * Publishes this member's `EtcdMember.status` (DEP-04, seeds §7.3) by JSON merge patch on the `/status`
- * subresource. etcd-druid creates and deletes the EtcdMember; only its member writes the status.
+ * Publishes this member's `EtcdMember.status` (DEP-04, seeds §7.3): folds events into the pure model
+ * (member-status.ts) and decides when to write; src/k8s/etcd-member-status.ts does the requests.
  *
  * Updates are coalesced: at most one request is in flight, and whatever the model holds when it ends is
  * what goes next, so a burst of events costs one or two requests. Publishing is best effort (DEP-04 asks
@@ -8,11 +8,9 @@
  * EtcdMember (older druid, CRD not installed, not created yet) is reported once and looked for again later.
  * Before the first write the existing `status.transitions` are read, so the history survives restarts.
  */
-import { PatchStrategy } from '@kubernetes/client-node';
 import type { Logger, Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock, TimerHandle } from '../clock.js';
 import type { MemberDefragmentation } from './defrag.js';
-import { ETCD_MEMBER } from './etcd-member.js';
 import type { EtcdMemberStatus } from './leadership.js';
 import {
   currentState,
@@ -29,7 +27,7 @@ import type { InitializationOutcome, InitializationProgress } from '../initializ
 import type { StoredSnapshotInfo } from '../snapshotter/snapshotter.js';
 import type { KubeClient } from '../k8s/client.js';
 import { KubeError, toKubeError } from '../k8s/errors.js';
-import { requestOptions, withDeadline } from '../k8s/lease.js';
+import { patchEtcdMemberStatus, readEtcdMemberStatus } from '../k8s/etcd-member-status.js';
 
 export interface EtcdMemberStatusPublisherOptions {
   kube: KubeClient;
@@ -213,10 +211,7 @@ export class EtcdMemberStatusPublisher {
 
   private async hydrate(): Promise<void> {
     const { kube, namespace, name, clock } = this.opts;
-    const obj = await this.request(`get ${this.what}`, (signal) =>
-      kube.customObjects.getNamespacedCustomObject({ ...ETCD_MEMBER, namespace, name }, requestOptions(signal)),
-    );
-    const status = (obj as { status?: { transitions?: unknown; snapshots?: unknown } } | undefined)?.status;
+    const status = await readEtcdMemberStatus(kube, { namespace, name }, clock, this.requestTimeoutMs);
     this.model = reduceMemberStatus(this.model, {
       type: 'HistoryLoaded',
       at: clock.now(),
@@ -231,23 +226,12 @@ export class EtcdMemberStatusPublisher {
   }
 
   private async patchStatus(body: EtcdMemberStatusBody): Promise<void> {
-    const { kube, namespace, name } = this.opts;
-    await this.request(`patch ${this.what} status`, (signal) =>
-      kube.customObjects.patchNamespacedCustomObjectStatus(
-        { ...ETCD_MEMBER, namespace, name, body: { status: body } },
-        requestOptions(signal, PatchStrategy.MergePatch),
-      ),
-    );
+    const { kube, namespace, name, clock } = this.opts;
+    await patchEtcdMemberStatus(kube, { namespace, name }, body, clock, this.requestTimeoutMs);
   }
 
-  private request<T>(what: string, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    return withDeadline(this.opts.clock, this.opts.requestTimeoutMs ?? 10_000, what, async (signal) => {
-      try {
-        return await fn(signal);
-      } catch (err) {
-        throw toKubeError(err, what, signal);
-      }
-    });
+  private get requestTimeoutMs(): number {
+    return this.opts.requestTimeoutMs ?? 10_000;
   }
 
   private onFailure(err: KubeError): void {

@@ -4,11 +4,10 @@
  * scale-up, and the member drops it once promoted. Read only when Kubernetes is enabled; a missing resource
  * (older druid, no CRD) simply means "no annotation".
  */
-import { PatchStrategy } from '@kubernetes/client-node';
 import type { Clock } from '../clock.js';
-import type { KubeClient } from '../k8s/client.js';
-import { toKubeError } from '../k8s/errors.js';
-import { requestOptions, withDeadline } from '../k8s/lease.js';
+import type { KubeClient } from './client.js';
+import { toKubeError } from './errors.js';
+import { MERGE_PATCH, requestOptions, withDeadline } from './lease.js';
 
 export const CREATE_AS_LEARNER_ANNOTATION = 'druid.gardener.cloud/create-as-learner';
 
@@ -43,7 +42,7 @@ export async function clearCreateAsLearner(kube: KubeClient, ref: EtcdMemberRef,
     try {
       await kube.customObjects.patchNamespacedCustomObject(
         { ...ETCD_MEMBER, ...ref, body: { metadata: { annotations: { [CREATE_AS_LEARNER_ANNOTATION]: null } } } },
-        requestOptions(signal, PatchStrategy.MergePatch),
+        requestOptions(signal, MERGE_PATCH),
       );
     } catch (err) {
       const e = toKubeError(err, what, signal);

@@ -1,0 +1,125 @@
+/**
+ * A sidecar pays for every module it loads: the Kubernetes client alone holds about 85 MB, each cloud SDK tens
+ * more. This runs the compiled `etcdbrctl server` with a hook that logs every module it loads, lets it take a
+ * full and a delta snapshot, and checks which packages are in the log: the Kubernetes client only when a
+ * Kubernetes feature is on, a store's SDK only for its provider. Each case also asserts what must be loaded,
+ * so a hook that logged nothing could not pass.
+ */
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver, type S3rverInstance } from '../snapstore/test/support/s3rver.js';
+import { LEASES } from '../test/support/fake-kube.js';
+import { useFakeKube } from '../test/support/fake-kube-fixture.js';
+import { startTestEtcd, type TestEtcd } from '../test/support/etcd.js';
+import { LEASE_RENEWAL_FLAGS, localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+
+const HOOK = fileURLToPath(new URL('./support/module-log-hook.mjs', import.meta.url));
+
+/** The npm packages of the cloud stores, by the provider that needs them. */
+const CLOUD_SDKS = ['@aws-sdk/', '@smithy/', '@azure/', '@google-cloud/', 'ali-oss'] as const;
+const KUBE_CLIENT = '@kubernetes/client-node';
+
+/** The packages (scope/name) a module log names, from their node_modules paths. */
+function packagesOf(log: string): Set<string> {
+  const found = new Set<string>();
+  for (const line of log.split('\n')) {
+    const m = /\/node_modules\/((?:@[^/]+\/)?[^/]+)\//.exec(line);
+    if (m) found.add(m[1] as string);
+  }
+  return found;
+}
+
+const loadedAny = (packages: Set<string>, prefix: string): string[] => [...packages].filter((p) => p === prefix || p.startsWith(prefix));
+
+describe('etcdbrctl server loads only what its flags use', () => {
+  let etcd: TestEtcd;
+  let dir: string;
+  let sidecar: SidecarProcess | undefined;
+  const ns = 'shoot--dev--e2e';
+  const k8s = useFakeKube({
+    seed: (fake) => {
+      for (const name of ['etcd-main-full-snap', 'etcd-main-delta-snap', 'etcd-main-0'])
+        fake.seed(LEASES, { metadata: { name, namespace: ns }, spec: {} });
+    },
+  });
+
+  beforeAll(async () => {
+    etcd = await startTestEtcd();
+    dir = await mkdtemp(join(tmpdir(), 'etcdbr-e2e-modules-'));
+    await writeFile(join(dir, 'kubeconfig'), k8s.fake.kubeconfig());
+  });
+
+  afterAll(async () => {
+    await sidecar?.stop('SIGKILL');
+    await etcd?.cleanup();
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  /** Runs the server until it stored a full and a delta snapshot, stops it, and returns the packages it loaded. */
+  async function packagesLoadedBy(name: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Set<string>> {
+    const log = join(dir, `${name}.modules`);
+    await writeFile(log, '');
+    sidecar = await startSidecar([`--endpoints=${etcd.clientUrl}`, '--schedule=0 0 1 1 *', '--delta-snapshot-period=1s', ...args], {
+      ...env,
+      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${HOOK}`,
+      ETCDBRCTL_MODULE_LOG: log,
+    });
+    const s = sidecar;
+    await waitFor(async () => {
+      const r = await fetch(`${s.url}/snapshot/latest`);
+      return ((await r.json()) as { fullSnapshot: unknown }).fullSnapshot ?? undefined;
+    }, `${name}: a full snapshot`);
+    await fetch(`${etcd.clientUrl}/v3/kv/put`, { method: 'POST', body: JSON.stringify({ key: btoa(name), value: btoa('v') }) });
+    await waitFor(async () => {
+      const r = await fetch(`${s.url}/snapshot/latest`);
+      const j = (await r.json()) as { deltaSnapshots?: unknown[] | null };
+      return (j.deltaSnapshots?.length ?? 0) > 0 ? true : undefined;
+    }, `${name}: a delta snapshot`);
+    expect(await s.stop()).toBe(0);
+    sidecar = undefined;
+    return packagesOf(await readFile(log, 'utf8'));
+  }
+
+  it('Local store, Kubernetes off: neither the Kubernetes client nor any cloud SDK', async () => {
+    const packages = await packagesLoadedBy('local', localStoreFlags(join(dir, 'local-store'), join(dir, 'tmp')));
+    // What the server does use is in the log: the hook saw the process load its packages.
+    expect(loadedAny(packages, 'etcd3')).toEqual(['etcd3']);
+    expect(loadedAny(packages, KUBE_CLIENT)).toEqual([]);
+    expect(CLOUD_SDKS.flatMap((sdk) => loadedAny(packages, sdk))).toEqual([]);
+  });
+
+  describe('S3 store with lease renewal', () => {
+    let s3: S3rverInstance;
+    beforeAll(async () => {
+      s3 = await startS3rver({ bucket: 'backups' });
+    });
+    afterAll(async () => {
+      await s3?.stop();
+    });
+
+    it('loads the Kubernetes client and the AWS SDK, and no other cloud SDK', async () => {
+      const creds = join(dir, 's3-credentials.json');
+      await writeFile(
+        creds,
+        JSON.stringify({
+          accessKeyID: S3RVER_ACCESS_KEY,
+          secretAccessKey: S3RVER_SECRET_KEY,
+          region: 'us-east-1',
+          endpoint: s3.endpoint,
+          s3ForcePathStyle: true,
+        }),
+      );
+      const packages = await packagesLoadedBy(
+        's3-kube',
+        ['--storage-provider=S3', '--store-container=backups', `--snapstore-temp-directory=${join(dir, 'tmp')}`, ...LEASE_RENEWAL_FLAGS],
+        { KUBECONFIG: join(dir, 'kubeconfig'), POD_NAMESPACE: ns, POD_NAME: 'etcd-main-0', AWS_APPLICATION_CREDENTIALS_JSON: creds },
+      );
+      expect(loadedAny(packages, KUBE_CLIENT)).toEqual([KUBE_CLIENT]);
+      expect(loadedAny(packages, '@aws-sdk/client-s3')).toEqual(['@aws-sdk/client-s3']);
+      expect(['@azure/', '@google-cloud/', 'ali-oss'].flatMap((sdk) => loadedAny(packages, sdk))).toEqual([]);
+    });
+  });
+});
