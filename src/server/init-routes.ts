@@ -1,6 +1,6 @@
 import { EtcdbrError } from '../errors.js';
 import type { FastifyInstance } from 'fastify';
-import { stringify } from 'yaml';
+import { yaml } from '../config/yaml.js';
 import type { PodEnvironment } from '../config/pod-environment.js';
 import { readEtcdConfigTemplate, renderMemberConfig, type ClusterView } from '../config/etcd-config.js';
 import type { InitializationState } from './initialization.js';
@@ -45,7 +45,7 @@ export function registerInitRoutes(app: FastifyInstance, deps: InitRoutesDeps): 
         if (podName === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAME is not set: cannot tell which member this is');
         const view = await deps.clusterView().catch(() => ({ existingMembers: [], learnerPresent: false }));
         const config = renderMemberConfig(template, podName, view);
-        const body = stringify(config, { sortMapEntries: true, lineWidth: 0 });
+        const body = yaml().stringify(config, { sortMapEntries: true, lineWidth: 0 });
         return reply.code(200).header('content-type', 'application/yaml').send(body);
       } catch (err) {
         return sendError(reply, 500, `cannot serve the etcd config: ${errorMessage(err)}`);
