@@ -8,8 +8,7 @@ import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { Metrics } from '../metrics.js';
 import type { CronSchedule } from '../config/schedule.js';
-import { planVerification } from './chains.js';
-import { verifyBackups, type VerifyReport } from './verify.js';
+import type { VerifyReport } from './verify.js';
 
 export interface ScrubberDeps {
   store: () => Promise<SnapStore>;
@@ -55,6 +54,8 @@ export class BackupScrubber {
     const { metrics, logger } = this.deps;
     let report: VerifyReport;
     try {
+      // The checkers (bbolt, delta parsing) load with the first scrub, not with the server.
+      const [{ planVerification }, { verifyBackups }] = await Promise.all([import('./chains.js'), import('./verify.js')]);
       const store = await this.deps.store();
       const plan = planVerification(await store.list(), { all: false });
       report = await verifyBackups(store, plan, {

@@ -8,11 +8,10 @@ import type { MultiNode } from '../../cluster/multinode.js';
 import type { ServerConfig } from '../../config/types.js';
 import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/binaries.js';
 import { clusterSize, parseInitialCluster, readEtcdConfigTemplate } from '../../config/etcd-config.js';
-import { initializeDataDir, type InitializationOutcome } from '../../initializer/initializer.js';
+import type { InitializationOutcome } from '../../initializer/initializer.js';
 import { recordInitialization, type EtcdMemberStatusPublisher } from '../../cluster/member-status-publisher.js';
 import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
-import { restoreSettings } from '../../restorer/restore.js';
 import type { RotatingStore } from '../../config/store-provider.js';
 import type { HealthState } from '../health.js';
 import { InitializationState, type ValidationMode } from '../initialization.js';
@@ -57,6 +56,12 @@ export function wireInitialization(input: {
   async function initialize(mode: ValidationMode): Promise<InitializationOutcome> {
     // Multi-node: cluster size and member identity from the etcd config as it is now (druid rewrites it on scale-up).
     const mn = size > 1 ? await multiNode.initOptions(input.signal) : undefined;
+    // The validator, the restorer and the bbolt and WAL code load when etcd-wrapper first asks for an
+    // initialization, not with the server: a running sidecar without one does not hold them.
+    const [{ initializeDataDir }, { restoreSettings }] = await Promise.all([
+      import('../../initializer/initializer.js'),
+      import('../../restorer/restore.js'),
+    ]);
     return initializeDataDir(mode, {
       dataDir: rc.dataDir,
       ...(pod.podNamespace ? { podNamespace: pod.podNamespace } : {}),
