@@ -2,8 +2,8 @@
  * A sidecar pays for every module it loads: the Kubernetes client alone holds about 85 MB, each cloud SDK tens
  * more. This runs the compiled `etcdbrctl server` with a hook that logs every module it loads, lets it take a
  * full and a delta snapshot, and checks which packages are in the log: the Kubernetes client only when a
- * Kubernetes feature is on, a store's SDK only for its provider. Each case also asserts what must be loaded,
- * so a hook that logged nothing could not pass.
+ * Kubernetes feature is on, a store's SDK only for its provider, yaml, age and zstd only when used. Each case
+ * also asserts what must be loaded, so a hook that logged nothing could not pass.
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -89,6 +89,8 @@ describe('etcdbrctl server loads only what its flags use', () => {
     expect(loadedAny(packages, 'etcd3')).toEqual(['etcd3']);
     expect(loadedAny(packages, KUBE_CLIENT)).toEqual([]);
     expect(CLOUD_SDKS.flatMap((sdk) => loadedAny(packages, sdk))).toEqual([]);
+    // No config file, no /config request, no encryption flags, gzip: none of their libraries.
+    expect(['yaml', 'age-encryption', 'zstd-napi'].flatMap((p) => loadedAny(packages, p))).toEqual([]);
   });
 
   describe('S3 store with lease renewal', () => {
