@@ -1,0 +1,97 @@
+/**
+ * Carries out a fault schedule against a running soak cluster: each fault starts at its time and lasts its
+ * duration, independently of the others (so they overlap). A fault whose target is already down (another
+ * fault holds it) is skipped and counted as such; the schedule itself never changes.
+ */
+import { describeFault, type Fault, type FaultKind } from './schedule.js';
+import type { Member, SoakCluster } from './topology.js';
+
+export interface StoreFaults {
+  inject(f: Fault): Promise<void>;
+}
+
+export interface NemesisReport {
+  injected: Partial<Record<FaultKind, number>>;
+  skipped: Partial<Record<FaultKind, number>>;
+  /** What happened, in order, for a failure report. */
+  journal: string[];
+  /** The largest (last acknowledged − last backed-up revision) seen when a fault struck. */
+  maxRecoveryPoint: number;
+}
+
+export interface NemesisDeps {
+  cluster: SoakCluster;
+  storeFaults?: StoreFaults;
+  /** Last acknowledged and last backed-up revision right now (for the recovery point). */
+  revisions(): Promise<{ acked: number; backedUp: number }>;
+  log(line: string): void;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function runNemesis(schedule: Fault[], deps: NemesisDeps, startedAt: number): Promise<NemesisReport> {
+  const report: NemesisReport = { injected: {}, skipped: {}, journal: [], maxRecoveryPoint: 0 };
+  const note = (s: string) => {
+    const line = `[${((Date.now() - startedAt) / 1000).toFixed(1)}s] ${s}`;
+    report.journal.push(line);
+    deps.log(line);
+  };
+  const running: Array<Promise<void>> = [];
+  for (const f of schedule) {
+    const wait = startedAt + f.at - Date.now();
+    if (wait > 0) await sleep(wait);
+    running.push(
+      inject(f, deps, report, note).catch((err: unknown) => {
+        note(`fault ${describeFault(f)} failed to run: ${String(err)}`);
+        throw err;
+      }),
+    );
+  }
+  await Promise.all(running);
+  return report;
+}
+
+async function resolveTarget(f: Fault, cluster: SoakCluster): Promise<Member | undefined> {
+  if ('member' in f.target) return cluster.members[f.target.member];
+  const leader = await cluster.leaderIndex();
+  if (leader === undefined) return undefined;
+  if (f.target.role === 'leader') return cluster.members[leader];
+  return cluster.members.find((m) => m.index !== leader && m.etcd.running);
+}
+
+async function inject(f: Fault, deps: NemesisDeps, report: NemesisReport, note: (s: string) => void): Promise<void> {
+  const count = (which: 'injected' | 'skipped') => (report[which][f.kind] = (report[which][f.kind] ?? 0) + 1);
+  const m = await resolveTarget(f, deps.cluster);
+  const busy = !m || (f.kind.startsWith('sidecar') ? !m.sidecar.running : f.kind.startsWith('store') ? false : !m.etcd.running);
+  if (busy) {
+    count('skipped');
+    note(`skip ${describeFault(f)} (target down or unknown)`);
+    return;
+  }
+  const { acked, backedUp } = await deps.revisions();
+  report.maxRecoveryPoint = Math.max(report.maxRecoveryPoint, acked - backedUp);
+  count('injected');
+  note(`inject ${describeFault(f)} on ${m.name} (acked ${acked}, backed up ${backedUp})`);
+  switch (f.kind) {
+    case 'sidecar-sigkill':
+    case 'sidecar-sigterm': {
+      const exit = await m.sidecar.kill(f.kind === 'sidecar-sigkill' ? 'SIGKILL' : 'SIGTERM');
+      note(`sidecar ${m.name} exited code=${exit?.code} signal=${exit?.signal}`);
+      await sleep(f.durationMs);
+      m.sidecar.start();
+      note(`sidecar ${m.name} restarted`);
+      return;
+    }
+    case 'etcd-sigkill': {
+      await m.etcd.kill('SIGKILL');
+      await sleep(f.durationMs);
+      m.etcd.start();
+      note(`etcd ${m.name} restarted`);
+      return;
+    }
+    default:
+      if (!deps.storeFaults) throw new Error(`fault ${f.kind} is not available in this run`);
+      await deps.storeFaults.inject(f);
+      note(`store fault ${f.kind} over`);
+  }
+}
