@@ -225,7 +225,13 @@ async function check(
     return;
   }
   result.storeRevision = plan.last;
-  const restored = await restoreAndStart(env, 'latest');
+  let restored;
+  try {
+    restored = await restoreAndStart(env, 'latest');
+  } catch (err) {
+    failures.push(`check 2: ${(err as Error).message}`);
+    return;
+  }
   try {
     const want = await readAt(env, cluster.clientUrls, plan.last);
     const have = await readAt(env, [restored.clientUrl], plan.last);
