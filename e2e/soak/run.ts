@@ -2,10 +2,11 @@
  * One soak run: the cluster and its sidecars, the workload, the nemesis for the run's duration, then quiet,
  * catch-up and the checker. Every process it starts is stopped when it ends, also on failure.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { S3RVER_CREDENTIALS, startS3rver, type S3rverInstance } from '../../snapstore/test/support/s3rver.js';
 import { waitFor } from '../../test/support/wait.js';
 import { readAckLog } from './ack-log.js';
 import {
@@ -24,6 +25,7 @@ import { runNemesis, type NemesisReport } from './nemesis.js';
 import { createPrng } from './prng.js';
 import { ManagedProcess, type ExitRecord } from './processes.js';
 import { buildSchedule, describeFault, type Fault, type StoreKind, type Topology } from './schedule.js';
+import { startFaultProxy, type FaultProxy } from './store-proxy.js';
 import { SoakCluster } from './topology.js';
 
 export interface SoakOptions {
@@ -95,15 +97,35 @@ function lastAckedRevision(path: string): number {
 
 export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
   const runDir = mkdtempSync(join(tmpdir(), `etcdbr-soak-${opts.seed}-`));
-  const storeRoot = join(runDir, 'store');
-  mkdirSync(storeRoot);
-  const storeFlags = ['--storage-provider=Local', `--store-container=${storeRoot}`];
+  let storeRoot = join(runDir, 'store');
+  // The sidecars reach the store through the fault proxy; the checker reaches it directly.
+  let sidecarStoreFlags = ['--storage-provider=Local', `--store-container=${storeRoot}`];
+  let storeFlags = sidecarStoreFlags;
   const storeEnv: NodeJS.ProcessEnv = {};
+  let s3: S3rverInstance | undefined;
+  let proxy: FaultProxy | undefined;
+  if (opts.store === 's3') {
+    s3 = await startS3rver({ bucket: 'soak' });
+    proxy = await startFaultProxy(s3.endpoint);
+    storeRoot = join(s3.directory, 'soak');
+    const credentials = join(runDir, 's3.json');
+    writeFileSync(credentials, JSON.stringify(S3RVER_CREDENTIALS));
+    storeEnv.AWS_APPLICATION_CREDENTIALS_JSON = credentials;
+    const s3Flags = (endpoint: string) => [
+      '--storage-provider=S3',
+      '--store-container=soak',
+      '--store-prefix=etcd-main',
+      `--store-endpoint-override=${endpoint}`,
+    ];
+    sidecarStoreFlags = s3Flags(proxy.endpoint);
+    storeFlags = s3Flags(s3.endpoint);
+  }
+  mkdirSync(storeRoot, { recursive: true });
   const schedule = buildSchedule({ seed: opts.seed, durationMs: opts.durationMs, topology: opts.topology, store: opts.store });
   const failures: string[] = [];
   const cluster = await SoakCluster.create(
     { runDir, etcd: opts.etcdPath, etcdctl: opts.etcdctlPath },
-    { topology: opts.topology, storeFlags, storeEnv, deltaPeriodSeconds: DELTA_PERIOD_S, schedule: '*/2 * * * *' },
+    { topology: opts.topology, storeFlags: sidecarStoreFlags, storeEnv, deltaPeriodSeconds: DELTA_PERIOD_S, schedule: '*/2 * * * *' },
   );
   const ackPath = join(runDir, 'acks.jsonl');
   // Odd seeds write keys with leases, even seeds none: a restore writes delta keys without their lease (as
@@ -156,7 +178,12 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     const startedAt = Date.now();
     nemesis = await runNemesis(
       schedule,
-      { cluster, revisions: async () => ({ acked: lastAckedRevision(ackPath), backedUp: backedUpRevision(storeRoot) }), log: opts.log },
+      {
+        cluster,
+        ...(proxy ? { storeFaults: proxy } : {}),
+        revisions: async () => ({ acked: lastAckedRevision(ackPath), backedUp: backedUpRevision(storeRoot) }),
+        log: opts.log,
+      },
       startedAt,
     );
     result.nemesis = nemesis;
@@ -190,6 +217,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     // The sidecars are stopped in order (SIGTERM): a non-zero exit here is a crash like any other.
     for (const m of cluster.members) await m.sidecar.kill('SIGTERM');
     await cluster.stopAll();
+    await proxy?.stop();
+    if (proxy) opts.log(`store proxy: ${JSON.stringify(proxy.faulted)}`);
   }
   const crashes = cluster.exits.filter(
     (e) => e.requested === undefined || (e.requested === 'SIGTERM' && e.code !== 0 && e.name !== 'workload'),
@@ -197,6 +226,9 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
   result.crashes = crashes;
   for (const c of crashes)
     failures.push(`check 5: ${c.name} (pid ${c.pid}) exited code=${c.code} signal=${c.signal} without being asked to`);
+  // s3rver's files are copied into the run dir when it is kept (stopping s3rver removes its directory).
+  if (s3 && (failures.length > 0 || opts.keep)) cpSync(s3.directory, join(runDir, 's3rver'), { recursive: true });
+  await s3?.stop();
   if (failures.length === 0 && !opts.keep) rmSync(runDir, { recursive: true, force: true });
   return result;
 }
