@@ -3,6 +3,8 @@
  * duration, independently of the others (so they overlap). A fault whose target is already down (another
  * fault holds it) is skipped and counted as such; the schedule itself never changes.
  */
+import { open, readdir, rm, stat } from 'node:fs/promises';
+import { join } from 'node:path';
 import { describeFault, type Fault, type FaultKind } from './schedule.js';
 import type { Member, SoakCluster } from './topology.js';
 
@@ -82,11 +84,28 @@ async function inject(f: Fault, deps: NemesisDeps, report: NemesisReport, note: 
       note(`sidecar ${m.name} restarted`);
       return;
     }
-    case 'etcd-sigkill': {
+    case 'etcd-sigkill':
+    case 'data-dir-lost':
+    case 'data-dir-corrupt': {
       await m.etcd.kill('SIGKILL');
+      if (f.kind === 'data-dir-lost') await rm(m.dataDir, { recursive: true, force: true });
+      if (f.kind === 'data-dir-corrupt') note(`corrupted ${await corruptDataDir(m.dataDir, f.amount)}`);
       await sleep(f.durationMs);
-      m.etcd.start();
+      await deps.cluster.startEtcd(m);
       note(`etcd ${m.name} restarted`);
+      return;
+    }
+    case 'leader-move': {
+      const leader = await deps.cluster.leaderIndex();
+      const to =
+        deps.cluster.members.find((x) => x.index !== leader && x.etcd.running && x.index === (m.index + 1) % deps.cluster.members.length) ??
+        deps.cluster.members.find((x) => x.index !== leader && x.etcd.running);
+      if (leader === undefined || !to) {
+        note('leader-move: no leader or no follower up');
+        return;
+      }
+      await deps.cluster.moveLeader(deps.cluster.members[leader]!, to).catch((err: unknown) => note(`leader-move failed: ${String(err)}`));
+      note(`leader moved from m${leader} to ${to.name}`);
       return;
     }
     default:
@@ -94,4 +113,22 @@ async function inject(f: Fault, deps: NemesisDeps, report: NemesisReport, note: 
       await deps.storeFaults.inject(f);
       note(`store fault ${f.kind} over`);
   }
+}
+
+/**
+ * Overwrites 4 KiB in the middle of the member's bbolt file (or, when `amount` is odd, of its newest WAL
+ * file): the damage a failing disk leaves. Returns what it hit.
+ */
+async function corruptDataDir(dataDir: string, amount: number): Promise<string> {
+  const wal = join(dataDir, 'member', 'wal');
+  const walFiles = (await readdir(wal).catch(() => [] as string[])).filter((f) => f.endsWith('.wal')).sort();
+  const target = amount % 2 === 1 && walFiles.length > 0 ? join(wal, walFiles.at(-1)!) : join(dataDir, 'member', 'snap', 'db');
+  const size = (await stat(target)).size;
+  const fh = await open(target, 'r+');
+  try {
+    await fh.write(Buffer.alloc(4096, 0xa5), 0, 4096, Math.max(0, Math.floor(size / 2) - 2048));
+  } finally {
+    await fh.close();
+  }
+  return `${target} (${size} bytes) at ${Math.floor(size / 2)}`;
 }

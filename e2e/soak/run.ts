@@ -192,10 +192,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
 
     // Quiet: the workload stops, every process is up, the sidecars catch up with etcd's head.
     await workload.kill('SIGTERM');
-    for (const m of cluster.members) {
-      m.etcd.start();
-      m.sidecar.start();
-    }
+    for (const m of cluster.members) m.sidecar.start();
+    await Promise.all(cluster.members.filter((m) => !m.etcd.running).map((m) => cluster.startEtcd(m)));
     for (const m of cluster.members) await cluster.etcdReady(m);
     const head = await headRevision(env, cluster.clientUrls);
     result.headRevision = head;

@@ -31,7 +31,7 @@ export interface Fault {
   target: Target;
   /** How long the fault lasts: a killed process stays down, a store fault stays on, this long. */
   durationMs: number;
-  /** store-5xx: how many requests are answered 500/503; store-latency: the added delay in ms. */
+  /** store-5xx: how many requests are answered 500/503; store-latency: the added delay in ms; data-dir-corrupt: 0 the db, 1 the WAL. */
   amount: number;
 }
 
@@ -69,7 +69,8 @@ export function buildSchedule(opts: ScheduleOptions): Fault[] {
           ? { role: rng.pick(['leader', 'follower'] as const) }
           : { member: rng.int(0, 2) };
     const durationMs = kind === 'store-stall' ? rng.int(2_000, 12_000) : rng.int(300, 5_000);
-    const amount = kind === 'store-5xx' ? rng.int(1, 8) : kind === 'store-latency' ? rng.int(50, 800) : 0;
+    const amount =
+      kind === 'store-5xx' ? rng.int(1, 8) : kind === 'store-latency' ? rng.int(50, 800) : kind === 'data-dir-corrupt' ? rng.int(0, 1) : 0;
     faults.push({ at, kind, target, durationMs, amount });
     at += rng.int(1_500, 7_000);
   }

@@ -4,12 +4,14 @@
  * restartable; who leads is asked of etcd through etcdctl.
  */
 import { execFile } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { freePort } from '../../src/etcd/ports.js';
+import { stringify } from 'yaml';
 import { waitFor } from '../../test/support/wait.js';
+import { fetchConfig, initializationHandshake } from '../support/wrapper.js';
 import { ManagedProcess, type ExitRecord } from './processes.js';
 import type { Topology } from './schedule.js';
 
@@ -29,6 +31,8 @@ export interface Member {
   peerUrl: string;
   dataDir: string;
   sidecarUrl: string;
+  /** Three members: where the config the sidecar served (`/config`) is written for etcd's `--config-file`. */
+  configFile: string;
   etcd: ManagedProcess;
   sidecar: ManagedProcess;
 }
@@ -67,20 +71,45 @@ export class SoakCluster {
       const clientUrl = `http://127.0.0.1:${p.client}`;
       const peerUrl = `http://127.0.0.1:${p.peer}`;
       const dataDir = join(dir, 'data');
-      const etcdArgs = () => [
-        `--name=${name}`,
-        `--data-dir=${dataDir}`,
-        `--listen-client-urls=${clientUrl}`,
-        `--advertise-client-urls=${clientUrl}`,
-        `--listen-peer-urls=${peerUrl}`,
-        `--initial-advertise-peer-urls=${peerUrl}`,
-        `--initial-cluster=${initialCluster}`,
-        '--initial-cluster-token=soak',
-        '--initial-cluster-state=new',
-        // No auto-compaction: the checker reads history at any revision of the run.
-        '--auto-compaction-retention=0',
-        ...(n === 1 ? ['--heartbeat-interval=10', '--election-timeout=100'] : ['--heartbeat-interval=100', '--election-timeout=1000']),
-      ];
+      const configFile = join(dir, 'etcd.conf.yaml');
+      const template = join(dir, 'etcd-template.yaml');
+      if (n > 1) {
+        // The etcd config template etcd-druid mounts for the sidecar (ETCD_CONF); the sidecar serves it,
+        // completed, on /config.
+        writeFileSync(
+          template,
+          stringify({
+            name,
+            'data-dir': dataDir,
+            'listen-client-urls': clientUrl,
+            'listen-peer-urls': peerUrl,
+            'advertise-client-urls': Object.fromEntries(ports.map((q, j) => [`m${j}`, [`http://127.0.0.1:${q.client}`]])),
+            'initial-advertise-peer-urls': Object.fromEntries(ports.map((q, j) => [`m${j}`, [`http://127.0.0.1:${q.peer}`]])),
+            'initial-cluster': initialCluster,
+            'initial-cluster-token': 'soak',
+            'initial-cluster-state': 'new',
+            'auto-compaction-retention': '0',
+          }),
+        );
+      }
+      const etcdArgs = () =>
+        n > 1
+          ? [`--config-file=${configFile}`]
+          : [
+              `--name=${name}`,
+              `--data-dir=${dataDir}`,
+              `--listen-client-urls=${clientUrl}`,
+              `--advertise-client-urls=${clientUrl}`,
+              `--listen-peer-urls=${peerUrl}`,
+              `--initial-advertise-peer-urls=${peerUrl}`,
+              `--initial-cluster=${initialCluster}`,
+              '--initial-cluster-token=soak',
+              '--initial-cluster-state=new',
+              // No auto-compaction: the checker reads history at any revision of the run.
+              '--auto-compaction-retention=0',
+              '--heartbeat-interval=10',
+              '--election-timeout=100',
+            ];
       const sidecarArgs = () => [
         ETCDBRCTL,
         'server',
@@ -113,11 +142,13 @@ export class SoakCluster {
         peerUrl,
         dataDir,
         sidecarUrl: `http://127.0.0.1:${p.sidecar}`,
+        configFile,
         etcd: new ManagedProcess(`etcd ${name}`, paths.etcd, etcdArgs, join(dir, 'etcd.log'), c.exits),
         sidecar: new ManagedProcess(`sidecar ${name}`, process.execPath, sidecarArgs, join(dir, 'sidecar.log'), c.exits, {
           ...process.env,
           ...opts.storeEnv,
           POD_NAME: name,
+          ...(n > 1 ? { ETCD_CONF: template } : {}),
         }),
       });
     }
@@ -129,9 +160,65 @@ export class SoakCluster {
   }
 
   async startAll(): Promise<void> {
-    for (const m of this.members) m.etcd.start();
-    for (const m of this.members) await this.etcdReady(m);
+    if (this.members.length === 1) {
+      for (const m of this.members) m.etcd.start();
+      for (const m of this.members) await this.etcdReady(m);
+      for (const m of this.members) m.sidecar.start();
+      return;
+    }
     for (const m of this.members) m.sidecar.start();
+    await Promise.all(this.members.map((m) => this.startEtcd(m)));
+    for (const m of this.members) await this.etcdReady(m);
+  }
+
+  /**
+   * Starts a member's etcd as its container would: one member directly; three members the etcd-wrapper way
+   * (the sidecar's `/initialization/start`, `/initialization/status` until Successful, then `/config`
+   * written to the file etcd starts on), waiting for the sidecar to be up first.
+   */
+  async startEtcd(m: Member): Promise<void> {
+    if (this.members.length === 1) {
+      m.etcd.start();
+      return;
+    }
+    await waitFor(
+      async () => (await fetch(`${m.sidecarUrl}/initialization/status`, { signal: AbortSignal.timeout(5_000) })).ok,
+      `sidecar ${m.name} to answer /initialization/status`,
+      300_000,
+      200,
+    );
+    const handshake = await initializationHandshake(m.sidecarUrl, { maxFailures: 3, timeoutMs: 300_000 });
+    if (!handshake.ok) throw new Error(`the sidecar of ${m.name} failed its initialization: ${handshake.seen.join(' -> ')}`);
+    const { text } = await fetchConfig(m.sidecarUrl);
+    writeFileSync(m.configFile, text, { mode: 0o600 });
+    m.etcd.start();
+  }
+
+  /** Member ids as etcd names them (hex), by member name. */
+  async memberIds(): Promise<Map<string, string>> {
+    const up = this.members.filter((m) => m.etcd.running);
+    const { stdout } = await run(
+      this.paths.etcdctl,
+      [`--endpoints=${up.map((m) => m.clientUrl).join(',')}`, '--command-timeout=5s', 'member', 'list'],
+      {
+        env: { ...process.env, ETCDCTL_API: '3' },
+      },
+    );
+    const ids = new Map<string, string>();
+    for (const line of stdout.split('\n')) {
+      const [id, , name] = line.split(',').map((x) => x.trim());
+      if (id && name) ids.set(name, id);
+    }
+    return ids;
+  }
+
+  /** `etcdctl move-leader` from the current leader to `to`. */
+  async moveLeader(from: Member, to: Member): Promise<void> {
+    const id = (await this.memberIds()).get(to.name);
+    if (!id) throw new Error(`${to.name} is not in the member list`);
+    await run(this.paths.etcdctl, [`--endpoints=${from.clientUrl}`, '--command-timeout=10s', 'move-leader', id], {
+      env: { ...process.env, ETCDCTL_API: '3' },
+    });
   }
 
   /** Waits until the member answers /health with a leader known (etcd 3.4: `{"health":"true"}`). */
@@ -168,7 +255,9 @@ export class SoakCluster {
         [`--endpoints=${up.map((m) => m.clientUrl).join(',')}`, '--command-timeout=2s', 'endpoint', 'status', '-w', 'json'],
         { env: { ...process.env, ETCDCTL_API: '3' } },
       );
-      const rows = JSON.parse(stdout) as Array<{
+      // Member ids are 64-bit: compared as the digits etcdctl printed, never as JS numbers.
+      const exact = stdout.replace(/"(member_id|leader|cluster_id)":(\d+)/g, '"$1":"$2"');
+      const rows = JSON.parse(exact) as Array<{
         Endpoint: string;
         Status: { header: { member_id: number | string }; leader: number | string };
       }>;

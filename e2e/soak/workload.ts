@@ -6,6 +6,7 @@
  * Usage: node --import tsx e2e/soak/workload.ts --endpoints=URL[,URL…] --seed=N --out=FILE [--pause-ms=N] [--leases=false]
  */
 import { appendFileSync } from 'node:fs';
+import { noop } from 'cockatiel';
 import { Etcd3 } from 'etcd3';
 import type { AckRecord, Effect, OpKind } from './ack-log.js';
 import { createPrng } from './prng.js';
@@ -24,7 +25,9 @@ if (endpoints.length === 0 || !out) {
 }
 
 const rng = createPrng(seed ^ 0x5eed);
-const client = new Etcd3({ hosts: endpoints, dialTimeout: 2_000 });
+// No retries and no circuit breaker in the client: every operation is tried once and its outcome recorded
+// as it was (a breaker left open for seconds after a leader change would only stall the workload).
+const client = new Etcd3({ hosts: endpoints, dialTimeout: 2_000, faultHandling: { host: () => noop, global: noop } });
 const callOpts = () => ({ deadline: Date.now() + 5_000 });
 const buf = (s: string) => Buffer.from(s);
 const GROUPS = 8;
@@ -177,9 +180,10 @@ while (!stopping) {
     const rev = await p.run();
     p.apply();
     record({ seq, op: p.op, effects: p.effects, outcome: 'ok', rev });
-  } catch {
+  } catch (err) {
     p.apply();
     record({ seq, op: p.op, effects: p.effects, outcome: 'unknown' });
+    process.stderr.write(`${new Date().toISOString()} seq ${seq} ${p.op}: ${String(err).slice(0, 300)}\n`);
     // etcd is down or has no leader: do not spin.
     await new Promise((r) => setTimeout(r, 200));
   }
