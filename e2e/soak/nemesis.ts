@@ -5,6 +5,7 @@
  */
 import { open, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
+import { waitFor } from '../../test/support/wait.js';
 import { describeFault, type Fault, type FaultKind } from './schedule.js';
 import type { Member, SoakCluster } from './topology.js';
 
@@ -29,6 +30,7 @@ export interface NemesisDeps {
   log(line: string): void;
 }
 
+let dataFaultActive = false;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function runNemesis(schedule: Fault[], deps: NemesisDeps, startedAt: number): Promise<NemesisReport> {
@@ -64,14 +66,21 @@ async function resolveTarget(f: Fault, cluster: SoakCluster): Promise<Member | u
 async function inject(f: Fault, deps: NemesisDeps, report: NemesisReport, note: (s: string) => void): Promise<void> {
   const count = (which: 'injected' | 'skipped') => (report[which][f.kind] = (report[which][f.kind] ?? 0) + 1);
   const m = await resolveTarget(f, deps.cluster);
-  const busy = !m || (f.kind.startsWith('sidecar') ? !m.sidecar.running : f.kind.startsWith('store') ? false : !m.etcd.running);
+  const dataFault = f.kind === 'data-dir-lost' || f.kind === 'data-dir-corrupt';
+  // Three members survive the loss of one member's data, not of a second one while the first is still
+  // being re-added: a data fault waits for a cluster of three started voting members and no other data fault.
+  const busy =
+    !m ||
+    (f.kind.startsWith('sidecar') ? !m.sidecar.running : f.kind.startsWith('store') ? false : !m.etcd.running) ||
+    (dataFault && (dataFaultActive || !(await deps.cluster.allVoting())));
   if (busy) {
     count('skipped');
-    note(`skip ${describeFault(f)} (target down or unknown)`);
+    note(`skip ${describeFault(f)} (target down, leader unknown or a data fault in progress)`);
     return;
   }
   const { acked, backedUp } = await deps.revisions();
   report.maxRecoveryPoint = Math.max(report.maxRecoveryPoint, acked - backedUp);
+  if (dataFault) dataFaultActive = true;
   count('injected');
   note(`inject ${describeFault(f)} on ${m.name} (acked ${acked}, backed up ${backedUp})`);
   switch (f.kind) {
@@ -93,6 +102,11 @@ async function inject(f: Fault, deps: NemesisDeps, report: NemesisReport, note: 
       await sleep(f.durationMs);
       await deps.cluster.startEtcd(m);
       note(`etcd ${m.name} restarted`);
+      if (dataFault) {
+        await waitFor(() => deps.cluster.allVoting(), `${m.name} to be a voting member again`, 600_000, 500);
+        note(`${m.name} is a voting member again`);
+        dataFaultActive = false;
+      }
       return;
     }
     case 'leader-move': {

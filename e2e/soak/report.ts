@@ -9,7 +9,7 @@ export function resultTable(r: SoakResult, minutes: number): string {
     ['minutes of faults', minutes.toFixed(1)],
     ...kinds.map((k): [string, string] => [
       `faults: ${k}`,
-      `${r.nemesis.injected[k as keyof typeof r.nemesis.injected] ?? 0}${r.nemesis.skipped[k as keyof typeof r.nemesis.skipped] ? ` (+${r.nemesis.skipped[k as keyof typeof r.nemesis.skipped]} skipped: target down)` : ''}`,
+      `${r.nemesis.injected[k as keyof typeof r.nemesis.injected] ?? 0}${r.nemesis.skipped[k as keyof typeof r.nemesis.skipped] ? ` (+${r.nemesis.skipped[k as keyof typeof r.nemesis.skipped]} skipped: target not ready)` : ''}`,
     ]),
     ['writes acknowledged', String(r.writesAcked)],
     ['writes unanswered (may or may not have applied)', String(r.writesUnknown)],

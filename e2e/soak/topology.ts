@@ -187,7 +187,9 @@ export class SoakCluster {
       300_000,
       200,
     );
-    const handshake = await initializationHandshake(m.sidecarUrl, { maxFailures: 3, timeoutMs: 300_000 });
+    // etcd-wrapper retries a failed initialization without end (a member waiting for quorum fails until the
+    // others are back); the soak bounds it at 10 minutes.
+    const handshake = await initializationHandshake(m.sidecarUrl, { maxFailures: 1_000, timeoutMs: 600_000 });
     if (!handshake.ok) throw new Error(`the sidecar of ${m.name} failed its initialization: ${handshake.seen.join(' -> ')}`);
     const { text } = await fetchConfig(m.sidecarUrl);
     writeFileSync(m.configFile, text, { mode: 0o600 });
@@ -210,6 +212,28 @@ export class SoakCluster {
       if (id && name) ids.set(name, id);
     }
     return ids;
+  }
+
+  /** Whether every member is a started voting member (no learner, none missing), as etcd lists them. */
+  async allVoting(): Promise<boolean> {
+    const up = this.members.filter((m) => m.etcd.running);
+    if (up.length === 0) return false;
+    try {
+      const { stdout } = await run(
+        this.paths.etcdctl,
+        [`--endpoints=${up.map((m) => m.clientUrl).join(',')}`, '--command-timeout=5s', 'member', 'list'],
+        {
+          env: { ...process.env, ETCDCTL_API: '3' },
+        },
+      );
+      const rows = stdout
+        .split('\n')
+        .filter((l) => l.trim() !== '')
+        .map((l) => l.split(',').map((x) => x.trim()));
+      return rows.length === this.members.length && rows.every((r) => r[1] === 'started' && r.at(-1) === 'false');
+    } catch {
+      return false;
+    }
   }
 
   /** `etcdctl move-leader` from the current leader to `to`. */
