@@ -65,7 +65,8 @@ async function resolveTarget(f: Fault, cluster: SoakCluster): Promise<Member | u
 
 async function inject(f: Fault, deps: NemesisDeps, report: NemesisReport, note: (s: string) => void): Promise<void> {
   const count = (which: 'injected' | 'skipped') => (report[which][f.kind] = (report[which][f.kind] ?? 0) + 1);
-  const m = await resolveTarget(f, deps.cluster);
+  // A store fault hits the store every sidecar shares, whoever leads.
+  const m = f.kind.startsWith('store') ? deps.cluster.members[0] : await resolveTarget(f, deps.cluster);
   const dataFault = f.kind === 'data-dir-lost' || f.kind === 'data-dir-corrupt';
   // Three members survive the loss of one member's data, not of a second one while the first is still
   // being re-added: a data fault waits for a cluster of three started voting members and no other data fault.
