@@ -1,0 +1,81 @@
+/** The soak's own pure parts: the seeded schedule replays, and the checker's ack rule catches what it must. */
+import { describe, expect, it } from 'vitest';
+import type { AckRecord } from './soak/ack-log.js';
+import { checkAcknowledged, firstDifference, type KeyState } from './soak/checker.js';
+import { buildSchedule } from './soak/schedule.js';
+
+const opts = { durationMs: 600_000, topology: 'three', store: 's3' } as const;
+const st = (value: string, mod: number, create = mod, version = 1): KeyState => ({ value, create, mod, version });
+
+describe('soak schedule', () => {
+  it('the same seed gives the same schedule; another seed another one', () => {
+    expect(buildSchedule({ seed: 7, ...opts })).toEqual(buildSchedule({ seed: 7, ...opts }));
+    expect(buildSchedule({ seed: 8, ...opts })).not.toEqual(buildSchedule({ seed: 7, ...opts }));
+    const kinds = new Set(buildSchedule({ seed: 7, ...opts }).map((f) => f.kind));
+    expect(kinds.size).toBeGreaterThanOrEqual(8);
+  });
+  it('a single Local member gets only process faults', () => {
+    const kinds = new Set(buildSchedule({ seed: 7, durationMs: 600_000, topology: 'single', store: 'local' }).map((f) => f.kind));
+    expect([...kinds].sort()).toEqual(['etcd-sigkill', 'sidecar-sigkill', 'sidecar-sigterm']);
+  });
+});
+
+describe('soak checker: acknowledged writes', () => {
+  const log: AckRecord[] = [
+    { seq: 1, op: 'put-new', effects: [{ k: 'a', v: 'a1' }], outcome: 'ok', rev: 2 },
+    { seq: 2, op: 'put-new', effects: [{ k: 'b', v: 'b1' }], outcome: 'ok', rev: 3 },
+    { seq: 3, op: 'overwrite', effects: [{ k: 'a', v: 'a2' }], outcome: 'ok', rev: 4 },
+    { seq: 4, op: 'range-delete', effects: [{ p: '/g/' }], outcome: 'ok', rev: 6 },
+    { seq: 5, op: 'overwrite', effects: [{ k: 'b', v: 'b2' }], outcome: 'unknown' },
+  ];
+  it('passes on the state the log describes, and on an unacknowledged later write', () => {
+    const state = new Map([
+      ['a', st('a2', 4, 2, 2)],
+      ['b', st('b1', 3)],
+    ]);
+    expect(checkAcknowledged(log, state, 6).lost).toEqual([]);
+    state.set('b', st('b2', 7, 3, 2));
+    expect(checkAcknowledged(log, state, 7).lost).toEqual([]);
+  });
+  it('reports a missing key, an older revision, a changed value', () => {
+    expect(checkAcknowledged(log, new Map([['b', st('b1', 3)]]), 6).lost[0]).toMatch(/"a" written at revision 4 .* is missing/);
+    expect(
+      checkAcknowledged(
+        log,
+        new Map([
+          ['a', st('a1', 2)],
+          ['b', st('b1', 3)],
+        ]),
+        6,
+      ).lost[0],
+    ).toMatch(/older than/);
+    expect(
+      checkAcknowledged(
+        log,
+        new Map([
+          ['a', st('zz', 4, 2, 2)],
+          ['b', st('b1', 3)],
+        ]),
+        6,
+      ).lost[0],
+    ).toMatch(/another value/);
+  });
+  it('a write above the checked revision is not expected', () => {
+    expect(checkAcknowledged(log, new Map([['a', st('a1', 2)]]), 2).lost).toEqual([]);
+  });
+  it('a key under an acknowledged range delete must be gone', () => {
+    const l: AckRecord[] = [{ seq: 1, op: 'put-new', effects: [{ k: '/g/1', v: 'x' }], outcome: 'ok', rev: 2 }, ...log.slice(3, 4)];
+    expect(checkAcknowledged(l, new Map(), 6).lost).toEqual([]);
+    expect(checkAcknowledged(l, new Map([['/g/1', st('x', 2)]]), 6).lost[0]).toMatch(/deleted at revision 6/);
+  });
+});
+
+describe('soak checker: key by key', () => {
+  it('names the first differing field, a missing and an extra key', () => {
+    const want = new Map([['k', st('v', 5, 3, 2)]]);
+    expect(firstDifference(want, new Map([['k', st('v', 5, 3, 2)]]), 'x')).toBeUndefined();
+    expect(firstDifference(want, new Map([['k', st('v', 5, 3, 3)]]), 'x')).toMatch(/"k" is/);
+    expect(firstDifference(want, new Map(), 'x')).toMatch(/missing/);
+    expect(firstDifference(new Map(), want, 'x')).toMatch(/should not exist/);
+  });
+});
