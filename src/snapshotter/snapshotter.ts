@@ -7,6 +7,7 @@ import { failureLabel, type Metrics } from '../metrics.js';
 import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
 import { saveDeltaSnapshot } from './delta-snapshot.js';
 import { takeSizedFullSnapshot } from './full-snapshot.js';
+import { fullSnapshotToReuse } from './full-skip.js';
 import { isZeroTime, type CronSchedule } from '../config/schedule.js';
 import { advanceTimeline, continuesTimeline, type TimelinePoint } from './timeline.js';
 
@@ -148,7 +149,7 @@ export class Snapshotter {
 
   /**
    * Takes a full snapshot now. With `isFinal` and a final full already at the current revision, returns
-   * that one instead of writing another (upstream's skip rule).
+   * that one instead of writing another (fullSnapshotToReuse: the one skip rule).
    */
   triggerFullSnapshot(isFinal: boolean): Promise<Snapshot> {
     if (!this.running) return Promise.reject(new SnapshotterStoppedError('snapshotter is not active'));
@@ -407,12 +408,16 @@ export class Snapshotter {
   }
 
   private async fullSnapshot(isFinal: boolean): Promise<Snapshot> {
-    const prev = this.chain.prevSnapshot;
-    if (isFinal && prev?.kind === 'Full' && prev.isFinal) {
+    if (isFinal) {
+      // Only a final full can be a duplicate (fullSnapshotToReuse): read the revision only then.
       const rev = await this.deps.client.currentRevision(this.config.connectionTimeoutMs);
-      if (rev === prev.lastRevision) {
-        this.deps.logger.info({ snapshot: prev.snapName }, 'Final full snapshot already taken at this revision; skipping');
-        return prev;
+      const reuse = fullSnapshotToReuse(this.chain.prevSnapshot, isFinal, rev);
+      if (reuse) {
+        this.deps.logger.info(
+          { snapshot: reuse.snapName, revision: rev },
+          'There are no new updates since previous final full snapshot, skipping new final full snapshot.',
+        );
+        return reuse;
       }
     }
     // Events up to the full snapshot are inside it; the new watch starts after it, on a fresh timeline.

@@ -172,6 +172,20 @@ describe('snapshotter against a real etcd and a Local store', () => {
     await running;
   });
 
+  it('takes a non-final full again on an idle etcd, so the newest full stays within its schedule (upstream since #804)', async () => {
+    const s = await make();
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    const first = await full();
+    clock.advance(1000);
+    const again = await s.triggerFullSnapshot(false);
+    expect(again.lastRevision).toBe(first.lastRevision);
+    expect(again.snapName).not.toBe(first.snapName);
+    expect((await store.list()).filter((x) => x.kind === 'Full')).toHaveLength(2);
+    stop.abort();
+    await running;
+  });
+
   it('fails the run when its watch revision was compacted (the supervisor then takes a full snapshot)', async () => {
     const s1 = await make();
     const stop1 = new AbortController();
