@@ -13,7 +13,8 @@ import { createDecompressStream, decompressBuffer, type SnapStore, type Snapshot
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { DeltaPayloadDecoder } from '../backup/delta-parse.js';
 import { asError } from '../errors.js';
-import { ByteCounter, sizeProblem } from './object-check.js';
+import { ByteCounter } from '../backup/byte-counter.js';
+import { sizeProblem } from './object-check.js';
 import type { ObjectVerdict } from './verify.js';
 
 /**

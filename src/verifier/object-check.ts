@@ -1,15 +1,5 @@
-/** What the scrub of a full and of a delta snapshot share: the stored bytes counted, and held against the listing. */
-import { Transform, type TransformCallback } from 'node:stream';
+/** What the scrub of a full and of a delta snapshot share: the stored size held against the listing. */
 import type { Snapshot } from '@etcdbrctl/snapstore';
-
-/** Counts the bytes that pass (the stored object's size, before decompression). */
-export class ByteCounter extends Transform {
-  bytes = 0;
-  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
-    this.bytes += chunk.length;
-    cb(null, chunk);
-  }
-}
 
 /** What the store's listing says against what was downloaded; undefined when they agree. */
 export function sizeProblem(snap: Snapshot, bytes: number): string | undefined {

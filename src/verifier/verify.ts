@@ -17,7 +17,8 @@ import { BoltStreamChecker, type StreamCheckOutcome } from '../bbolt/stream-chec
 import type { Chain, VerificationPlan } from './chains.js';
 import { asError } from '../errors.js';
 import { verifyDelta } from './delta-check.js';
-import { ByteCounter, sizeProblem } from './object-check.js';
+import { ByteCounter } from '../backup/byte-counter.js';
+import { sizeProblem } from './object-check.js';
 
 export interface ObjectVerdict {
   snapName: string;
