@@ -128,3 +128,12 @@ export async function buildStoreConfig(flags: SnapstoreConfig, opts: StoreBuildO
       throw new SnapStoreError('E_CONFIG', `--${flagPrefix}storage-provider: unknown storage provider ${JSON.stringify(provider)}`);
   }
 }
+
+/**
+ * Where a store looks, for messages: `Local store /var/backups/etcd-main/v2` or `S3 container my-bucket,
+ * prefix etcd-main/v2`. The listing also covers the v1 layout beside the `v2` folder.
+ */
+export function storeLocation(config: StoreConfig): string {
+  if (config.provider === 'Local') return `Local store ${path.join(config.rootDir, config.prefix)}`;
+  return `${config.provider} container ${config.container}, prefix ${config.prefix}`;
+}

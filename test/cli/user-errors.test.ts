@@ -174,6 +174,43 @@ describe('user errors are one clear line without a stack trace', () => {
     ]);
   });
 
+  it.each([['restore'], ['restore --dry-run']])(
+    '%s from an empty store or the wrong prefix: exit 1 naming where it looked, no data dir',
+    async (command) => {
+      const store = join(dir, 'store');
+      await cp(join(UPSTREAM_V023, 'none', 'snapstore'), store, { recursive: true });
+      await mkdir(join(dir, 'empty'));
+      await mkdir(join(dir, 'work'));
+      const extra = command.split(' ').slice(1);
+      const dataDir = join(dir, 'work', 'data');
+      for (const [container, prefix, where] of [
+        [join(dir, 'empty'), '', `Local store ${join(dir, 'empty', 'v2')}`],
+        [store, 'etcd-main', `Local store ${join(store, 'etcd-main', 'v2')}`],
+      ] as const) {
+        await mkdir(join(container, prefix), { recursive: true });
+        const args = ['restore', ...extra, '--storage-provider=Local', `--store-container=${container}`, `--data-dir=${dataDir}`];
+        const r = await etcdbrctl(prefix === '' ? args : [...args, `--store-prefix=${prefix}`], {}, join(dir, 'work'));
+        expect(r.code).toBe(1);
+        expect(errorLines(r.stderr)).toEqual([
+          `Error: nothing to restore: no snapshots in ${where}; check --storage-provider, --store-container and --store-prefix`,
+        ]);
+        expect(r.stdout).toBe('');
+        expect(await readdir(join(dir, 'work'))).toEqual([]);
+      }
+    },
+  );
+
+  it('restore from a store that holds only deltas says their full snapshot is missing', async () => {
+    const store = join(dir, 'store');
+    await cp(join(UPSTREAM_V023, 'none', 'snapstore'), store, { recursive: true });
+    const fulls = (await readdir(join(store, 'v2'))).filter((f) => f.startsWith('Full-'));
+    for (const f of fulls) await rm(join(store, 'v2', f));
+    const deltas = (await readdir(join(store, 'v2'))).filter((f) => f.startsWith('Incr-')).length;
+    const r = await etcdbrctl(['restore', '--dry-run', '--storage-provider=Local', `--store-container=${store}`], {}, dir);
+    expect(r.code).toBe(1);
+    expect(errorLines(r.stderr)[0]).toContain(`no full snapshot (only ${deltas} delta snapshots) in Local store ${join(store, 'v2')}`);
+  });
+
   it('a corrupt snapshot in the store: the snapshot is named, the data dir is not created; the stack only at debug level', async () => {
     const store = join(dir, 'store');
     await cp(join(UPSTREAM_V023, 'none', 'snapstore'), store, { recursive: true });
