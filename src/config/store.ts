@@ -89,11 +89,19 @@ export async function buildStoreConfig(flags: SnapstoreConfig, opts: StoreBuildO
     tempDir: flags.tempDir,
   };
   if (flags.endpointOverride !== '') base.endpointOverride = flags.endpointOverride;
+  if (flagPrefix !== '') base.flagPrefix = flagPrefix;
   if (opts.logger !== undefined) base.logger = opts.logger;
   const encryption = await readEncryptionKeys(encryptionFiles(opts.encryption, opts.env, opts.role));
   if (encryption !== undefined) base.encryption = encryption;
 
   if (provider === 'Local') {
+    if (container === '' && opts.role === 'source') {
+      // Upstream would read $HOME/default.bkp: a copy that names no source must not copy from a guess.
+      throw new SnapStoreError(
+        'E_CONFIG',
+        `no source store given: set --source-store-container (or the environment variable ${containerVar}), and --source-storage-provider when the source is not ${provider} like the destination`,
+      );
+    }
     if (container === '') container = DEFAULT_LOCAL_CONTAINER;
     // Deliberate difference: upstream always uses $HOME/<container>; an absolute container is used as is.
     const rootDir = path.isAbsolute(container) ? container : path.join(opts.homeDir, container);

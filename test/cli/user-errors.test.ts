@@ -78,13 +78,15 @@ describe('read-only commands on a Local store that does not exist', () => {
         `--snapstore-temp-directory=${join(dir, 'destination')}`,
       ],
     ],
-  ])('%s: one line naming the path, exit 1, nothing created', async (_name, argsFor) => {
+  ])('%s: one line naming the path, exit 1, nothing created', async (name, argsFor) => {
     const store = join(dir, 'no-such-store');
     const r = await etcdbrctl(argsFor(store, join(dir, 'scratch')), {}, dir);
     expect(r.code).toBe(1);
     const lines = errorLines(r.stderr);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain(`local store directory ${store} does not exist`);
+    // The flag to fix is the one that named this store: the source's for copy.
+    expect(lines[0]).toContain(name.startsWith('copy') ? 'check --source-store-container' : 'check --store-container');
     expect(r.stderr).not.toMatch(STACK_LINE);
     // Nothing was created: no store, no scratch dir, no restoration temp dir in the working directory.
     expect((await readdir(dir)).filter((e) => e !== 'destination').sort()).toEqual([]);
