@@ -2,11 +2,12 @@
  * What an operator sees when they get something wrong, from the real process: one line that says what and
  * where, a non-zero exit, no stack trace (only with --log-level=debug), and nothing created or changed.
  */
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readdir, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/etcd/ports.js';
 import { UPSTREAM_V023 } from '../support/fixtures.js';
@@ -211,6 +212,18 @@ describe('user errors are one clear line without a stack trace', () => {
     const r = await etcdbrctl(['restore', '--dry-run', '--storage-provider=Local', `--store-container=${store}`], {}, dir);
     expect(r.code).toBe(1);
     expect(errorLines(r.stderr)[0]).toContain(`no full snapshot (only ${deltas} delta snapshots) in Local store ${join(store, 'v2')}`);
+  });
+
+  it('server --verify-schedule with encryption recipients but no identity is refused at start-up', async () => {
+    const key = join(dir, 'backup.key');
+    await promisify(execFile)('age-keygen', ['-o', key]);
+    await writeFile(join(dir, 'backup.pub'), (await promisify(execFile)('age-keygen', ['-y', key])).stdout);
+    const args = ['server', '--storage-provider=Local', `--store-container=${join(dir, 'store')}`, '--verify-schedule=0 * * * *'];
+    const r = await etcdbrctl([...args, `--encryption-recipients-file=${join(dir, 'backup.pub')}`, '--server-port=0'], {}, dir);
+    expect(r.code).toBe(1);
+    expect(errorLines(r.stderr)).toEqual([
+      expect.stringMatching(/^Error: --verify-schedule cannot check the backups this sidecar encrypts/),
+    ]);
   });
 
   it('a corrupt snapshot in the store: the snapshot is named, the data dir is not created; the stack only at debug level', async () => {
