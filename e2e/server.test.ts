@@ -75,6 +75,13 @@ describe('etcdbrctl server (process) with a Local store', () => {
 
     const metrics = await (await fetch(`${s.url}/metrics`)).text();
     expect(metrics).toContain(`etcdbr_snapshot_latest_revision{kind="Incr"} ${deltaJson.lastRevision}`);
+    // The size gauge is each kind's newest stored object, byte for byte as the store lists it.
+    const listed = await store.list();
+    const storedFull = listed.find((x) => x.snapName === fullJson.snapName)!;
+    const storedDelta = listed.find((x) => x.kind === 'Incr' && x.lastRevision === deltaJson.lastRevision)!;
+    expect(storedFull.sizeBytes).toBeGreaterThan(0);
+    expect(metrics).toContain(`etcdbr_snapshot_size_bytes{kind="Full"} ${storedFull.sizeBytes}`);
+    expect(metrics).toContain(`etcdbr_snapshot_size_bytes{kind="Incr"} ${storedDelta.sizeBytes}`);
 
     // Writes right before SIGTERM end up in a last delta (upstream would lose them).
     for (let i = 0; i < 3; i++) await client.put(`/registry/c${i}`).value('late');

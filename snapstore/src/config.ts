@@ -21,6 +21,11 @@ export interface StoreConfigBase {
   logger?: Logger;
   /** age keys: recipients for new encrypted snapshots, identities for reading encrypted ones. Default: none. */
   encryption?: SnapshotEncryption;
+  /**
+   * What the flags that configured this store begin with, for messages that name them: '' (`--store-container`),
+   * `source-` (a copy's source, `--source-store-container`) or `secondary-`. Default ''.
+   */
+  flagPrefix?: string;
 }
 
 export interface LocalStoreConfig extends StoreConfigBase {

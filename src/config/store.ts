@@ -89,11 +89,19 @@ export async function buildStoreConfig(flags: SnapstoreConfig, opts: StoreBuildO
     tempDir: flags.tempDir,
   };
   if (flags.endpointOverride !== '') base.endpointOverride = flags.endpointOverride;
+  if (flagPrefix !== '') base.flagPrefix = flagPrefix;
   if (opts.logger !== undefined) base.logger = opts.logger;
   const encryption = await readEncryptionKeys(encryptionFiles(opts.encryption, opts.env, opts.role));
   if (encryption !== undefined) base.encryption = encryption;
 
   if (provider === 'Local') {
+    if (container === '' && opts.role === 'source') {
+      // Upstream would read $HOME/default.bkp: a copy that names no source must not copy from a guess.
+      throw new SnapStoreError(
+        'E_CONFIG',
+        `no source store given: set --source-store-container (or the environment variable ${containerVar}), and --source-storage-provider when the source is not ${provider} like the destination`,
+      );
+    }
     if (container === '') container = DEFAULT_LOCAL_CONTAINER;
     // Deliberate difference: upstream always uses $HOME/<container>; an absolute container is used as is.
     const rootDir = path.isAbsolute(container) ? container : path.join(opts.homeDir, container);
@@ -127,4 +135,13 @@ export async function buildStoreConfig(flags: SnapstoreConfig, opts: StoreBuildO
     default:
       throw new SnapStoreError('E_CONFIG', `--${flagPrefix}storage-provider: unknown storage provider ${JSON.stringify(provider)}`);
   }
+}
+
+/**
+ * Where a store looks, for messages: `Local store /var/backups/etcd-main/v2` or `S3 container my-bucket,
+ * prefix etcd-main/v2`. The listing also covers the v1 layout beside the `v2` folder.
+ */
+export function storeLocation(config: StoreConfig): string {
+  if (config.provider === 'Local') return `Local store ${path.join(config.rootDir, config.prefix)}`;
+  return `${config.provider} container ${config.container}, prefix ${config.prefix}`;
 }

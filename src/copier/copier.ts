@@ -22,7 +22,8 @@
  *   the errors the same way).
  */
 import { asError, CodedError, EtcdbrError } from '../errors.js';
-import { Transform, Writable, pipeline as pipelineCb, type Readable, type TransformCallback } from 'node:stream';
+import { Writable, pipeline as pipelineCb, type Readable, type TransformCallback } from 'node:stream';
+import { ByteCounter } from '../backup/byte-counter.js';
 import { pipeline } from 'node:stream/promises';
 import {
   createDecompressStream,
@@ -264,14 +265,6 @@ async function copySnapshot(deps: CopierDeps, snap: Snapshot): Promise<number> {
 /** The identities a store decrypts with; undefined when it has none (stored bytes cannot be opened). */
 function identitiesOf(store: SnapStore): readonly AgeIdentity[] | undefined {
   return store instanceof EncryptingStore && store.encryption.identities.length > 0 ? store.encryption.identities : undefined;
-}
-
-class ByteCounter extends Transform {
-  bytes = 0;
-  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
-    this.bytes += chunk.length;
-    cb(null, chunk);
-  }
 }
 
 /**

@@ -77,6 +77,24 @@ export function planRestore(listing: readonly Snapshot[], target: RestoreTarget 
   return { base, deltas, targetRevision, fetchBytes };
 }
 
+/** The restore command found no full snapshot to start from (the initialization path starts a new member instead). */
+export class NothingToRestoreError extends CodedError {
+  readonly code = 'E_NOTHING_TO_RESTORE';
+  override readonly name = 'NothingToRestoreError';
+}
+
+/**
+ * Why `listing` holds nothing a restore could start from, naming `where` it looked: no snapshots at all, or
+ * only deltas (a delta chain needs its full snapshot).
+ */
+export function nothingToRestore(listing: readonly Snapshot[], where: string): NothingToRestoreError {
+  const deltas = listing.filter((s) => s.kind === 'Incr' && !s.isChunk).length;
+  const found = deltas === 0 ? 'no snapshots' : `no full snapshot (only ${deltas} delta snapshot${deltas === 1 ? '' : 's'})`;
+  return new NothingToRestoreError(
+    `nothing to restore: ${found} in ${where}; check --storage-provider, --store-container and --store-prefix`,
+  );
+}
+
 function describeTarget(t: RestoreTarget): string {
   const parts: string[] = [];
   if (t.revision !== undefined) parts.push(`revision ${t.revision}`);

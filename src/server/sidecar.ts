@@ -11,7 +11,8 @@ import type { Snapshotter } from '../snapshotter/snapshotter.js';
 import { RotatingStore } from '../config/store-provider.js';
 import { HealthState } from './health.js';
 import { wireHttp } from './wiring/http.js';
-import { BackupScrubber } from '../verifier/scrubber.js';
+import { BackupScrubber, scheduledVerificationProblem } from '../verifier/scrubber.js';
+import { EtcdbrError } from '../errors.js';
 import { resolveClusterSize, wireInitialization } from './wiring/initialization.js';
 import { startEtcdMemberStatus, wireKube } from './wiring/kube.js';
 import { LeaderWork } from './wiring/leader-work.js';
@@ -35,6 +36,8 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   const healthState = new HealthState();
   const conn = config.etcdConnectionConfig;
   const storeConfigured = ctx.stores.primary !== undefined;
+  const verifyProblem = scheduledVerificationProblem(config.verifySchedule, ctx.stores.primary?.encryption);
+  if (verifyProblem !== undefined) throw new EtcdbrError('E_INVALID_INPUT', verifyProblem);
   const store = storeConfigured
     ? new RotatingStore({
         resolve: () => ctx.resolveStore('primary'),

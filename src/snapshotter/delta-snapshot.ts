@@ -8,7 +8,9 @@ import {
   type SnapStore,
   type Snapshot,
 } from '@etcdbrctl/snapstore';
+import { ByteCounter } from '../backup/byte-counter.js';
 import { deltaPayloadBatches, type DeltaPayload } from './delta-buffer.js';
+import type { SavedSizes } from './full-snapshot.js';
 
 /**
  * Saves one delta payload as `Incr-<start>-<last event revision>-<unix>[suffix]`, where `start` is the
@@ -23,6 +25,18 @@ export async function saveDeltaSnapshot(
   createdOn: Date,
   signal?: AbortSignal,
 ): Promise<Snapshot> {
+  return (await saveSizedDeltaSnapshot(store, delta, startRevision, compression, createdOn, signal)).snapshot;
+}
+
+/** saveDeltaSnapshot, also telling the snapshot's sizes. */
+export async function saveSizedDeltaSnapshot(
+  store: SnapStore,
+  delta: DeltaPayload,
+  startRevision: number,
+  compression: CompressionPolicy | undefined,
+  createdOn: Date,
+  signal?: AbortSignal,
+): Promise<{ snapshot: Snapshot } & SavedSizes> {
   const snap = newSnapshot({
     kind: 'Incr',
     startRevision,
@@ -31,7 +45,8 @@ export async function saveDeltaSnapshot(
     compressionSuffix: suffixForPolicy(compression),
     encrypted: encryptsNewSnapshots(store),
   });
-  const data = pipelineCb(Readable.from(deltaPayloadBatches(delta)), createCompressStream(compression), () => {});
+  const stored = new ByteCounter();
+  const data = pipelineCb(Readable.from(deltaPayloadBatches(delta)), createCompressStream(compression), stored, () => {});
   await store.save(snap, data, signal ? { signal } : {});
-  return snap;
+  return { snapshot: snap, payloadBytes: delta.byteLength, storedBytes: stored.bytes };
 }

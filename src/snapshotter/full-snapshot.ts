@@ -10,6 +10,7 @@ import {
   type SnapStore,
   type Snapshot,
 } from '@etcdbrctl/snapstore';
+import { ByteCounter } from '../backup/byte-counter.js';
 import { FullSnapshotVerifier } from '../backup/full-verify.js';
 import type { EtcdClient } from '../etcd/etcd-client.js';
 
@@ -43,11 +44,19 @@ export async function takeFullSnapshot(deps: FullSnapshotDeps, opts: FullSnapsho
   return (await takeSizedFullSnapshot(deps, opts)).snapshot;
 }
 
-/** takeFullSnapshot, also telling the size of the uncompressed snapshot file (database ‖ sha256). */
+/** The sizes of a stored snapshot. */
+export interface SavedSizes {
+  /** The uncompressed snapshot file (full: database ‖ sha256; delta: JSON ‖ sha256). */
+  payloadBytes: number;
+  /** What went to the store: the compressed file, before encryption (age adds its header and 16 bytes per 64 KiB). */
+  storedBytes: number;
+}
+
+/** takeFullSnapshot, also telling the snapshot's sizes. */
 export async function takeSizedFullSnapshot(
   deps: FullSnapshotDeps,
   opts: FullSnapshotOptions,
-): Promise<{ snapshot: Snapshot; bytes: number }> {
+): Promise<{ snapshot: Snapshot } & SavedSizes> {
   const started = Date.now();
   const revisionBefore = await deps.client.currentRevision(opts.connectionTimeoutMs);
   const signals = [AbortSignal.timeout(opts.snapshotTimeoutMs)];
@@ -84,9 +93,12 @@ export async function takeSizedFullSnapshot(
       }
     }
 
-    const dbBytes = await saveVerifiedFullSnapshot(deps.store, snap, blobs(), deps.compression, signal);
-    deps.logger.info({ snapshot: snap.snapName, revision, dbBytes, durationMs: Date.now() - started }, 'Full snapshot saved');
-    return { snapshot: snap, bytes: dbBytes };
+    const sizes = await saveVerifiedFullSnapshot(deps.store, snap, blobs(), deps.compression, signal);
+    deps.logger.info(
+      { snapshot: snap.snapName, revision, dbBytes: sizes.payloadBytes, storedBytes: sizes.storedBytes, durationMs: Date.now() - started },
+      'Full snapshot saved',
+    );
+    return { snapshot: snap, ...sizes };
   } finally {
     signal.removeEventListener('abort', cancel);
     cancel();
@@ -95,7 +107,7 @@ export async function takeSizedFullSnapshot(
 
 /**
  * Saves a full snapshot stream (db ‖ sha256) as `snap`, committed only if the trailer verifies.
- * Returns the number of payload bytes. Used for etcd's stream and by compact/copy paths alike.
+ * Returns its sizes. Used for etcd's stream and by compact/copy paths alike.
  */
 export async function saveVerifiedFullSnapshot(
   store: SnapStore,
@@ -103,12 +115,13 @@ export async function saveVerifiedFullSnapshot(
   source: AsyncIterable<Buffer>,
   compression: CompressionPolicy | undefined,
   signal?: AbortSignal,
-): Promise<number> {
+): Promise<SavedSizes> {
   const verifier = new FullSnapshotVerifier(`full snapshot ${snap.snapName}`);
+  const stored = new ByteCounter();
   // pipeline() destroys every stage on the first error, so the store sees the failure and commits nothing.
-  const data = pipelineCb(Readable.from(source), verifier, createCompressStream(compression), () => {});
+  const data = pipelineCb(Readable.from(source), verifier, createCompressStream(compression), stored, () => {});
   await store.save(snap, data, signal ? { signal } : {});
   const result = verifier.result;
   if (!result) throw new EtcdbrError('E_INTERNAL', `full snapshot ${snap.snapName}: stored without a completed verification`);
-  return result.totalBytes;
+  return { payloadBytes: result.totalBytes, storedBytes: stored.bytes };
 }

@@ -5,8 +5,9 @@ import type { DeltaEvent } from '../backup/delta-format.js';
 import type { AllKeysWatch, EtcdClient } from '../etcd/etcd-client.js';
 import { failureLabel, type Metrics } from '../metrics.js';
 import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
-import { saveDeltaSnapshot } from './delta-snapshot.js';
-import { takeSizedFullSnapshot } from './full-snapshot.js';
+import { saveSizedDeltaSnapshot } from './delta-snapshot.js';
+import { takeSizedFullSnapshot, type SavedSizes } from './full-snapshot.js';
+import { fullSnapshotToReuse } from './full-skip.js';
 import { isZeroTime, type CronSchedule } from '../config/schedule.js';
 import { advanceTimeline, continuesTimeline, type TimelinePoint } from './timeline.js';
 
@@ -115,6 +116,11 @@ export class Snapshotter {
       prevFullSucceeded: true,
     });
     s.updateLatestMetrics();
+    // After a restart the size gauge starts from what the store lists (stored bytes; encrypted ones are
+    // left out, as their listed size includes age's overhead that the snapshots taken from now on do not count).
+    for (const snap of [full, deltas.at(-1)]) {
+      if (snap?.sizeBytes !== undefined && snap.isEncrypted !== true) deps.metrics.snapshotSizeBytes.labels(snap.kind).set(snap.sizeBytes);
+    }
     return s;
   }
 
@@ -148,7 +154,7 @@ export class Snapshotter {
 
   /**
    * Takes a full snapshot now. With `isFinal` and a final full already at the current revision, returns
-   * that one instead of writing another (upstream's skip rule).
+   * that one instead of writing another (fullSnapshotToReuse: the one skip rule).
    */
   triggerFullSnapshot(isFinal: boolean): Promise<Snapshot> {
     if (!this.running) return Promise.reject(new SnapshotterStoppedError('snapshotter is not active'));
@@ -407,12 +413,16 @@ export class Snapshotter {
   }
 
   private async fullSnapshot(isFinal: boolean): Promise<Snapshot> {
-    const prev = this.chain.prevSnapshot;
-    if (isFinal && prev?.kind === 'Full' && prev.isFinal) {
+    if (isFinal) {
+      // Only a final full can be a duplicate (fullSnapshotToReuse): read the revision only then.
       const rev = await this.deps.client.currentRevision(this.config.connectionTimeoutMs);
-      if (rev === prev.lastRevision) {
-        this.deps.logger.info({ snapshot: prev.snapName }, 'Final full snapshot already taken at this revision; skipping');
-        return prev;
+      const reuse = fullSnapshotToReuse(this.chain.prevSnapshot, isFinal, rev);
+      if (reuse) {
+        this.deps.logger.info(
+          { snapshot: reuse.snapName, revision: rev },
+          'There are no new updates since previous final full snapshot, skipping new final full snapshot.',
+        );
+        return reuse;
       }
     }
     // Events up to the full snapshot are inside it; the new watch starts after it, on a fresh timeline.
@@ -423,9 +433,9 @@ export class Snapshotter {
     const store = await this.deps.store();
     const started = this.deps.clock.now().getTime();
     let snap: Snapshot;
-    let bytes: number;
+    let sizes: SavedSizes;
     try {
-      ({ snapshot: snap, bytes } = await takeSizedFullSnapshot(
+      ({ snapshot: snap, ...sizes } = await takeSizedFullSnapshot(
         {
           client: this.deps.client,
           store,
@@ -446,8 +456,9 @@ export class Snapshotter {
     this.chain.prevDeltas = [];
     this.chain.prevFullSucceeded = true;
     this.deps.metrics.snapshotRequired.labels('Full').set(0);
+    this.deps.metrics.snapshotSizeBytes.labels('Full').set(sizes.storedBytes);
     this.updateLatestMetrics();
-    await this.notify(snap, bytes);
+    await this.notify(snap, sizes.payloadBytes);
     if (this.deltasEnabled && this.running) await this.openWatch();
     return snap;
   }
@@ -467,8 +478,15 @@ export class Snapshotter {
     const started = this.deps.clock.now().getTime();
     const start = this.prevLastRevision + 1;
     let snap: Snapshot;
+    let storedBytes: number;
     try {
-      snap = await saveDeltaSnapshot(store, payload, start, this.config.compression, this.deps.clock.now());
+      ({ snapshot: snap, storedBytes } = await saveSizedDeltaSnapshot(
+        store,
+        payload,
+        start,
+        this.config.compression,
+        this.deps.clock.now(),
+      ));
     } catch (err) {
       this.deps.metrics.snapshotDurationSeconds.labels('Incr', 'false').observe((this.deps.clock.now().getTime() - started) / 1000);
       throw err;
@@ -478,6 +496,7 @@ export class Snapshotter {
     this.chain.prevSnapshot = snap;
     this.chain.prevDeltas.push(snap);
     if (this.buffer.isEmpty) this.deps.metrics.snapshotRequired.labels('Incr').set(0);
+    this.deps.metrics.snapshotSizeBytes.labels('Incr').set(storedBytes);
     this.updateLatestMetrics();
     await this.notify(snap, payload.byteLength);
     return snap;

@@ -12,8 +12,8 @@ import { pipeline } from 'node:stream/promises';
 import { createDecompressStream, decompressBuffer, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { DeltaPayloadDecoder } from '../backup/delta-parse.js';
-import { asError } from '../errors.js';
-import { ByteCounter, sizeProblem } from './object-check.js';
+import { ByteCounter } from '../backup/byte-counter.js';
+import { readProblem, sizeProblem } from './object-check.js';
 import type { ObjectVerdict } from './verify.js';
 
 /**
@@ -137,7 +137,7 @@ export async function verifyDelta(
   } catch (err) {
     verdict.bytes ||= counter.bytes;
     verdict.events = track.events;
-    verdict.problem = asError(err).message;
+    Object.assign(verdict, readProblem(err));
     return verdict;
   }
   verdict.events = track.events;

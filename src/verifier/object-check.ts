@@ -1,14 +1,15 @@
-/** What the scrub of a full and of a delta snapshot share: the stored bytes counted, and held against the listing. */
-import { Transform, type TransformCallback } from 'node:stream';
+/** What the scrub of a full and of a delta snapshot share: the stored size held against the listing. */
 import type { Snapshot } from '@etcdbrctl/snapstore';
+import { asError, errorCode } from '../errors.js';
 
-/** Counts the bytes that pass (the stored object's size, before decompression). */
-export class ByteCounter extends Transform {
-  bytes = 0;
-  override _transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback): void {
-    this.bytes += chunk.length;
-    cb(null, chunk);
-  }
+/**
+ * What an object that could not be read says. An encrypted object that no identity opens (none given, or not
+ * the one it was encrypted to) says nothing about the backup: it is `unverifiable`, not broken.
+ */
+export function readProblem(err: unknown): { problem: string; unverifiable?: true } {
+  const e = asError(err);
+  if (errorCode(e) !== 'E_NO_IDENTITY') return { problem: e.message };
+  return { problem: `cannot check: no identity for encrypted objects: ${e.message}`, unverifiable: true };
 }
 
 /** What the store's listing says against what was downloaded; undefined when they agree. */

@@ -4,7 +4,7 @@
  * in the `etcdbr_backup_*` metrics, so an alert fires on a broken or stale backup before anyone needs it.
  */
 import { EtcdbrError } from '../errors.js';
-import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
+import type { Logger, SnapshotEncryption, SnapStore } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { Metrics } from '../metrics.js';
 import type { CronSchedule } from '../config/schedule.js';
@@ -16,6 +16,21 @@ export interface ScrubberDeps {
   clock: Clock;
   logger: Logger;
   maxFetchers?: number;
+}
+
+/**
+ * `--verify-schedule` on a sidecar that encrypts its snapshots (recipients) but cannot decrypt them (no
+ * identity) would never check a new backup: refused at start-up rather than reporting "cannot check" on every
+ * run. Returns what is wrong, or undefined. (Without recipients the schedule checks whatever it can open.)
+ */
+export function scheduledVerificationProblem(verifySchedule: string, encryption: SnapshotEncryption | undefined): string | undefined {
+  if (verifySchedule === '' || encryption === undefined) return undefined;
+  if (encryption.recipients.length === 0 || encryption.identities.length > 0) return undefined;
+  return (
+    '--verify-schedule cannot check the backups this sidecar encrypts: it has recipients (--encryption-recipients-file) but no ' +
+    'identity to decrypt them; give --encryption-identity-file (or ENCRYPTION_IDENTITY_FILE) too, or drop --verify-schedule and ' +
+    'run `etcdbrctl verify` with the identity where it is kept'
+  );
 }
 
 export class BackupScrubber {
@@ -70,7 +85,13 @@ export class BackupScrubber {
     if (signal?.aborted)
       throw signal.reason instanceof Error ? signal.reason : new EtcdbrError('E_STOPPED', 'backup verification was stopped');
     const newest = report.chains.at(-1);
-    if (report.restorable && newest) {
+    if (!report.firstBroken && report.firstUnverifiable) {
+      // No identity opens the encrypted objects: no verdict on the backups, so no failure and no metric moves.
+      logger.warn(
+        { notChecked: report.firstUnverifiable, checkedUpToRevision: newest?.restorableRevision ?? 0 },
+        'backup verification: cannot check the encrypted backups without an identity (--encryption-identity-file)',
+      );
+    } else if (report.restorable && newest) {
       metrics.backupLastVerifiedRevision.set(newest.restorableRevision);
       if (newest.restorableTime) metrics.backupLatestRestorableTimestamp.set(Date.parse(newest.restorableTime) / 1000);
       logger.info(

@@ -15,9 +15,9 @@ import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrct
 import { TrailerHash } from '../backup/full-verify.js';
 import { BoltStreamChecker, type StreamCheckOutcome } from '../bbolt/stream-check.js';
 import type { Chain, VerificationPlan } from './chains.js';
-import { asError } from '../errors.js';
 import { verifyDelta } from './delta-check.js';
-import { ByteCounter, sizeProblem } from './object-check.js';
+import { ByteCounter } from '../backup/byte-counter.js';
+import { readProblem, sizeProblem } from './object-check.js';
 
 export interface ObjectVerdict {
   snapName: string;
@@ -29,6 +29,8 @@ export interface ObjectVerdict {
   revision?: number;
   events?: number;
   problem?: string;
+  /** Not ok, and yet not broken: encrypted, and no identity given opens it (`problem` says so). */
+  unverifiable?: true;
 }
 
 export interface ChainVerdict {
@@ -40,8 +42,10 @@ export interface ChainVerdict {
   /** When the newest object that checked out was taken (RFC 3339), the recovery point of this chain. */
   restorableTime?: string;
   objects: ObjectVerdict[];
-  /** A gap in the chain's names, or the first broken object: what a restore would stop at. */
+  /** A gap in the chain's names, or the first object not ok: what a restore would stop at. */
   problem?: string;
+  /** Not ok only because objects could not be checked (no identity for encrypted objects): nothing found broken. */
+  unverifiable?: true;
 }
 
 export interface VerifyReport {
@@ -50,6 +54,11 @@ export interface VerifyReport {
   chains: ChainVerdict[];
   /** The first object (or gap) that breaks a checked chain, newest chain first. */
   firstBroken?: { snapName: string; problem: string };
+  /**
+   * The first object that could not be checked (encrypted, and no identity opens it), newest chain first. With
+   * no `firstBroken`, the verdict is "cannot check", not "broken".
+   */
+  firstUnverifiable?: { snapName: string; problem: string };
   /** Deltas older than every full snapshot (no restore can use them); not read. */
   orphanDeltas: string[];
   bytes: number;
@@ -70,7 +79,7 @@ export async function verifyBackups(store: SnapStore, plan: VerificationPlan, op
   const chains: ChainVerdict[] = [];
   for (const chain of plan.chains) chains.push(await verifyChain(store, chain, opts));
   const newestFirst = [...chains].reverse();
-  const broken = newestFirst.find((c) => !c.ok);
+  const broken = newestFirst.find((c) => !c.ok && c.unverifiable !== true);
   const report: VerifyReport = {
     restorable: chains.length > 0 && chains.at(-1)!.ok,
     chains,
@@ -78,8 +87,10 @@ export async function verifyBackups(store: SnapStore, plan: VerificationPlan, op
     bytes: chains.reduce((n, c) => n + c.objects.reduce((m, o) => m + o.bytes, 0), 0),
     durationMs: 0,
   };
+  const unverifiable = newestFirst.flatMap((c) => c.objects).find((o) => o.unverifiable === true);
+  if (unverifiable) report.firstUnverifiable = { snapName: unverifiable.snapName, problem: unverifiable.problem ?? 'cannot check' };
   if (broken) {
-    const object = broken.objects.find((o) => !o.ok);
+    const object = broken.objects.find((o) => !o.ok && o.unverifiable !== true);
     report.firstBroken = object
       ? { snapName: object.snapName, problem: object.problem ?? 'failed' }
       : { snapName: broken.base, problem: broken.problem ?? 'failed' };
@@ -123,6 +134,8 @@ async function verifyChain(store: SnapStore, chain: Chain, opts: VerifyOptions):
   const verdict: ChainVerdict = { base: chain.base.snapName, ok: problem === undefined, restorableRevision, objects };
   if (restorableTime) verdict.restorableTime = restorableTime.toISOString();
   if (problem !== undefined) verdict.problem = problem;
+  // Not checked through, and nothing found broken: the chain may well restore with the right identity.
+  if (problem !== undefined && !chain.gap && objects.every((o) => o.ok || o.unverifiable === true)) verdict.unverifiable = true;
   return verdict;
 }
 
@@ -181,7 +194,7 @@ async function verifyFull(store: SnapStore, snap: Snapshot, signal?: AbortSignal
     else await pipeline(source, sink, options);
   } catch (err) {
     verdict.bytes = stored();
-    verdict.problem = asError(err).message;
+    Object.assign(verdict, readProblem(err));
     return verdict;
   }
   verdict.bytes = stored();

@@ -127,19 +127,38 @@ describe('subcommands', () => {
     }
   });
 
-  it('copy validates its stores first', async () => {
+  it('copy validates its stores first; with no source named it copies nothing (upstream would read $HOME/default.bkp)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'etcdbr-copy-'));
-    // The source is upstream's default Local store, `$HOME/default.bkp`: an empty one in a home of this
-    // test's own (a shared one would depend on what other tests or processes left in it).
+    // Upstream's default Local source, `$HOME/default.bkp`, exists in this test's own home: still not used.
     const home = join(dir, 'home');
     mkdirSync(join(home, 'default.bkp'), { recursive: true });
     try {
-      const missing = await run(['copy', '--storage-provider=Local', `--store-container=${dir}`], {}, { homeDir: join(dir, 'nobody') });
+      for (const args of [[], ['--source-store-prefix=etcd-main']]) {
+        const none = await run(['copy', '--storage-provider=Local', `--store-container=${dir}`, ...args], {}, { homeDir: home });
+        expect(none.code).toBe(1);
+        expect(none.stdout).toBe('');
+        expect(none.stderr).toContain(
+          'Error: no source store given: set --source-store-container (or the environment variable SOURCE_STORAGE_CONTAINER)',
+        );
+      }
+      // SOURCE_STORAGE_CONTAINER names a source as upstream reads it (a relative Local one under $HOME).
+      const fromEnv = await run(
+        ['copy', '--storage-provider=Local', `--store-container=${dir}`],
+        { SOURCE_STORAGE_CONTAINER: 'default.bkp' },
+        { homeDir: home },
+      );
+      expect(fromEnv.code).toBe(0);
+      expect(fromEnv.stdout).toBe('Copied 0 snapshot(s), 0 bytes; 0 already present\n');
+      const missing = await run([
+        'copy',
+        '--storage-provider=Local',
+        `--store-container=${dir}`,
+        `--source-store-container=${join(dir, 'nobody')}`,
+      ]);
       expect(missing.code).toBe(1);
-      expect(missing.stderr).toContain(`local store directory ${join(dir, 'nobody', 'default.bkp')} does not exist`);
-      const empty = await run(['copy', '--storage-provider=Local', `--store-container=${dir}`], {}, { homeDir: home });
-      expect(empty.code).toBe(0);
-      expect(empty.stdout).toBe('Copied 0 snapshot(s), 0 bytes; 0 already present\n');
+      expect(missing.stderr).toContain(
+        `local store directory ${join(dir, 'nobody')} does not exist: check --source-store-container (and $HOME for a relative one)`,
+      );
       const r = await run(['copy', '--storage-provider=Local', `--store-container=${dir}`, '--source-storage-provider=S3']);
       expect(r.code).toBe(1);
       expect(r.stderr).toContain(

@@ -2,11 +2,12 @@
  * What an operator sees when they get something wrong, from the real process: one line that says what and
  * where, a non-zero exit, no stack trace (only with --log-level=debug), and nothing created or changed.
  */
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { cp, mkdir, mkdtemp, readdir, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { freePort } from '../../src/etcd/ports.js';
 import { UPSTREAM_V023 } from '../support/fixtures.js';
@@ -78,13 +79,15 @@ describe('read-only commands on a Local store that does not exist', () => {
         `--snapstore-temp-directory=${join(dir, 'destination')}`,
       ],
     ],
-  ])('%s: one line naming the path, exit 1, nothing created', async (_name, argsFor) => {
+  ])('%s: one line naming the path, exit 1, nothing created', async (name, argsFor) => {
     const store = join(dir, 'no-such-store');
     const r = await etcdbrctl(argsFor(store, join(dir, 'scratch')), {}, dir);
     expect(r.code).toBe(1);
     const lines = errorLines(r.stderr);
     expect(lines).toHaveLength(1);
     expect(lines[0]).toContain(`local store directory ${store} does not exist`);
+    // The flag to fix is the one that named this store: the source's for copy.
+    expect(lines[0]).toContain(name.startsWith('copy') ? 'check --source-store-container' : 'check --store-container');
     expect(r.stderr).not.toMatch(STACK_LINE);
     // Nothing was created: no store, no scratch dir, no restoration temp dir in the working directory.
     expect((await readdir(dir)).filter((e) => e !== 'destination').sort()).toEqual([]);
@@ -171,6 +174,55 @@ describe('user errors are one clear line without a stack trace', () => {
     expect(r.code).toBe(1);
     expect(errorLines(r.stderr)).toEqual([
       'Error: no store to restore from: give --storage-provider (Local, S3, ABS, GCS, Swift, OSS, ECS or OCS) and --store-container',
+    ]);
+  });
+
+  it.each([['restore'], ['restore --dry-run']])(
+    '%s from an empty store or the wrong prefix: exit 1 naming where it looked, no data dir',
+    async (command) => {
+      const store = join(dir, 'store');
+      await cp(join(UPSTREAM_V023, 'none', 'snapstore'), store, { recursive: true });
+      await mkdir(join(dir, 'empty'));
+      await mkdir(join(dir, 'work'));
+      const extra = command.split(' ').slice(1);
+      const dataDir = join(dir, 'work', 'data');
+      for (const [container, prefix, where] of [
+        [join(dir, 'empty'), '', `Local store ${join(dir, 'empty', 'v2')}`],
+        [store, 'etcd-main', `Local store ${join(store, 'etcd-main', 'v2')}`],
+      ] as const) {
+        await mkdir(join(container, prefix), { recursive: true });
+        const args = ['restore', ...extra, '--storage-provider=Local', `--store-container=${container}`, `--data-dir=${dataDir}`];
+        const r = await etcdbrctl(prefix === '' ? args : [...args, `--store-prefix=${prefix}`], {}, join(dir, 'work'));
+        expect(r.code).toBe(1);
+        expect(errorLines(r.stderr)).toEqual([
+          `Error: nothing to restore: no snapshots in ${where}; check --storage-provider, --store-container and --store-prefix`,
+        ]);
+        expect(r.stdout).toBe('');
+        expect(await readdir(join(dir, 'work'))).toEqual([]);
+      }
+    },
+  );
+
+  it('restore from a store that holds only deltas says their full snapshot is missing', async () => {
+    const store = join(dir, 'store');
+    await cp(join(UPSTREAM_V023, 'none', 'snapstore'), store, { recursive: true });
+    const fulls = (await readdir(join(store, 'v2'))).filter((f) => f.startsWith('Full-'));
+    for (const f of fulls) await rm(join(store, 'v2', f));
+    const deltas = (await readdir(join(store, 'v2'))).filter((f) => f.startsWith('Incr-')).length;
+    const r = await etcdbrctl(['restore', '--dry-run', '--storage-provider=Local', `--store-container=${store}`], {}, dir);
+    expect(r.code).toBe(1);
+    expect(errorLines(r.stderr)[0]).toContain(`no full snapshot (only ${deltas} delta snapshots) in Local store ${join(store, 'v2')}`);
+  });
+
+  it('server --verify-schedule with encryption recipients but no identity is refused at start-up', async () => {
+    const key = join(dir, 'backup.key');
+    await promisify(execFile)('age-keygen', ['-o', key]);
+    await writeFile(join(dir, 'backup.pub'), (await promisify(execFile)('age-keygen', ['-y', key])).stdout);
+    const args = ['server', '--storage-provider=Local', `--store-container=${join(dir, 'store')}`, '--verify-schedule=0 * * * *'];
+    const r = await etcdbrctl([...args, `--encryption-recipients-file=${join(dir, 'backup.pub')}`, '--server-port=0'], {}, dir);
+    expect(r.code).toBe(1);
+    expect(errorLines(r.stderr)).toEqual([
+      expect.stringMatching(/^Error: --verify-schedule cannot check the backups this sidecar encrypts/),
     ]);
   });
 

@@ -253,6 +253,8 @@ describe('buildStoreConfig', () => {
         minChunkSize: 5 * 1024 * 1024,
         tempDir: tmp,
         credentials: mine,
+        // Messages about this store name its own flags (--source-store-container, …).
+        ...(role === 'primary' ? {} : { flagPrefix: `${role}-` }),
       });
     });
 

@@ -172,6 +172,40 @@ describe('snapshotter against a real etcd and a Local store', () => {
     await running;
   });
 
+  it('takes a non-final full again on an idle etcd, so the newest full stays within its schedule (upstream since #804)', async () => {
+    const s = await make();
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    const first = await full();
+    clock.advance(1000);
+    const again = await s.triggerFullSnapshot(false);
+    expect(again.lastRevision).toBe(first.lastRevision);
+    expect(again.snapName).not.toBe(first.snapName);
+    expect((await store.list()).filter((x) => x.kind === 'Full')).toHaveLength(2);
+    stop.abort();
+    await running;
+  });
+
+  it('sets etcdbr_snapshot_size_bytes to the stored size of each new snapshot, and after a restart from the listing', async () => {
+    const s = await make();
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    await full();
+    await client.put('a').value('b'.repeat(1000));
+    await buffered();
+    await s.triggerDeltaSnapshot();
+    stop.abort();
+    await running;
+    const listed = await store.list();
+    const size = async (m: Metrics, kind: string) => (await m.snapshotSizeBytes.get()).values.find((v) => v.labels.kind === kind)?.value;
+    expect(await size(metrics, 'Full')).toBe(listed.find((x) => x.kind === 'Full')!.sizeBytes);
+    expect(await size(metrics, 'Incr')).toBe(listed.find((x) => x.kind === 'Incr')!.sizeBytes);
+    const restarted = new Metrics({ defaultMetrics: false });
+    await createTestSnapshotter({ client, store, metrics: restarted, clock }, { deltaSnapshotPeriodMs: PERIOD_MS });
+    expect(await size(restarted, 'Full')).toBe(await size(metrics, 'Full'));
+    expect(await size(restarted, 'Incr')).toBe(await size(metrics, 'Incr'));
+  });
+
   it('fails the run when its watch revision was compacted (the supervisor then takes a full snapshot)', async () => {
     const s1 = await make();
     const stop1 = new AbortController();

@@ -7,16 +7,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { SnapStore } from '@etcdbrctl/snapstore';
+import { openSnapStore, type SnapStore } from '@etcdbrctl/snapstore';
 import { FakeClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
 import { CronSchedule } from '../../src/config/schedule.js';
-import { BackupScrubber } from '../../src/verifier/scrubber.js';
+import { BackupScrubber, scheduledVerificationProblem } from '../../src/verifier/scrubber.js';
+import { readEncryptionKeys } from '../../src/config/encryption.js';
+import { encryptedUpstreamStore } from '../support/encrypted-store.js';
 import type { VerifyReport } from '../../src/verifier/verify.js';
 import { recordingLogger } from '../restorer/support.js';
 import { Resources, request, startServer } from '../server/support.js';
 import { UPSTREAM_V023 } from '../support/fixtures.js';
-import { openLocalStore } from '../support/local-store.js';
+import { localStoreConfig, openLocalStore } from '../support/local-store.js';
 import { waitFor } from '../support/wait.js';
 
 const res = new Resources();
@@ -75,6 +77,35 @@ describe('BackupScrubber', () => {
       'etcdbr_backup_latest_restorable_timestamp_seconds 1795219415',
     );
     expect(logger.warnings).toContain('backup verification: the newest chain does NOT restore as stored');
+  });
+
+  it('encrypted backups and no identity: no verdict, so no failure counted, no error logged, no metric moved', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'etcdbr-scrubber-encrypted-'));
+    res.add(async () => rmSync(dir, { recursive: true, force: true }));
+    const { root, recipients } = await encryptedUpstreamStore('gzip', dir);
+    // As the README recommends for a sidecar: the recipients to encrypt to, no identity.
+    const store = await openSnapStore({
+      ...localStoreConfig(root, dir),
+      encryption: await readEncryptionKeys({ recipientsFile: recipients, identityFiles: [] }),
+    });
+    res.add(() => store.close());
+    const { scrubber, metrics, logger } = scrubberFor(store);
+    const report = await scrubber.scrubNow();
+    expect(report.firstBroken).toBeUndefined();
+    expect(report.firstUnverifiable?.problem).toMatch(/^cannot check: no identity for encrypted objects/);
+    expect(await metric(metrics, 'etcdbr_backup_verify_failures_total')).toContain('etcdbr_backup_verify_failures_total 0');
+    expect(await metric(metrics, 'etcdbr_backup_last_verified_revision')).toContain('etcdbr_backup_last_verified_revision 0');
+    expect(logger.warnings).toEqual([
+      'backup verification: cannot check the encrypted backups without an identity (--encryption-identity-file)',
+    ]);
+  });
+
+  it('--verify-schedule with recipients but no identity is refused; with an identity, or without encryption, it is not', () => {
+    const keys = { recipients: ['age1x'], identities: [] };
+    expect(scheduledVerificationProblem('0 * * * *', keys)).toMatch(/^--verify-schedule cannot check the backups this sidecar encrypts/);
+    expect(scheduledVerificationProblem('', keys)).toBeUndefined();
+    expect(scheduledVerificationProblem('0 * * * *', undefined)).toBeUndefined();
+    expect(scheduledVerificationProblem('0 * * * *', { recipients: [], identities: [] })).toBeUndefined();
   });
 
   it('runs on its schedule until stopped', async () => {

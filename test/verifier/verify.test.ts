@@ -13,6 +13,7 @@ import { BoltDB } from '../../src/bbolt/db.js';
 import { main } from '../../src/cli/main.js';
 import type { VerifyReport } from '../../src/verifier/verify.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
+import { encryptedUpstreamStore } from '../support/encrypted-store.js';
 import { copyUpstreamStore } from '../support/fixtures.js';
 
 const cleanups = cleanupAfterEach();
@@ -145,5 +146,40 @@ describe('etcdbrctl verify', () => {
     const r = await verify(join(dir, 'nope'));
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/does not exist/);
+  });
+});
+
+describe('etcdbrctl verify on encrypted backups', () => {
+  const encryptedStore = async () => encryptedUpstreamStore('gzip', await cleanups.tempDir('etcdbr-verify-encrypted-'));
+
+  it('without an identity: "cannot check", exit 1, no object called broken; with it: restorable, exit 0', async () => {
+    const { root, identity } = await encryptedStore();
+    const without = await verify(root, '-o', 'json');
+    expect(without.code).toBe(1);
+    expect(without.stderr).toMatch(/^Error: cannot check: no identity for encrypted objects: cannot decrypt Full-00000000-00000301-/);
+    const report = JSON.parse(without.stdout) as VerifyReport;
+    expect(report.restorable).toBe(false);
+    expect(report.firstBroken).toBeUndefined();
+    expect(report.firstUnverifiable?.snapName).toBe(`${BASE}.age`);
+    expect(report.chains[0]!.unverifiable).toBe(true);
+    expect(report.chains[0]!.objects.every((o) => !o.ok && o.unverifiable === true)).toBe(true);
+    const text = await verify(root);
+    expect(text.code).toBe(1);
+    expect(text.stdout).toContain(`chain ${BASE}.age: NOT CHECKED`);
+    expect(text.stdout).not.toContain('BROKEN');
+
+    const withKey = await verify(root, `--encryption-identity-file=${identity}`);
+    expect(withKey.code).toBe(0);
+    expect(withKey.stdout).toContain('restorable: the newest chain restores to revision 385');
+  });
+
+  it('a broken object among encrypted ones that cannot be checked is still broken (exit 3)', async () => {
+    const { root } = await encryptedStore();
+    // A delta that is not an age file at all: broken whatever the identity.
+    writeFileSync(join(root, 'v2', `${DELTAS[1]}.age`), 'not an age file');
+    const r = await verify(root, '-o', 'json');
+    expect(r.code).toBe(3);
+    expect(r.report!.firstBroken?.snapName).toBe(`${DELTAS[1]}.age`);
+    expect(r.report!.chains[0]!.unverifiable).toBeUndefined();
   });
 });

@@ -39,7 +39,7 @@ export async function openLocalStore(config: LocalStoreConfig, options: OpenOpti
   const store = new LocalSnapStore(config);
   if (options.readOnly) {
     // Reading never creates or removes anything: a mistyped path is an error, not an empty store.
-    await requireDirectory(config.rootDir);
+    await requireDirectory(config.rootDir, config.flagPrefix ?? '');
     return store;
   }
   // Upstream creates the prefix directory when the store is constructed.
@@ -58,7 +58,7 @@ export async function openLocalStore(config: LocalStoreConfig, options: OpenOpti
   return store;
 }
 
-async function requireDirectory(dir: string): Promise<void> {
+async function requireDirectory(dir: string, flagPrefix: string): Promise<void> {
   let isDir: boolean;
   try {
     isDir = (await stat(dir)).isDirectory();
@@ -66,13 +66,13 @@ async function requireDirectory(dir: string): Promise<void> {
     if (isCode(err, 'ENOENT')) {
       throw new SnapStoreError(
         'E_NOT_FOUND',
-        `local store directory ${dir} does not exist: check --store-container (and $HOME for a relative one)`,
+        `local store directory ${dir} does not exist: check --${flagPrefix}store-container (and $HOME for a relative one)`,
         { cause: err },
       );
     }
     throw new SnapStoreError('E_CONFIG', `cannot read local store directory ${dir}: ${describeError(err)}`, { cause: err });
   }
-  if (!isDir) throw new SnapStoreError('E_CONFIG', `local store path ${dir} is not a directory: check --store-container`);
+  if (!isDir) throw new SnapStoreError('E_CONFIG', `local store path ${dir} is not a directory: check --${flagPrefix}store-container`);
 }
 
 /**
@@ -113,6 +113,8 @@ class LocalSnapStore implements SnapStore {
   readonly provider = 'Local' as const;
   readonly prefix: string;
   private readonly root: string;
+  /** Begins the flags named in messages (StoreConfigBase.flagPrefix). */
+  private readonly flagPrefix: string;
   private readonly logger: Logger;
   private closed = false;
 
@@ -123,6 +125,7 @@ class LocalSnapStore implements SnapStore {
   constructor(config: LocalStoreConfig) {
     this.prefix = config.prefix;
     this.root = path.resolve(config.rootDir);
+    this.flagPrefix = config.flagPrefix ?? '';
     this.logger = config.logger ?? silentLogger;
   }
 
@@ -132,7 +135,7 @@ class LocalSnapStore implements SnapStore {
     if (p !== this.root && !p.startsWith(this.root + path.sep)) {
       throw new SnapStoreError(
         'E_BAD_NAME',
-        `object key ${JSON.stringify(key)} escapes the local store root ${this.root}: --store-prefix must name a folder inside --store-container`,
+        `object key ${JSON.stringify(key)} escapes the local store root ${this.root}: --${this.flagPrefix}store-prefix must name a folder inside --${this.flagPrefix}store-container`,
       );
     }
     return p;

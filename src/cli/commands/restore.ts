@@ -2,7 +2,8 @@ import { etcdBinaryLookup } from '../../config/pod-environment.js';
 import { openSnapStore } from '@etcdbrctl/snapstore';
 import type { RestoreCommandConfig } from '../../config/types.js';
 import { findEtcdBinaries } from '../../etcd/binaries.js';
-import { planRestore, type RestorePlan, type RestoreTarget } from '../../restorer/plan.js';
+import { nothingToRestore, planRestore, type RestorePlan, type RestoreTarget } from '../../restorer/plan.js';
+import { storeLocation } from '../../config/store.js';
 import { executeRestore, restoreSettings } from '../../restorer/restore.js';
 import type { CommandContext } from '../../config/context.js';
 import { reportFailure } from '../failure.js';
@@ -25,13 +26,13 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
     const target: RestoreTarget = {};
     if (config.toRevision > 0) target.revision = config.toRevision;
     if (config.toTime !== '') target.time = new Date(config.toTime);
-    const plan = planRestore(await store.list(), target);
+    const listing = await store.list();
+    const plan = planRestore(listing, target);
+    // Nothing to restore is an error for this command (a script would otherwise start an empty etcd); the
+    // initialization path instead starts a new member (upstream's "No base snapshot found. Will do nothing.").
+    if (!plan.base) throw nothingToRestore(listing, storeLocation(storeConfig));
     if (config.dryRun) {
       ctx.io.stdout.write(config.output === 'json' ? `${JSON.stringify(planJson(plan), null, 2)}\n` : planText(plan));
-      return 0;
-    }
-    if (!plan.base) {
-      ctx.logger.info({}, 'No base snapshot found. Will do nothing.');
       return 0;
     }
     const rc = config.restorationConfig;
@@ -75,7 +76,7 @@ function planJson(plan: RestorePlan) {
 }
 
 function planText(plan: RestorePlan): string {
-  if (!plan.base) return 'No full snapshot in the store: nothing to restore.\n';
+  if (!plan.base) return '';
   const rows = [plan.base, ...plan.deltas].map(
     (s) =>
       `${s.kind.padEnd(5)} ${String(s.startRevision).padStart(10)} ${String(s.lastRevision).padStart(10)}  ${s.createdOn.toISOString()}  ${String(s.sizeBytes ?? '-').padStart(10)}  ${s.snapName}`,

@@ -1,7 +1,8 @@
 /**
  * `etcdbrctl verify` (ours, not upstream): scrubs the backups of a store without restoring them and says
  * whether the newest chain restores, and to which revision. Exit code 0: it restores; 3: a backup is broken
- * (the first broken object is named); 1: the command itself failed (store unreachable, bad flags).
+ * (the first broken object is named); 1: the command itself failed (store unreachable, bad flags), or
+ * encrypted objects could not be checked for want of an identity (and nothing was found broken).
  */
 import { openSnapStore } from '@etcdbrctl/snapstore';
 import type { VerifyCommandConfig } from '../../config/types.js';
@@ -19,13 +20,14 @@ function mib(bytes: number): string {
 export function formatReport(r: VerifyReport): string {
   const lines: string[] = [];
   for (const c of r.chains) {
+    const state = c.ok ? 'OK' : c.unverifiable ? 'NOT CHECKED' : 'BROKEN';
     lines.push(
-      `chain ${c.base}: ${c.ok ? 'OK' : 'BROKEN'}, restorable to revision ${c.restorableRevision}${c.restorableTime ? ` (taken ${c.restorableTime})` : ''}`,
+      `chain ${c.base}: ${state}, restorable to revision ${c.restorableRevision}${c.restorableTime ? ` (taken ${c.restorableTime})` : ''}`,
     );
     for (const o of c.objects) {
       const what =
         o.kind === 'Full' ? `database at revision ${o.revision ?? '?'}` : `${o.events ?? 0} events up to revision ${o.revision ?? '?'}`;
-      lines.push(`  ${o.ok ? 'ok    ' : 'BROKEN'} ${o.snapName}  ${mib(o.bytes)}  ${o.ok ? what : o.problem}`);
+      lines.push(`  ${o.ok ? 'ok    ' : o.unverifiable ? '?     ' : 'BROKEN'} ${o.snapName}  ${mib(o.bytes)}  ${o.ok ? what : o.problem}`);
     }
     if (c.problem && c.objects.every((o) => o.ok)) lines.push(`  BROKEN ${c.problem}`);
   }
@@ -37,7 +39,9 @@ export function formatReport(r: VerifyReport): string {
       ? `restorable: the newest chain restores to revision ${r.chains.at(-1)!.restorableRevision} (${mib(r.bytes)} checked in ${(r.durationMs / 1000).toFixed(1)} s)`
       : r.firstBroken
         ? `NOT restorable as stored: ${r.firstBroken.snapName}: ${r.firstBroken.problem}`
-        : 'NOT restorable: the store holds no full snapshot',
+        : r.firstUnverifiable
+          ? `NOT CHECKED: ${r.firstUnverifiable.snapName} and the encrypted objects after it need an identity (--encryption-identity-file)`
+          : 'NOT restorable: the store holds no full snapshot',
   );
   return lines.join('\n') + '\n';
 }
@@ -65,5 +69,18 @@ export async function run(config: VerifyCommandConfig, ctx: CommandContext): Pro
     return reportFailure(ctx.io, ctx.logger, 'etcdbrctl verify', err);
   }
   ctx.io.stdout.write(config.output === 'json' ? JSON.stringify(report, null, 2) + '\n' : formatReport(report));
+  return verifyExitCode(report, ctx.io.stderr);
+}
+
+/**
+ * 3 when a backup is broken (or there is none); 1 when nothing was found broken but encrypted objects could
+ * not be checked (no identity opens them: a command problem, not a verdict on the backups); 0 when all restores.
+ */
+function verifyExitCode(report: VerifyReport, stderr: CommandContext['io']['stderr']): number {
+  if (report.firstBroken) return BROKEN_BACKUP_EXIT_CODE;
+  if (report.firstUnverifiable) {
+    stderr.write(`Error: ${report.firstUnverifiable.problem}\n`);
+    return 1;
+  }
   return report.restorable && report.chains.every((c) => c.ok) ? 0 : BROKEN_BACKUP_EXIT_CODE;
 }

@@ -151,7 +151,7 @@ export const verifyScheduleGroup = defineGroup<Pick<ServerConfig, 'verifySchedul
       type: 'string',
       flag: 'verify-schedule',
       usage:
-        'cron schedule on which the leader verifies the newest backup chain (as etcdbrctl verify; metrics etcdbr_backup_*); empty: never',
+        'cron schedule on which the leader verifies the newest backup chain (as etcdbrctl verify; metrics etcdbr_backup_*); empty: never; with --encryption-recipients-file it needs --encryption-identity-file',
     },
   },
   defaults: () => ({ verifySchedule: '' }),

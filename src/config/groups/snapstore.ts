@@ -41,12 +41,18 @@ export function snapstoreGroup(prefix: SnapstoreFlagPrefix): GroupDef<SnapstoreC
       provider: {
         type: 'string',
         flag: `${prefix}storage-provider`,
-        usage: `${what}snapshot storage provider: Local, S3, ABS, GCS, Swift, OSS, ECS or OCS; none = no store`,
+        usage:
+          prefix === 'source-'
+            ? `${what}snapshot storage provider: Local, S3, ABS, GCS, Swift, OSS, ECS or OCS; default: the destination's (--storage-provider)`
+            : `${what}snapshot storage provider: Local, S3, ABS, GCS, Swift, OSS, ECS or OCS; none = no store`,
       },
       container: {
         type: 'string',
         flag: `${prefix}store-container`,
-        usage: `${what}bucket or container of the snapstore (Local: a directory); default $${envVar}`,
+        usage:
+          prefix === 'source-'
+            ? `${what}bucket or container of the snapstore (Local: a directory); default $${envVar}; one of them is required`
+            : `${what}bucket or container of the snapstore (Local: a directory); default $${envVar}`,
       },
       endpointOverride: {
         type: 'string',
