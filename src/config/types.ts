@@ -223,6 +223,8 @@ export interface RestoreTargetConfig {
   toRevision: number;
   /** Use only snapshots created at or before this RFC 3339 time ('' = no limit). */
   toTime: string;
+  /** Restore from this full snapshot (its name) and the deltas after it, not from the newest ('' = the newest). */
+  baseSnapshot: string;
   output: OutputFormat;
 }
 

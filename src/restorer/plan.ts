@@ -7,6 +7,8 @@ export interface RestoreTarget {
   revision?: number;
   /** Use only snapshots created at or before this time (name timestamps, second precision). */
   time?: Date;
+  /** Start from the full snapshot of this name (e.g. to go around a broken newer one), not the newest. */
+  baseName?: string;
 }
 
 export interface RestorePlan {
@@ -39,12 +41,15 @@ export function planRestore(listing: readonly Snapshot[], target: RestoreTarget 
   const inRevision = (s: Snapshot) => target.revision === undefined || s.lastRevision <= target.revision;
 
   let baseIndex = -1;
-  for (let i = all.length - 1; i >= 0; i--) {
+  if (target.baseName !== undefined) {
+    baseIndex = chosenBaseIndex(all, target.baseName);
+    const s = all[baseIndex]!;
+    if (!inTime(s) || !inRevision(s))
+      throw new RestorePlanError(`full snapshot ${target.baseName} is after the restore target (${describeTarget(target)})`);
+  }
+  for (let i = all.length - 1; baseIndex < 0 && i >= 0; i--) {
     const s = all[i]!;
-    if (s.kind === 'Full' && inTime(s) && inRevision(s)) {
-      baseIndex = i;
-      break;
-    }
+    if (s.kind === 'Full' && inTime(s) && inRevision(s)) baseIndex = i;
   }
   if (baseIndex < 0) {
     if (target.revision !== undefined || target.time !== undefined) {
@@ -56,12 +61,21 @@ export function planRestore(listing: readonly Snapshot[], target: RestoreTarget 
   const base = all[baseIndex]!;
   const deltas: Snapshot[] = [];
   let covered = base.lastRevision;
+  // From a chosen base, newer fulls are stepped over while the deltas go on without a gap: the deltas after a
+  // broken full usually continue the older chain's (the full only restarts the chain's names), so a restore
+  // around it still reaches the newest revision. A gap right after such a full ends the chain there.
+  let steppedOverFull = false;
   for (const s of all.slice(baseIndex + 1)) {
-    if (s.kind !== 'Incr') break; // a newer full that is past the target ends the chain
+    if (s.kind !== 'Incr') {
+      if (target.baseName === undefined) break; // a newer full that is past the target ends the chain
+      steppedOverFull = true;
+      continue;
+    }
     if (!inTime(s)) break;
     if (s.lastRevision <= covered) continue; // entirely inside what we have (e.g. inside the full)
     if (target.revision !== undefined && s.startRevision > target.revision) break;
     if (s.startRevision > covered + 1) {
+      if (steppedOverFull) break;
       throw new RestorePlanError(
         `gap in the delta chain: ${s.snapName} starts at revision ${s.startRevision}, but the snapshots before it end at ${covered}`,
       );
@@ -75,6 +89,45 @@ export function planRestore(listing: readonly Snapshot[], target: RestoreTarget 
   const targetRevision = target.revision !== undefined ? Math.min(target.revision, covered) : covered;
   const fetchBytes = [base, ...deltas].reduce((n, s) => n + (s.sizeBytes ?? 0), 0);
   return { base, deltas, targetRevision, fetchBytes };
+}
+
+/** Index of the full snapshot named `name` in `all`; a typed error naming the fulls there are when it is not one. */
+function chosenBaseIndex(all: readonly Snapshot[], name: string): number {
+  const i = all.findIndex((s) => s.snapName === name);
+  if (i >= 0 && all[i]!.kind === 'Full') return i;
+  const fulls = all.filter((s) => s.kind === 'Full').map((s) => s.snapName);
+  const what = i >= 0 ? `${name} is a delta snapshot, not a full one` : `no snapshot named ${name} in the store`;
+  throw new RestorePlanError(`--base-snapshot: ${what}; the full snapshots are: ${fulls.length > 0 ? fulls.join(', ') : 'none'}`);
+}
+
+/** A chain a restore could start from instead: its full snapshot and the revision its names reach. */
+export interface OlderChain {
+  base: Snapshot;
+  /** The revision the chain's names reach without a gap (its objects are not read here). */
+  lastRevision: number;
+  deltas: number;
+}
+
+/**
+ * The newest chain older than the full snapshot `broken`, as far as its names go gaplessly (stepping over
+ * `broken` as `--base-snapshot` does): what to restore when `broken` cannot be. Undefined when there is no
+ * older full snapshot, or its own deltas have a gap.
+ */
+export function olderChain(listing: readonly Snapshot[], broken: Snapshot): OlderChain | undefined {
+  const all = sortSnapshots(listing.filter((s) => !s.isChunk));
+  const at = all.findIndex((s) => s.snapName === broken.snapName);
+  const base = all
+    .slice(0, Math.max(0, at))
+    .filter((s) => s.kind === 'Full')
+    .at(-1);
+  if (base === undefined) return undefined;
+  try {
+    const plan = planRestore(all, { baseName: base.snapName });
+    return { base, lastRevision: plan.targetRevision, deltas: plan.deltas.length };
+  } catch (err) {
+    if (err instanceof RestorePlanError) return undefined; // a gap in the older chain itself: no way around
+    throw err;
+  }
 }
 
 /** The restore command found no full snapshot to start from (the initialization path starts a new member instead). */

@@ -1,4 +1,4 @@
-import { EtcdbrError } from '../errors.js';
+import { CodedError, EtcdbrError, errorCode } from '../errors.js';
 import { ReadStream, createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
@@ -19,6 +19,22 @@ import { syncPath, syncTree } from './durable.js';
 import { verifyRestoredBackend } from './verify-backend.js';
 
 export type DeltaReplayMode = 'auto' | 'offline' | 'online';
+
+/**
+ * The base full snapshot could not be restored: its object is corrupt (E_CORRUPT), or etcd's restore refused
+ * it (E_FAILED: e.g. its sha256 trailer). Says which, so the caller can point to a chain without it.
+ */
+export class BaseSnapshotError extends CodedError {
+  override readonly name = 'BaseSnapshotError';
+  constructor(
+    readonly code: 'E_CORRUPT' | 'E_FAILED',
+    readonly snapshot: Snapshot,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
 
 export interface RestoreOptions {
   binaries: EtcdBinaries;
@@ -154,7 +170,16 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     const base = plan.base;
     logger.info({ snapshot: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision }, 'restoring');
     const dbFile = join(scratch, 'snapshot.db');
-    const snapshotFile = await fetchFull(store, base, dbFile, opts.signal);
+    let snapshotFile: string;
+    try {
+      snapshotFile = await fetchFull(store, base, dbFile, opts.signal);
+    } catch (err) {
+      // Only a corrupt object is the full's fault; an unreachable store or a stop keeps its own error.
+      if (errorCode(err) !== 'E_CORRUPT') throw err;
+      throw new BaseSnapshotError('E_CORRUPT', base, `full snapshot ${base.snapName} is corrupt: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
     try {
       // etcd's restore checks the sha256 trailer itself (unless skipped), as upstream relies on it too:
       // hashing here as well would cost a second pass over the whole database.
@@ -169,7 +194,9 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         skipHashCheck: opts.skipHashCheck,
       });
     } catch (err) {
-      throw new EtcdbrError('E_FAILED', `restoring full snapshot ${base.snapName} failed: ${(err as Error).message}`, { cause: err });
+      throw new BaseSnapshotError('E_FAILED', base, `restoring full snapshot ${base.snapName} failed: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     await rm(dbFile, { force: true });
     logger.info({ snapshot: base.snapName, ms: Date.now() - started }, 'base snapshot restored');

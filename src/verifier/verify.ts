@@ -15,6 +15,7 @@ import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrct
 import { TrailerHash } from '../backup/full-verify.js';
 import { BoltStreamChecker, type StreamCheckOutcome } from '../bbolt/stream-check.js';
 import type { Chain, VerificationPlan } from './chains.js';
+import { olderChain, planRestore } from '../restorer/plan.js';
 import { verifyDelta } from './delta-check.js';
 import { ByteCounter } from '../backup/byte-counter.js';
 import { readProblem, sizeProblem } from './object-check.js';
@@ -61,6 +62,11 @@ export interface VerifyReport {
   firstUnverifiable?: { snapName: string; problem: string };
   /** Deltas older than every full snapshot (no restore can use them); not read. */
   orphanDeltas: string[];
+  /**
+   * When the newest chain's full snapshot is broken: the older chain that goes around it (`restore
+   * --base-snapshot=<base>`: its full, its deltas and the deltas after the broken full), as checked.
+   */
+  wayAround?: ChainVerdict;
   bytes: number;
   durationMs: number;
 }
@@ -97,6 +103,28 @@ export async function verifyBackups(store: SnapStore, plan: VerificationPlan, op
   }
   report.durationMs = Date.now() - started;
   return report;
+}
+
+/**
+ * When the newest chain of `report` is broken at its full snapshot: checks the chain a restore with
+ * `--base-snapshot` would use instead (the older full, its deltas, and the deltas after the broken full while
+ * they go on without a gap) and records it as `report.wayAround`. Nothing to do otherwise.
+ */
+export async function verifyWayAround(
+  store: SnapStore,
+  listing: readonly Snapshot[],
+  report: VerifyReport,
+  opts: VerifyOptions,
+): Promise<void> {
+  const newest = report.chains.at(-1);
+  const newestFull = newest?.objects[0];
+  if (!newest || !newestFull || newestFull.ok || newestFull.unverifiable) return;
+  const broken = listing.find((s) => s.snapName === newest.base);
+  const older = broken && olderChain(listing, broken);
+  if (!older) return;
+  const plan = planRestore(listing, { baseName: older.base.snapName });
+  report.wayAround = await verifyChain(store, { base: plan.base!, deltas: plan.deltas }, opts);
+  report.bytes += report.wayAround.objects.reduce((n, o) => n + o.bytes, 0);
 }
 
 async function verifyChain(store: SnapStore, chain: Chain, opts: VerifyOptions): Promise<ChainVerdict> {

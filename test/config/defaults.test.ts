@@ -101,6 +101,7 @@ const UPSTREAM: Record<string, [type: string, def: unknown, shorthand?: string]>
   'dry-run': ['bool', false],
   'to-revision': ['int64', 0],
   'to-time': ['string', ''],
+  'base-snapshot': ['string', ''],
   // restoration (ours): how delta snapshots are applied
   'delta-replay': ['string', 'auto'],
   // age encryption of snapshot objects (ours)
@@ -241,7 +242,18 @@ const EXPECTED_FLAGS: Record<CommandName, string[]> = {
     ...backoff,
     'defragmentation-schedule',
   ],
-  restore: ['log-level', 'log-format', ...restoration, ...store(''), ...encryption, 'dry-run', 'to-revision', 'to-time', 'output'],
+  restore: [
+    'log-level',
+    'log-format',
+    ...restoration,
+    ...store(''),
+    ...encryption,
+    'dry-run',
+    'to-revision',
+    'to-time',
+    'base-snapshot',
+    'output',
+  ],
   initialize: ['log-level', 'log-format', 'validation-mode', ...restoration, ...store(''), ...encryption, ...connection],
   compact: ['log-level', 'log-format', ...restoration, ...store(''), ...encryption, ...compactor],
   copy: ['log-level', 'log-format', ...copier, ...store('source-'), ...store(''), ...encryption],

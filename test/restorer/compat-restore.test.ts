@@ -1,7 +1,8 @@
-import { readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { gunzipSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { planRestore } from '../../src/restorer/plan.js';
 import { executeRestore } from '../../src/restorer/restore.js';
@@ -10,7 +11,9 @@ import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries } from '../support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../support/etcd-dump.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
-import { UPSTREAM_V023 } from '../support/fixtures.js';
+import { UPSTREAM_V023, copyUpstreamStore } from '../support/fixtures.js';
+import { main } from '../../src/cli/main.js';
+import type { VerifyReport } from '../../src/verifier/verify.js';
 
 const COMPAT = UPSTREAM_V023;
 const cases = readdirSync(COMPAT, { withFileTypes: true })
@@ -43,6 +46,78 @@ describe('restore of the upstream v0.23 stores reproduces expected.json', () => 
       const strip = (kvs: EtcdDump['kvs']) => kvs.map(({ lease: _lease, ...rest }) => rest);
       expect(strip(got.kvs)).toEqual(strip(expected.kvs));
       await store.close();
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('a corrupt newest full snapshot (two-fulls-gzip, one bit flipped in its database)', () => {
+  const BROKEN = 'Full-00000000-00000297-1795219513.gz';
+  const OLDER = 'Full-00000000-00000249-1795219501.gz';
+
+  async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    let stdout = '';
+    let stderr = '';
+    const io = { stdout: { write: (s: string) => (stdout += s) }, stderr: { write: (s: string) => (stderr += s) } };
+    // The environment is the process's: restore finds etcd's tools on PATH.
+    const code = await main(args, { PATH: process.env.PATH ?? '' }, io, { homeDir: tmpdir() });
+    return { code, stdout, stderr };
+  }
+
+  it('verify and restore name the older chain that goes around it, and restore --base-snapshot reaches the newest revision', async () => {
+    const name = 'two-fulls-gzip';
+    const expected = JSON.parse(readFileSync(join(COMPAT, name, 'expected.json'), 'utf8')) as EtcdDump;
+    const dir = await mkdtemp(join(tmpdir(), 'etcdbr-compat-around-'));
+    try {
+      const { root, v2 } = copyUpstreamStore(name, dir);
+      const db = gunzipSync(readFileSync(join(v2, BROKEN)));
+      db[5000] = db[5000]! ^ 1;
+      writeFileSync(join(v2, BROKEN), gzipSync(db));
+      const store = ['--storage-provider=Local', `--store-container=${root}`];
+
+      const verified = await cli(['verify', ...store]);
+      expect(verified.code).toBe(3);
+      expect(verified.stdout).toContain(
+        `without the broken full, the older chain from ${OLDER} restores to revision 327: etcdbrctl restore --base-snapshot=${OLDER}`,
+      );
+      const json = await cli(['verify', ...store, '-o', 'json']);
+      expect((JSON.parse(json.stdout) as VerifyReport).wayAround).toMatchObject({ base: OLDER, ok: true, restorableRevision: 327 });
+
+      const dataDir = join(dir, 'data');
+      const failed = await cli(['restore', ...store, `--data-dir=${dataDir}`]);
+      expect(failed.code).toBe(1);
+      expect(failed.stderr).toContain(`restoring full snapshot ${BROKEN} failed`);
+      expect(failed.stderr).toContain(
+        `without it, the older chain from ${OLDER} reaches revision 327 (4 delta snapshots, by their names): restore it with --base-snapshot=${OLDER}`,
+      );
+
+      const restored = await cli(['restore', ...store, `--data-dir=${dataDir}`, `--base-snapshot=${OLDER}`]);
+      expect(restored.code).toBe(0);
+      const binaries = await etcdBinaries();
+      const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
+      let got: EtcdDump;
+      try {
+        got = await dumpEtcd(etcd.clientUrl);
+      } finally {
+        await etcd.stop();
+      }
+      expect(got.revision).toBe(expected.revision);
+      // Keys leased inside a replayed delta come back without their lease (as upstream's replay does).
+      const strip = (kvs: EtcdDump['kvs']) => kvs.map(({ lease: _lease, ...rest }) => rest);
+      expect(strip(got.kvs)).toEqual(strip(expected.kvs));
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('--base-snapshot that is not a full snapshot of the store is refused naming the fulls there are', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'etcdbr-compat-base-'));
+    try {
+      const { root } = copyUpstreamStore('two-fulls-gzip', dir);
+      const r = await cli(['restore', '--dry-run', '--storage-provider=Local', `--store-container=${root}`, '--base-snapshot=Full-nope']);
+      expect(r.code).toBe(1);
+      expect(r.stderr).toContain(`--base-snapshot: no snapshot named Full-nope in the store; the full snapshots are: ${OLDER}, ${BROKEN}`);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

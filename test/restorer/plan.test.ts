@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { newSnapshot, parseSnapshotKey, type Snapshot } from '@etcdbrctl/snapstore';
-import { planRestore, RestorePlanError } from '../../src/restorer/plan.js';
+import { olderChain, planRestore, RestorePlanError } from '../../src/restorer/plan.js';
 
 const t = (sec: number) => new Date(sec * 1000);
 const full = (last: number, at: number, extra: Partial<Snapshot> = {}) => ({
@@ -65,5 +65,35 @@ describe('restore plan', () => {
   it('sums the sizes to fetch', () => {
     const p = planRestore([full(10, 100, { sizeBytes: 1000 }), { ...incr(11, 20, 110), sizeBytes: 50 }]);
     expect(p.fetchBytes).toBe(1050);
+  });
+});
+
+describe('restore plan from a chosen base (--base-snapshot)', () => {
+  // An older chain whose deltas reach the newer full's revision, then a delta after the newer full.
+  const older = full(10, 100);
+  const newer = full(30, 130);
+  const list = [older, incr(11, 20, 110), incr(21, 30, 120), newer, incr(31, 40, 140)];
+
+  it('steps over the newer full while the deltas go on without a gap', () => {
+    const p = planRestore(list, { baseName: older.snapName });
+    expect(names(p)).toEqual([older.snapName, incr(11, 20, 110).snapName, incr(21, 30, 120).snapName, incr(31, 40, 140).snapName]);
+    expect(p.targetRevision).toBe(40);
+  });
+
+  it('ends at a gap right after the stepped-over full (its events are only in that full)', () => {
+    const gapped = [older, incr(11, 20, 110), incr(21, 27, 120), newer, incr(31, 40, 140)];
+    const p = planRestore(gapped, { baseName: older.snapName });
+    expect(p.targetRevision).toBe(27);
+    expect(p.deltas).toHaveLength(2);
+  });
+
+  it('a name that is no full snapshot is refused', () => {
+    expect(() => planRestore(list, { baseName: incr(11, 20, 110).snapName })).toThrow(RestorePlanError);
+    expect(() => planRestore(list, { baseName: 'Full-x' })).toThrow(/no snapshot named Full-x in the store/);
+  });
+
+  it('olderChain names the chain before a full and how far it reaches around it', () => {
+    expect(olderChain(list, newer)).toEqual({ base: older, lastRevision: 40, deltas: 3 });
+    expect(olderChain(list, older)).toBeUndefined();
   });
 });

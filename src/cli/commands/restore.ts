@@ -1,10 +1,10 @@
 import { etcdBinaryLookup } from '../../config/pod-environment.js';
-import { openSnapStore } from '@etcdbrctl/snapstore';
+import { openSnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { RestoreCommandConfig } from '../../config/types.js';
 import { findEtcdBinaries } from '../../etcd/binaries.js';
-import { nothingToRestore, planRestore, type RestorePlan, type RestoreTarget } from '../../restorer/plan.js';
+import { nothingToRestore, olderChain, planRestore, type RestorePlan, type RestoreTarget } from '../../restorer/plan.js';
 import { storeLocation } from '../../config/store.js';
-import { executeRestore, restoreSettings } from '../../restorer/restore.js';
+import { BaseSnapshotError, executeRestore, restoreSettings } from '../../restorer/restore.js';
 import type { CommandContext } from '../../config/context.js';
 import { reportFailure } from '../failure.js';
 
@@ -22,11 +22,13 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
     return 1;
   }
   const store = await openSnapStore(storeConfig, { readOnly: true });
+  let listing: Snapshot[] = [];
   try {
     const target: RestoreTarget = {};
     if (config.toRevision > 0) target.revision = config.toRevision;
     if (config.toTime !== '') target.time = new Date(config.toTime);
-    const listing = await store.list();
+    if (config.baseSnapshot !== '') target.baseName = config.baseSnapshot;
+    listing = await store.list();
     const plan = planRestore(listing, target);
     // Nothing to restore is an error for this command (a script would otherwise start an empty etcd); the
     // initialization path instead starts a new member (upstream's "No base snapshot found. Will do nothing.").
@@ -51,10 +53,25 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
     );
     return 0;
   } catch (err) {
-    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl restore', err);
+    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl restore', withWayAround(err, listing));
   } finally {
     await store.close();
   }
+}
+
+/**
+ * A base full snapshot that cannot be restored: the error also names the older chain that goes around it, the
+ * revision its names reach, and the flag that restores it.
+ */
+function withWayAround(err: unknown, listing: readonly Snapshot[]): unknown {
+  if (!(err instanceof BaseSnapshotError)) return err;
+  const older = olderChain(listing, err.snapshot);
+  if (older === undefined) return err;
+  const message =
+    `${err.message}; without it, the older chain from ${older.base.snapName} reaches revision ${older.lastRevision} ` +
+    `(${older.deltas} delta snapshots, by their names): restore it with --base-snapshot=${older.base.snapName} ` +
+    '(etcdbrctl verify checks it first)';
+  return new BaseSnapshotError(err.code, err.snapshot, message, { cause: err });
 }
 
 function planJson(plan: RestorePlan) {

@@ -7,7 +7,7 @@
 import { openSnapStore } from '@etcdbrctl/snapstore';
 import type { VerifyCommandConfig } from '../../config/types.js';
 import { planVerification } from '../../verifier/chains.js';
-import { verifyBackups, type VerifyReport } from '../../verifier/verify.js';
+import { verifyBackups, verifyWayAround, type ObjectVerdict, type VerifyReport } from '../../verifier/verify.js';
 import type { CommandContext } from '../../config/context.js';
 import { reportFailure } from '../failure.js';
 
@@ -34,6 +34,14 @@ export function formatReport(r: VerifyReport): string {
   if (r.orphanDeltas.length > 0)
     lines.push(`${r.orphanDeltas.length} delta snapshot(s) older than every full snapshot were not checked (no restore uses them)`);
   if (r.chains.length === 0) lines.push('no full snapshot in the store: nothing to restore');
+  const around = r.wayAround;
+  if (around) {
+    lines.push(
+      around.ok
+        ? `without the broken full, the older chain from ${around.base} restores to revision ${around.restorableRevision}: etcdbrctl restore --base-snapshot=${around.base}`
+        : `the older chain from ${around.base} is no way around it: ${around.problem ?? 'not checked'}`,
+    );
+  }
   lines.push(
     r.restorable
       ? `restorable: the newest chain restores to revision ${r.chains.at(-1)!.restorableRevision} (${mib(r.bytes)} checked in ${(r.durationMs / 1000).toFixed(1)} s)`
@@ -56,12 +64,16 @@ export async function run(config: VerifyCommandConfig, ctx: CommandContext): Pro
   try {
     const store = await openSnapStore(storeConfig, { readOnly: true });
     try {
-      const plan = planVerification(await store.list(), { all: config.all });
-      report = await verifyBackups(store, plan, {
+      const listing = await store.list();
+      const plan = planVerification(listing, { all: config.all });
+      const options = {
         maxFetchers: config.maxFetchers,
         ...(ctx.signal ? { signal: ctx.signal } : {}),
-        onObject: (o) => ctx.logger.debug({ snapshot: o.snapName, ok: o.ok, bytes: o.bytes, problem: o.problem }, 'checked'),
-      });
+        onObject: (o: ObjectVerdict) => ctx.logger.debug({ snapshot: o.snapName, ok: o.ok, bytes: o.bytes, problem: o.problem }, 'checked'),
+      };
+      report = await verifyBackups(store, plan, options);
+      // A broken newest full: is there a way around it? (What the operator needs next.)
+      await verifyWayAround(store, listing, report, options);
     } finally {
       await store.close();
     }

@@ -97,7 +97,7 @@ export const lsOutputGroup = defineGroup<Pick<LsCommandConfig, 'output' | 'all'>
   },
 });
 
-/** `restore` extras (ours): `--dry-run`, `--to-revision`, `--to-time`, `-o`. */
+/** `restore` extras (ours): `--dry-run`, `--to-revision`, `--to-time`, `--base-snapshot`, `-o`. */
 export const restoreTargetGroup = defineGroup<RestoreTargetConfig>({
   title: 'restore target (not in etcd-backup-restore)',
   fields: {
@@ -114,9 +114,16 @@ export const restoreTargetGroup = defineGroup<RestoreTargetConfig>({
       fileKey: false,
       usage: 'use only snapshots created at or before this RFC 3339 time, e.g. 2026-11-21T10:00:00Z',
     },
+    baseSnapshot: {
+      type: 'string',
+      flag: 'base-snapshot',
+      fileKey: false,
+      usage:
+        'restore from this full snapshot (its name, as etcdbrctl ls or verify print it) and the deltas after it up to the next full, instead of the newest full: to go around a broken one',
+    },
     output: { type: 'string', flag: 'output', shorthand: 'o', fileKey: false, usage: 'output format of --dry-run: text or json' },
   },
-  defaults: () => ({ dryRun: false, toRevision: 0, toTime: '', output: 'text' }),
+  defaults: () => ({ dryRun: false, toRevision: 0, toTime: '', baseSnapshot: '', output: 'text' }),
   validate(c, issues, flag) {
     if (c.toRevision < 0) issues.add(`${flag('toRevision')}: must be >= 0, got ${c.toRevision}`);
     if (c.toTime !== '' && Number.isNaN(Date.parse(c.toTime))) {
