@@ -1,5 +1,5 @@
 /**
- * Publishes this member's `EtcdMember.status` (DEP-04, seeds §7.3) by JSON merge patch on the `/status`
+ * Publishes this member's `EtcdMember.status` (etcd-druid proposal 04-etcd-member-custom-resource.md) by JSON merge patch on the `/status`
  * subresource. etcd-druid creates and deletes the EtcdMember; only its member writes the status.
  *
  * Updates are coalesced: at most one request is in flight, and whatever the model holds when it ends is
