@@ -17,19 +17,9 @@ import { BoltStreamChecker, type StreamCheckOutcome } from '../bbolt/stream-chec
 import type { Chain, VerificationPlan } from './chains.js';
 import { asError } from '../errors.js';
 import { verifyDelta } from './delta-check.js';
-import { ByteCounter, sizeProblem } from './object-check.js';
+import { ByteCounter, sizeProblem, type ObjectVerdict } from './object-check.js';
 
-export interface ObjectVerdict {
-  snapName: string;
-  kind: 'Full' | 'Incr';
-  ok: boolean;
-  /** Bytes downloaded (as stored, compressed). */
-  bytes: number;
-  /** Full: the store revision of its database. Delta: its last event's revision. */
-  revision?: number;
-  events?: number;
-  problem?: string;
-}
+export type { ObjectVerdict } from './object-check.js';
 
 export interface ChainVerdict {
   base: string;
