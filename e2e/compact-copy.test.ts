@@ -1,7 +1,7 @@
 /**
  * `etcdbrctl compact` and `etcdbrctl copy` as processes (bin/etcdbrctl), black-box: flags, environment,
  * exit codes and output, against an upstream v0.23 store, s3rver and a fake Kubernetes API for the lease.
- * Acceptance cases 45 and 46 (upstream-reference.md §13.4) end to end, and a copy killed with SIGKILL
+ * `compact` and `copy` end to end, and a copy killed with SIGKILL
  * mid-copy (Local and S3 destinations): nothing partial becomes visible and a re-run completes it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';

@@ -37,7 +37,7 @@ describe('multi-node cluster through sidecars and the etcd-wrapper protocol', ()
       sidecars.push(await startMemberSidecar(c, i, await writeTemplate(c, i, dir), ['--reelection-period=2s']));
     }
 
-    // Fresh bootstrap (seeds cases 1/2): no member is reachable, so every sidecar answers "bootstrap".
+    // Fresh bootstrap (multi-node proposal cases 1/2): no member is reachable, so every sidecar answers "bootstrap".
     const first = await Promise.all(
       sidecars.map(async (s, i) => {
         const r = await runWrapper(s.url, { binaries, workDir: join(dir, `wrapper-${i}`) });

@@ -1,5 +1,5 @@
 /**
- * `etcdbrctl server` as a process with secondary backup sync (upstream-reference.md §9.5): a real etcd, a
+ * `etcdbrctl server` as a process with secondary backup sync (upstream v0.41 #917): a real etcd, a
  * Local primary store and an S3 secondary (s3rver) reached with `--secondary-*` flags and `SECONDARY_*`
  * credentials. The leader's snapshots must show up in the secondary byte for byte, the secondary must be
  * garbage-collected with the primary's policy, and SIGTERM must stop the sync cleanly.

@@ -1,7 +1,8 @@
 /**
  * `etcdbrctl server` as a process against a real etcd and real stores, under faults: a failing and an
- * unreachable object store, etcd restarting underneath, plus the snapshotter acceptance cases
- * (upstream-reference.md §13.4: 14, 15, 16, 19, 21) that e2e/server.test.ts does not cover.
+ * unreachable object store, etcd restarting underneath, plus the snapshotter cases
+ * (deltas on schedule and on the memory limit, deltas off, a
+ * repeated final full, a failing store's backoff) that e2e/server.test.ts does not cover.
  * After every fault the store must hold a chain that etcd's own history confirms: from the newest full,
  * contiguous deltas covering every later revision exactly once.
  */

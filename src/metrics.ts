@@ -2,7 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { readFileSync } from 'node:fs';
 
 /**
- * The `etcdbr_*` metrics of etcd-backup-restore (upstream-reference.md §11) with upstream's names, types
+ * The `etcdbr_*` metrics of etcd-backup-restore (upstream `pkg/metrics/metrics.go`) with upstream's names, types
  * and labels, pre-initialised to zero for every label combination, plus our own snapshot size metric.
  * One instance per process (or per test) — never a global registry, so tests can build their own.
  */

@@ -25,16 +25,14 @@ import { readFile, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Etcd3 } from 'etcd3';
-import { silentLogger } from '../../snapstore/src/index.js';
-import type { SnapStore, Snapshot } from '../../snapstore/src/index.js';
-import { openLocalStore } from '../../snapstore/src/providers/local.js';
+import type { Snapshot } from '../../snapstore/src/index.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { planRestore } from '../../src/restorer/plan.js';
-import { executeRestore, type DeltaReplayMode, type RestoreOptions } from '../../src/restorer/restore.js';
-import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
-import { MiB, arg, median, round1, table } from './support/measure.js';
-import { baseSnapshot, writeChurnChain } from './support/restore-chain.js';
+import { executeRestore, type DeltaReplayMode } from '../../src/restorer/restore.js';
+import { etcdBinaries } from '../../test/support/etcd.js';
+import { benchLocalStore, benchRestoreOptions, smallBaseSnapshot } from './support/restore-setup.js';
+import { arg, median, round1, table } from './support/measure.js';
+import { writeChurnChain } from './support/restore-chain.js';
 
 const RATE_TARGET = 50_000;
 const MILLION_SECONDS_TARGET = 60;
@@ -47,50 +45,10 @@ function flag(name: string): string | undefined {
   return process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 }
 
-function options(binaries: EtcdBinaries, dir: string, over: Partial<RestoreOptions>): RestoreOptions {
-  return {
-    binaries,
-    dataDir: path.join(dir, 'data'),
-    tempDir: path.join(dir, 'tmp'),
-    name: 'default',
-    initialCluster: 'default=http://127.0.0.1:2380',
-    initialClusterToken: 'etcd-cluster',
-    initialAdvertisePeerUrls: ['http://127.0.0.1:2380'],
-    skipHashCheck: false,
-    maxFetchers: 6,
-    embeddedEtcdQuotaBytes: 8 * 1024 * MiB,
-    maxRequestBytes: 10 * MiB,
-    maxTxnOps: 10240,
-    logger: silentLogger,
-    ...over,
-  };
-}
-
-async function local(root: string, tmp: string): Promise<SnapStore> {
-  return openLocalStore({
-    provider: 'Local',
-    rootDir: root,
-    container: 'bench',
-    prefix: 'v2',
-    maxParallelChunkUploads: 5,
-    minChunkSize: 5 * MiB,
-    tempDir: tmp,
-  });
-}
-
 /** A store with a real base snapshot (a few hundred keys) and `revisions` churn revisions after it. */
 async function chainStore(root: string, tmp: string, revisions: number): Promise<{ base: Snapshot; deltas: number }> {
-  const store = await local(root, tmp);
-  const src = await startTestEtcd();
-  const c = new Etcd3({ hosts: src.clientUrl });
-  let base: Snapshot;
-  try {
-    for (let i = 0; i < 300; i++) await c.put(`/registry/bench/base/${i}`).value(Buffer.alloc(200, 0x62));
-    base = await baseSnapshot(c, store);
-  } finally {
-    c.close();
-    await src.cleanup();
-  }
+  const store = await benchLocalStore(root, tmp);
+  const base = await smallBaseSnapshot(store);
   const deltas = await writeChurnChain(store, base, {
     revisions,
     perDelta: 10_000,
@@ -110,7 +68,7 @@ async function benchRate(binaries: EtcdBinaries, tmp: string, runs: number, revi
   console.log(
     `  chain: base at revision ${base.lastRevision}, ${revisions} revisions in ${deltas} gzip deltas (${((Date.now() - t0) / 1000).toFixed(1)} s to write)`,
   );
-  const store = await local(root, tmp);
+  const store = await benchLocalStore(root, tmp);
   const rates: Record<DeltaReplayMode, number[]> = { offline: [], online: [], auto: [] };
   const totals: Record<DeltaReplayMode, number[]> = { offline: [], online: [], auto: [] };
   try {
@@ -118,7 +76,11 @@ async function benchRate(binaries: EtcdBinaries, tmp: string, runs: number, revi
       for (const mode of ['offline', 'online'] as const) {
         const dir = await mkdtemp(path.join(tmp, `rate-${mode}-`));
         try {
-          const res = await executeRestore(store, planRestore(await store.list()), options(binaries, dir, { deltaReplay: mode }));
+          const res = await executeRestore(
+            store,
+            planRestore(await store.list()),
+            benchRestoreOptions(binaries, dir, { deltaReplay: mode }),
+          );
           if (res.revisionsApplied !== revisions) throw new Error(`${mode}: replayed ${res.revisionsApplied} of ${revisions} revisions`);
           rates[mode].push(res.revisionsApplied / (res.replayMs / 1000));
           totals[mode].push(res.durationMs / 1000);

@@ -32,15 +32,14 @@ import { PassThrough } from 'node:stream';
 import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { Etcd3 } from 'etcd3';
-import { silentLogger } from '../../snapstore/src/index.js';
 import type { SnapStore, Snapshot } from '../../snapstore/src/index.js';
-import { openLocalStore } from '../../snapstore/src/providers/local.js';
 import { restoreTool } from '../../src/etcd/base-restore.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { atLeast35 } from '../../src/etcd/binaries.js';
 import { planRestore, type RestorePlan } from '../../src/restorer/plan.js';
-import { executeRestore, type RestoreOptions } from '../../src/restorer/restore.js';
+import { executeRestore } from '../../src/restorer/restore.js';
 import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
+import { benchLocalStore, benchRestoreOptions, smallBaseSnapshot } from './support/restore-setup.js';
 import { MiB, arg, measured, median, round1, round3, table } from './support/measure.js';
 import { fillEtcd } from './support/fill.js';
 import type { Run } from './support/measure.js';
@@ -58,37 +57,6 @@ const VALUE_BYTES = 100;
 
 function flag(name: string): string | undefined {
   return process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
-}
-
-function options(binaries: EtcdBinaries, dir: string, over: Partial<RestoreOptions> = {}): RestoreOptions {
-  return {
-    binaries,
-    dataDir: path.join(dir, 'data'),
-    tempDir: path.join(dir, 'tmp'),
-    name: 'default',
-    initialCluster: 'default=http://127.0.0.1:2380',
-    initialClusterToken: 'etcd-cluster',
-    initialAdvertisePeerUrls: ['http://127.0.0.1:2380'],
-    skipHashCheck: false,
-    maxFetchers: 6,
-    embeddedEtcdQuotaBytes: 8 * 1024 * MiB,
-    maxRequestBytes: 10 * MiB,
-    maxTxnOps: 10240,
-    logger: silentLogger,
-    ...over,
-  };
-}
-
-async function local(root: string, tmp: string): Promise<SnapStore> {
-  return openLocalStore({
-    provider: 'Local',
-    rootDir: root,
-    container: 'bench',
-    prefix: 'v2',
-    maxParallelChunkUploads: 5,
-    minChunkSize: 5 * MiB,
-    tempDir: tmp,
-  });
 }
 
 function baseOnly(base: Snapshot): RestorePlan {
@@ -124,17 +92,8 @@ async function variants(binaries: EtcdBinaries, tmp: string, shm: string | undef
 }
 
 async function benchReplay(binaries: EtcdBinaries, tmp: string, shm: string | undefined, runs: number, revisions: number) {
-  const src = await startTestEtcd();
-  const c = new Etcd3({ hosts: src.clientUrl });
-  const store = await local(path.join(tmp, 'replay-store'), tmp);
-  let base: Snapshot;
-  try {
-    for (let i = 0; i < 300; i++) await c.put(`/registry/bench/base/${i}`).value(Buffer.alloc(200, 0x62));
-    base = await baseSnapshot(c, store);
-  } finally {
-    c.close();
-    await src.cleanup();
-  }
+  const store = await benchLocalStore(path.join(tmp, 'replay-store'), tmp);
+  const base = await smallBaseSnapshot(store);
   const t0 = Date.now();
   const deltas = await writeSmallPutChain(store, base, {
     revisions,
@@ -159,7 +118,7 @@ async function benchReplay(binaries: EtcdBinaries, tmp: string, shm: string | un
           const res = await executeRestore(
             store,
             baseOnly(base),
-            options(binaries, dir, { keepEtcdRunning: true, fsync, tempDir: path.join(tmp, 'scratch') }),
+            benchRestoreOptions(binaries, dir, { keepEtcdRunning: true, fsync, tempDir: path.join(tmp, 'scratch') }),
           );
           const etcd = res.etcd!;
           const client = new Etcd3({ hosts: etcd.clientUrl });
@@ -180,7 +139,7 @@ async function benchReplay(binaries: EtcdBinaries, tmp: string, shm: string | un
           const res = await executeRestore(
             store,
             plan,
-            options(binaries, dir, { fsync, deltaReplay: 'online', tempDir: path.join(tmp, 'scratch') }),
+            benchRestoreOptions(binaries, dir, { fsync, deltaReplay: 'online', tempDir: path.join(tmp, 'scratch') }),
           );
           if (res.revisionsApplied !== revisions) throw new Error(`replayed ${res.revisionsApplied} of ${revisions} revisions`);
           v.replay.push(res.revisionsApplied / (res.replayMs / 1000));
@@ -222,7 +181,7 @@ function streamingOnly(store: SnapStore): SnapStore {
 
 async function benchBase(binaries: EtcdBinaries, tmp: string, runs: number, dbMB: number): Promise<BaseResult> {
   const storeRoot = path.join(tmp, 'base-store');
-  const store = await local(storeRoot, tmp);
+  const store = await benchLocalStore(storeRoot, tmp);
   const src = await startTestEtcd({ quotaBackendBytes: 8 * 1024 * MiB });
   let base: Snapshot;
   try {
@@ -265,8 +224,8 @@ async function benchBase(binaries: EtcdBinaries, tmp: string, runs: number, dbMB
           maxBuffer: 16 * MiB,
         }),
     ],
-    ['ours', (dir) => executeRestore(store, baseOnly(base), options(binaries, dir))],
-    ['download', (dir) => executeRestore(streamingOnly(store), baseOnly(base), options(binaries, dir))],
+    ['ours', (dir) => executeRestore(store, baseOnly(base), benchRestoreOptions(binaries, dir))],
+    ['download', (dir) => executeRestore(streamingOnly(store), baseOnly(base), benchRestoreOptions(binaries, dir))],
   ];
   for (let r = 0; r < runs; r++) {
     // Alternate the order, so whatever one case leaves behind (cache, writeback) does not always hit the same next case.
@@ -289,11 +248,11 @@ interface RssSetup {
 /** --child=rss: one restore of the large-delta store in this fresh process; prints Run + revisions. */
 async function rssChild(setup: RssSetup): Promise<void> {
   const binaries = await etcdBinaries();
-  const store = await local(setup.storeRoot, setup.tmp);
+  const store = await benchLocalStore(setup.storeRoot, setup.tmp);
   const plan = planRestore(await store.list());
   const dir = await mkdtemp(path.join(setup.tmp, 'rss-'));
   try {
-    const { run, value } = await measured(() => executeRestore(store, plan, options(binaries, dir, { maxFetchers: 1 })));
+    const { run, value } = await measured(() => executeRestore(store, plan, benchRestoreOptions(binaries, dir, { maxFetchers: 1 })));
     console.log(JSON.stringify({ run, revisions: value.revisionsApplied, replayMs: value.replayMs }));
   } finally {
     await store.close();
@@ -307,7 +266,7 @@ async function benchRss(
   deltaMB: number,
 ): Promise<{ runs: (Run & { revisions: number; replayMs: number })[]; jsonBytes: number }> {
   const storeRoot = path.join(tmp, 'rss-store');
-  const store = await local(storeRoot, tmp);
+  const store = await benchLocalStore(storeRoot, tmp);
   const src = await startTestEtcd();
   const c = new Etcd3({ hosts: src.clientUrl });
   let base: Snapshot;

@@ -1,5 +1,5 @@
 /**
- * A stand-in for etcd-wrapper (upstream-reference.md §2.1): drive the sidecar's initialization protocol
+ * A stand-in for etcd-wrapper (etcd-wrapper `internal/bootstrap/bootstrap.go`): drive the sidecar's initialization protocol
  * (status → start → status … Successful), fetch `/config`, write it to a file and start etcd with
  * `--config-file`, exactly as the wrapper hands the served config to its embedded etcd.
  */

@@ -13,6 +13,7 @@ import * as zlib from 'node:zlib';
 import { SnapStoreError } from './errors.js';
 import { InternalError } from './internal-errors.js';
 import { LzwDecoder, LzwEncoder } from './lzw.js';
+import { PacedDecoder } from './paced-decoder.js';
 import type { CompressionSuffix } from './snapshot.js';
 
 export type CompressionPolicy = 'gzip' | 'lzw' | 'zlib' | 'zstd';
@@ -209,15 +210,12 @@ const ZSTD_MIN_ROOM = 16 * 1024;
  * a whole chunk's output at once (zstd can expand 64 KiB into gigabytes); this one errors on empty or
  * unfinished frames and pauses between output blocks while the readable side is full.
  */
-class ZstdDecoder extends Transform {
+class ZstdDecoder extends PacedDecoder {
   private readonly dctx = new (zstd().binding.DCtx)();
   private readonly corrupt: (cause: unknown) => Error;
   private sawInput = false;
   /** True while a frame has started but not fully been decoded and flushed. */
   private inFrame = false;
-  private input: Buffer | null = null;
-  private pending: TransformCallback | null = null;
-  private running = false;
   private out = Buffer.allocUnsafe(zstd().binding.dStreamOutSize());
   private outPos = 0;
 
@@ -233,17 +231,7 @@ class ZstdDecoder extends Transform {
       return;
     }
     this.sawInput = true;
-    this.input = buf;
-    this.pending = callback;
-    this.run();
-  }
-
-  override _read(size: number): void {
-    if (this.pending !== null && !this.running) {
-      this.run();
-      return;
-    }
-    super._read(size);
+    this.decodeChunk(buf, callback);
   }
 
   override _flush(callback: TransformCallback): void {
@@ -258,25 +246,12 @@ class ZstdDecoder extends Transform {
     callback();
   }
 
-  private run(): void {
-    this.running = true;
-    let paused = false;
-    let error: Error | undefined;
-    try {
-      paused = this.decode();
-    } catch (err) {
-      error = this.corrupt(err);
-    }
-    this.running = false;
-    if (paused) return;
-    const callback = this.pending;
-    this.pending = null;
-    this.input = null;
-    callback?.(error);
+  protected override decodeError(err: unknown): Error {
+    return this.corrupt(err);
   }
 
   /** Returns true when paused for backpressure with input or buffered output left. */
-  private decode(): boolean {
+  protected decode(): boolean {
     let src = this.input ?? Buffer.alloc(0);
     for (;;) {
       if (this.out.length - this.outPos < ZSTD_MIN_ROOM) {

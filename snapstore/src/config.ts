@@ -34,7 +34,7 @@ export interface LocalStoreConfig extends StoreConfigBase {
   rootDir: string;
 }
 
-/** S3 credentials and options, as read from `AWS_APPLICATION_CREDENTIALS[_JSON]` (upstream §3.6). */
+/** S3 credentials and options, as read from `AWS_APPLICATION_CREDENTIALS[_JSON]` (upstream `pkg/snapstore/s3_snapstore.go`). */
 export interface S3Credentials {
   region?: string;
   accessKeyID?: string;

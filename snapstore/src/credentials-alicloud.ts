@@ -1,5 +1,5 @@
 /**
- * Alibaba Cloud OSS credentials (upstream-reference.md §3.6): `<P>ALICLOUD_APPLICATION_CREDENTIALS_JSON`
+ * Alibaba Cloud OSS credentials (upstream `pkg/snapstore/oss_snapstore.go`): `<P>ALICLOUD_APPLICATION_CREDENTIALS_JSON`
  * (a JSON file) or `<P>ALICLOUD_APPLICATION_CREDENTIALS` (a directory: its first `*.json` file, or one
  * file per key). `storageEndpoint`, `accessKeyID` and `accessKeySecret` are required (upstream checks the
  * directory form only; a JSON file without them could only fail later, so both forms are checked here);

@@ -1,5 +1,5 @@
 /**
- * OpenStack Swift credentials, as etcd-backup-restore reads them (upstream-reference.md §3.6):
+ * OpenStack Swift credentials, as etcd-backup-restore reads them (upstream `pkg/snapstore/swift_snapstore.go`):
  * `<P>OPENSTACK_APPLICATION_CREDENTIALS_JSON` (a JSON file), else `<P>OPENSTACK_APPLICATION_CREDENTIALS`
  * (a directory: its first `*.json` file, or one file per key), else the gophercloud `OS_*` environment
  * (`SOURCE_OS_*` for the copy source, `SECONDARY_OS_*` for the secondary store).

@@ -1,6 +1,6 @@
 /**
  * Credentials of the two S3-compatible providers upstream reaches through its generic S3 client
- * (upstream-reference.md §3.6), both static keys with path-style addressing:
+ * (upstream `pkg/snapstore/s3_snapstore.go`), both static keys with path-style addressing:
  * - Dell ECS: environment only, `ECS_ENDPOINT`, `ECS_ACCESS_KEY_ID`, `ECS_SECRET_ACCESS_KEY` (required),
  *   `ECS_DISABLE_SSL`, `ECS_INSECURE_SKIP_VERIFY` (default false); region `US-Standard`.
  * - OpenShift Container Storage: `<P>OPENSHIFT_APPLICATION_CREDENTIALS_JSON` or `..._CREDENTIALS` (a

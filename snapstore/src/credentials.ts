@@ -1,6 +1,6 @@
 /**
- * Credential environment variables and files, as etcd-backup-restore reads them (upstream-reference.md
- * §3.6), and their modification time for rotation detection.
+ * Credential environment variables and files, as etcd-backup-restore reads them (upstream
+ * `pkg/snapstore/*_snapstore.go`), and their modification time for rotation detection.
  *
  * Lookup order per provider and prefix P ('' primary, 'SOURCE_' copy source, 'SECONDARY_' secondary store):
  * 1. `<P><BASE>_JSON`: a JSON file;
@@ -230,7 +230,7 @@ const STS_TOKEN_URL = 'https://sts.googleapis.com/v1/token';
 
 type GcsKind = 'service_account' | 'external_account';
 
-/** Validates the parsed JSON as §3.6 describes; returns its kind. */
+/** Validates the parsed JSON as upstream's providers accept it; returns its kind. */
 function checkGcsJson(envVar: string, path: string, obj: Record<string, unknown>): GcsKind {
   const bad = (what: string): SnapStoreError => fail(`${envVar}: GCS credential file ${path}: ${what}`);
   const type = obj['type'];
@@ -347,7 +347,7 @@ export async function readCredentials(
  * - GCS: the credentials file, plus `token` and `projectID` beside it for external_account;
  * - Swift, OSS and OCS directories: the files of credentials-openstack.ts, -alicloud.ts, -s3-compatible.ts.
  *
- * Undefined means "nothing to watch": Local, ECS (environment only), or no credential variable set (upstream errors then, §15.9).
+ * Undefined means "nothing to watch": Local, ECS (environment only), or no credential variable set (upstream errors then; docs/design-decisions.md).
  * A listed file that is missing is an E_CREDENTIALS error.
  */
 export async function credentialsModifiedTime(

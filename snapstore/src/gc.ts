@@ -1,6 +1,6 @@
 /**
  * Executes a garbage-collection plan from `planGarbageCollection` against a store, with upstream's
- * failure rules (§6.1): immutability refusals are skips, not failures; a stream stops after 5 failed
+ * failure rules (`garbagecollector.go` `GarbageCollectDeltaSnapshots`; docs/design-decisions.md): immutability refusals are skips, not failures; a stream stops after 5 failed
  * deletions; a stream's full is deleted only when all of its planned delta deletions succeeded.
  */
 import { isSnapStoreError } from './errors.js';

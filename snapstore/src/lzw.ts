@@ -10,6 +10,7 @@
 import { Transform } from 'node:stream';
 import type { TransformCallback, TransformOptions } from 'node:stream';
 import { InternalError } from './internal-errors.js';
+import { PacedDecoder } from './paced-decoder.js';
 
 const CLEAR = 256;
 const EOF = 257;
@@ -233,7 +234,7 @@ export interface LzwDecoderOptions extends TransformOptions {
  * One input chunk can expand a lot (up to ~1300x), so output is produced in bounded pieces and decoding
  * pauses while the readable side is full, resuming from `_read`.
  */
-export class LzwDecoder extends Transform {
+export class LzwDecoder extends PacedDecoder {
   private readonly prefix = new Uint16Array(1 << MAX_WIDTH);
   private readonly suffix = new Uint8Array(1 << MAX_WIDTH);
   private readonly length = new Uint16Array(1 << MAX_WIDTH);
@@ -257,12 +258,8 @@ export class LzwDecoder extends Transform {
   private outPos = 0;
   private outStart = 0;
 
-  /** The chunk being decoded and the write callback to call once it is consumed (null when idle). */
-  private input: Buffer | null = null;
+  /** How far into `input` decoding has got. */
   private inPos = 0;
-  private pending: TransformCallback | null = null;
-  private running = false;
-  private readWanted = false;
 
   constructor(options: LzwDecoderOptions = {}) {
     const { makeError, ...rest } = options;
@@ -280,28 +277,8 @@ export class LzwDecoder extends Transform {
       callback();
       return;
     }
-    this.input = asBuffer(chunk);
     this.inPos = 0;
-    this.pending = callback;
-    this.run();
-  }
-
-  override _read(size: number): void {
-    if (this.running) {
-      // Asked for more while we were pushing (a synchronous consumer): remember it, or a pause taken
-      // right after this push would wait for a read request that has already happened.
-      this.readWanted = true;
-      return;
-    }
-    if (this.pending !== null) {
-      this.run();
-      // The chunk is done and its write callback may have parked the next write until a read
-      // request (Transform's kCallback). This request may have produced no push at all (output is
-      // batched), and the stream asks again only after a push: release the parked write now.
-      if (this.pending === null) super._read(size);
-      return;
-    }
-    super._read(size);
+    this.decodeChunk(asBuffer(chunk), callback);
   }
 
   override _flush(callback: TransformCallback): void {
@@ -314,35 +291,8 @@ export class LzwDecoder extends Transform {
     callback();
   }
 
-  /** Decodes the current chunk until it is used up, an error occurs, or the readable side asks us to wait. */
-  private run(): void {
-    this.running = true;
-    let paused = false;
-    let error: Error | undefined;
-    try {
-      do {
-        this.readWanted = false;
-        paused = this.decode();
-      } while (paused && this.readWanted);
-    } catch (err) {
-      error = err as Error;
-    }
-    this.running = false;
-    if (paused) return;
-    const callback = this.pending;
-    this.pending = null;
-    this.input = null;
-    callback?.(error);
-    // A read request swallowed while running must still reach Transform's own _read, which releases
-    // the next buffered write; otherwise both sides wait for each other.
-    if (this.readWanted && !error) {
-      this.readWanted = false;
-      super._read(this.readableHighWaterMark);
-    }
-  }
-
   /** Returns true when paused for backpressure; the state is saved so a later call continues exactly there. */
-  private decode(): boolean {
+  protected decode(): boolean {
     for (;;) {
       const status = this.decodeSome();
       if (status === STOP_FULL) {

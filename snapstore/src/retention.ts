@@ -1,6 +1,6 @@
 /**
  * Garbage-collection policies as pure functions: (listed snapshots, now, policy) -> what to delete
- * (upstream-reference.md §6, `pkg/snapshot/snapshotter/garbagecollector.go`). `gc.ts` executes a plan.
+ * (upstream `pkg/snapshot/snapshotter/garbagecollector.go`). `gc.ts` executes a plan.
  */
 import { SnapStoreError } from './errors.js';
 import { isDeletable, sortSnapshots } from './snapshot.js';
@@ -50,7 +50,7 @@ const MAX_INT32 = 2_147_483_647;
  *
  * Differences from upstream, on purpose:
  * - Chunk GC also keeps chunks whose parent object is not listed yet: GCS composes the parent only at
- *   the end of an upload, and an in-flight full's chunks start at revision 0 (upstream quirk §15.10).
+ *   the end of an upload, and an in-flight full's chunks start at revision 0 (docs/design-decisions.md, upstream quirks).
  * - Deltas older than the oldest full (a stream without a full) are only subject to delta retention;
  *   upstream would also run the full-snapshot rule on the first of them.
  * - The plan assumes every delta deletion succeeds. Upstream moves the Exponential week boundary only

@@ -1,6 +1,7 @@
 /**
  * Snapshot records and their names, exactly as etcd-backup-restore writes and parses them
- * (upstream-reference.md §3.2–3.4).
+ * (upstream `pkg/types/snapstore.go`, `pkg/miscellaneous/miscellaneous.go`
+ * `GetLatestFullSnapshotAndDeltaSnapList`).
  */
 import path from 'node:path';
 import { SnapStoreError } from './errors.js';
@@ -167,7 +168,7 @@ const DIGITS = /^[0-9]+$/;
 const MAX_UNIX_SECONDS = 8_640_000_000_000;
 
 /**
- * Parses an object key into a snapshot record (upstream ParseSnapshot, §3.2). Throws
+ * Parses an object key into a snapshot record (upstream `ParseSnapshot`, `pkg/types/snapstore.go`). Throws
  * SnapStoreError('E_BAD_NAME') naming the key and the reason.
  *
  * Layouts: `<prefix>/v2/<name>`, `<prefix>/v2/<name>/<chunk %010d>`, `<prefix>/v1/<dir>/<name>`,
@@ -320,7 +321,7 @@ export function listedObjectKey(snap: Snapshot): string {
 /**
  * What providers list under: the parent of the last element of the effective prefix (its `v2`), so
  * that `v1/` objects are found too. Ends with '/' (or is '' for a bare `v2`): upstream lists with the
- * raw parent string, so `etcd-main` also matched `etcd-main2/...` (§15.6); we deliberately don't.
+ * raw parent string, so `etcd-main` also matched `etcd-main2/...` (docs/design-decisions.md, upstream quirks); we deliberately don't.
  */
 export function listingPrefix(storePrefix: string): string {
   const trimmed = storePrefix.replace(/\/+$/, '');

@@ -1,5 +1,6 @@
 /**
- * The delta snapshot payload of etcd-backup-restore, byte for byte (upstream-reference.md §4.2):
+ * The delta snapshot payload of etcd-backup-restore, byte for byte (upstream
+ * `pkg/snapshot/snapshotter/snapshotter.go` `handleDeltaWatchEvents`, `TakeDeltaSnapshot`):
  * a compact JSON array of `{"etcdEvent":{...},"time":"..."}` elements as Go's encoding/json writes
  * `clientv3.Event` (omitempty everywhere, `type` 1 for DELETE and absent for PUT, base64 key/value),
  * followed by 32 raw bytes of sha256 over the JSON.

@@ -12,12 +12,12 @@ import {
 } from './defrag.js';
 
 /**
- * Removal of superfluous etcd members by the leading sidecar (seeds CLEAN-01, CLEAN-03; issue 5).
+ * Removal of superfluous etcd members by the leading sidecar (etcd-druid proposal 01-multi-node-etcd-clusters.md; issue 5).
  *
  * Pods of the etcd StatefulSet are `<statefulset>-<ordinal>`, and a member is named after its pod (with
  * `<member-name-prefix>-` in front when the etcd config sets one). A member whose ordinal is at or above the
  * configured cluster size has no pod any more, e.g. after a failed scale-up was rolled back, and only hurts
- * quorum. Upstream dropped its (never enabled) member GC in v0.42; we do it because the seeds ask for it.
+ * quorum. Upstream dropped its (never enabled) member GC in v0.42; we do it because etcd-druid's multi-node proposal asks for it.
  */
 
 /** Upstream's `DefaultMemberGarbageCollectionPeriod`. */

@@ -166,7 +166,8 @@ export type DefragAttemptResult =
   | { outcome: 'failed'; reason: string };
 
 /**
- * Rolling defragmentation of the whole cluster on the leading sidecar (upstream §9.4, seeds DEFRAG-01..06):
+ * Rolling defragmentation of the whole cluster on the leading sidecar (upstream `pkg/defragmentor/defrag.go`;
+ * etcd-druid proposal 01-multi-node-etcd-clusters.md):
  * on each cron tick (a tick while a run is still going is skipped), wait one retry period, then try until
  * one attempt succeeds, waiting a retry period between attempts. An attempt lists the members, requires
  * every one of them to answer Status and none to be a learner (checked again before each member), and

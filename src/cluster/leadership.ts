@@ -48,7 +48,7 @@ export interface LeadershipCallbacks {
 
 /**
  * Mirrors etcd's raft leadership: every `periodMs`, ask the local member who leads. The sidecar of the
- * leader runs snapshots, GC and defragmentation; no Kubernetes lock is involved (upstream §9.2).
+ * leader runs snapshots, GC and defragmentation; no Kubernetes lock is involved (upstream `pkg/leaderelection/leaderelection.go`).
  */
 export class LeadershipWatcher {
   private state: LeadershipState = 'Follower';

@@ -1,5 +1,5 @@
 /**
- * Publishes this member's `EtcdMember.status` (DEP-04, seeds §7.3): folds events into the pure model
+ * Publishes this member's `EtcdMember.status` (etcd-druid proposal 04-etcd-member-custom-resource.md): folds events into the pure model
  * (member-status.ts) and decides when to write; src/k8s/etcd-member-status.ts does the requests.
  *
  * Updates are coalesced: at most one request is in flight, and whatever the model holds when it ends is

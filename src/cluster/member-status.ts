@@ -1,5 +1,5 @@
 /**
- * What this member publishes in `EtcdMember.status` (DEP-04, seeds §7): a pure model that folds the
+ * What this member publishes in `EtcdMember.status` (etcd-druid proposal 04-etcd-member-custom-resource.md): a pure model that folds the
  * sidecar's observations (initialization steps, etcd's Status answers, stored snapshots, defragmentations)
  * into the status body etcd-druid reads. No I/O here; src/k8s/etcd-member-status.ts sends the body.
  *

@@ -1,5 +1,5 @@
 /**
- * Membership operations of a multi-node cluster (upstream `pkg/member`, upstream-reference.md §9): observe
+ * Membership operations of a multi-node cluster (upstream `pkg/member/member_control.go`): observe
  * the cluster through the service endpoints, add this member as a learner, remove a member, promote a
  * learner. Every operation builds a fresh client for one endpoint at a time: the etcd client's per-host circuit breaker
  * would otherwise keep refusing calls for seconds after the "unhealthy cluster" answers a fresh cluster

@@ -141,7 +141,7 @@ export class MultiNode {
   }
 
   /**
-   * What `/config` renders from (upstream §12, §8.3): the member list through the service endpoints, each
+   * What `/config` renders from (upstream `pkg/server/httpAPI.go` `/config`, `getClusterState`): the member list through the service endpoints, each
    * member named by its name or, for a learner that has not run yet, by the initial-cluster entry with its
    * peer URL (upstream counts that nameless member too). A learner present means state `existing`; so does
    * this member's own decision to join as a learner, even when the member list cannot be read right now.

@@ -56,7 +56,7 @@ function normalizeUrl(u: string): string {
 }
 
 /**
- * Upstream `UpdateMemberPeerURL` (§9.3): when the etcd config advertises a peer URL that the cluster does
+ * Upstream `UpdateMemberPeerURL` (`pkg/member/member_control.go`): when the etcd config advertises a peer URL that the cluster does
  * not have for this member (typically http → https when peer TLS is switched on), MemberUpdate this member
  * to the config's URLs, retrying; then restart etcd through etcd-wrapper, or warn that someone must, since
  * etcd only takes the new URLs on a restart.

@@ -1,5 +1,5 @@
 /**
- * Learner promotion (upstream §9.2): the LeadershipWatcher of a follower whose local etcd is a learner calls
+ * Learner promotion (upstream `pkg/leaderelection/leaderelection.go` `Promote` callback): the LeadershipWatcher of a follower whose local etcd is a learner calls
  * `onLearner` every reelection period; each call makes at most one promotion attempt (etcd refuses until the
  * learner is in sync, and the next period retries). A learner that stays behind is logged louder once it has
  * waited `stuckAfterMs`, naming what usually causes it.

@@ -1,5 +1,5 @@
 /**
- * `etcdbrctl compact` (upstream-reference.md §10.1): folds the latest full snapshot and the deltas after it
+ * `etcdbrctl compact` (upstream `pkg/compactor/compactor.go`): folds the latest full snapshot and the deltas after it
  * into one new full snapshot. The chain is restored into a throw-away data dir with a local etcd kept
  * running, compacted at its head revision (physical), optionally defragmented, and streamed back into the
  * store as an ordinary full snapshot `Full-00000000-<rev>-<now>`. Because `rev` is the last delta's revision

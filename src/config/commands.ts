@@ -1,5 +1,5 @@
 /**
- * Which flag groups each subcommand uses (upstream-reference.md §1.2), and where each group's values sit
+ * Which flag groups each subcommand uses (upstream `cmd/*.go`), and where each group's values sit
  * in the command's config object and in the server config file.
  */
 import { exponentialBackoffGroup } from './groups/backoff.js';

@@ -4,8 +4,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { parseIdentityFile, parseRecipientsFile, SnapStoreError, type CredentialEnv, type SnapshotEncryption } from '@etcdbrctl/snapstore';
-import type { StoreRole } from './store.js';
-import type { EncryptionConfig } from './types.js';
+import type { EncryptionConfig, StoreRole } from './types.js';
 
 /** Used when the flag is not given, as `STORAGE_CONTAINER` is for `--store-container`. */
 export const ENCRYPTION_RECIPIENTS_FILE_ENV = 'ENCRYPTION_RECIPIENTS_FILE';

@@ -170,7 +170,7 @@ export interface ClusterView {
 }
 
 /**
- * The config served on `/config` (upstream §12): the template with this member's name, its own peer and
+ * The config served on `/config` (upstream `pkg/server/httpAPI.go` `/config` handler): the template with this member's name, its own peer and
  * client URLs flattened to comma-separated strings, `initial-cluster` filtered to existing members plus
  * ourselves, and `initial-cluster-state`. Every other key passes through unchanged.
  */

@@ -1,5 +1,5 @@
 /**
- * The server config file (`--config-file`, upstream-reference.md §1.3): YAML with upstream's json-tag keys.
+ * The server config file (`--config-file`, upstream `pkg/server/types.go`): YAML with upstream's json-tag keys.
  *
  * Like Go's encoding/json behind sigs.k8s.io/yaml, keys match exactly or else case-insensitively, unknown
  * keys are ignored (we warn), `null` leaves a value as it is, and a value of the wrong type is an error.

@@ -18,10 +18,9 @@ import {
 import type { CredentialEnv, CredentialEnvPrefix, Logger, StoreConfig, StoreConfigBase } from '@etcdbrctl/snapstore';
 import { encryptionFiles, readEncryptionKeys } from './encryption.js';
 import { providerError } from './groups/snapstore.js';
-import type { EncryptionConfig, SnapstoreConfig } from './types.js';
+import type { EncryptionConfig, SnapstoreConfig, StoreRole } from './types.js';
 
-/** Which of a command's stores: the primary (`--store-*`), the copy source (`--source-*`), the secondary. */
-export type StoreRole = 'primary' | 'source' | 'secondary';
+export type { StoreRole } from './types.js';
 
 export const STORE_ENV_PREFIX: Readonly<Record<StoreRole, CredentialEnvPrefix>> = {
   primary: '',

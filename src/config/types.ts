@@ -1,6 +1,6 @@
 /**
  * Typed configuration of every subcommand. Field names are upstream's json tags (the keys of the server
- * config file, upstream-reference.md §1.3), so the same objects serve flags and `--config-file`.
+ * config file, upstream `pkg/server/types.go`), so the same objects serve flags and `--config-file`.
  *
  * Units: every `DurationMs` is milliseconds (parsed from and printed in Go syntax such as `30s`);
  * byte sizes are bytes.
@@ -28,7 +28,7 @@ export interface EtcdConnectionConfig {
   snapshotTimeout: DurationMs;
   defragTimeout: DurationMs;
   insecureTransport: boolean;
-  /** Defaults to true from flags (upstream quirk §15.1), false from the config file (struct default). */
+  /** Defaults to true from flags (docs/design-decisions.md, upstream quirks), false from the config file (struct default). */
   insecureSkipVerify: boolean;
   certFile: string;
   keyFile: string;
@@ -293,3 +293,6 @@ export interface CommandConfigs {
 }
 
 export type CommandName = keyof CommandConfigs;
+
+/** Which of a command's stores: the primary (`--store-*`), the copy source (`--source-*`), the secondary. */
+export type StoreRole = 'primary' | 'source' | 'secondary';

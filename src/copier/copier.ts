@@ -1,5 +1,5 @@
 /**
- * `etcdbrctl copy` (upstream-reference.md §10.2): copies backups (a full snapshot and the deltas after it)
+ * `etcdbrctl copy` (upstream `pkg/snapshot/copier/copier.go`, `cmd/copy.go`): copies backups (a full snapshot and the deltas after it)
  * from a source store to a destination store, object by object, bytes verbatim.
  *
  * - With `--wait-for-final-snapshot`, first polls the source until one of its newest 4 full snapshots is

@@ -1,5 +1,5 @@
 /**
- * Secondary backup sync of `etcdbrctl server` (upstream-reference.md §9.5, upstream v0.41 #917): while this
+ * Secondary backup sync of `etcdbrctl server` (upstream `pkg/server/backuprestoreserver.go`, since v0.41 #917): while this
  * sidecar leads, every backup of the primary store is copied to the secondary store (`--secondary-*`,
  * `SECONDARY_*` credentials) at once and then every `--secondary-backup-sync-period`, and the secondary
  * store is garbage-collected with the primary's policy and period.

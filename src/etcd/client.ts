@@ -23,7 +23,7 @@ export async function connectLocalEtcd(clientUrl: string): Promise<LocalEtcdClie
   return new LocalEtcd3Client(etcd3, clientUrl);
 }
 
-/** What the etcd-connection flag group decides about reaching etcd (upstream §1.1). */
+/** What the etcd-connection flag group decides about reaching etcd (upstream `pkg/types/etcdconnection.go`). */
 export interface EtcdClientOptions {
   endpoints: string[];
   username?: string;

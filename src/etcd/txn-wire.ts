@@ -7,6 +7,7 @@
  * TxnResponse{header = 1, succeeded = 2}, ResponseHeader{revision = 3}.
  */
 import { CodedError } from '../errors.js';
+import { varintSize, writeVarint } from '../wal/protobuf-write.js';
 
 /** One operation of a replayed revision, in the form etcd3's raw KV client takes too. */
 export interface ReplayOp {
@@ -21,24 +22,6 @@ export class TxnWireError extends CodedError {
 
 const LEN = 2;
 const VARINT = 0;
-
-function varintSize(n: number): number {
-  let size = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    size++;
-  }
-  return size;
-}
-
-function writeVarint(buf: Buffer, at: number, n: number): number {
-  while (n >= 0x80) {
-    buf[at++] = (n & 0x7f) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  buf[at++] = n;
-  return at;
-}
 
 /** Size of a length-delimited field with a one-byte tag and `len` bytes of content. */
 function fieldSize(len: number): number {

@@ -1,5 +1,7 @@
 /**
- * The bootstrap decision of a member (upstream §8.1, seeds §5.3 and §11.2): a pure function of what the
+ * The bootstrap decision of a member (upstream `pkg/initializer/initializer.go` `Initialize`;
+ * etcd-druid proposal 01-multi-node-etcd-clusters.md, its decision table and single-member restoration;
+ * docs/design-decisions.md "Multi-node members"): a pure function of what the
  * initializer observed — cluster size, the member list (or that no quorate cluster answered), whether this
  * member is in it, the data-dir validation status, the WAL's member and cluster ids, whether backups exist,
  * and the Kubernetes hints (EtcdMember `create-as-learner` annotation, a member lease that has a holder).
@@ -9,7 +11,7 @@
  * - a data dir is only wiped when the member is not a healthy member of the running cluster: it is invalid,
  *   or it belongs to a member id the cluster has removed, and the cluster it belongs to is the one answering;
  * - a multi-node member is never restored from the object store (its data would carry the old cluster
- *   metadata, seeds RECOV-02); it re-syncs from the leader as a learner;
+ *   metadata, docs/design-decisions.md "Multi-node members"); it re-syncs from the leader as a learner;
  * - with no quorate cluster, a member without valid data only bootstraps a new cluster when nothing says a
  *   cluster existed before (no WAL metadata, no backups, no member-lease holder, no create-as-learner);
  *   otherwise it fails with a clear reason instead of guessing (full quorum loss needs an operator).

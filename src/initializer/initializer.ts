@@ -87,7 +87,7 @@ export interface InitializerOptions {
 }
 
 /**
- * The single-node initializer (upstream §8.1): validate the data dir; when it is not valid, restore it from
+ * The single-node initializer (upstream `pkg/initializer/initializer.go` `Initialize`): validate the data dir; when it is not valid, restore it from
  * the newest backups through `<data-dir>.part`, or, with no backups, remove it so etcd starts empty ("the
  * snapstore is the source of truth"). Throws with a clear message when it must not go on.
  */
@@ -165,7 +165,8 @@ export async function initializeDataDir(mode: ValidationMode, opts: InitializerO
 }
 
 /**
- * A member of a multi-node cluster (upstream §8.1 step 2 and 4, seeds §5.3/§11.2): gather what the bootstrap
+ * A member of a multi-node cluster (upstream `Initialize`'s multi-node check and restoreInMultiNode;
+ * docs/design-decisions.md "Multi-node members"): gather what the bootstrap
  * decision needs, decide (bootstrap.ts), then carry the decision out. Never restores from the snapstore.
  */
 async function initializeMultiNode(

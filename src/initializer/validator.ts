@@ -1,5 +1,5 @@
 /**
- * Data-directory validation (upstream `validator.DataValidator.Validate`, upstream-reference.md §8.2).
+ * Data-directory validation (upstream `pkg/initializer/validator/datavalidator.go` `DataValidator.Validate`).
  *
  * Sanity (both modes): safe_guard file, data dir and member/{snap,wal} structure, then, with a snapstore,
  * the backend's revision against the latest backup (a member of a multi-node cluster skips that: it catches

@@ -1,5 +1,5 @@
 /**
- * The EtcdMember resource (DEP-04, seeds §7) as far as bootstrapping needs it: etcd-druid puts the
+ * The EtcdMember resource (etcd-druid proposal 04-etcd-member-custom-resource.md) as far as bootstrapping needs it: etcd-druid puts the
  * `druid.gardener.cloud/create-as-learner` annotation on the EtcdMember of a member it creates during
  * scale-up, and the member drops it once promoted. Read only when Kubernetes is enabled; a missing resource
  * (older druid, no CRD) simply means "no annotation".

@@ -1,5 +1,5 @@
 /**
- * Member lease heartbeat (upstream-reference.md §9.1, `pkg/health/heartbeat`): every heartbeat period each
+ * Member lease heartbeat (upstream `pkg/health/heartbeat/heartbeat.go` `RenewMemberLeasePeriodically`): every heartbeat period each
  * sidecar writes `<memberID hex>:<clusterID hex>:Leader|Member` and the time into the Lease named after its
  * member, plus whether its peer URLs use TLS. etcd-druid derives member readiness and roles from it.
  */

@@ -1,5 +1,6 @@
 /**
- * Full and delta snapshot leases (upstream-reference.md §5.4): the leading sidecar publishes the last revision
+ * Full and delta snapshot leases (upstream `pkg/health/heartbeat/heartbeat.go`,
+ * `pkg/snapshot/snapshotter/fullsnapshotleaseupdate.go`): the leading sidecar publishes the last revision
  * of the newest full snapshot and of the newest delta in `spec.holderIdentity` of two etcd-druid-owned Leases.
  * Druid reads them for the BackupReady condition and the compaction trigger (delta rev − full rev).
  */

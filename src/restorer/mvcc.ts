@@ -7,6 +7,7 @@
  *   order): key = 1, create_revision = 2, mod_revision = 3, version = 4, value = 5, lease = 6. A tombstone's
  *   value carries the key only.
  */
+import { varintSize, writeVarint } from '../wal/protobuf-write.js';
 
 const REVISION_BYTES = 17;
 const MARK_TOMBSTONE = 0x74; // 't'
@@ -36,24 +37,6 @@ export interface MvccKeyValue {
   modRevision: number;
   version: number;
   value: Buffer;
-}
-
-function varintSize(n: number): number {
-  let size = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 0x80);
-    size++;
-  }
-  return size;
-}
-
-function writeVarint(buf: Buffer, off: number, n: number): number {
-  while (n >= 0x80) {
-    buf[off++] = (n % 0x80) | 0x80;
-    n = Math.floor(n / 0x80);
-  }
-  buf[off++] = n;
-  return off;
 }
 
 /**

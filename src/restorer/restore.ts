@@ -453,7 +453,7 @@ async function nearQuota(client: EtcdClient, quota: number): Promise<boolean> {
   return status.dbSize > quota * QUOTA_DEFRAG_RATIO;
 }
 
-/** Keeps the replay etcd inside its quota: compact to the current revision and defragment (upstream §7 step 10). */
+/** Keeps the replay etcd inside its quota: compact to the current revision and defragment (upstream `pkg/snapshot/restorer/restorer.go`). */
 async function lean(client: EtcdClient, revision: number, quota: number, logger: Logger): Promise<boolean> {
   try {
     logger.info({ revision, quota }, 'replay etcd above 80 % of its quota: compacting its history and defragmenting');

@@ -1,5 +1,5 @@
 /**
- * The sidecar's HTTP API (upstream `pkg/server/httpAPI.go`, upstream-reference.md §2): health, on-demand
+ * The sidecar's HTTP API (upstream `pkg/server/httpAPI.go` `RegisterHandler`): health, on-demand
  * snapshots with delegation to the leading sidecar, the latest snapshot set, Prometheus metrics and,
  * when enabled, profiling. Routes accept every method, as Go's ServeMux does.
  */

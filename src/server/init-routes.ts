@@ -16,7 +16,7 @@ export interface InitRoutesDeps {
 const ANY_METHOD = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS'] as const;
 
 /**
- * The etcd-wrapper protocol (upstream §2, §2.1): `/initialization/start`, `/initialization/status` and
+ * The etcd-wrapper protocol (upstream `pkg/server/httpAPI.go`; etcd-wrapper `internal/brclient/brclient.go`): `/initialization/start`, `/initialization/status` and
  * `/config`. Bodies are small strings sent in one write; the status body has no newline (the wrapper
  * compares it exactly).
  */

@@ -4,7 +4,7 @@ export type InitializationStatus = 'New' | 'Progress' | 'Successful' | 'Failed';
 export type ValidationMode = 'full' | 'sanity';
 
 /**
- * The etcd-wrapper handshake state (upstream §2): `New` until `/initialization/start`, then `Progress`,
+ * The etcd-wrapper handshake state (upstream `pkg/server/httpAPI.go`): `New` until `/initialization/start`, then `Progress`,
  * then `Successful` or `Failed`. Reading a final state resets it to `New` (read-once), which is how the
  * wrapper re-triggers a failed initialization.
  */

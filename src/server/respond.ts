@@ -3,7 +3,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 /**
  * Response helpers that reproduce what upstream's Go handlers put on the wire. Every body is sent as one
  * string with Content-Length, so headers and body leave in a single write (etcd-wrapper reads fail when
- * they are split, upstream-reference.md §2.1).
+ * they are split, docs/design-decisions.md "Wire rules etcd-wrapper depends on").
  */
 
 /**

@@ -24,7 +24,7 @@ export interface SupervisorDeps {
 }
 
 /**
- * Upstream's leader-side probe loop (§5.1): while this sidecar leads, keep a snapshotter running.
+ * Upstream's leader-side probe loop (`pkg/server/backuprestoreserver.go` `runEtcdProbeLoopWithSnapshotter`): while this sidecar leads, keep a snapshotter running.
  * Probe etcd, wait out the backoff after a failure, go healthy, decide between an initial delta and a
  * full snapshot, then run the event loop and GC until leadership ends or the loop fails (then again).
  */

@@ -13,8 +13,7 @@ import { createDecompressStream, decompressBuffer, type SnapStore, type Snapshot
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { DeltaPayloadDecoder } from '../backup/delta-parse.js';
 import { ByteCounter } from '../backup/byte-counter.js';
-import { readProblem, sizeProblem } from './object-check.js';
-import type { ObjectVerdict } from './verify.js';
+import { readProblem, sizeProblem, type ObjectVerdict } from './object-check.js';
 
 /**
  * Deltas listed at up to this many (stored) bytes are read whole; the rest stream. With their decompressed

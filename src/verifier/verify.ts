@@ -18,21 +18,9 @@ import type { Chain, VerificationPlan } from './chains.js';
 import { olderChain, planRestore } from '../restorer/plan.js';
 import { verifyDelta } from './delta-check.js';
 import { ByteCounter } from '../backup/byte-counter.js';
-import { readProblem, sizeProblem } from './object-check.js';
+import { readProblem, sizeProblem, type ObjectVerdict } from './object-check.js';
 
-export interface ObjectVerdict {
-  snapName: string;
-  kind: 'Full' | 'Incr';
-  ok: boolean;
-  /** Bytes downloaded (as stored, compressed). */
-  bytes: number;
-  /** Full: the store revision of its database. Delta: its last event's revision. */
-  revision?: number;
-  events?: number;
-  problem?: string;
-  /** Not ok, and yet not broken: encrypted, and no identity given opens it (`problem` says so). */
-  unverifiable?: true;
-}
+export type { ObjectVerdict } from './object-check.js';
 
 export interface ChainVerdict {
   base: string;

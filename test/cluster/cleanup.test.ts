@@ -1,4 +1,4 @@
-/** Removal of superfluous members on the leader (seeds CLEAN-01, CLEAN-03). */
+/** Removal of superfluous members on the leader (etcd-druid proposal 01-multi-node-etcd-clusters.md). */
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/clock.js';

@@ -1,4 +1,4 @@
-/** Rolling defragmentation on the leader (upstream §9.4, seeds DEFRAG-01..06). */
+/** Rolling defragmentation on the leader (upstream `pkg/defragmentor/defrag.go`). */
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -271,7 +271,7 @@ describe('DefragRunner against a three-member cluster', () => {
 });
 
 describe('etcdbrctl snapshot', () => {
-  it('takes a full snapshot after each defragmentation (upstream’s callback always fails, quirk §15.8)', async () => {
+  it('takes a full snapshot after each defragmentation (upstream’s callback always fails, a quirk)', async () => {
     const etcd = await startTestEtcd();
     const dir = await mkdtemp(join(tmpdir(), 'etcdbr-defrag-snapshot-'));
     const stop = new AbortController();

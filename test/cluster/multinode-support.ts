@@ -6,7 +6,7 @@ import { createLogger, type Logger } from '../../src/log.js';
 import type { TestCluster } from '../support/cluster.js';
 
 /**
- * The etcd config template etcd-druid would mount for member `index` (upstream §12): per-member maps of
+ * The etcd config template etcd-druid would mount for member `index` (upstream `pkg/server/httpAPI.go` `/config`): per-member maps of
  * advertise URLs, the member's own listen URLs and data dir, initial-cluster of `members` (default: all).
  */
 export async function writeTemplate(cluster: TestCluster, index: number, dir: string, opts: { members?: number[] } = {}): Promise<string> {

@@ -1,4 +1,4 @@
-/** Peer URL update at server start (upstream §9.3, seeds MEM-11). */
+/** Peer URL update at server start (upstream `UpdateMemberPeerURL`). */
 import { podEnvironment } from '../../src/config/pod-environment.js';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

@@ -7,7 +7,7 @@ const MiB = 1024 * 1024;
 const s = 1000;
 const m = 60 * s;
 
-/** Upstream §1.1 flag defaults (durations in ms), with the flag's type and shorthand. */
+/** Upstream flag defaults (`AddFlags` in `pkg/types/*.go`) (durations in ms), with the flag's type and shorthand. */
 const UPSTREAM: Record<string, [type: string, def: unknown, shorthand?: string]> = {
   // etcd connection
   endpoints: ['stringSlice', ['http://127.0.0.1:2379'], 'e'],
@@ -204,7 +204,7 @@ const copier = [
   'wait-for-final-snapshot-timeout',
 ];
 
-/** §1.2: the flag groups of each subcommand (plus --log-level everywhere, ours outside server). */
+/** The flag groups (upstream `cmd/*.go`) of each subcommand (plus --log-level everywhere, ours outside server). */
 const EXPECTED_FLAGS: Record<CommandName, string[]> = {
   server: [
     'log-level',
@@ -261,7 +261,7 @@ const EXPECTED_FLAGS: Record<CommandName, string[]> = {
   verify: ['log-level', 'log-format', ...store(''), ...encryption, 'output', 'all', 'max-fetchers'],
 };
 
-describe('flag groups match upstream §1.1 / §1.2', () => {
+describe('flag groups match upstream', () => {
   it.each(COMMAND_NAMES)('%s has exactly its groups’ flags', (name) => {
     const flags = [...flagBindings(COMMAND_SPECS[name]).keys()].sort();
     expect(flags).toEqual([...EXPECTED_FLAGS[name]].sort());
@@ -302,7 +302,7 @@ describe('flag groups match upstream §1.1 / §1.2', () => {
     expect(c.logLevel).toBe(4);
     expect(c.defragmentationSchedule).toBe('0 0 */3 * *');
     expect(c.enableMemberCleanup).toBe(true);
-    // From a config file the struct default applies (upstream quirk §15.1 is flag-only).
+    // From a config file the struct default applies (the upstream quirk is flag-only).
     expect(defaultCommandConfig('server', true).etcdConnectionConfig.insecureSkipVerify).toBe(false);
   });
 

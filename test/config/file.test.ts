@@ -86,7 +86,7 @@ describe('--config-file', () => {
     expect(c.etcdConnectionConfig.insecureTransport).toBe(false);
     expect(c.etcdConnectionConfig.caFile).toBe('/var/etcd/ssl/ca/bundle.crt');
     expect(c.etcdConnectionConfig.maxCallSendMsgSize).toBe(2097152);
-    // Struct default, not the flag's quirky true (§15.1).
+    // Struct default, not the flag's quirky true (docs/design-decisions.md, upstream quirks).
     expect(c.etcdConnectionConfig.insecureSkipVerify).toBe(false);
     expect(c.serverConfig).toEqual({ port: 9090, address: '', enableProfiling: false, serverCert: '/var/tls/tls.crt', serverKey: '' });
     expect(c.snapshotterConfig.schedule).toBe('*/30 * * * *');

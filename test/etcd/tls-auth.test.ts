@@ -1,7 +1,7 @@
 /**
  * createEtcdClient against real etcd processes serving TLS (with and without client-certificate auth)
  * and with authentication enabled: the etcd-connection flags --cert/--key/--cacert, --insecure-transport,
- * --insecure-skip-tls-verify, --etcd-username/--etcd-password (upstream-reference.md §1.1).
+ * --insecure-skip-tls-verify, --etcd-username/--etcd-password (upstream `pkg/types/etcdconnection.go`).
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';

@@ -3,8 +3,8 @@ import { decideBootstrap, type BootstrapInput, type ClusterObservation, type Obs
 import { DataDirStatus } from '../../src/initializer/validation-status.js';
 
 /**
- * The bootstrap decision as a table. Each row names the seeds' multi-node proposal case (000:5425-5575,
- * seeds-requirements §5.3) or the upstream behaviour it mirrors; where the proposal, upstream and we differ,
+ * The bootstrap decision as a table. Each row names the multi-node proposal's case (etcd-druid
+ * docs/proposals/01-multi-node-etcd-clusters.md) or the upstream behaviour it mirrors; where the proposal, upstream and we differ,
  * the row's comment says which one we follow and why.
  */
 
@@ -80,7 +80,7 @@ const rows: Row[] = [
   },
   {
     // Case 4. Proposal: remove, MemberAdd as a voting member, restore the latest full snapshot when backups
-    // exist, state existing. Superseded in the seeds themselves (000:6551, 8019-8028): re-add as a learner and
+    // exist, state existing. Superseded in the proposal itself (single member restoration): re-add as a learner and
     // never restore from backups (the snapshot's metadata gives a member id mismatch). Upstream and we do that.
     name: 'case 4: restart of a member of a quorate cluster with valid metadata but without valid data',
     in: input({ cluster: quorate(member(0), member(1), member(2)), dataDir: CORRUPT, wal: OWN_WAL, backupsExist: true }),
@@ -111,7 +111,7 @@ const rows: Row[] = [
   {
     // Case 7. Proposal: restore a single-member cluster from the full snapshot and deltas, take a full
     // snapshot, start with state new. Upstream: invalid-in-multi-node ⇒ RemoveMember cannot succeed ⇒ Failed
-    // (§9.5). We fail too, with a clear reason: an automatic multi-node restore from backups would be a guess
+    // (`pkg/initializer/initializer.go`). We fail too, with a clear reason: an automatic multi-node restore from backups would be a guess
     // (another member may still hold newer data); recovery is the operator's single-member procedure.
     name: 'case 7: first member of a non-quorate cluster without valid data (backups exist)',
     in: input({ cluster: unreachable, dataDir: INVALID_MULTI, backupsExist: true, memberLeaseHeld: false }),
@@ -251,7 +251,7 @@ const rows: Row[] = [
     code: 'backups-unknown',
   },
 
-  // --- single node (upstream §8.1, unchanged) ------------------------------------------------------
+  // --- single node (upstream `Initialize`, unchanged) ------------------------------------------------------
   {
     name: 'single node, valid data',
     in: input({ clusterSize: 1, dataDir: VALID }),

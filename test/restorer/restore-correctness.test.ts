@@ -1,6 +1,7 @@
 /**
  * Restore from stores written by our own snapshotter under a varied workload, compared with the live
- * source etcd (leases aside), plus the failure modes of upstream-reference.md §13.4 cases 33–36 and 10.
+ * source etcd (leases aside), plus upstream's restore failure modes (`pkg/snapshot/restorer/restorer.go`): a non-empty data
+ * dir, no full snapshot, an overlapping first delta, a revision gap, and a tampered delta.
  */
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';

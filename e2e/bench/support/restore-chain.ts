@@ -42,30 +42,21 @@ export async function baseSnapshot(client: Etcd3, store: SnapStore): Promise<Sna
 }
 
 /**
- * Writes `revisions` single-put revisions after `base` as deltas of `perDelta` events each: the
- * payloads the snapshotter would have written for that many sequential puts.
+ * Writes `revisions` single-event revisions after `base` as deltas of `perDelta` events each, the payloads
+ * the snapshotter would have written; `eventAt(i, revision)` gives the i-th event. Returns the deltas written.
  */
-export async function writeSmallPutChain(
+async function writeChain(
   store: SnapStore,
   base: Snapshot,
-  opts: { revisions: number; perDelta: number; keySpace: number; valueBytes: number; compression: CompressionPolicy | undefined },
+  opts: { revisions: number; perDelta: number; compression: CompressionPolicy | undefined },
+  eventAt: (i: number, revision: number) => DeltaEvent,
 ): Promise<number> {
   let start = base.lastRevision + 1;
   let second = Math.floor(base.createdOn.getTime() / 1000) + 1;
   let buf = new DeltaBuffer();
   let deltas = 0;
   for (let i = 0; i < opts.revisions; i++) {
-    const rev = base.lastRevision + 1 + i;
-    buf.append({
-      type: 'PUT',
-      key: replayKey(i, opts.keySpace),
-      value: replayValue(i, opts.valueBytes),
-      createRevision: rev,
-      modRevision: rev,
-      version: 1,
-      lease: '0',
-      time: TIME,
-    });
+    buf.append(eventAt(i, base.lastRevision + 1 + i));
     if ((i + 1) % opts.perDelta === 0 || i === opts.revisions - 1) {
       const payload = buf.take()!;
       await saveDeltaSnapshot(store, payload, start, opts.compression, new Date(second++ * 1000));
@@ -75,6 +66,27 @@ export async function writeSmallPutChain(
     }
   }
   return deltas;
+}
+
+/**
+ * Writes `revisions` single-put revisions after `base` as deltas of `perDelta` events each: the
+ * payloads the snapshotter would have written for that many sequential puts.
+ */
+export async function writeSmallPutChain(
+  store: SnapStore,
+  base: Snapshot,
+  opts: { revisions: number; perDelta: number; keySpace: number; valueBytes: number; compression: CompressionPolicy | undefined },
+): Promise<number> {
+  return writeChain(store, base, opts, (i, rev) => ({
+    type: 'PUT',
+    key: replayKey(i, opts.keySpace),
+    value: replayValue(i, opts.valueBytes),
+    createRevision: rev,
+    modRevision: rev,
+    version: 1,
+    lease: '0',
+    time: TIME,
+  }));
 }
 
 /**
@@ -96,12 +108,7 @@ export async function writeChurnChain(
   },
 ): Promise<number> {
   const state: Array<{ create: number; version: number; live: boolean }> = [];
-  let start = base.lastRevision + 1;
-  let second = Math.floor(base.createdOn.getTime() / 1000) + 1;
-  let buf = new DeltaBuffer();
-  let deltas = 0;
-  for (let i = 0; i < opts.revisions; i++) {
-    const rev = base.lastRevision + 1 + i;
+  return writeChain(store, base, opts, (i, rev) => {
     let k: number;
     if (i % opts.newKeyEvery === 0 || state.length === 0) {
       k = state.length;
@@ -115,34 +122,25 @@ export async function writeChurnChain(
     const key = Buffer.from(`/registry/bench/churn/${String(k).padStart(7, '0')}`);
     if (s.live && opts.deleteEvery > 0 && i % opts.deleteEvery === 0) {
       s.live = false;
-      buf.append({ type: 'DELETE', key, value: Buffer.alloc(0), createRevision: 0, modRevision: rev, version: 0, lease: '0', time: TIME });
-    } else {
-      if (!s.live) {
-        s.create = rev;
-        s.version = 0;
-        s.live = true;
-      }
-      s.version++;
-      buf.append({
-        type: 'PUT',
-        key,
-        value: replayValue(i, opts.valueBytes),
-        createRevision: s.create,
-        modRevision: rev,
-        version: s.version,
-        lease: '0',
-        time: TIME,
-      });
+      return { type: 'DELETE', key, value: Buffer.alloc(0), createRevision: 0, modRevision: rev, version: 0, lease: '0', time: TIME };
     }
-    if ((i + 1) % opts.perDelta === 0 || i === opts.revisions - 1) {
-      const payload = buf.take()!;
-      await saveDeltaSnapshot(store, payload, start, opts.compression, new Date(second++ * 1000));
-      start = payload.lastRevision + 1;
-      buf = new DeltaBuffer();
-      deltas++;
+    if (!s.live) {
+      s.create = rev;
+      s.version = 0;
+      s.live = true;
     }
-  }
-  return deltas;
+    s.version++;
+    return {
+      type: 'PUT',
+      key,
+      value: replayValue(i, opts.valueBytes),
+      createRevision: s.create,
+      modRevision: rev,
+      version: s.version,
+      lease: '0',
+      time: TIME,
+    };
+  });
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * Azure Blob Storage provider (upstream `ABS`, upstream-reference.md §3.5).
+ * Azure Blob Storage provider (upstream `pkg/snapstore/abs_snapstore.go`).
  *
  * A save streams the input into blocks of exactly `minChunkSize` bytes (upstream's fixed ABS chunk
  * size), stages up to `maxParallelChunkUploads` of them at once and commits the block list only when

@@ -1,5 +1,5 @@
 /**
- * Google Cloud Storage provider (upstream `GCS`, upstream-reference.md §3.5).
+ * Google Cloud Storage provider (upstream `pkg/snapstore/gcs_snapstore.go`).
  *
  * Upstream spools the snapshot to a temp file, uploads it as chunk objects `<name>/%010d` and
  * composes them. We stream instead: input that fits in one chunk goes up in a single multipart
@@ -7,7 +7,7 @@
  * (rounded up to GCS's 256 KiB granularity). Either way the object appears only when the last byte
  * is in; a failed or aborted save destroys the upload and cancels its session, so nothing is
  * finalized and no chunk objects exist to clean up. Chunk objects written by upstream are still
- * listed (as chunks), so the chunk garbage collection of §6.4 can remove them.
+ * listed (as chunks), so the chunk garbage collection (upstream `GarbageCollectChunks`) can remove them.
  */
 import { Readable, addAbortSignal } from 'node:stream';
 import { pipeline } from 'node:stream/promises';

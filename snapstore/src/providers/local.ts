@@ -1,5 +1,5 @@
 /**
- * Local provider: snapshots are files under `rootDir` at their object key (upstream `Local`, §3.5).
+ * Local provider: snapshots are files under `rootDir` at their object key (upstream `pkg/snapstore/local_snapstore.go`).
  * A save streams into a hidden temp file next to the target, fsyncs it, renames it into place and
  * fsyncs the directory, so a crash leaves either the old object or the new one, never half a file.
  */

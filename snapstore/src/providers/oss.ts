@@ -1,5 +1,5 @@
 /**
- * Alibaba Cloud OSS provider (upstream `OSS`, upstream-reference.md §3.5), through the official `ali-oss`
+ * Alibaba Cloud OSS provider (upstream `pkg/snapstore/oss_snapstore.go`), through the official `ali-oss`
  * client: streaming multipart uploads (oss-upload.ts), ListObjects with marker, ranged GetObject, and
  * DeleteObject. A bucket retention policy (WORM) that is `InProgress` or `Locked` makes every snapshot
  * immutable until its CreatedOn plus the retention days, as upstream computes it.

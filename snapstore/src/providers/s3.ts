@@ -1,5 +1,5 @@
 /**
- * S3 provider (upstream `S3`, §3.5/§3.6) on @aws-sdk/client-s3.
+ * S3 provider (upstream `pkg/snapstore/s3_snapstore.go`) on @aws-sdk/client-s3.
  *
  * Save streams straight into a multipart upload (no temp copy of the snapshot on disk, unlike
  * upstream) through our own uploader (s3-upload.ts): parts of `minChunkSize`,

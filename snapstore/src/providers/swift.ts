@@ -1,5 +1,5 @@
 /**
- * OpenStack Swift provider (upstream `Swift`, upstream-reference.md §3.5) on our own client of the
+ * OpenStack Swift provider (upstream `pkg/snapstore/swift_snapstore.go`) on our own client of the
  * documented Swift and Keystone v3 APIs (swift-client.ts, keystone.ts).
  *
  * Layout, as upstream writes it: a snapshot larger than one segment is a Dynamic Large Object, segments

@@ -48,7 +48,7 @@ export async function run(config: SnapshotCommandConfig, ctx: CommandContext): P
     const gcDone = gc.run(gcStop.signal);
     // Upstream runs the defragmentation schedule here too and wants a full snapshot after it (so the next
     // restore starts from the compact database); its callback always fails ("snapshotter is not active",
-    // quirk §15.8). Ours reaches the running snapshotter.
+    // docs/design-decisions.md, upstream quirks). Ours reaches the running snapshotter.
     const defrag = new DefragRunner({
       clusterClient: endpointsClientFactory(conn),
       endpointClient: endpointClientFactory(conn),

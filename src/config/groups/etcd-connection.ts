@@ -32,7 +32,7 @@ export const etcdConnectionGroup = defineGroup<EtcdConnectionConfig>({
     snapshotTimeout: 15 * 60_000,
     defragTimeout: 8 * 60_000,
     insecureTransport: true,
-    // Upstream quirk §15.1: the flag takes its default from --insecure-transport's, not from the struct.
+    // Upstream quirk (docs/design-decisions.md "Flag default of --insecure-skip-tls-verify"): the flag takes its default from --insecure-transport's, not from the struct.
     insecureSkipVerify: true,
     certFile: '',
     keyFile: '',

@@ -2,9 +2,9 @@ import { defineGroup } from '../schema.js';
 import type { ServerConfig } from '../types.js';
 
 /**
- * Ours: the leading sidecar's removal of superfluous members (seeds CLEAN-01). Upstream has no live switch:
+ * Ours: the leading sidecar's removal of superfluous members (etcd-druid proposal 01-multi-node-etcd-clusters.md). Upstream has no live switch:
  * its member GC was never enabled and was deleted in v0.42 (only the unused `DefaultEtcdMemberGCEnabled`
- * constant remains), so this flag is new; on by default because the seeds require the cleanup.
+ * constant remains), so this flag is new; on by default because the proposal requires the cleanup.
  */
 export const memberCleanupGroup = defineGroup<Pick<ServerConfig, 'enableMemberCleanup'>>({
   title: 'member cleanup (not in etcd-backup-restore)',
