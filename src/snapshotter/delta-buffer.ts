@@ -41,15 +41,27 @@ export function* deltaPayloadBatches(p: DeltaPayload, batchBytes = 64 * 1024): G
   if (size > 0) yield batch.length === 1 ? batch[0]! : Buffer.concat(batch, size);
 }
 
+/** The first slab is small, so a quiet period's delta of a few events holds little; later ones double up to this. */
+const FIRST_SLAB_BYTES = 64 * 1024;
+const MAX_SLAB_BYTES = 1024 * 1024;
+
 /**
  * Collects watch events in upstream's delta JSON form, hashing as it goes. The size it reports is what
  * upstream compares with `--delta-snapshot-memory-limit`: the opening `[` plus the events joined by `,`.
  * Callers check `size` between revisions, so the buffer exceeds the limit by at most one revision's events.
+ *
+ * The JSON is copied into slabs of up to 1 MiB rather than kept as one Buffer per event: a Buffer is a heap
+ * object of its own (~100 bytes beside its bytes), which for kube-sized events of a few hundred bytes would
+ * add a third to what the limit accounts. With slabs the memory held is the accounted size plus at most one
+ * slab's unused tail, so `--delta-snapshot-memory-limit` bounds the RSS the buffer costs.
  */
 export class DeltaBuffer {
-  private parts: Buffer[] = [];
+  private slabs: Buffer[] = [];
+  /** Bytes used in the last slab. */
+  private used = 0;
   private hash: Hash | undefined;
   private bytes = 0;
+  private count = 0;
   private first = 0;
   private last = 0;
 
@@ -58,7 +70,7 @@ export class DeltaBuffer {
   }
 
   get isEmpty(): boolean {
-    return this.parts.length === 0;
+    return this.count === 0;
   }
 
   get firstRevision(): number {
@@ -69,8 +81,15 @@ export class DeltaBuffer {
     return this.last;
   }
 
+  /** Bytes the buffer holds in memory: the accounted size plus the unused tail of the current slab. */
+  get heldBytes(): number {
+    let n = 0;
+    for (const s of this.slabs) n += s.length;
+    return n;
+  }
+
   append(ev: DeltaEvent): void {
-    const first = this.parts.length === 0;
+    const first = this.count === 0;
     // The separator travels with the event, so the pieces concatenate to the exact upstream JSON.
     const encoded = Buffer.from((first ? '[' : ',') + encodeDeltaEvent(ev), 'utf8');
     if (first) {
@@ -78,32 +97,56 @@ export class DeltaBuffer {
       this.hash = createHash('sha256');
     }
     this.hash!.update(encoded);
-    this.parts.push(encoded);
+    this.copyIn(encoded);
     this.bytes += encoded.length;
+    this.count += 1;
     this.last = ev.modRevision;
   }
 
   /** Returns the payload of everything buffered and empties the buffer; undefined when empty. */
   take(): DeltaPayload | undefined {
-    if (this.parts.length === 0 || !this.hash) return undefined;
+    if (this.count === 0 || !this.hash) return undefined;
     const close = Buffer.from(']');
     const digest = this.hash.update(close).digest();
+    const full = this.slabs.slice(0, -1);
+    const lastSlab = this.slabs[this.slabs.length - 1]!;
     const out: DeltaPayload = {
-      chunks: [...this.parts, close, digest],
+      chunks: [...full, lastSlab.subarray(0, this.used), close, digest],
       byteLength: this.bytes + close.length + digest.length,
       firstRevision: this.first,
       lastRevision: this.last,
-      events: this.parts.length,
+      events: this.count,
     };
     this.clear();
     return out;
   }
 
   clear(): void {
-    this.parts = [];
+    this.slabs = [];
+    this.used = 0;
     this.hash = undefined;
     this.bytes = 0;
+    this.count = 0;
     this.first = 0;
     this.last = 0;
+  }
+
+  /** Appends bytes to the slabs; an event may straddle two slabs (only the concatenation matters). */
+  private copyIn(data: Buffer): void {
+    let offset = 0;
+    while (offset < data.length) {
+      let slab = this.slabs[this.slabs.length - 1];
+      if (!slab || this.used === slab.length) {
+        const size = slab ? Math.min(slab.length * 2, MAX_SLAB_BYTES) : FIRST_SLAB_BYTES;
+        // Unpooled: slabs live until the delta is saved and must not pin Node's shared 8 KiB pool.
+        slab = Buffer.allocUnsafeSlow(size);
+        this.slabs.push(slab);
+        this.used = 0;
+      }
+      const n = Math.min(data.length - offset, slab.length - this.used);
+      data.copy(slab, this.used, offset, offset + n);
+      this.used += n;
+      offset += n;
+    }
   }
 }

@@ -76,4 +76,22 @@ describe('delta buffer', () => {
     const json = Buffer.from(`[${encodeDeltaEvent(put(2, 'b', 'y'))}]`);
     expect(deltaPayloadBytes(p).subarray(-32).equals(createHash('sha256').update(json).digest())).toBe(true);
   });
+
+  it('holds what it accounts: the serialised events in a few slabs, not one object per event', () => {
+    // ~3 MiB of kube-sized events: the memory the buffer holds is the accounted size plus at most one
+    // slab's unused tail (1 MiB), and the payload is a handful of pieces rather than one per event.
+    const b = new DeltaBuffer();
+    const events = Array.from({ length: 10_000 }, (_, i) => put(100 + i, `/registry/pods/ns/p${i}`, 'v'.repeat(200 + (i % 50))));
+    for (const e of events) b.append(e);
+    expect(b.heldBytes).toBeGreaterThanOrEqual(b.size);
+    expect(b.heldBytes - b.size).toBeLessThanOrEqual(1024 * 1024);
+    const size = b.size;
+    const p = b.take()!;
+    expect(p.byteLength).toBe(size + 1 + 32);
+    expect(p.events).toBe(10_000);
+    expect(p.chunks.length).toBeLessThanOrEqual(Math.ceil(size / (1024 * 1024)) + 8);
+    const json = Buffer.from(`[${events.map(encodeDeltaEvent).join(',')}]`);
+    expect(deltaPayloadBytes(p).subarray(0, -32).equals(json)).toBe(true);
+    expect(b.heldBytes).toBe(0);
+  });
 });
