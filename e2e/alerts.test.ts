@@ -162,6 +162,14 @@ describe('deploy/monitoring against a running sidecar', () => {
     });
   });
 
+  it('a full snapshot three hours old (three periods of the default hourly schedule): EtcdBackupFullSnapshotMissing', async () => {
+    await promtool({
+      alert: 'EtcdBackupFullSnapshotMissing',
+      labels: { kind: 'Full' },
+      change: (s, t) => set(s, 'etcdbr_snapshot_latest_timestamp', { kind: 'Full' }, t - 3 * 3600),
+    });
+  });
+
   it('writes waiting and no delta for hours: EtcdBackupDeltaSnapshotStale', async () => {
     await promtool({
       alert: 'EtcdBackupDeltaSnapshotStale',

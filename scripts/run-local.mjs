@@ -3,13 +3,18 @@
 // snapstore. State lives in ETCDBR_LOCAL_DIR (default: .local/ in the project) so a restart resumes.
 import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { findEtcdBinaries } from '../dist/etcd/binaries.js';
 import { startLocalEtcd } from '../dist/etcd/local-etcd.js';
 import { freePort } from '../dist/etcd/ports.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
+/** `path` as the user's shell reaches it: relative when under the current directory, else absolute. */
+const relativeToCwd = (path) => {
+  const rel = relative(process.env.INIT_CWD ?? process.cwd(), path);
+  return rel.startsWith('..') || isAbsolute(rel) ? path : rel;
+};
 const base = resolve(process.env.ETCDBR_LOCAL_DIR ?? join(root, '.local'));
 const etcdDataDir = join(base, 'etcd-data');
 const storeDir = join(base, 'backups');
@@ -55,13 +60,19 @@ const args = [
   '--schedule=*/5 * * * *',
   '--delta-snapshot-period=20s',
   '--garbage-collection-period=5m',
+  // A person reads this in a terminal: text lines there, JSON (the sidecar's default) when piped.
+  ...(process.stderr.isTTY && !process.argv.slice(2).some((a) => a.startsWith('--log-format')) ? ['--log-format=text'] : []),
   ...process.argv.slice(2),
 ];
 
-console.log(`etcd ${binaries.version}     ${etcd.clientUrl}  (data: ${etcdDataDir})`);
+console.log(`etcd ${await binaries.version()}     ${etcd.clientUrl}  (data: ${etcdDataDir})`);
 console.log(`etcdbrctl server   http://127.0.0.1:${serverPort}  (try /healthz, /snapshot/latest, /metrics)`);
 console.log(`Local snapstore    ${join(storeDir, 'v2')}`);
-console.log(`list backups with: node bin/etcdbrctl ls --storage-provider=Local --store-container=${storeDir}`);
+// bin/etcdbrctl runs on the Node `npm ci` put into node_modules when the machine's own is older, so this
+// works wherever setup ran; `npm exec` would add npm's engine warnings on such a machine.
+console.log(
+  `list backups with: node ${relativeToCwd(join(root, 'bin', 'etcdbrctl'))} ls --storage-provider=Local --store-container=${storeDir}`,
+);
 console.log('Ctrl-C stops both.\n');
 
 const server = spawn(process.execPath, args, {

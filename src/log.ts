@@ -43,7 +43,7 @@ export function createLogger(opts: LoggerOptions): Logger {
     {
       level,
       // Stack traces are for developers: only at debug and trace (`--log-level=5` or more).
-      ...(level === 'debug' || level === 'trace' ? {} : { serializers: { err: errorWithoutStack } }),
+      serializers: { err: errorSerializer(level === 'debug' || level === 'trace') },
       base: opts.base ?? {},
       timestamp: pino.stdTimeFunctions.isoTime,
       // Level names rather than pino's numbers: what log collectors and people expect to read.
@@ -53,8 +53,28 @@ export function createLogger(opts: LoggerOptions): Logger {
   );
 }
 
-/** pino's error serializer (type, message with the causes' messages, own fields such as `code`) minus the stack. */
-function errorWithoutStack(err: Error): object {
-  const { stack: _stack, ...rest } = pino.stdSerializers.err(err) as unknown as Record<string, unknown>;
-  return rest;
+/**
+ * pino's error serializer (type, message with the causes' messages, own fields such as `code`), with the stack
+ * only when asked, and without repeating a cause our message already quotes (`cannot read X: ENOENT...`
+ * wrapping the ENOENT error would otherwise say it twice). A value that is not an object (a message passed as
+ * `err`) is logged as it is, not spread into one field per character.
+ */
+function errorSerializer(keepStack: boolean): (err: unknown) => unknown {
+  return (err) => {
+    if (typeof err !== 'object' || err === null) return err;
+    const { stack, ...rest } = pino.stdSerializers.err(err as Error) as unknown as Record<string, unknown>;
+    if (err instanceof Error) rest.message = messageWithNewCauses(err);
+    return keepStack && stack !== undefined ? { ...rest, stack } : rest;
+  };
+}
+
+/** `err`'s message followed by each cause's message that the text so far does not already contain. */
+export function messageWithNewCauses(err: Error): string {
+  let message = err.message;
+  const seen = new Set<unknown>([err]);
+  for (let cause: unknown = err.cause; cause instanceof Error && !seen.has(cause); cause = cause.cause) {
+    seen.add(cause);
+    if (cause.message !== '' && !message.includes(cause.message)) message += `: ${cause.message}`;
+  }
+  return message;
 }

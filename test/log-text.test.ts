@@ -31,6 +31,13 @@ describe('--log-format=text', () => {
     logger.info({ deltas: 4 }, 'restoring');
     expect(out).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z INFO {2}restoring deltas=4\n$/);
   });
+
+  it('shows an err given as a string as that string', () => {
+    let out = '';
+    const logger = createLogger({ destination: textLogDestination({ write: (s: string) => (out += s) }) });
+    logger.warn({ err: '/etcdserverpb.KV/Txn: stream reset' }, 'replay went on through etcd3');
+    expect(out).toMatch(/ WARN {2}replay went on through etcd3 err="\/etcdserverpb\.KV\/Txn: stream reset"\n$/);
+  });
 });
 
 describe('the log format before flags are parsed (signal lines)', () => {

@@ -28,4 +28,15 @@ describe('createLogger', () => {
     const line = logged(5, (l) => l.warn({ err }, 'failed'));
     expect((line.err as { stack?: string }).stack).toMatch(/^Error: cannot read \/x\n\s+at /);
   });
+
+  it('does not repeat a cause the message already quotes', () => {
+    const enoent = new Error("ENOENT: no such file or directory, open '/etc/etcd.conf'");
+    const wrapped = new Error(`cannot read the etcd config file /etc/etcd.conf: ${enoent.message}`, { cause: enoent });
+    const line = logged(4, (l) => l.warn({ err: wrapped }, 'failed'));
+    expect((line.err as { message: string }).message).toBe(wrapped.message);
+  });
+
+  it('logs a string passed as err as that string, not one field per character', () => {
+    expect(logged(4, (l) => l.warn({ err: '/etcd down' }, 'failed')).err).toBe('/etcd down');
+  });
 });

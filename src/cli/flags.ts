@@ -199,7 +199,7 @@ export class FlagSet {
    * `only`: just these flags (a section of a grouped help).
    */
   usages(only?: ReadonlySet<string>): string {
-    const lines: Array<[string, string]> = [];
+    const lines: Array<[string, string[]]> = [];
     const sorted = [...this.byName.values()]
       .filter((f) => only === undefined || only.has(f.name))
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
@@ -208,11 +208,37 @@ export class FlagSet {
       const varname = TYPE_NAMES[f.type];
       if (varname !== '') left += ` ${varname}`;
       const def = formatDefault(f);
-      lines.push([left, def === undefined ? f.usage : `${f.usage} (default ${def})`]);
+      // The default stays one unit: "(default" at a line's end and its value on the next reads badly.
+      lines.push([left, def === undefined ? f.usage.split(' ') : [...f.usage.split(' '), `(default ${def})`]]);
     }
     const width = Math.max(0, ...lines.map(([l]) => l.length));
-    return lines.map(([l, u]) => `${l.padEnd(width)}   ${u}\n`).join('');
+    // Wrapped to HELP_WIDTH columns, continuation lines under the usage column: a terminal would otherwise
+    // wrap a long usage at its own edge into the flag names' column.
+    const indent = ' '.repeat(width + 3);
+    const usageWidth = Math.max(MIN_USAGE_WIDTH, HELP_WIDTH - indent.length);
+    return lines.map(([l, u]) => `${l.padEnd(width)}   ${wrapWords(u, usageWidth).join(`\n${indent}`)}\n`).join('');
   }
+}
+
+/** Columns `--help` fills (pflag does not wrap; a usage of 200 characters wrapped in the terminal before). */
+export const HELP_WIDTH = 100;
+const MIN_USAGE_WIDTH = 40;
+
+/**
+ * `text` (or its words) in lines of at most `width` characters, broken between words; a longer word gets a
+ * line of its own.
+ */
+export function wrapWords(text: string | readonly string[], width: number): string[] {
+  const lines: string[] = [];
+  let line = '';
+  for (const word of typeof text === 'string' ? text.split(' ') : text) {
+    if (line !== '' && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line === '' ? word : `${line} ${word}`;
+  }
+  lines.push(line);
+  return lines;
 }
 
 const TYPE_NAMES: Readonly<Record<ValueType, string>> = {

@@ -4,7 +4,7 @@
 import { flagBindings } from '../config/build.js';
 import type { CommandSpec } from '../config/commands.js';
 import { COMMAND_NAMES, COMMAND_SPECS } from '../config/commands.js';
-import { FlagSet } from './flags.js';
+import { FlagSet, HELP_WIDTH, wrapWords } from './flags.js';
 
 export const ROOT_DESCRIPTION = 'Command line utility for etcd backup restore';
 
@@ -30,14 +30,14 @@ export function rootHelp(): string {
     ([a], [b]) => (a < b ? -1 : 1),
   );
   return [
-    ROOT_DESCRIPTION,
+    ...ROOT_DESCRIPTION.split('\n').flatMap((line) => wrapWords(line, HELP_WIDTH)),
     '',
     'Usage:',
     '  etcdbrctl [flags]',
     '  etcdbrctl [command]',
     '',
     'Available Commands:',
-    ...rows.map(([n, s]) => `  ${n.padEnd(width)}${s}`),
+    ...rows.map(([n, s]) => `  ${n.padEnd(width)}${wrapWords(s, HELP_WIDTH - 2 - width).join(`\n${' '.repeat(2 + width)}`)}`),
     '',
     'Flags:',
     rootFlagSet().usages().trimEnd(),
@@ -51,7 +51,8 @@ export function commandHelp(spec: CommandSpec): string {
   const extra = spec.configFile
     ? ['', 'With --config-file, the file is applied first and flags given on the command line override it.']
     : [];
-  return [spec.long, ...extra, '', 'Usage:', `  etcdbrctl ${spec.name} [flags]`, '', ...groupedUsages(spec)].join('\n');
+  const long = spec.long.split('\n').flatMap((line) => wrapWords(line, HELP_WIDTH));
+  return [...long, ...extra, '', 'Usage:', `  etcdbrctl ${spec.name} [flags]`, '', ...groupedUsages(spec)].join('\n');
 }
 
 /**

@@ -83,7 +83,7 @@ class Txns implements ReplayTxns {
    */
   private async takeOver(err: H2CallError, ops: readonly ReplayOp[], expectedRevision: number): Promise<number> {
     this.logger.warn(
-      { err: err.message, revision: expectedRevision },
+      { err, revision: expectedRevision },
       'a replay transaction failed on the lean gRPC path; going on through the etcd3 client',
     );
     const lean = this.lean;

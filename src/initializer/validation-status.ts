@@ -27,3 +27,24 @@ const NAMES = Object.fromEntries(Object.entries(DataDirStatus).map(([k, v]) => [
 export function dataDirStatusName(status: DataDirStatus): DataDirStatusName {
   return NAMES[status];
 }
+
+/**
+ * How loudly a validation outcome is logged, by what it means for the member: a wrong volume or a database
+ * that cannot be opened needs a person (error); corrupt or inconsistent data is replaced from the backups,
+ * losing what the data dir held beyond them (warn); a missing or empty data dir (no member/snap/wal) is the normal
+ * start of a new member (info).
+ */
+export function logLevelOfStatus(status: DataDirStatus): 'error' | 'warn' | 'info' {
+  switch (status) {
+    case DataDirStatus.WrongVolumeMounted:
+    case DataDirStatus.FailToOpenBoltDBError:
+      return 'error';
+    case DataDirStatus.DataDirectoryCorrupt:
+    case DataDirStatus.BoltDBCorrupt:
+    case DataDirStatus.RevisionConsistencyError:
+    case DataDirStatus.DataDirectoryStatusUnknown:
+      return 'warn';
+    default:
+      return 'info';
+  }
+}

@@ -20,7 +20,7 @@ import { latestRevision } from '../bbolt/revision.js';
 import type { Logger } from '../log.js';
 import { loadNewestSnapshot } from '../wal/snap.js';
 import { verifyWal } from '../wal/verify.js';
-import { DataDirStatus, dataDirStatusName } from './validation-status.js';
+import { DataDirStatus, dataDirStatusName, logLevelOfStatus } from './validation-status.js';
 
 export type ValidationMode = 'sanity' | 'full';
 
@@ -96,8 +96,7 @@ class Validation {
 
   private result(status: DataDirStatus, reason?: string, extra: Partial<ValidationResult> = {}): ValidationResult {
     if (reason !== undefined) {
-      const level = status === DataDirStatus.WrongVolumeMounted || status === DataDirStatus.FailToOpenBoltDBError ? 'error' : 'info';
-      this.log[level]({ status: dataDirStatusName(status) }, reason);
+      this.log[logLevelOfStatus(status)]({ status: dataDirStatusName(status) }, reason);
     }
     return reason === undefined ? { status, ...extra } : { status, reason, ...extra };
   }

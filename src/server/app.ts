@@ -290,29 +290,37 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
 
   deps.extraRoutes?.(app);
 
+  const listenOnce = async (): Promise<{ port: number; url: string }> => {
+    const host = deps.host;
+    let address: string;
+    if (host !== undefined) {
+      address = await app.listen({ port: config.port, host });
+    } else {
+      // Upstream listens on all interfaces; fall back to IPv4 where the kernel has no IPv6.
+      try {
+        address = await app.listen({ port: config.port, host: '::' });
+      } catch (err) {
+        const code = (err as { code?: unknown }).code;
+        if (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL') throw err;
+        address = await app.listen({ port: config.port, host: '0.0.0.0' });
+      }
+    }
+    const port = (app.server.address() as AddressInfo).port;
+    const scheme = tls ? 'https' : 'http';
+    const urlHost = host === undefined || host === '::' || host === '0.0.0.0' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+    logger.info({ address }, 'HTTP server listening');
+    return { port, url: `${scheme}://${urlHost}:${port}` };
+  };
+
   let closed: Promise<void> | undefined;
   return {
     app,
     async listen() {
-      const host = deps.host;
-      let address: string;
-      if (host !== undefined) {
-        address = await app.listen({ port: config.port, host });
-      } else {
-        // Upstream listens on all interfaces; fall back to IPv4 where the kernel has no IPv6.
-        try {
-          address = await app.listen({ port: config.port, host: '::' });
-        } catch (err) {
-          const code = (err as { code?: unknown }).code;
-          if (code !== 'EAFNOSUPPORT' && code !== 'EADDRNOTAVAIL') throw err;
-          address = await app.listen({ port: config.port, host: '0.0.0.0' });
-        }
+      try {
+        return await listenOnce();
+      } catch (err) {
+        throw listenError(err, config.port, deps.host);
       }
-      const port = (app.server.address() as AddressInfo).port;
-      const scheme = tls ? 'https' : 'http';
-      const urlHost = host === undefined || host === '::' || host === '0.0.0.0' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
-      logger.info({ address }, 'HTTP server listening');
-      return { port, url: `${scheme}://${urlHost}:${port}` };
     },
     close() {
       closed ??= (async () => {
@@ -322,4 +330,30 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
       return closed;
     },
   };
+}
+
+/**
+ * A failed listen named after the flag that chose the port: Node's `listen EADDRINUSE: address already in use
+ * :::8080` names neither the flag nor what to do.
+ */
+function listenError(err: unknown, port: number, host: string | undefined): unknown {
+  const code = (err as { code?: unknown }).code;
+  const where = `${host ?? 'all interfaces'} port ${port}`;
+  if (code === 'EADDRINUSE')
+    return new EtcdbrError(
+      'E_CONFLICT',
+      `cannot listen on ${where}: another process uses it; choose another --server-port or stop that process`,
+      {
+        cause: err,
+      },
+    );
+  if (code === 'EACCES')
+    return new EtcdbrError(
+      'E_INVALID_INPUT',
+      `cannot listen on ${where}: permission denied (ports below 1024 need privileges); choose another --server-port`,
+      {
+        cause: err,
+      },
+    );
+  return err;
 }

@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 
@@ -12,7 +12,45 @@ function etcdbrctl(...args: string[]) {
   return spawnSync(bin, args, { cwd: root, encoding: 'utf8', timeout: 30_000 });
 }
 
+/** A Node older than 22.12 on PATH outside node_modules (the machine's own Node here), or undefined. */
+function oldSystemNode(): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir === '' || dir.includes('node_modules')) continue;
+    const node = join(dir, 'node');
+    if (!existsSync(node)) continue;
+    const v = spawnSync(node, ['-p', 'process.versions.node'], { encoding: 'utf8' }).stdout.trim();
+    const [major = 0, minor = 0] = v.split('.').map(Number);
+    if (major < 22 || (major === 22 && minor < 12)) return node;
+  }
+  return undefined;
+}
+const oldNode = oldSystemNode();
+
 describe('bin/etcdbrctl (built)', () => {
+  it.skipIf(oldNode === undefined)('on a Node older than 22.12 runs on the project Node in node_modules', () => {
+    const r = spawnSync(oldNode!, [bin, '--version'], { cwd: root, encoding: 'utf8', timeout: 30_000 });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout).toContain(
+      `Node Version: ${spawnSync(join(root, 'node_modules/.bin/node'), ['--version'], { encoding: 'utf8' }).stdout.trim()}`,
+    );
+    // An exit code and stdout pass through unchanged.
+    const bad = spawnSync(oldNode!, [bin, 'snapshot', '--bogus'], { cwd: root, encoding: 'utf8', timeout: 30_000 });
+    expect(bad.status).toBe(1);
+    expect(bad.stderr).toBe("Error: unknown flag: --bogus\nRun 'etcdbrctl snapshot --help' for usage.\n");
+  });
+
+  it.skipIf(oldNode === undefined)('on an old Node without a project Node says which Node it needs', () => {
+    const r = spawnSync(oldNode!, [bin, '--version'], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 30_000,
+      env: { ...process.env, ETCDBRCTL_REEXEC: '1' },
+    });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/^etcdbrctl needs Node\.js 22\.12 or newer .* is v\d+/);
+  });
+
   it('--version prints the version block and exits 0', () => {
     const r = etcdbrctl('--version');
     expect(r.stderr).toBe('');

@@ -180,16 +180,16 @@ describe('subcommands', () => {
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('etcdbrctl server [flags]');
     expect(r.stdout).toMatch(/-p, --server-port uint\s+port on which the HTTP server listens \(default 8080\)/);
-    expect(r.stdout).toMatch(/--etcd-snapshot-timeout duration\s+.* \(default 15m0s\)/);
-    expect(r.stdout).toMatch(/--insecure-skip-tls-verify\s+.* \(default true\)/);
-    expect(r.stdout).toMatch(/--log-level uint32\s+.* \(default 4\)/);
+    expect(r.stdout).toMatch(/--etcd-snapshot-timeout duration\s+[\s\S]*?\(default 15m0s\)/);
+    expect(r.stdout).toMatch(/--insecure-skip-tls-verify\s+[\s\S]*?\(default true\)/);
+    expect(r.stdout).toMatch(/--log-level uint32\s+[\s\S]*?\(default 4\)/);
     expect(r.stdout).toMatch(/--secondary-store-container string/);
     // Grouped by concern, each flag once.
     expect(r.stdout).toMatch(/Flags \(HTTP server\):\n(.*\n)*?.*--server-port/);
     expect(r.stdout).toMatch(/Flags \(snapstore\):\n(.*\n)*?.*--storage-provider/);
     expect(r.stdout.match(/--delta-snapshot-period /g)).toHaveLength(1);
     const c = await run(['compact', '-h']);
-    expect(c.stdout).toMatch(/--etcd-snapshot-timeout duration\s+.* \(default 30m0s\)/);
+    expect(c.stdout).toMatch(/--etcd-snapshot-timeout duration\s+[\s\S]*?\(default 30m0s\)/);
   });
 
   it('passes the typed config to the implementation; file first, then command-line flags', async () => {

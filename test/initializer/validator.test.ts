@@ -106,7 +106,13 @@ describe('validateDataDir', () => {
     expect(await statusOf({ dataDir: d, latestSnapshotRevision: 5 })).toBe('DataDirectoryCorrupt');
     // Without a store, sanity does not open the db; full mode does.
     expect(await statusOf({ dataDir: d })).toBe('DataDirectoryValid');
+    lines.length = 0;
     expect(await statusOf({ dataDir: d, mode: 'full' })).toBe('DataDirectoryCorrupt');
+    // Corrupt data is replaced from the backups, losing what it held beyond them: a warning, not news.
+    const corrupt = lines
+      .map((l) => JSON.parse(l) as { level: string; msg: string })
+      .filter((l) => l.msg.startsWith('Data directory corrupt'));
+    expect(corrupt.map((l) => l.level)).toEqual(['warn']);
     await rm(dbOf(d));
     expect(await statusOf({ dataDir: d, latestSnapshotRevision: 5 })).toBe('DataDirectoryCorrupt');
   });

@@ -1,7 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { connect } from 'node:net';
 import type { SnapStore } from '@etcdbrctl/snapstore';
-import { Resources, fakeSnapshotter, localStore, request, saveSnapshot, snap, startServer } from './support.js';
+import { Metrics } from '../../src/metrics.js';
+import { buildHttpServer } from '../../src/server/app.js';
+import { HealthState } from '../../src/server/health.js';
+import { Resources, fakeSnapshotter, httpConfig, localStore, request, saveSnapshot, silentLogger, snap, startServer } from './support.js';
 
 const res = new Resources();
 afterEach(() => res.cleanup());
@@ -319,5 +322,26 @@ describe('other routes', () => {
     expect(a.status).toBe(200);
     expect(a.body).toBe('New');
     expect(a.headers['content-length']).toBe('3');
+  });
+});
+
+describe('listening', () => {
+  it('a port in use is an error naming --server-port', async () => {
+    const first = await startServer(res);
+    const port = Number(new URL(first.url).port);
+    const second = await buildHttpServer({
+      config: httpConfig({ port }),
+      logger: silentLogger,
+      snapshots: () => undefined,
+      store: () => undefined,
+      host: '127.0.0.1',
+      health: new HealthState(),
+      metrics: new Metrics({ defaultMetrics: false }),
+    });
+    res.add(() => second.close());
+    await expect(second.listen()).rejects.toMatchObject({
+      code: 'E_CONFLICT',
+      message: `cannot listen on 127.0.0.1 port ${port}: another process uses it; choose another --server-port or stop that process`,
+    });
   });
 });

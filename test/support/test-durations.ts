@@ -29,6 +29,7 @@ export const MEASURED_SECONDS: Readonly<Record<string, number>> = {
   'e2e/server.test.ts': 28,
   'snapstore/test/s3.test.ts': 28,
   'e2e/multinode-scaleup.test.ts': 23,
+  'e2e/run-local.test.ts': 17,
   'test/backup/full-verify.test.ts': 20,
   'test/backup/go-compat.test.ts': 17,
   'snapstore/test/gcs.test.ts': 14,

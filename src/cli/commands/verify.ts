@@ -17,6 +17,20 @@ function mib(bytes: number): string {
   return bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`;
 }
 
+/** An object's size column: nothing read (an object that could not be opened or decrypted) is not "0.0 KiB". */
+function sizeOf(o: ObjectVerdict): string {
+  return !o.ok && o.bytes === 0 ? 'unread' : mib(o.bytes);
+}
+
+function count(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`;
+}
+
+/** A problem shown beside its object's name, without that name again (errors from below often carry it). */
+function problemBesideName(problem: string | undefined, snapName: string): string {
+  return (problem ?? 'failed').replaceAll(` ${snapName}`, '').replaceAll(`${snapName}: `, '').replaceAll(snapName, 'it');
+}
+
 export function formatReport(r: VerifyReport): string {
   const lines: string[] = [];
   for (const c of r.chains) {
@@ -26,8 +40,12 @@ export function formatReport(r: VerifyReport): string {
     );
     for (const o of c.objects) {
       const what =
-        o.kind === 'Full' ? `database at revision ${o.revision ?? '?'}` : `${o.events ?? 0} events up to revision ${o.revision ?? '?'}`;
-      lines.push(`  ${o.ok ? 'ok    ' : o.unverifiable ? '?     ' : 'BROKEN'} ${o.snapName}  ${mib(o.bytes)}  ${o.ok ? what : o.problem}`);
+        o.kind === 'Full'
+          ? `database at revision ${o.revision ?? '?'}`
+          : `${count(o.events ?? 0, 'event')} up to revision ${o.revision ?? '?'}`;
+      lines.push(
+        `  ${o.ok ? 'ok    ' : o.unverifiable ? '?     ' : 'BROKEN'} ${o.snapName}  ${sizeOf(o)}  ${o.ok ? what : problemBesideName(o.problem, o.snapName)}`,
+      );
     }
     if (c.problem && c.objects.every((o) => o.ok)) lines.push(`  BROKEN ${c.problem}`);
   }
@@ -46,7 +64,7 @@ export function formatReport(r: VerifyReport): string {
     r.restorable
       ? `restorable: the newest chain restores to revision ${r.chains.at(-1)!.restorableRevision} (${mib(r.bytes)} checked in ${(r.durationMs / 1000).toFixed(1)} s)`
       : r.firstBroken
-        ? `NOT restorable as stored: ${r.firstBroken.snapName}: ${r.firstBroken.problem}`
+        ? `NOT restorable as stored: ${r.firstBroken.problem.includes(r.firstBroken.snapName) ? r.firstBroken.problem : `${r.firstBroken.snapName}: ${r.firstBroken.problem}`}`
         : r.firstUnverifiable
           ? `NOT CHECKED: ${r.firstUnverifiable.snapName} and the encrypted objects after it need an identity (--encryption-identity-file)`
           : 'NOT restorable: the store holds no full snapshot',
