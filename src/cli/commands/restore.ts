@@ -50,7 +50,10 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
     );
     return 0;
   } catch (err) {
-    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl restore', err);
+    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl restore', err, {
+      signal: ctx.signal,
+      interruptedNote: 'the data dir was left as it was',
+    });
   } finally {
     await store.close();
   }
