@@ -9,7 +9,7 @@
 import type { Etcd3 } from 'etcd3';
 import type { Logger } from '@etcdbrctl/snapstore';
 import { asError, EtcdbrError } from '../errors.js';
-import { H2CallError, H2UnaryClient } from './h2-unary-client.js';
+import { H2CallError, H2DeadlineError, H2UnaryClient } from './h2-unary-client.js';
 import { currentRevision } from './ops.js';
 import { decodeTxnResponse, encodeTxnRequest, type ReplayOp } from './txn-wire.js';
 
@@ -69,7 +69,8 @@ export async function openReplayTxns(clientUrl: string, client: Etcd3, logger: L
 
 /**
  * `work` bounded by `signal` and a deadline, for etcd3 calls that take neither: the call itself may go on in
- * the background, but the replay stops waiting for it (and stops the etcd it talks to).
+ * the background, but the replay stops waiting for it (and stops the etcd it talks to). Give the call's own
+ * gRPC deadline more time than `timeoutMs` (twice): this bound is the one that reports, in the replay's words.
  */
 export async function bounded<T>(work: Promise<T>, what: string, signal: AbortSignal | undefined, timeoutMs: number): Promise<T> {
   signal?.throwIfAborted();
@@ -77,7 +78,13 @@ export async function bounded<T>(work: Promise<T>, what: string, signal: AbortSi
   let onAbort: (() => void) | undefined;
   const stop = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => reject(new EtcdbrError('E_UNAVAILABLE', `${what}: the replay etcd did not answer within ${timeoutMs} ms`)),
+      () =>
+        reject(
+          new EtcdbrError(
+            'E_UNAVAILABLE',
+            `the replay etcd did not answer (${what}) within ${timeoutMs} ms (stalled or overloaded): stopping the restore`,
+          ),
+        ),
       timeoutMs,
     );
     onAbort = () => reject(asError(signal?.reason));
@@ -111,6 +118,13 @@ class Txns implements ReplayTxns {
     try {
       response = await this.lean.call(TXN_PATH, encodeTxnRequest(ops), { signal: this.signal, timeoutMs: this.timeoutMs });
     } catch (err) {
+      if (err instanceof H2DeadlineError) {
+        throw new EtcdbrError(
+          'E_UNAVAILABLE',
+          `the replay etcd did not commit revision ${expectedRevision} within ${this.timeoutMs} ms (stalled or overloaded): stopping the restore`,
+          { cause: err },
+        );
+      }
       if (!(err instanceof H2CallError)) throw err;
       return this.takeOver(err, ops, expectedRevision);
     }
@@ -130,7 +144,7 @@ class Txns implements ReplayTxns {
     const lean = this.lean;
     this.lean = undefined;
     await lean?.close().catch(() => undefined);
-    const now = await bounded(currentRevision(this.client, this.timeoutMs), 'reading the revision', this.signal, this.timeoutMs);
+    const now = await bounded(currentRevision(this.client, 2 * this.timeoutMs), 'reading the revision', this.signal, this.timeoutMs);
     if (now === expectedRevision) return now;
     if (now === expectedRevision - 1) return this.commitEtcd3(ops);
     // Out of step either way: the caller reports the revision etcd is at against the one expected.
@@ -139,7 +153,7 @@ class Txns implements ReplayTxns {
 
   private async commitEtcd3(ops: readonly ReplayOp[]): Promise<number> {
     const res = await bounded(
-      rawKv(this.client).txn({ compare: [], success: ops, failure: [] }, { deadline: new Date(Date.now() + this.timeoutMs) }),
+      rawKv(this.client).txn({ compare: [], success: ops, failure: [] }, { deadline: new Date(Date.now() + 2 * this.timeoutMs) }),
       'a replay transaction',
       this.signal,
       this.timeoutMs,

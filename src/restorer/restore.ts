@@ -249,7 +249,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       client = await connectLocalEtcd(etcd.clientUrl);
       const replayStarted = Date.now();
       const c = client;
-      revision = await bounded(c.currentRevision(callTimeoutMs), 'reading the revision', signal, callTimeoutMs);
+      revision = await bounded(c.currentRevision(2 * callTimeoutMs), 'reading the revision', signal, callTimeoutMs);
       txns = await client.openReplayTxns(logger, { signal, callTimeoutMs });
       const progress = new Progress(plan, revision, logger);
       let leanFailed = false;
@@ -280,7 +280,9 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         }
         const expected = Math.min(snap.lastRevision, plan.targetRevision);
         // A held-back last revision is written with the next delta (or after the last one).
-        const now = open ? open.revision : await bounded(c.currentRevision(callTimeoutMs), 'reading the revision', signal, callTimeoutMs);
+        const now = open
+          ? open.revision
+          : await bounded(c.currentRevision(2 * callTimeoutMs), 'reading the revision', signal, callTimeoutMs);
         if (now !== expected && now < expected) {
           throw new RevisionMismatchError(
             `mismatched event revision while applying delta snapshot ${snap.snapName}, expected ${expected} but applied ${now}`,
@@ -451,7 +453,7 @@ export function logContinuedRevision(logger: Logger, snapName: string, revision:
 }
 
 async function nearQuota(client: EtcdClient, quota: number, signal: AbortSignal | undefined, timeoutMs: number): Promise<boolean> {
-  const status = await bounded(client.status({ timeoutMs }), 'reading the status', signal, timeoutMs);
+  const status = await bounded(client.status({ timeoutMs: 2 * timeoutMs }), 'reading the status', signal, timeoutMs);
   return status.dbSize > quota * QUOTA_DEFRAG_RATIO;
 }
 

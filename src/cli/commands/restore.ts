@@ -6,6 +6,7 @@ import { planRestore, type RestorePlan, type RestoreTarget } from '../../restore
 import { executeRestore, restoreSettings } from '../../restorer/restore.js';
 import type { CommandContext } from '../../config/context.js';
 import { reportFailure } from '../failure.js';
+import { replayCallTimeout } from '../deadlines.js';
 
 /**
  * `etcdbrctl restore`: the newest full snapshot plus the deltas after it into `--data-dir` (which must not
@@ -36,6 +37,8 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
     }
     const rc = config.restorationConfig;
     const binaries = await findEtcdBinaries(etcdBinaryLookup(ctx.pod));
+    const callTimeout = replayCallTimeout(ctx.env);
+    if (callTimeout.problem !== undefined) ctx.logger.warn(callTimeout.problem);
     const result = await executeRestore(store, plan, {
       ...restoreSettings(rc),
       binaries,
@@ -43,6 +46,7 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
       tempDir: rc.tempDir,
       logger: ctx.logger,
       signal: ctx.signal,
+      callTimeoutMs: callTimeout.ms,
     });
     ctx.logger.info(
       { dataDir: rc.dataDir, revision: result.revision, deltas: result.deltasApplied, ms: result.durationMs },
