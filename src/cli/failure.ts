@@ -71,12 +71,29 @@ export function describeFailure(err: unknown): FailureReport {
 }
 
 /**
+ * A command that failed after its stop signal (SIGINT/SIGTERM) was interrupted, whatever the error it ended
+ * with: a replay etcd that a terminal's Ctrl-C also reached would otherwise read as "cannot reach etcd".
+ * `note` says what was left behind (e.g. the data dir as it was).
+ */
+export function describeInterruption(command: string, signal: AbortSignal, note?: string): FailureReport {
+  const reason = signal.reason instanceof Error ? signal.reason.message : 'stop requested';
+  return { exitCode: 1, line: `Error: ${command} was interrupted (${reason}) before it finished${note ? `; ${note}` : ''}` };
+}
+
+export interface FailureContext {
+  /** The command's stop signal: once aborted, any failure is reported as the interruption. */
+  signal?: AbortSignal | undefined;
+  /** Said after an interruption (what it left behind). */
+  interruptedNote?: string;
+}
+
+/**
  * Reports a failed command: the one line on stderr and, at debug level, the whole error with its stack and
  * causes. Returns the exit code.
  */
-export function reportFailure(io: CliIO, logger: Logger, command: string, err: unknown): number {
+export function reportFailure(io: CliIO, logger: Logger, command: string, err: unknown, context: FailureContext = {}): number {
   logger.debug({ err }, `${command} failed`);
-  const report = describeFailure(err);
+  const report = context.signal?.aborted ? describeInterruption(command, context.signal, context.interruptedNote) : describeFailure(err);
   io.stderr.write(`${report.line}\n`);
   return report.exitCode;
 }

@@ -228,7 +228,7 @@ async function runCommand<N extends CommandName>(
     const run = options.runners?.[name] ?? (await RUNNERS[name]());
     return await run(config, ctx);
   } catch (err) {
-    return reportFailure(io, logger, `etcdbrctl ${name}`, err);
+    return reportFailure(io, logger, `etcdbrctl ${name}`, err, { signal: ctx.signal });
   }
 }
 

@@ -1,4 +1,4 @@
-import { EtcdbrError } from '../errors.js';
+import { asError, EtcdbrError } from '../errors.js';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import type { EtcdBinaries } from './binaries.js';
@@ -17,6 +17,8 @@ export interface BaseRestoreOptions {
   initialClusterToken: string;
   initialAdvertisePeerUrls: string[];
   skipHashCheck: boolean;
+  /** Kills the restore tool and rejects with the signal's reason when aborted. */
+  signal?: AbortSignal | undefined;
 }
 
 /**
@@ -47,8 +49,10 @@ export async function restoreBaseSnapshot(opts: BaseRestoreOptions): Promise<voi
     await execFileAsync(tool, args, {
       env: { ...process.env, ETCDCTL_API: '3' },
       maxBuffer: 16 * 1024 * 1024,
+      ...(opts.signal ? { signal: opts.signal } : {}),
     });
   } catch (err) {
+    if (opts.signal?.aborted) throw asError(opts.signal.reason);
     const e = err as { stderr?: string; message: string };
     // etcd's own info-level JSON log lines say nothing about the failure; keep the rest.
     const lines = (e.stderr ?? '')

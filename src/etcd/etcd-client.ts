@@ -9,7 +9,7 @@ import type { Etcd3, IMember, IStatusResponse } from 'etcd3';
 import type { Logger } from '@etcdbrctl/snapstore';
 import { toEtcdError } from './errors.js';
 import { compact, currentRevision } from './ops.js';
-import { openReplayTxns, type ReplayTxns } from './replay-txns.js';
+import { openReplayTxns, type ReplayTxns, type ReplayTxnsOptions } from './replay-txns.js';
 import { watchAllKeys, type AllKeysWatch, type WatchHandlers } from './watch.js';
 
 export type { AllKeysWatch, WatchHandlers } from './watch.js';
@@ -107,7 +107,7 @@ export interface EtcdClient {
 /** A client of an etcd this process started itself, which the restore also replays transactions into. */
 export interface LocalEtcdClient extends EtcdClient {
   /** The replay's transaction path (replay-txns.ts) to this etcd. */
-  openReplayTxns(logger: Logger, opts?: { lean?: boolean }): Promise<ReplayTxns>;
+  openReplayTxns(logger: Logger, opts?: ReplayTxnsOptions): Promise<ReplayTxns>;
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -317,7 +317,7 @@ export class LocalEtcd3Client extends Etcd3Client implements LocalEtcdClient {
     super(etcd3);
   }
 
-  openReplayTxns(logger: Logger, opts?: { lean?: boolean }): Promise<ReplayTxns> {
+  openReplayTxns(logger: Logger, opts?: ReplayTxnsOptions): Promise<ReplayTxns> {
     return openReplayTxns(this.clientUrl, this.etcd3, logger, opts);
   }
 }

@@ -15,16 +15,33 @@
  * exactly one uncompressed gRPC message; a stream that ends without DATA is a gRPC error (trailers-only
  * response) whose grpc-status is not decoded, as that would need a full HPACK decoder (etcd's encoder uses
  * the dynamic table and Huffman strings). A unary gRPC error never carries a message, so this is exact in
- * telling success from failure; only the error's code and text are missing. No deadlines either: a call
- * waits until its stream ends or the connection fails.
+ * telling success from failure; only the error's code and text are missing. Each call may carry the
+ * caller's abort signal and a deadline (`H2CallOptions`): either ends the call (RST_STREAM CANCEL) without
+ * touching the connection's other streams.
  */
-import { CodedError } from '../errors.js';
+import { asError, CodedError } from '../errors.js';
 import net from 'node:net';
 
 /** A call that did not get a response message: a gRPC error (status not decoded) or a failed connection. */
 export class H2CallError extends CodedError {
   override readonly name = 'H2CallError';
   readonly code = 'E_ETCD_H2_CALL';
+}
+
+/**
+ * A call that got no answer within its deadline: the server stalled or is overloaded. Not an H2CallError:
+ * whether the request was applied is unknown, so nothing may be retried or sent another way.
+ */
+export class H2DeadlineError extends CodedError {
+  override readonly name = 'H2DeadlineError';
+  readonly code = 'E_UNAVAILABLE';
+}
+
+/** What may end one call early besides the server: the caller's signal (rejects with its reason) and a deadline. */
+export interface H2CallOptions {
+  signal?: AbortSignal | undefined;
+  /** Milliseconds from the call to its response; none: wait as long as the connection lives. */
+  timeoutMs?: number | undefined;
 }
 
 const FRAME_HEADER_BYTES = 9;
@@ -275,14 +292,59 @@ export class H2UnaryClient {
    * Resolves with the response body in the same form, checked to be exactly one uncompressed message;
    * rejects when the stream ends without one (a gRPC error), is reset, or the connection fails.
    */
-  call(path: string, body: Buffer): Promise<Buffer> {
+  call(path: string, body: Buffer, options?: H2CallOptions): Promise<Buffer> {
     if (this.failure !== undefined) return Promise.reject(new H2CallError(`cannot call ${path}: ${this.failure}`));
     if (this.goAway !== undefined) return Promise.reject(new H2CallError(`cannot call ${path}: the server sent ${this.goAway}`));
+    const signal = options?.signal;
+    if (signal?.aborted) return Promise.reject(asError(signal.reason));
     return new Promise((resolve, reject) => {
       const call: Call = { path, body, resolve, reject, id: 0, sent: 0, sendWindow: 0, chunks: [], receivedBytes: 0, unacknowledged: 0 };
+      if (signal !== undefined || options?.timeoutMs !== undefined) this.bound(call, signal, options?.timeoutMs);
       if (this.streams.size < this.peerMaxConcurrentStreams) this.open(call);
       else this.waiting.push(call);
     });
+  }
+
+  /** Ends `call` on its deadline or the caller's abort, whichever comes first; both are let go when it settles. */
+  private bound(call: Call, signal: AbortSignal | undefined, timeoutMs: number | undefined): void {
+    const { resolve, reject } = call;
+    const timer =
+      timeoutMs === undefined
+        ? undefined
+        : setTimeout(
+            () => this.cancel(call, new H2DeadlineError(`${call.path}: ${this.authority} did not answer within ${timeoutMs} ms`)),
+            timeoutMs,
+          );
+    const onAbort = (): void => this.cancel(call, asError(signal?.reason));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const release = (): void => {
+      if (timer !== undefined) clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    call.resolve = (response) => {
+      release();
+      resolve(response);
+    };
+    call.reject = (err) => {
+      release();
+      reject(err);
+    };
+  }
+
+  /** Gives up on a call that is still pending: its stream (if open) is reset, the connection goes on. */
+  private cancel(call: Call, err: Error): void {
+    if (call.id !== 0) {
+      if (this.streams.get(call.id) !== call) return; // already settled
+      this.streams.delete(call.id);
+      this.blocked = this.blocked.filter((c) => c !== call);
+      if (this.failure === undefined) this.resetStream(call.id, CANCEL);
+      this.openWaiting();
+    } else {
+      const i = this.waiting.indexOf(call);
+      if (i < 0) return;
+      this.waiting.splice(i, 1);
+    }
+    call.reject(err);
   }
 
   /** Rejects pending calls, sends GOAWAY and ends the connection; resolves once the socket is closed. */

@@ -41,6 +41,8 @@ export interface LocalEtcdOptions {
   readyTimeoutMs?: number;
   /** Extra environment for the child (e.g. ETCD_UNSUPPORTED_ARCH). */
   env?: NodeJS.ProcessEnv;
+  /** Stops waiting for etcd to serve (and stops it) when aborted. */
+  signal?: AbortSignal | undefined;
 }
 
 const live = new Set<ChildProcess>();
@@ -122,6 +124,10 @@ async function startOnce(opts: LocalEtcdOptions): Promise<LocalEtcd> {
   const child = spawn(opts.binaries.etcd, args, {
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, ...opts.env },
+    // Its own process group: a terminal's Ctrl-C signals our whole group, and an etcd killed by it under a
+    // running restore would turn "interrupted" into "etcd unreachable". We stop it ourselves, in order, on
+    // every path (stop(), and killOnProcessExit when this process exits, crashes included).
+    detached: true,
   });
   killOnProcessExit(child);
   let tail = '';
@@ -139,6 +145,8 @@ async function startOnce(opts: LocalEtcdOptions): Promise<LocalEtcd> {
     stopping ??= (async () => {
       if (child.exitCode !== null || child.signalCode !== null) return;
       child.kill('SIGTERM');
+      // A stopped (SIGSTOP) etcd would hold the SIGTERM until the SIGKILL below: let it act on it now.
+      child.kill('SIGCONT');
       const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
       await exited;
       clearTimeout(timer);
@@ -158,9 +166,10 @@ async function startOnce(opts: LocalEtcdOptions): Promise<LocalEtcd> {
   };
 
   try {
-    await waitUntilServing(clientUrl, exited, opts.readyTimeoutMs ?? 60_000);
+    await waitUntilServing(clientUrl, exited, opts.readyTimeoutMs ?? 60_000, opts.signal);
   } catch (err) {
     await stop(2_000);
+    if (opts.signal?.aborted) throw err;
     if (/address already in use/.test(tail)) throw new PortInUseError(tail);
     const why = err instanceof Error ? err.message : String(err);
     throw new EtcdbrError(
@@ -176,13 +185,19 @@ function lastLines(text: string, n: number): string {
 }
 
 /** Polls `/version` until etcd answers. `/health` needs a leader, which a joining member may not have yet. */
-async function waitUntilServing(clientUrl: string, exited: Promise<number | null>, timeoutMs: number): Promise<void> {
+async function waitUntilServing(
+  clientUrl: string,
+  exited: Promise<number | null>,
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let gone = false;
   void exited.then(() => {
     gone = true;
   });
   while (Date.now() < deadline) {
+    signal?.throwIfAborted();
     if (gone) throw new EtcdbrError('E_UNAVAILABLE', 'etcd exited during start-up');
     try {
       const res = await fetch(`${clientUrl}/version`, { signal: AbortSignal.timeout(1_000) });
@@ -195,5 +210,6 @@ async function waitUntilServing(clientUrl: string, exited: Promise<number | null
     }
     await new Promise((r) => setTimeout(r, 50));
   }
+  signal?.throwIfAborted();
   throw new EtcdbrError('E_UNAVAILABLE', `no answer from ${clientUrl} within ${timeoutMs} ms`);
 }

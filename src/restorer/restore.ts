@@ -1,4 +1,4 @@
-import { CodedError, EtcdbrError, errorCode } from '../errors.js';
+import { asError, CodedError, EtcdbrError, errorCode } from '../errors.js';
 import { ReadStream, createWriteStream } from 'node:fs';
 import { mkdir, mkdtemp, rename, rm, rmdir, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
@@ -11,6 +11,7 @@ import type { EtcdBinaries } from '../etcd/binaries.js';
 import { startLocalEtcd, type LocalEtcd } from '../etcd/local-etcd.js';
 import { connectLocalEtcd } from '../etcd/client.js';
 import type { EtcdClient, LocalEtcdClient, ReplayTxns } from '../etcd/etcd-client.js';
+import { bounded, REPLAY_CALL_TIMEOUT_MS } from '../etcd/replay-txns.js';
 import { applyDeltaFile, commitOpenRevision, RevisionMismatchError, type OpenRevision } from './apply.js';
 import { fetchDeltasInOrder } from './fetch.js';
 import type { RestorePlan } from './plan.js';
@@ -64,7 +65,13 @@ export interface RestoreOptions {
   /** Replace an existing data dir at the end instead of failing (the initializer's case). */
   replaceExisting?: boolean;
   logger: Logger;
+  /**
+   * Aborts the restore at the next step or pending call (base restore tool, fetch, replay transaction, etcd
+   * start): `.part` is removed, the data dir left as it was, and the restore rejects with the signal's reason.
+   */
   signal?: AbortSignal;
+  /** Deadline of each call to the replay etcd (default REPLAY_CALL_TIMEOUT_MS): a stalled etcd fails the restore. */
+  callTimeoutMs?: number;
 }
 
 /** The restore options the restoration flags (`--name` … `--max-txn-ops`) set, other than the directories. */
@@ -166,7 +173,10 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
   let client: LocalEtcdClient | undefined;
   let txns: ReplayTxns | undefined;
   let handedOver = false;
+  const signal = opts.signal;
+  const callTimeoutMs = opts.callTimeoutMs ?? REPLAY_CALL_TIMEOUT_MS;
   try {
+    signal?.throwIfAborted();
     const base = plan.base;
     logger.info({ snapshot: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision }, 'restoring');
     const dbFile = join(scratch, 'snapshot.db');
@@ -192,8 +202,10 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         initialClusterToken: opts.initialClusterToken,
         initialAdvertisePeerUrls: opts.initialAdvertisePeerUrls,
         skipHashCheck: opts.skipHashCheck,
+        signal,
       });
     } catch (err) {
+      if (signal?.aborted) throw asError(signal.reason);
       throw new BaseSnapshotError('E_FAILED', base, `restoring full snapshot ${base.snapName} failed: ${(err as Error).message}`, {
         cause: err,
       });
@@ -214,11 +226,14 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       try {
         const r = await replayDeltasOffline({
           dbPath: backendPath(partDir),
-          deltas: fetchDeltasInOrder(store, plan.deltas, {
-            maxFetchers: opts.maxFetchers,
-            tempDir: scratch,
-            ...(opts.signal ? { signal: opts.signal } : {}),
-          }),
+          deltas: untilAborted(
+            fetchDeltasInOrder(store, plan.deltas, {
+              maxFetchers: opts.maxFetchers,
+              tempDir: scratch,
+              ...(signal ? { signal } : {}),
+            }),
+            signal,
+          ),
           targetRevision: plan.targetRevision,
           ...(mode === 'auto' ? { maxBytes: Math.floor(opts.embeddedEtcdQuotaBytes * QUOTA_DEFRAG_RATIO) } : {}),
           logger,
@@ -231,7 +246,8 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         replayMs = Date.now() - replayStarted;
         replayed = true;
       } catch (err) {
-        if (mode === 'offline' || !(err instanceof OfflineReplayNotApplicable || err instanceof InconsistentDeltaError)) throw err;
+        if (signal?.aborted || mode === 'offline' || !(err instanceof OfflineReplayNotApplicable || err instanceof InconsistentDeltaError))
+          throw err;
         // The base backend is untouched: replay the same deltas through etcd instead.
         logger.warn({ reason: (err as Error).message }, 'offline delta replay does not apply here; replaying through etcd (online)');
       }
@@ -254,11 +270,14 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         // A single member that nobody else talks to: with etcd's defaults (100 ms heartbeat, 1 s election
         // timeout) it waits ~0.8 s to elect itself before the first transaction; 10/100 ms takes ~0.06 s.
         extraArgs: ['--heartbeat-interval=10', '--election-timeout=100'],
+        signal,
       });
+      logger.info({ pid: etcd.pid, clientUrl: etcd.clientUrl }, 'replay etcd started');
       client = await connectLocalEtcd(etcd.clientUrl);
       const replayStarted = Date.now();
-      revision = await client.currentRevision(30_000);
-      txns = await client.openReplayTxns(logger);
+      const c = client;
+      revision = await bounded(c.currentRevision(2 * callTimeoutMs), 'reading the revision', signal, callTimeoutMs);
+      txns = await client.openReplayTxns(logger, { signal, callTimeoutMs });
       const progress = new Progress(plan, revision, logger);
       let leanFailed = false;
       let open: OpenRevision | undefined;
@@ -267,8 +286,9 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         : fetchDeltasInOrder(store, plan.deltas, {
             maxFetchers: opts.maxFetchers,
             tempDir: scratch,
-            ...(opts.signal ? { signal: opts.signal } : {}),
+            ...(signal ? { signal } : {}),
           })) {
+        signal?.throwIfAborted();
         const what = `delta snapshot ${snap.snapName}`;
         try {
           const r = await applyDeltaFile(txns, file, what, {
@@ -287,7 +307,9 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         }
         const expected = Math.min(snap.lastRevision, plan.targetRevision);
         // A held-back last revision is written with the next delta (or after the last one).
-        const now = open ? open.revision : await client.currentRevision(30_000);
+        const now = open
+          ? open.revision
+          : await bounded(c.currentRevision(2 * callTimeoutMs), 'reading the revision', signal, callTimeoutMs);
         if (now !== expected && now < expected) {
           throw new RevisionMismatchError(
             `mismatched event revision while applying delta snapshot ${snap.snapName}, expected ${expected} but applied ${now}`,
@@ -298,7 +320,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         // The chain's history is kept, as the source etcd had it; only a backend near its quota is compacted
         // (and defragmented). Upstream compacts every 10th delta, which loses the history a restored member
         // could serve; the offline replay follows the same rule, so both give the same database.
-        if (leanFailed || (await nearQuota(client, opts.embeddedEtcdQuotaBytes))) {
+        if (leanFailed || (await nearQuota(client, opts.embeddedEtcdQuotaBytes, signal, callTimeoutMs))) {
           leanFailed = !(await lean(client, revision, opts.embeddedEtcdQuotaBytes, logger));
         }
       }
@@ -309,6 +331,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       }
       await txns.close();
       txns = undefined;
+      signal?.throwIfAborted();
       if (!replayed) replayMs = Date.now() - replayStarted;
     }
     const result: RestoreResult = {
@@ -440,6 +463,14 @@ async function fetchFull(store: SnapStore, snap: Snapshot, file: string, signal?
   return file;
 }
 
+/** `items` until `signal` aborts: then the next step rejects with its reason (and `items` is closed). */
+async function* untilAborted<T>(items: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncGenerator<T> {
+  for await (const item of items) {
+    signal?.throwIfAborted();
+    yield item;
+  }
+}
+
 /** Said once per delta that continues the previous one's last revision (both replay paths join them). */
 export function logContinuedRevision(logger: Logger, snapName: string, revision: number): void {
   logger.warn(
@@ -448,8 +479,8 @@ export function logContinuedRevision(logger: Logger, snapName: string, revision:
   );
 }
 
-async function nearQuota(client: EtcdClient, quota: number): Promise<boolean> {
-  const status = await client.status();
+async function nearQuota(client: EtcdClient, quota: number, signal: AbortSignal | undefined, timeoutMs: number): Promise<boolean> {
+  const status = await bounded(client.status({ timeoutMs: 2 * timeoutMs }), 'reading the status', signal, timeoutMs);
   return status.dbSize > quota * QUOTA_DEFRAG_RATIO;
 }
 

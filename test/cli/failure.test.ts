@@ -4,6 +4,7 @@ import { SnapStoreError } from '@etcdbrctl/snapstore';
 import { GRPCUnavailableError } from 'etcd3';
 import { describe, expect, it } from 'vitest';
 import { describeFailure, reportFailure } from '../../src/cli/failure.js';
+import { EtcdbrError } from '../../src/errors.js';
 import { EtcdError, toEtcdError } from '../../src/etcd/errors.js';
 import { EtcdConfigError } from '../../src/config/etcd-config.js';
 import { KubeError } from '../../src/k8s/errors.js';
@@ -99,5 +100,30 @@ describe('reportFailure', () => {
       expect(out.text()).toBe('Error: boom\n');
       expect(log.text().includes('"stack"')).toBe(stackLogged);
     }
+  });
+
+  it('after the stop signal, any failure is the interruption: not "cannot reach etcd" for an etcd the signal reached too', () => {
+    const stop = new AbortController();
+    const etcdGone = new GRPCUnavailableError('14 UNAVAILABLE: No connection established');
+    const run = (signal: AbortSignal) => {
+      const out = capture();
+      const code = reportFailure(
+        { stdout: out.stream, stderr: out.stream },
+        createLogger({ destination: capture().stream }),
+        'etcdbrctl restore',
+        etcdGone,
+        {
+          signal,
+          interruptedNote: 'the data dir was left as it was',
+        },
+      );
+      return { code, text: out.text() };
+    };
+    expect(run(stop.signal).text).toMatch(/^Error: cannot reach etcd: /);
+    stop.abort(new EtcdbrError('E_STOPPED', 'received SIGINT'));
+    expect(run(stop.signal)).toEqual({
+      code: 1,
+      text: 'Error: etcdbrctl restore was interrupted (received SIGINT) before it finished; the data dir was left as it was\n',
+    });
   });
 });

@@ -5,7 +5,7 @@
  */
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { H2UnaryClient } from '../../src/etcd/h2-unary-client.js';
+import { H2DeadlineError, H2UnaryClient } from '../../src/etcd/h2-unary-client.js';
 import { putFrame } from '../../e2e/bench/support/put-frame.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 import { startEtcdWithClient, startTestEtcd } from '../support/etcd.js';
@@ -158,5 +158,37 @@ describe('raw HTTP/2 unary gRPC client (bench load generator)', () => {
     await expect(H2UnaryClient.connect(`https://127.0.0.1:${port}`)).rejects.toThrow(
       /endpoint must be plain http:\/\/ \(h2c\), got https:/,
     );
+  });
+
+  it("ends a call to a server that stalls at its deadline, or at the caller's abort, and keeps the connection", async () => {
+    // Says hello (an empty SETTINGS frame) and then nothing, ever: a stalled etcd as the client sees it.
+    const sockets = new Set<net.Socket>();
+    const server = net.createServer((socket) => {
+      sockets.add(socket);
+      socket.resume();
+      socket.write(Buffer.from([0, 0, 0, 0x4, 0, 0, 0, 0, 0]));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => (sockets.forEach((s) => s.destroy()), server.close(resolve))));
+    const { port } = server.address() as net.AddressInfo;
+    const client = await H2UnaryClient.connect(`http://127.0.0.1:${port}`);
+    cleanups.push(() => client.close());
+
+    const late = client.call(PUT, putBody('k', Buffer.from('v')), { timeoutMs: 50 });
+    await expect(late).rejects.toBeInstanceOf(H2DeadlineError);
+    await expect(late).rejects.toThrow(`${PUT}: 127.0.0.1:${port} did not answer within 50 ms`);
+
+    const stop = new AbortController();
+    const stopped = client.call(PUT, putBody('k', Buffer.from('v')), { signal: stop.signal });
+    stop.abort(new Error('received SIGTERM'));
+    await expect(stopped).rejects.toThrow('received SIGTERM');
+    await expect(client.call(PUT, putBody('k', Buffer.from('v')), { signal: stop.signal })).rejects.toThrow('received SIGTERM');
+  });
+
+  it('a call with a deadline and a signal that etcd answers in time resolves as any other', async () => {
+    const { client } = await etcdAndClient();
+    const stop = new AbortController();
+    const response = await client.call(PUT, putBody('bounded', Buffer.from('v')), { signal: stop.signal, timeoutMs: 30_000 });
+    expect(revisionOf(response)).toBeGreaterThan(1);
   });
 });

@@ -22,6 +22,7 @@ export const MEASURED_SECONDS: Readonly<Record<string, number>> = {
   'snapstore/test/swift.test.ts': 42,
   'test/initializer/multinode.test.ts': 40,
   'e2e/compact-copy.test.ts': 38,
+  'e2e/restore-signals.test.ts': 30,
   'snapstore/test/s3-compatible.test.ts': 37,
   'e2e/multinode.test.ts': 36,
   'snapstore/test/codec.test.ts': 33,

@@ -66,7 +66,7 @@ export async function run(config: CompactCommandConfig, ctx: CommandContext): Pr
     ctx.io.stdout.write(`Compacted snapshot name : ${result.snapshot.snapName}\n`);
     return 0;
   } catch (err) {
-    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl compact', err);
+    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl compact', err, { signal: ctx.signal, interruptedNote: 'nothing was stored' });
   } finally {
     await store.close();
   }

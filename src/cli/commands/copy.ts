@@ -37,13 +37,13 @@ export async function run(config: CopyCommandConfig, ctx: CommandContext): Promi
     ctx.io.stdout.write(`Copied ${result.copied.length} snapshot(s), ${result.bytes} bytes; ${result.skipped.length} already present\n`);
     return 0;
   } catch (err) {
-    if (err instanceof CopyError) {
+    if (err instanceof CopyError && !ctx.signal.aborted) {
       for (const f of err.result.failures) ctx.io.stderr.write(`etcdbrctl copy: ${f.error.message}\n`);
       ctx.io.stderr.write(
         `etcdbrctl copy: ${err.result.failures.length} snapshot(s) failed, ${err.result.copied.length} copied, ${err.result.skipped.length} already present\n`,
       );
     } else {
-      return reportFailure(ctx.io, ctx.logger, 'etcdbrctl copy', err);
+      return reportFailure(ctx.io, ctx.logger, 'etcdbrctl copy', err, { signal: ctx.signal });
     }
     return 1;
   } finally {

@@ -7,6 +7,7 @@ import { storeLocation } from '../../config/store.js';
 import { BaseSnapshotError, executeRestore, restoreSettings } from '../../restorer/restore.js';
 import type { CommandContext } from '../../config/context.js';
 import { reportFailure } from '../failure.js';
+import { replayCallTimeout } from '../deadlines.js';
 
 /**
  * `etcdbrctl restore`: the newest full snapshot plus the deltas after it into `--data-dir` (which must not
@@ -39,6 +40,8 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
     }
     const rc = config.restorationConfig;
     const binaries = await findEtcdBinaries(etcdBinaryLookup(ctx.pod));
+    const callTimeout = replayCallTimeout(ctx.env);
+    if (callTimeout.problem !== undefined) ctx.logger.warn(callTimeout.problem);
     const result = await executeRestore(store, plan, {
       ...restoreSettings(rc),
       binaries,
@@ -46,6 +49,7 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
       tempDir: rc.tempDir,
       logger: ctx.logger,
       signal: ctx.signal,
+      callTimeoutMs: callTimeout.ms,
     });
     ctx.logger.info(
       { dataDir: rc.dataDir, revision: result.revision, deltas: result.deltasApplied, ms: result.durationMs },
@@ -53,7 +57,10 @@ export async function run(config: RestoreCommandConfig, ctx: CommandContext): Pr
     );
     return 0;
   } catch (err) {
-    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl restore', withWayAround(err, listing));
+    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl restore', withWayAround(err, listing), {
+      signal: ctx.signal,
+      interruptedNote: 'the data dir was left as it was',
+    });
   } finally {
     await store.close();
   }

@@ -96,7 +96,7 @@ export async function run(config: VerifyCommandConfig, ctx: CommandContext): Pro
       await store.close();
     }
   } catch (err) {
-    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl verify', err);
+    return reportFailure(ctx.io, ctx.logger, 'etcdbrctl verify', err, { signal: ctx.signal });
   }
   ctx.io.stdout.write(config.output === 'json' ? JSON.stringify(report, null, 2) + '\n' : formatReport(report));
   return verifyExitCode(report, ctx.io.stderr);
