@@ -14,9 +14,9 @@ describe('soak schedule', () => {
     const kinds = new Set(buildSchedule({ seed: 7, ...opts }).map((f) => f.kind));
     expect(kinds.size).toBeGreaterThanOrEqual(8);
   });
-  it('a single Local member gets only process faults', () => {
+  it('a single Local member gets only process faults and a full temp dir', () => {
     const kinds = new Set(buildSchedule({ seed: 7, durationMs: 600_000, topology: 'single', store: 'local' }).map((f) => f.kind));
-    expect([...kinds].sort()).toEqual(['etcd-sigkill', 'sidecar-sigkill', 'sidecar-sigterm']);
+    expect([...kinds].sort()).toEqual(['etcd-sigkill', 'sidecar-sigkill', 'sidecar-sigterm', 'temp-full']);
   });
 });
 

@@ -67,12 +67,17 @@ async function inject(f: Fault, deps: NemesisDeps, report: NemesisReport, note: 
   const count = (which: 'injected' | 'skipped') => (report[which][f.kind] = (report[which][f.kind] ?? 0) + 1);
   // A store fault hits the store every sidecar shares, whoever leads.
   const m = f.kind.startsWith('store') ? deps.cluster.members[0] : await resolveTarget(f, deps.cluster);
+  if (f.kind === 'temp-full' && m && !m.tmpfs) {
+    report.skipped[f.kind] = (report.skipped[f.kind] ?? 0) + 1;
+    note(`skip ${describeFault(f)} (no tmpfs: the soak is not root or cannot mount)`);
+    return;
+  }
   const dataFault = f.kind === 'data-dir-lost' || f.kind === 'data-dir-corrupt';
   // Three members survive the loss of one member's data, not of a second one while the first is still
   // being re-added: a data fault waits for a cluster of three started voting members and no other data fault.
   const busy =
     !m ||
-    (f.kind.startsWith('sidecar') ? !m.sidecar.running : f.kind.startsWith('store') ? false : !m.etcd.running) ||
+    (f.kind.startsWith('sidecar') ? !m.sidecar.running : f.kind.startsWith('store') || f.kind === 'temp-full' ? false : !m.etcd.running) ||
     (dataFault && (dataFaultActive || !(await deps.cluster.allVoting())));
   if (busy) {
     count('skipped');
@@ -123,6 +128,15 @@ async function inject(f: Fault, deps: NemesisDeps, report: NemesisReport, note: 
       note(`leader moved from m${leader} to ${to.name}`);
       return;
     }
+    case 'temp-full': {
+      const filler = join(m.tempDir, `soak-filler-${f.at}`);
+      const filled = await fillDir(filler);
+      note(`temp dir of ${m.name} full (${filled} bytes written)`);
+      await sleep(f.durationMs);
+      await rm(filler, { force: true });
+      note(`temp dir of ${m.name} freed`);
+      return;
+    }
     default:
       if (!deps.storeFaults) throw new Error(`fault ${f.kind} is not available in this run`);
       await deps.storeFaults.inject(f);
@@ -146,4 +160,19 @@ async function corruptDataDir(dataDir: string, amount: number): Promise<string> 
     await fh.close();
   }
   return `${target} (${size} bytes) at ${Math.floor(size / 2)}`;
+}
+
+/** Writes `path` until the file system says ENOSPC; returns the bytes written. */
+async function fillDir(path: string): Promise<number> {
+  const fh = await open(path, 'w');
+  const chunk = Buffer.alloc(1 << 20);
+  let written = 0;
+  try {
+    for (;;) written += (await fh.write(chunk)).bytesWritten;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+  } finally {
+    await fh.close();
+  }
+  return written;
 }

@@ -218,12 +218,16 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     await proxy?.stop();
     if (proxy) opts.log(`store proxy: ${JSON.stringify(proxy.faulted)}`);
   }
+  // A SIGTERMed sidecar must exit 0; one that SIGTERM ended by its default action (signal SIGTERM, no code)
+  // got it while still loading, before its handler existed and before it had done anything: not a crash.
   const crashes = cluster.exits.filter(
-    (e) => e.requested === undefined || (e.requested === 'SIGTERM' && e.code !== 0 && e.name !== 'workload'),
+    (e) => e.requested === undefined || (e.requested === 'SIGTERM' && e.code !== 0 && e.signal !== 'SIGTERM' && e.name !== 'workload'),
   );
   result.crashes = crashes;
-  for (const c of crashes)
-    failures.push(`check 5: ${c.name} (pid ${c.pid}) exited code=${c.code} signal=${c.signal} without being asked to`);
+  for (const c of crashes) {
+    const why = c.requested ? `after ${c.requested} (a SIGTERM must end in exit code 0)` : 'without being asked to';
+    failures.push(`check 5: ${c.name} (pid ${c.pid}) exited code=${c.code} signal=${c.signal} ${why}`);
+  }
   // s3rver's files are copied into the run dir when it is kept (stopping s3rver removes its directory).
   if (s3 && (failures.length > 0 || opts.keep)) cpSync(s3.directory, join(runDir, 's3rver'), { recursive: true });
   await s3?.stop();

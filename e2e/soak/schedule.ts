@@ -19,7 +19,8 @@ export type FaultKind =
   | 'store-latency'
   | 'store-5xx'
   | 'data-dir-lost'
-  | 'data-dir-corrupt';
+  | 'data-dir-corrupt'
+  | 'temp-full';
 
 /** Who a member fault hits: a fixed member, or whoever is leader / a follower when it fires (three members). */
 export type Target = { member: number } | { role: 'leader' | 'follower' };
@@ -74,7 +75,19 @@ export function buildSchedule(opts: ScheduleOptions): Fault[] {
     faults.push({ at, kind, target, durationMs, amount });
     at += rng.int(1_500, 7_000);
   }
-  return faults;
+  // The sidecar's temp dir filled up, drawn from a stream of its own so the faults above stay what they were
+  // for every seed before this kind existed.
+  const tmp = createPrng(opts.seed ^ 0x7e3f_1a2b);
+  for (let t = tmp.int(10_000, 40_000); t < opts.durationMs; t += tmp.int(20_000, 60_000)) {
+    faults.push({
+      at: t,
+      kind: 'temp-full',
+      target: { member: opts.topology === 'single' ? 0 : tmp.int(0, 2) },
+      durationMs: tmp.int(2_000, 10_000),
+      amount: 0,
+    });
+  }
+  return faults.sort((a, b) => a.at - b.at);
 }
 
 export function describeFault(f: Fault): string {

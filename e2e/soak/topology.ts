@@ -3,7 +3,7 @@
  * (the compiled bin, as production runs it) backing up to one shared store. Members and sidecars are
  * restartable; who leads is asked of etcd through etcdctl.
  */
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,6 +31,9 @@ export interface Member {
   peerUrl: string;
   dataDir: string;
   sidecarUrl: string;
+  /** Whether the member's snapstore temp dir is a small tmpfs of its own (mounted when running as root). */
+  tmpfs: boolean;
+  tempDir: string;
   /** Three members: where the config the sidecar served (`/config`) is written for etcd's `--config-file`. */
   configFile: string;
   etcd: ManagedProcess;
@@ -67,6 +70,7 @@ export class SoakCluster {
       const name = `m${i}`;
       const dir = join(paths.runDir, name);
       mkdirSync(join(dir, 'tmp'), { recursive: true });
+      const tmpfs = mountTmpfs(join(dir, 'tmp'));
       const p = ports[i]!;
       const clientUrl = `http://127.0.0.1:${p.client}`;
       const peerUrl = `http://127.0.0.1:${p.peer}`;
@@ -143,6 +147,8 @@ export class SoakCluster {
         dataDir,
         sidecarUrl: `http://127.0.0.1:${p.sidecar}`,
         configFile,
+        tmpfs,
+        tempDir: join(dir, 'tmp'),
         etcd: new ManagedProcess(`etcd ${name}`, paths.etcd, etcdArgs, join(dir, 'etcd.log'), c.exits),
         sidecar: new ManagedProcess(`sidecar ${name}`, process.execPath, sidecarArgs, join(dir, 'sidecar.log'), c.exits, {
           ...process.env,
@@ -190,7 +196,7 @@ export class SoakCluster {
     // etcd-wrapper retries a failed initialization without end (a member waiting for quorum fails until the
     // others are back); the soak bounds it at 10 minutes.
     const handshake = await initializationHandshake(m.sidecarUrl, { maxFailures: 1_000, timeoutMs: 600_000 });
-    if (!handshake.ok) throw new Error(`the sidecar of ${m.name} failed its initialization: ${handshake.seen.join(' -> ')}`);
+    if (!handshake.ok) throw new Error(`the sidecar of ${m.name} failed its initialization: ${handshake.seen.slice(-8).join(' -> ')}`);
     const { text } = await fetchConfig(m.sidecarUrl);
     writeFileSync(m.configFile, text, { mode: 0o600 });
     m.etcd.start();
@@ -298,5 +304,17 @@ export class SoakCluster {
   async stopAll(): Promise<void> {
     for (const m of this.members) await m.sidecar.close();
     for (const m of this.members) await m.etcd.close();
+    for (const m of this.members) if (m.tmpfs) execFileSync('umount', [m.tempDir]);
+  }
+}
+
+/** A 16 MiB tmpfs on `dir` when we are root and may mount; false (a plain directory) otherwise. */
+function mountTmpfs(dir: string): boolean {
+  if (process.getuid?.() !== 0) return false;
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m,mode=0700', 'tmpfs', dir], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
   }
 }

@@ -1,5 +1,5 @@
 import { CodedError, EtcdbrError } from '../errors.js';
-import { mkdir, rm, stat } from 'node:fs/promises';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SnapStore } from '@etcdbrctl/snapstore';
 import type { Logger } from '../log.js';
@@ -318,8 +318,22 @@ async function restoreSingleNode(opts: InitializerOptions): Promise<Initializati
 async function tempDirHygiene(opts: InitializerOptions): Promise<void> {
   const dir = opts.snapstoreTempDir;
   if (!opts.store || !dir) return;
-  if (dir !== '' && dir !== '/tmp') await rm(dir, { recursive: true, force: true });
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  await emptySnapstoreTempDir(dir);
+}
+
+/**
+ * Creates `dir` (0700) when missing and removes everything in it, but never `dir` itself: the temp dir is
+ * often a volume of its own (an emptyDir, a tmpfs), whose mount point cannot be removed (EBUSY), and an
+ * initialization failing on that would never let etcd start. `/tmp` is shared and left alone.
+ */
+export async function emptySnapstoreTempDir(dir: string): Promise<void> {
+  try {
+    await mkdir(dir, { recursive: true, mode: 0o700 });
+    if (dir === '/tmp') return;
+    for (const name of await readdir(dir)) await rm(join(dir, name), { recursive: true, force: true });
+  } catch (err) {
+    throw new EtcdbrError('E_FAILED', `cannot empty the snapstore temp directory ${dir}: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /**
