@@ -10,8 +10,7 @@ import { readFile } from 'node:fs/promises';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
 import { KubeError } from './errors.js';
-import { KubeTransport, type RequestOptions, type TransportOptions } from './http.js';
-import { loadKubeconfig } from './kubeconfig.js';
+import type { RequestOptions, TransportOptions } from './http.js';
 
 /** Where a pod's service account credentials are mounted. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -121,6 +120,7 @@ export async function createKubeClient(conn: KubeConnection): Promise<KubeClient
     }
     case 'kubeconfig': {
       if (conn.paths.length === 0) throw new KubeError('E_KUBE_CONFIG', 'no kubeconfig file given');
+      const { loadKubeconfig } = await import('./kubeconfig.js');
       const kc = await loadKubeconfig(conn.paths, conn.context);
       transport = {
         server: kc.cluster.server,
@@ -150,6 +150,8 @@ export async function createKubeClient(conn: KubeConnection): Promise<KubeClient
       break;
     }
   }
+  // Loaded here, not at import: the CLI imports this module for resolveKubeConnection with Kubernetes off too.
+  const { KubeTransport } = await import('./http.js');
   const t = new KubeTransport(transport);
   const enc = encodeURIComponent;
   const leasePath = (r: ObjectRef): string => `/apis/coordination.k8s.io/v1/namespaces/${enc(r.namespace)}/leases/${enc(r.name)}`;
