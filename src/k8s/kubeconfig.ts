@@ -103,16 +103,11 @@ async function resolveCluster(c: Named): Promise<ResolvedCluster> {
   const server = str(c.body.server);
   if (server === undefined || server === '')
     throw new KubeError('E_KUBE_CONFIG', `kubeconfig ${c.file}: cluster "${c.name}" has no server`);
-  try {
-    const url = new URL(server);
-    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error('not http(s)');
-  } catch (err) {
+  const url = URL.canParse(server) ? new URL(server) : undefined;
+  if (url === undefined || (url.protocol !== 'http:' && url.protocol !== 'https:')) {
     throw new KubeError(
       'E_KUBE_CONFIG',
       `kubeconfig ${c.file}: cluster "${c.name}" server ${JSON.stringify(server)} is not an http(s) URL`,
-      {
-        cause: err,
-      },
     );
   }
   if (str(c.body['proxy-url']) !== undefined) {
