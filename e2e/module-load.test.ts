@@ -1,8 +1,9 @@
 /**
  * A sidecar pays for every module it loads: the Kubernetes client alone holds about 85 MB, each cloud SDK tens
  * more. This runs the compiled `etcdbrctl server` with a hook that logs every module it loads, lets it take a
- * full and a delta snapshot, and checks which packages are in the log: the Kubernetes client only when a
- * Kubernetes feature is on, a store's SDK only for its provider, yaml, age and zstd only when used. Each case
+ * full and a delta snapshot, and checks which packages are in the log: never a Kubernetes client library (our
+ * own REST client in src/k8s loads when a Kubernetes feature is on), a store's SDK only for its provider, yaml,
+ * age and zstd only when used. Each case
  * also asserts what must be loaded, so a hook that logged nothing could not pass.
  */
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
@@ -20,6 +21,7 @@ const HOOK = fileURLToPath(new URL('./support/module-log-hook.mjs', import.meta.
 
 /** The npm packages of the cloud stores, by the provider that needs them. */
 const CLOUD_SDKS = ['@aws-sdk/', '@smithy/', '@azure/', '@google-cloud/', 'ali-oss'] as const;
+/** The library the sidecar used before it had its own REST client: it must never come back in. */
 const KUBE_CLIENT = '@kubernetes/client-node';
 
 /** The packages (scope/name) a module log names, from their node_modules paths. */
@@ -59,7 +61,11 @@ describe('etcdbrctl server loads only what its flags use', () => {
   });
 
   /** Runs the server until it stored a full and a delta snapshot, stops it, and returns the packages it loaded. */
-  async function packagesLoadedBy(name: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<Set<string>> {
+  async function packagesLoadedBy(
+    name: string,
+    args: string[],
+    env: NodeJS.ProcessEnv = {},
+  ): Promise<Set<string> & { ownKubeClient: boolean }> {
     const log = join(dir, `${name}.modules`);
     await writeFile(log, '');
     sidecar = await startSidecar([`--endpoints=${etcd.clientUrl}`, '--schedule=0 0 1 1 *', '--delta-snapshot-period=1s', ...args], {
@@ -80,7 +86,8 @@ describe('etcdbrctl server loads only what its flags use', () => {
     }, `${name}: a delta snapshot`);
     expect(await s.stop()).toBe(0);
     sidecar = undefined;
-    return packagesOf(await readFile(log, 'utf8'));
+    const text = await readFile(log, 'utf8');
+    return Object.assign(packagesOf(text), { ownKubeClient: /\/k8s\/http\.js$/m.test(text) });
   }
 
   it('Local store, Kubernetes off: neither the Kubernetes client nor any cloud SDK', async () => {
@@ -88,6 +95,7 @@ describe('etcdbrctl server loads only what its flags use', () => {
     // What the server does use is in the log: the hook saw the process load its packages.
     expect(loadedAny(packages, 'etcd3')).toEqual(['etcd3']);
     expect(loadedAny(packages, KUBE_CLIENT)).toEqual([]);
+    expect(packages.ownKubeClient).toBe(false);
     expect(CLOUD_SDKS.flatMap((sdk) => loadedAny(packages, sdk))).toEqual([]);
     // No config file, no /config request, no encryption flags, gzip: none of their libraries.
     expect(['yaml', 'age-encryption', 'zstd-napi'].flatMap((p) => loadedAny(packages, p))).toEqual([]);
@@ -102,7 +110,7 @@ describe('etcdbrctl server loads only what its flags use', () => {
       await s3?.stop();
     });
 
-    it('loads the Kubernetes client and the AWS SDK, and no other cloud SDK', async () => {
+    it('loads our Kubernetes client (never a Kubernetes library), yaml for the kubeconfig, and the AWS SDK only', async () => {
       const creds = join(dir, 's3-credentials.json');
       await writeFile(
         creds,
@@ -119,7 +127,9 @@ describe('etcdbrctl server loads only what its flags use', () => {
         ['--storage-provider=S3', '--store-container=backups', `--snapstore-temp-directory=${join(dir, 'tmp')}`, ...LEASE_RENEWAL_FLAGS],
         { KUBECONFIG: join(dir, 'kubeconfig'), POD_NAMESPACE: ns, POD_NAME: 'etcd-main-0', AWS_APPLICATION_CREDENTIALS_JSON: creds },
       );
-      expect(loadedAny(packages, KUBE_CLIENT)).toEqual([KUBE_CLIENT]);
+      expect(packages.ownKubeClient).toBe(true);
+      expect(loadedAny(packages, KUBE_CLIENT)).toEqual([]);
+      expect(loadedAny(packages, 'yaml')).toEqual(['yaml']);
       expect(loadedAny(packages, '@aws-sdk/client-s3')).toEqual(['@aws-sdk/client-s3']);
       expect(['@azure/', '@google-cloud/', 'ali-oss'].flatMap((sdk) => loadedAny(packages, sdk))).toEqual([]);
     });

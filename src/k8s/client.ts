@@ -2,15 +2,15 @@
  * The Kubernetes client, built only when a flag enables a Kubernetes feature (snapshot or member lease
  * renewal). Three ways to reach the API server: in-cluster service account files, a kubeconfig file, or an
  * explicit server URL (tests, debugging). Nothing here reads process.env: the CLI passes the environment in.
- * The client library itself is loaded by createKubeClient (library.ts), so importing this module costs nothing.
+ * The REST transport is our own (http.ts): the sidecar makes five kinds of calls and needs none of a generated
+ * client's weight; the yaml package loads only when a kubeconfig is read.
  */
 import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
-import type { Cluster, Context, CoordinationV1Api, CustomObjectsApi, KubeConfig, User } from '@kubernetes/client-node';
 import { KubeError } from './errors.js';
-import { loadKubeLibrary, type KubeLibrary } from './library.js';
+import type { RequestOptions, TransportOptions } from './http.js';
 
 /** Where a pod's service account credentials are mounted. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
@@ -42,20 +42,56 @@ export type KubeConnection =
       insecureSkipTLSVerify?: boolean;
     };
 
+/** A coordination.k8s.io/v1 Lease, as far as we read it. */
+export interface Lease {
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string; annotations?: Record<string, string> };
+  spec?: { holderIdentity?: string | null; renewTime?: string | null; leaseDurationSeconds?: number | null };
+}
+
+export interface ObjectRef {
+  namespace: string;
+  name: string;
+}
+
+export interface CustomObjectRef extends ObjectRef {
+  group: string;
+  version: string;
+  plural: string;
+}
+
+/** The Lease calls the sidecar makes (named like the Kubernetes API operations; test/deploy checks the Role grants them). */
+export interface CoordinationApi {
+  readNamespacedLease(ref: ObjectRef, options?: RequestOptions): Promise<Lease>;
+  /** `options.contentType` picks the patch type (JSON merge patch for every caller today). */
+  patchNamespacedLease(ref: ObjectRef & { body: object }, options: RequestOptions & { contentType: string }): Promise<Lease>;
+}
+
+/** Namespaced custom resources (the EtcdMember of druid.gardener.cloud) and their status subresource. */
+export interface CustomObjectsApi {
+  getNamespacedCustomObject(ref: CustomObjectRef, options?: RequestOptions): Promise<unknown>;
+  patchNamespacedCustomObject(ref: CustomObjectRef & { body: object }, options: RequestOptions & { contentType: string }): Promise<unknown>;
+  patchNamespacedCustomObjectStatus(
+    ref: CustomObjectRef & { body: object },
+    options: RequestOptions & { contentType: string },
+  ): Promise<unknown>;
+}
+
 export interface KubeClient {
-  readonly kubeConfig: KubeConfig;
   /** URL of the API server in use, for log lines. */
   readonly server: string;
+  /** Whether the API server's certificate is verified (false over plain http or with insecure-skip-tls-verify). */
+  readonly verifiesTLS: boolean;
   /** Namespace named by the configuration (in-cluster namespace file, kubeconfig context), if any. */
   readonly defaultNamespace: string | undefined;
-  readonly coordination: CoordinationV1Api;
+  readonly coordination: CoordinationApi;
   readonly customObjects: CustomObjectsApi;
+  /** Closes idle keep-alive connections. */
+  close(): void;
 }
 
 /** Builds a client. Fails with E_KUBE_CONFIG when files are missing or the configuration has no cluster. */
 export async function createKubeClient(conn: KubeConnection): Promise<KubeClient> {
-  const lib = await loadKubeLibrary();
-  const kc = new lib.KubeConfig();
+  let transport: TransportOptions;
   let defaultNamespace: string | undefined;
   switch (conn.kind) {
     case 'in-cluster': {
@@ -78,23 +114,21 @@ export async function createKubeClient(conn: KubeConnection): Promise<KubeClient
       }
       const host = isIPv6(conn.host) ? `[${conn.host}]` : conn.host;
       // Like client-go's InClusterConfig: always https; the token is re-read from the file (bound tokens rotate).
-      kc.loadFromClusterAndUser(
-        { name: 'in-cluster', server: `https://${host}:${conn.port}`, caFile, skipTLSVerify: false },
-        { name: 'in-cluster', authProvider: { name: 'tokenFile', config: { tokenFile } } },
-      );
+      transport = { server: `https://${host}:${conn.port}`, ca: await readFile(caFile), tokenFile };
       defaultNamespace = await readOptional(namespaceFile);
       break;
     }
     case 'kubeconfig': {
       if (conn.paths.length === 0) throw new KubeError('E_KUBE_CONFIG', 'no kubeconfig file given');
-      loadKubeconfigs(lib, kc, conn.paths);
-      if (conn.context !== undefined) {
-        if (kc.getContextObject(conn.context) === null) {
-          throw new KubeError('E_KUBE_CONFIG', `kubeconfig ${conn.paths.join(':')} has no context "${conn.context}"`);
-        }
-        kc.setCurrentContext(conn.context);
-      }
-      defaultNamespace = kc.getContextObject(kc.getCurrentContext())?.namespace;
+      const { loadKubeconfig } = await import('./kubeconfig.js');
+      const kc = await loadKubeconfig(conn.paths, conn.context);
+      transport = {
+        server: kc.cluster.server,
+        ...(kc.cluster.ca === undefined ? {} : { ca: kc.cluster.ca }),
+        insecureSkipTLSVerify: kc.cluster.insecureSkipTLSVerify,
+        ...kc.user,
+      };
+      defaultNamespace = kc.namespace;
       break;
     }
     case 'server': {
@@ -107,30 +141,36 @@ export async function createKubeClient(conn: KubeConnection): Promise<KubeClient
       if (url.protocol !== 'http:' && url.protocol !== 'https:') {
         throw new KubeError('E_KUBE_CONFIG', `Kubernetes API server URL ${conn.server} must use http or https`);
       }
-      const user: User = conn.token === undefined ? { name: 'user' } : { name: 'user', token: conn.token };
-      kc.loadFromClusterAndUser(
-        {
-          name: 'cluster',
-          server: conn.server.replace(/\/+$/, ''),
-          ...(conn.caFile === undefined ? {} : { caFile: conn.caFile }),
-          // client-node refuses http:// unless TLS verification is off; there is no TLS to verify then.
-          skipTLSVerify: url.protocol === 'http:' || conn.insecureSkipTLSVerify === true,
-        },
-        user,
-      );
+      transport = {
+        server: conn.server,
+        ...(conn.token === undefined ? {} : { token: conn.token }),
+        ...(conn.caFile === undefined ? {} : { ca: await readFile(conn.caFile) }),
+        insecureSkipTLSVerify: conn.insecureSkipTLSVerify === true,
+      };
       break;
     }
   }
-  const cluster = kc.getCurrentCluster();
-  if (cluster === null) {
-    throw new KubeError('E_KUBE_CONFIG', `Kubernetes configuration has no cluster for context "${kc.getCurrentContext()}"`);
-  }
+  // Loaded here, not at import: the CLI imports this module for resolveKubeConnection with Kubernetes off too.
+  const { KubeTransport } = await import('./http.js');
+  const t = new KubeTransport(transport);
+  const enc = encodeURIComponent;
+  const leasePath = (r: ObjectRef): string => `/apis/coordination.k8s.io/v1/namespaces/${enc(r.namespace)}/leases/${enc(r.name)}`;
+  const customPath = (r: CustomObjectRef): string =>
+    `/apis/${enc(r.group)}/${enc(r.version)}/namespaces/${enc(r.namespace)}/${enc(r.plural)}/${enc(r.name)}`;
   return {
-    kubeConfig: kc,
-    server: cluster.server,
+    server: t.server,
+    verifiesTLS: t.verifiesTLS,
     defaultNamespace,
-    coordination: kc.makeApiClient(lib.CoordinationV1Api),
-    customObjects: kc.makeApiClient(lib.CustomObjectsApi),
+    coordination: {
+      readNamespacedLease: async (ref, options) => (await t.request('GET', leasePath(ref), undefined, options)) as Lease,
+      patchNamespacedLease: async (ref, options) => (await t.request('PATCH', leasePath(ref), ref.body, options)) as Lease,
+    },
+    customObjects: {
+      getNamespacedCustomObject: (ref, options) => t.request('GET', customPath(ref), undefined, options),
+      patchNamespacedCustomObject: (ref, options) => t.request('PATCH', customPath(ref), ref.body, options),
+      patchNamespacedCustomObjectStatus: (ref, options) => t.request('PATCH', `${customPath(ref)}/status`, ref.body, options),
+    },
+    close: () => t.close(),
   };
 }
 
@@ -176,38 +216,6 @@ export function resolveKubeConnection(input: ResolveKubeConnectionInput): KubeCo
     'no Kubernetes configuration found: not running in a pod (KUBERNETES_SERVICE_HOST/PORT unset or no service account token), ' +
       'no KUBECONFIG and no ~/.kube/config; Kubernetes features (lease renewal) need one of them',
   );
-}
-
-/** Loads each file and merges them: the first file that defines a name (or a current context) wins. */
-function loadKubeconfigs(lib: KubeLibrary, kc: KubeConfig, paths: readonly string[]): void {
-  const clusters: Cluster[] = [];
-  const users: User[] = [];
-  const contexts: Context[] = [];
-  let currentContext = '';
-  for (const file of paths) {
-    const one = new lib.KubeConfig();
-    try {
-      one.loadFromFile(file);
-    } catch (err) {
-      throw new KubeError('E_KUBE_CONFIG', `kubeconfig ${file} cannot be read: ${(err as Error).message}`, { cause: err });
-    }
-    for (const c of one.getClusters()) if (!clusters.some((x) => x.name === c.name)) clusters.push(withPlainHttpAllowed(c));
-    for (const u of one.getUsers()) if (!users.some((x) => x.name === u.name)) users.push(u);
-    for (const c of one.getContexts()) if (!contexts.some((x) => x.name === c.name)) contexts.push(c);
-    if (currentContext === '' && one.getCurrentContext()) currentContext = one.getCurrentContext();
-  }
-  kc.loadFromOptions({ clusters, users, contexts, currentContext });
-}
-
-/**
- * client-node refuses an `http://` server unless `insecure-skip-tls-verify` is set, but kubeconfigs for plain
- * HTTP API servers (kind, local proxies, `kubectl proxy`) do not carry it, and client-go accepts them: with
- * no TLS there is nothing to verify. https servers keep exactly the verification their kubeconfig asks for.
- */
-function withPlainHttpAllowed(cluster: Cluster): Cluster {
-  // Through a proxy client-node accepts http:// as it is, and the flag would also stop it verifying an https proxy.
-  if (!/^http:\/\//i.test(cluster.server) || cluster.skipTLSVerify || cluster.proxyUrl) return cluster;
-  return { ...cluster, skipTLSVerify: true };
 }
 
 async function readOptional(file: string): Promise<string | undefined> {

@@ -3,7 +3,6 @@
  * operator the lease must exist), never on message text. Messages name the object and what to do.
  */
 import { CodedError } from '../errors.js';
-import { loadedKubeLibrary } from './library.js';
 
 export type KubeErrorCode =
   /** No usable client configuration (kubeconfig, in-cluster files, server URL). */
@@ -42,42 +41,51 @@ export function isKubeError(err: unknown, code?: KubeErrorCode): err is KubeErro
 }
 
 /**
- * Wraps whatever a client-node call threw. `what` names the request ("get lease ns/name"); `signal` tells a
+ * A non-2xx answer of the API server as the transport (http.ts) saw it: the status and the raw body, which for
+ * Kubernetes is a `Status` object. toKubeError turns it into the typed code and a message naming the request.
+ */
+export class KubeStatusError extends KubeError {
+  constructor(
+    status: number,
+    readonly body: string,
+  ) {
+    super(statusCode(status), `${statusMessage(body) ?? `HTTP ${status}`} (HTTP ${status})`, { status });
+  }
+}
+
+function statusCode(status: number): KubeErrorCode {
+  return status === 404
+    ? 'E_KUBE_NOT_FOUND'
+    : status === 409
+      ? 'E_KUBE_CONFLICT'
+      : status === 401 || status === 403
+        ? 'E_KUBE_FORBIDDEN'
+        : status === 504
+          ? 'E_KUBE_TIMEOUT'
+          : 'E_KUBE_REQUEST';
+}
+
+/**
+ * Wraps whatever a transport call threw. `what` names the request ("get lease ns/name"); `signal` tells a
  * deadline abort (our timeout) apart from other aborts.
  */
 export function toKubeError(err: unknown, what: string, signal?: AbortSignal): KubeError {
+  if (err instanceof KubeStatusError) {
+    const status = err.status ?? 0;
+    return new KubeError(err.code, `${what}: ${statusMessage(err.body) ?? `HTTP ${status}`} (HTTP ${status})`, { cause: err, status });
+  }
   if (err instanceof KubeError) return err;
   if (signal?.aborted) {
     const reason: unknown = signal.reason;
     if (reason instanceof KubeError) return new KubeError(reason.code, `${what}: ${reason.message}`, { cause: err });
     return new KubeError('E_KUBE_TIMEOUT', `${what}: aborted`, { cause: err });
   }
-  // An ApiException exists only once a client loaded the library; until then nothing can have thrown one.
-  const ApiException = loadedKubeLibrary()?.ApiException;
-  if (ApiException !== undefined && err instanceof ApiException) {
-    const status = err.code;
-    const detail = statusMessage(err.body) ?? `HTTP ${status}`;
-    const code: KubeErrorCode =
-      status === 404
-        ? 'E_KUBE_NOT_FOUND'
-        : status === 409
-          ? 'E_KUBE_CONFLICT'
-          : status === 401 || status === 403
-            ? 'E_KUBE_FORBIDDEN'
-            : status === 504
-              ? 'E_KUBE_TIMEOUT'
-              : 'E_KUBE_REQUEST';
-    return new KubeError(code, `${what}: ${detail} (HTTP ${status})`, { cause: err, status });
-  }
   return new KubeError('E_KUBE_UNREACHABLE', `${what}: the Kubernetes API server could not be reached: ${transportDetail(err)}`, {
     cause: err,
   });
 }
 
-/**
- * client-node's fetch (undici) reports every transport failure as `TypeError: fetch failed` and puts what
- * happened (ECONNREFUSED, ENOTFOUND, a TLS verification error) in `cause`: name the whole chain.
- */
+/** A transport failure (ECONNREFUSED, ENOTFOUND, a TLS verification error), with its cause chain named. */
 function transportDetail(err: unknown): string {
   const parts: string[] = [];
   let e: unknown = err;
@@ -89,7 +97,7 @@ function transportDetail(err: unknown): string {
   return parts.length === 0 ? 'unknown error' : parts.join(': ');
 }
 
-/** The `message` of a Kubernetes `Status` body, which client-node hands over as text or as parsed JSON. */
+/** The `message` of a Kubernetes `Status` body (JSON text); other text is shown trimmed. */
 function statusMessage(body: unknown): string | undefined {
   let value: unknown = body;
   if (typeof body === 'string') {

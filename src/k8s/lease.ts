@@ -3,20 +3,12 @@
  * request deadlines and client-go's RetryOnConflict. Leases are created by etcd-druid; we only read and patch.
  */
 import { EtcdbrError } from '../errors.js';
-import type {
-  ConfigurationOptions,
-  Observable as KubeObservable,
-  ObservableMiddleware,
-  RequestContext,
-  ResponseContext,
-  V1Lease,
-} from '@kubernetes/client-node';
 import type { Clock } from '../clock.js';
-import type { KubeClient } from './client.js';
+import type { KubeClient, Lease } from './client.js';
+import type { RequestOptions } from './http.js';
 import { KubeError, isKubeError, toKubeError } from './errors.js';
-import { kubeLibrary } from './library.js';
 
-/** The content type of a JSON merge patch (RFC 7386); client-node's PatchStrategy.MergePatch, without loading it. */
+/** The content type of a JSON merge patch (RFC 7386); what every patch we send uses. */
 export const MERGE_PATCH = 'application/merge-patch+json';
 
 export interface LeaseRef {
@@ -42,7 +34,7 @@ export function formatMicroTime(d: Date): string {
 }
 
 /** Reads a lease; a missing one is E_KUBE_NOT_FOUND with a message that says who should create it. */
-export async function getLease(kube: KubeClient, ref: LeaseRef, signal: AbortSignal, purpose: string): Promise<V1Lease> {
+export async function getLease(kube: KubeClient, ref: LeaseRef, signal: AbortSignal, purpose: string): Promise<Lease> {
   const what = `get lease ${ref.namespace}/${ref.name}`;
   try {
     return await kube.coordination.readNamespacedLease({ name: ref.name, namespace: ref.namespace }, requestOptions(signal));
@@ -61,7 +53,7 @@ export async function getLease(kube: KubeClient, ref: LeaseRef, signal: AbortSig
 }
 
 /** Sends a JSON merge patch (with `metadata.resourceVersion` in it, the apiserver checks it: 409 on mismatch). */
-export async function mergePatchLease(kube: KubeClient, ref: LeaseRef, patch: LeaseMergePatch, signal: AbortSignal): Promise<V1Lease> {
+export async function mergePatchLease(kube: KubeClient, ref: LeaseRef, patch: LeaseMergePatch, signal: AbortSignal): Promise<Lease> {
   try {
     return await kube.coordination.patchNamespacedLease(
       { name: ref.name, namespace: ref.namespace, body: patch },
@@ -72,24 +64,11 @@ export async function mergePatchLease(kube: KubeClient, ref: LeaseRef, patch: Le
   }
 }
 
-/**
- * Per-request middleware for every call we make (leases, EtcdMembers): the abort signal (client-node has no
- * other way to pass one) and, for patches, the content type, because the generated client defaults to JSON patch.
- */
-export function requestOptions(signal: AbortSignal, contentType?: string): ConfigurationOptions {
-  // The generated object-parameter API hands call options to the Observable layer, hence ObservableMiddleware.
-  const { Observable } = kubeLibrary();
-  const middleware: ObservableMiddleware = {
-    pre(ctx: RequestContext): KubeObservable<RequestContext> {
-      ctx.setSignal(signal);
-      if (contentType !== undefined) ctx.setHeaderParam('Content-Type', contentType);
-      return new Observable(Promise.resolve(ctx));
-    },
-    post(res: ResponseContext): KubeObservable<ResponseContext> {
-      return new Observable(Promise.resolve(res));
-    },
-  };
-  return { middleware: [middleware], middlewareMergeStrategy: 'append' };
+/** Options of one call: the caller's abort signal and, for a patch, its type. */
+export function requestOptions(signal: AbortSignal): RequestOptions;
+export function requestOptions(signal: AbortSignal, contentType: string): RequestOptions & { contentType: string };
+export function requestOptions(signal: AbortSignal, contentType?: string): RequestOptions {
+  return contentType === undefined ? { signal } : { signal, contentType };
 }
 
 /**

@@ -1,12 +1,12 @@
 /**
- * src/k8s is the only door to Kubernetes: no module outside it may import @kubernetes/client-node (they take a
- * KubeClient and call src/k8s), and inside it the library is imported for its types only, apart from the one
- * dynamic import in library.ts. The library and its dependencies hold about 85 MB of memory: it must load when a
- * Kubernetes feature is switched on, never because a module was imported (test/cli/module-load.test.ts checks
- * the running server).
+ * src/k8s is the only module that talks HTTP to Kubernetes: its own REST client (http.ts, built by client.ts)
+ * is imported nowhere else, and no source outside it spells a Kubernetes API path; everything else takes a
+ * KubeClient and calls src/k8s. `@kubernetes/client-node` and what it pulls in held about 40 MB of an idle
+ * sidecar (issue 24): it is no dependency any more and nothing may import it again (e2e/module-load.test.ts
+ * checks the running server).
  */
 import { readFile } from 'node:fs/promises';
-import { join, relative } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { moduleImports, sourceFiles, type ModuleImport } from '../support/module-imports.js';
@@ -20,33 +20,49 @@ const isKubeClientLibrary = (specifier: string): boolean => /^@kubernetes\/clien
 const kubeImports = (fileName: string, text: string): ModuleImport[] =>
   moduleImports(fileName, text).filter((i) => isKubeClientLibrary(i.specifier));
 
-describe('the Kubernetes boundary', () => {
-  it('no module under src/ or snapstore/src outside src/k8s imports @kubernetes/client-node (not even its types)', async () => {
-    const offenders: string[] = [];
-    for (const file of [...(await sourceFiles(SRC)), ...(await sourceFiles(join(ROOT, 'snapstore', 'src')))]) {
-      if (!relative(K8S_DIR, file).startsWith('..')) continue;
-      for (const imp of kubeImports(file, await readFile(file, 'utf8'))) offenders.push(`${relative(ROOT, file)}:${imp.line}: ${imp.text}`);
-    }
-    expect(offenders, 'take a KubeClient and call src/k8s instead').toEqual([]);
-  });
+/** Our transport and kubeconfig reader (resolved from the importing file): only src/k8s may import them. */
+const TRANSPORT = ['http', 'kubeconfig'].map((m) => join(K8S_DIR, `${m}.js`));
+const isKubeTransport = (file: string, specifier: string): boolean =>
+  specifier.startsWith('.') && TRANSPORT.includes(resolve(dirname(file), specifier));
 
-  it('inside src/k8s, @kubernetes/client-node is imported for its types only, apart from the dynamic import in library.ts', async () => {
-    const eager: string[] = [];
-    let dynamicInLibrary = 0;
-    for (const file of await sourceFiles(K8S_DIR)) {
-      const name = relative(K8S_DIR, file);
-      for (const imp of kubeImports(file, await readFile(file, 'utf8'))) {
-        if (imp.typeOnly) continue;
-        if (imp.dynamic && name === 'library.ts') {
-          dynamicInLibrary++;
-          continue;
-        }
-        eager.push(`${relative(SRC, file)}:${imp.line}: ${imp.text}`);
+const outsideK8s = (file: string): boolean => relative(K8S_DIR, file).startsWith('..');
+
+async function productionSources(): Promise<string[]> {
+  return [...(await sourceFiles(SRC)), ...(await sourceFiles(join(ROOT, 'snapstore', 'src')))];
+}
+
+describe('the Kubernetes boundary', () => {
+  it('no module under src/, snapstore/, test/, e2e/ or bench/ imports @kubernetes/client-node (not even its types)', async () => {
+    const offenders: string[] = [];
+    const dirs = ['src', 'snapstore', 'test', 'e2e', 'bench'].map((d) => join(ROOT, d));
+    for (const d of dirs) {
+      for (const file of await sourceFiles(d).catch(() => [])) {
+        if (file.includes('/node_modules/')) continue;
+        for (const imp of kubeImports(file, await readFile(file, 'utf8')))
+          offenders.push(`${relative(ROOT, file)}:${imp.line}: ${imp.text}`);
       }
     }
-    expect(eager, 'use library.ts (loadKubeLibrary / kubeLibrary) for values').toEqual([]);
-    // The rule above holds trivially if the library were not used at all; the loader must still be the door.
-    expect(dynamicInLibrary).toBe(1);
+    expect(offenders, 'src/k8s has its own REST client').toEqual([]);
+  });
+
+  it('outside src/k8s no module imports the Kubernetes transport or spells a Kubernetes API path', async () => {
+    const offenders: string[] = [];
+    let insideUses = 0;
+    for (const file of await productionSources()) {
+      const text = await readFile(file, 'utf8');
+      const transport = moduleImports(file, text).filter((i) => isKubeTransport(file, i.specifier) && !i.typeOnly);
+      if (!outsideK8s(file)) {
+        insideUses += transport.length;
+        continue;
+      }
+      for (const imp of transport) offenders.push(`${relative(ROOT, file)}:${imp.line}: ${imp.text}`);
+      for (const m of text.matchAll(/['"`]\/apis?\/(?:v1\b|coordination\.k8s\.io|druid\.gardener\.cloud)/g)) {
+        offenders.push(`${relative(ROOT, file)}: Kubernetes API path ${m[0]}`);
+      }
+    }
+    expect(offenders, 'take a KubeClient and call src/k8s instead').toEqual([]);
+    // The rule above holds trivially if nothing used the transport: client.ts must still be its door.
+    expect(insideUses).toBeGreaterThan(0);
   });
 
   it('the check sees every form an import can take, and nothing else', () => {

@@ -395,7 +395,6 @@ function kubeCallsInSources(): Set<string> {
       else if (entry.name.endsWith('.ts')) {
         const text = readFileSync(p, 'utf8');
         for (const m of text.matchAll(/\.(coordination|customObjects)\s*\.\s*(\w+)\s*\(/g)) calls.add(`${m[1]}.${m[2]}`);
-        for (const m of text.matchAll(/makeApiClient\(\s*(\w+)\s*\)/g)) calls.add(`makeApiClient(${m[1]})`);
       }
     }
   };
@@ -410,8 +409,6 @@ const EXERCISED = new Set([
   'customObjects.getNamespacedCustomObject',
   'customObjects.patchNamespacedCustomObject',
   'customObjects.patchNamespacedCustomObjectStatus',
-  'makeApiClient(CoordinationV1Api)',
-  'makeApiClient(CustomObjectsApi)',
 ]);
 
 /**

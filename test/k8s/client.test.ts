@@ -57,13 +57,15 @@ describe('createKubeClient', () => {
     expect(lease.spec?.holderIdentity).toBe('a');
   });
 
-  it('kubeconfig with a plain http:// server behind a proxy: TLS verification (of an https proxy) stays on', async () => {
+  it('kubeconfig with a proxy-url is refused, naming the file and the cluster (the sidecar reaches the API server directly)', async () => {
     const file = join(dir.path, 'kubeconfig-http-proxy');
     const config = JSON.parse(plain!.kubeconfig({ namespace: NS })) as { clusters: Array<{ cluster: Record<string, unknown> }> };
     config.clusters[0]!.cluster['proxy-url'] = 'https://proxy.example:3128';
     await writeFile(file, JSON.stringify(config));
-    const kube = await createKubeClient({ kind: 'kubeconfig', paths: [file] });
-    expect(kube.kubeConfig.getCurrentCluster()?.skipTLSVerify).toBe(false);
+    const err = await createKubeClient({ kind: 'kubeconfig', paths: [file] }).catch((e: unknown) => e);
+    expect(isKubeError(err, 'E_KUBE_CONFIG')).toBe(true);
+    expect((err as Error).message).toContain(file);
+    expect((err as Error).message).toMatch(/cluster "fake" uses proxy-url/);
   });
 
   it('kubeconfig with insecure-skip-tls-verify: plain http and an https server with an untrusted certificate', async () => {
@@ -75,6 +77,7 @@ describe('createKubeClient', () => {
     const httpsFile = join(dir.path, 'kubeconfig-https-insecure');
     await writeFile(httpsFile, secured!.kubeconfig({ insecureSkipTlsVerify: true }));
     const overTls = await createKubeClient({ kind: 'kubeconfig', paths: [httpsFile] });
+    expect(overTls.verifiesTLS).toBe(false);
     expect((await overTls.coordination.readNamespacedLease({ name: 'lease-b', namespace: NS })).spec?.holderIdentity).toBe('b');
   });
 
@@ -85,7 +88,7 @@ describe('createKubeClient', () => {
     await writeFile(file, JSON.stringify(config));
     const kube = await createKubeClient({ kind: 'kubeconfig', paths: [file] });
     const err = await kube.coordination.readNamespacedLease({ name: 'lease-b', namespace: NS }).catch((e: unknown) => e);
-    // fetch (undici) throws "fetch failed" with the TLS error as its cause; toKubeError names the chain.
+    // The TLS error surfaces as a transport error; toKubeError names its chain.
     const kubeErr = toKubeError(err, 'get lease');
     expect(kubeErr.code).toBe('E_KUBE_UNREACHABLE');
     expect(kubeErr.message).toMatch(/self[- ]signed|certificate/i);
