@@ -1,5 +1,5 @@
 /**
- * EtcdMember status publishing through the real @kubernetes/client-node against the fake API: the status
+ * EtcdMember status publishing through our Kubernetes client (src/k8s/http.ts) against the fake API: the status
  * lands in `/status`, updates coalesce, a missing EtcdMember is waited for, failures are retried with backoff.
  */
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-/** Member lease heartbeat (upstream `pkg/health/heartbeat/heartbeat.go`) through the real @kubernetes/client-node against the fake API. */
+/** Member lease heartbeat (upstream `pkg/health/heartbeat/heartbeat.go`) through our Kubernetes client (src/k8s/http.ts) against the fake API. */
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/clock.js';
 import { isKubeError } from '../../src/k8s/errors.js';

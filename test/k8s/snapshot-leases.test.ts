@@ -1,5 +1,5 @@
 /**
- * Full and delta snapshot leases (upstream `pkg/health/heartbeat/heartbeat.go`) through the real @kubernetes/client-node
+ * Full and delta snapshot leases (upstream `pkg/health/heartbeat/heartbeat.go`) through our Kubernetes client (src/k8s/http.ts)
  * against the fake API server.
  */
 import { describe, expect, it } from 'vitest';
