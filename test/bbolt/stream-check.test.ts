@@ -96,10 +96,17 @@ describe('streamed bbolt check', () => {
     const dir = await copyDataDir(live, 'corrupt');
     const path = dbOf(dir);
     const file0 = await checkConsistency(path);
-    // Overwrite the header id of a page in the middle: the tree reaches a page that is not what it says.
-    const page = Math.floor(file0.pageCount / 2);
-    await patchFile(path, page * file0.pageSize, Buffer.from([0xff, 0xff, 0, 0, 0, 0, 0, 0]));
-    const file = await checkConsistency(path);
+    // Overwrite the header id of a page from the middle on: the tree reaches a page that is not what it says.
+    // The middle page itself can be a free one (the layout depends on etcd's run), which no check reaches:
+    // take the first page from there whose damage the file check sees, putting back the ones it does not.
+    const original = await readFile(path);
+    let file = file0;
+    for (let page = Math.floor(file0.pageCount / 2); page < file0.pageCount && file.ok; page++) {
+      const at = page * file0.pageSize;
+      await patchFile(path, at, Buffer.from([0xff, 0xff, 0, 0, 0, 0, 0, 0]));
+      file = await checkConsistency(path);
+      if (file.ok) await patchFile(path, at, original.subarray(at, at + 8));
+    }
     expect(file.ok).toBe(false);
     const out = await streamed(await readFile(path), 4093);
     expect(out.kind === 'checked' && out.check.problems).toEqual(file.problems);
