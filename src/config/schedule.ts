@@ -1,30 +1,17 @@
 import { CodedError, EtcdbrError } from '../errors.js';
-import {
-  CronDayOfMonth,
-  CronDayOfWeek,
-  CronExpression,
-  CronFieldCollection,
-  CronHour,
-  CronMinute,
-  CronMonth,
-  CronSecond,
-  type DayOfMonthRange,
-  type DayOfWeekRange,
-  type HourRange,
-  type MonthRange,
-  type SixtyRange,
-} from 'cron-parser';
 import { CRON_FIELD_BOUNDS, cronScheduleError, type CronFieldBounds } from './cron.js';
 import { parseGoDurationNs } from './values.js';
 
 /**
  * Upstream parses schedules with robfig/cron v3 `ParseStandard` (5 fields, descriptors, `@every`, optional
- * `TZ=`/`CRON_TZ=` prefix). Fields are parsed here with robfig's rules (notably its "star bit", which decides
- * the day-of-month/day-of-week combination) and cron-parser only walks the calendar.
+ * `TZ=`/`CRON_TZ=` prefix) and finds the next activation with its `SpecSchedule.Next`. Both are done here with
+ * robfig's rules: its "star bit", which decides the day-of-month/day-of-week combination, and its calendar
+ * walk, which also decides what happens around DST changes (a time in the skipped hour does not fire that
+ * day, a time in the repeated hour fires twice).
  *
- * Known difference from robfig: around DST changes cron-parser fires a job scheduled in the skipped hour at the
- * landing hour and fires the repeated hour once, where robfig skips the former and fires the latter twice. It
- * only matters when the process runs in a zone with DST (upstream images run in UTC).
+ * No cron library and, in UTC (where upstream images and ours run), no Intl: the zone arithmetic below is
+ * plain Date arithmetic for UTC, and ICU's time-zone data (about 8 MB of a sidecar's memory) is only touched
+ * for a named zone with an offset.
  */
 
 /** Go's zero `time.Time` (0001-01-01T00:00:00Z): what robfig's Next returns when nothing matches within 5 years. */
@@ -63,11 +50,18 @@ interface SpecFields {
   dowStar: boolean;
 }
 
-type Plan =
-  | { kind: 'spec'; fields: CronFieldCollection }
-  | { kind: 'every'; delayMs: number }
-  // Valid for robfig but can never fire (e.g. `0 0 30 2 *`): Next yields the zero time.
-  | { kind: 'never' };
+/** A spec's fields as robfig keeps them: one flag per value, and the day fields' star bits. */
+interface SpecMatch {
+  minute: boolean[];
+  hour: boolean[];
+  dom: boolean[];
+  month: boolean[];
+  dow: boolean[];
+  domStar: boolean;
+  dowStar: boolean;
+}
+
+type Plan = { kind: 'spec'; match: SpecMatch } | { kind: 'every'; delayMs: number };
 
 export class CronSchedule {
   readonly spec: string;
@@ -83,7 +77,7 @@ export class CronSchedule {
     if (err !== undefined) throw new CronScheduleError(spec, err);
     this.spec = spec;
     this.localTimeZone = opts.timeZone ?? processTimeZone();
-    zoneFormatter(this.localTimeZone); // rejects unknown zones early
+    checkZone(this.localTimeZone); // rejects unknown zones early
 
     let s = spec.trim();
     if (s.startsWith('TZ=') || s.startsWith('CRON_TZ=')) {
@@ -108,26 +102,118 @@ export class CronSchedule {
     const t = after.getTime();
     if (Number.isNaN(t)) throw new EtcdbrError('E_INTERNAL', 'CronSchedule.next: invalid date');
     switch (this.plan.kind) {
-      case 'never':
-        return new Date(GO_ZERO_TIME_MS);
       case 'every':
         // robfig ConstantDelaySchedule: drop the sub-second part, then add the (whole-second) delay.
         return new Date(Math.floor(t / 1000) * 1000 + this.plan.delayMs);
-      case 'spec': {
-        const zone = this.matchTimeZone;
-        let found: Date;
-        try {
-          found = new CronExpression(this.plan.fields, { currentDate: after, tz: zone }).next().toDate();
-        } catch {
-          return new Date(GO_ZERO_TIME_MS);
-        }
-        // robfig gives up after the year of (after + 1 s) plus five.
-        const yearLimit = wallTime(Math.floor(t / 1000) * 1000 + 1000, zone).year + 5;
-        if (wallTime(found.getTime(), zone).year > yearLimit) return new Date(GO_ZERO_TIME_MS);
-        return found;
-      }
+      case 'spec':
+        return new Date(nextActivation(this.plan.match, t, this.matchTimeZone));
     }
   }
+}
+
+const MINUTE_MS = 60_000;
+const HOUR_MS = 3_600_000;
+
+/**
+ * robfig's SpecSchedule.Next: from the next whole second, advance the largest field that does not match
+ * (month, then day, hour, minute), resetting the smaller ones the first time; a field that wraps around
+ * starts over from the month ("WRAP"). Months and days advance in civil time (Go's AddDate, which keeps the
+ * wall clock), hours and minutes in absolute time (Go's Add), which is what makes DST behave as upstream.
+ */
+function nextActivation(m: SpecMatch, afterMs: number, zone: string): number {
+  let t = Math.floor(afterMs / 1000) * 1000 + 1000;
+  let w = wallTime(t, zone);
+  const yearLimit = w.year + 5;
+  let added = false;
+  for (;;) {
+    // WRAP
+    if (w.year > yearLimit) return GO_ZERO_TIME_MS;
+    let wrapped = false;
+    while (!m.month[w.month]) {
+      if (!added) {
+        added = true;
+        t = zonedTime({ year: w.year, month: w.month, day: 1, hour: 0, minute: 0, second: 0, millisecond: 0 }, zone).getTime();
+        w = wallTime(t, zone);
+      }
+      t = zonedTime({ ...w, month: w.month + 1 }, zone).getTime();
+      w = wallTime(t, zone);
+      if (w.month === 1) {
+        wrapped = true;
+        break;
+      }
+    }
+    if (wrapped) continue;
+    while (!dayMatches(m, w)) {
+      if (!added) {
+        added = true;
+        t = zonedTime({ year: w.year, month: w.month, day: w.day, hour: 0, minute: 0, second: 0, millisecond: 0 }, zone).getTime();
+        w = wallTime(t, zone);
+      }
+      t = zonedTime({ ...w, day: w.day + 1 }, zone).getTime();
+      w = wallTime(t, zone);
+      // A DST change can move midnight: back to it (forward from 23h, back from 1h), as robfig does.
+      if (w.hour !== 0) {
+        t += w.hour > 12 ? (24 - w.hour) * HOUR_MS : -w.hour * HOUR_MS;
+        w = wallTime(t, zone);
+      }
+      if (w.day === 1) {
+        wrapped = true;
+        break;
+      }
+    }
+    if (wrapped) continue;
+    while (!m.hour[w.hour]) {
+      if (!added) {
+        added = true;
+        t = zonedTime({ ...w, minute: 0, second: 0, millisecond: 0 }, zone).getTime();
+      }
+      t += HOUR_MS;
+      w = wallTime(t, zone);
+      if (w.hour === 0) {
+        wrapped = true;
+        break;
+      }
+    }
+    if (wrapped) continue;
+    while (!m.minute[w.minute]) {
+      if (!added) {
+        added = true;
+        t = Math.floor(t / MINUTE_MS) * MINUTE_MS;
+      }
+      t += MINUTE_MS;
+      w = wallTime(t, zone);
+      if (w.minute === 0) {
+        wrapped = true;
+        break;
+      }
+    }
+    if (wrapped) continue;
+    // The second field is always 0 in a standard spec.
+    if (w.second !== 0) {
+      if (!added) {
+        added = true;
+        t = Math.floor(t / 1000) * 1000;
+      }
+      t += (60 - w.second) * 1000;
+      w = wallTime(t, zone);
+      continue; // the seconds wrapped to 0: robfig goes to WRAP
+    }
+    return t;
+  }
+}
+
+/** robfig dayMatches: with a star bit in either day field both must match, otherwise either. */
+function dayMatches(m: SpecMatch, w: WallTime): boolean {
+  const domMatch = m.dom[w.day] === true;
+  const dowMatch = m.dow[weekday(w)] === true;
+  return m.domStar || m.dowStar ? domMatch && dowMatch : domMatch || dowMatch;
+}
+
+/** 0 = Sunday, of the civil date `w`. */
+function weekday(w: WallTime): number {
+  const d = new Date(0);
+  d.setUTCFullYear(w.year, w.month - 1, w.day);
+  return d.getUTCDay();
 }
 
 function buildPlan(s: string): Plan {
@@ -158,24 +244,25 @@ function buildPlan(s: string): Plan {
   });
 }
 
+function flags(values: readonly number[]): boolean[] {
+  const out: boolean[] = [];
+  for (const v of values) out[v] = true;
+  return out;
+}
+
 function toPlan(f: SpecFields): Plan {
-  // cron-parser's wildcard flag plays robfig's star bit: both restricted ⇒ either day field may match,
-  // otherwise both must.
-  const parts = {
-    second: new CronSecond([0]),
-    minute: new CronMinute(f.minute as SixtyRange[]),
-    hour: new CronHour(f.hour as HourRange[]),
-    dayOfMonth: new CronDayOfMonth(f.dom as DayOfMonthRange[], { wildcard: f.domStar }),
-    month: new CronMonth(f.month as MonthRange[]),
-    dayOfWeek: new CronDayOfWeek(f.dow as DayOfWeekRange[], { wildcard: f.dowStar }),
+  return {
+    kind: 'spec',
+    match: {
+      minute: flags(f.minute),
+      hour: flags(f.hour),
+      dom: flags(f.dom),
+      month: flags(f.month),
+      dow: flags(f.dow),
+      domStar: f.domStar,
+      dowStar: f.dowStar,
+    },
   };
-  try {
-    return { kind: 'spec', fields: new CronFieldCollection(parts) };
-  } catch (err) {
-    // cron-parser refuses a day of month no selected month has; robfig accepts it and never fires.
-    if (err instanceof Error && /day of month/i.test(err.message)) return { kind: 'never' };
-    throw err;
-  }
 }
 
 function range(min: number, max: number): number[] {
@@ -270,8 +357,38 @@ function parseGoFloat(s: string): number | undefined {
 // ---------------------------------------------------------------------------------------------------------
 // Zone arithmetic shared with startup.ts (Go's time.Date/Hour()/... on a Location).
 
+/**
+ * Names of the zone that is UTC at every instant. Their arithmetic needs no time-zone data, so a schedule in
+ * one of them never loads ICU's (see the module comment).
+ */
+const UTC_ZONES: ReadonlySet<string> = new Set(
+  ['UTC', 'UCT', 'GMT', 'GMT0', 'GMT+0', 'GMT-0', 'Greenwich', 'Universal', 'Zulu'].flatMap((z) => [z, `Etc/${z}`]),
+);
+
+function isUtc(zone: string): boolean {
+  return UTC_ZONES.has(zone);
+}
+
+/**
+ * This process's zone (Go's `time.Local`), as an IANA name. `UTC` without asking Intl when `TZ` names UTC,
+ * or when `TZ` is unset and the zone has offset 0 in January and in July (no DST, no offset: the arithmetic
+ * of every current time is UTC's, whatever the zone is called).
+ */
 export function processTimeZone(): string {
+  const tz = process.env['TZ'];
+  if (tz !== undefined && (tz === '' || isUtc(tz.replace(/^:/, '')))) return 'UTC';
+  if (tz === undefined) {
+    const year = new Date().getUTCFullYear();
+    if (new Date(Date.UTC(year, 0, 1)).getTimezoneOffset() === 0 && new Date(Date.UTC(year, 6, 1)).getTimezoneOffset() === 0) {
+      return 'UTC';
+    }
+  }
   return Intl.DateTimeFormat().resolvedOptions().timeZone;
+}
+
+/** Throws RangeError for a zone name Intl does not know. */
+function checkZone(zone: string): void {
+  if (!isUtc(zone)) zoneFormatter(zone);
 }
 
 const formatters = new Map<string, Intl.DateTimeFormat>();
@@ -316,6 +433,7 @@ function civilAsUtc(w: WallTime): number {
 
 /** Offset (ms east of UTC) of `zone` at `instantMs`. */
 function offsetAt(instantMs: number, zone: string): number {
+  if (isUtc(zone)) return 0;
   const whole = Math.floor(instantMs / 1000) * 1000;
   const w: WallTime = { year: 0, month: 1, day: 1, hour: 0, minute: 0, second: 0, millisecond: 0 };
   let bc = false;

@@ -153,13 +153,58 @@ describe('CronSchedule.next (robfig ParseStandard semantics)', () => {
     expect(() => new CronSchedule('0 0 * * *', { timeZone: 'UTC' }).next(new Date(Number.NaN))).toThrow(/CronSchedule.next: invalid date/);
   });
 
-  // Known, documented divergence (upstream images run in UTC): cron-parser fires a job scheduled in the
-  // skipped DST hour at the landing hour and the repeated hour once; robfig skips the former, repeats the latter.
-  it('DST transitions follow cron-parser', () => {
+  // robfig's walk: a time in the skipped DST hour does not fire that day; one in the repeated hour fires twice.
+  it('DST transitions follow robfig/cron', () => {
     const s = new CronSchedule('30 2 * * *', { timeZone: 'Europe/Berlin' });
-    expect(s.next(new Date('2024-03-31T00:00:00Z')).toISOString()).toBe('2024-03-31T01:30:00.000Z'); // 03:30 CEST
+    expect(s.next(new Date('2024-03-31T00:00:00Z')).toISOString()).toBe('2024-04-01T00:30:00.000Z'); // 02:30 CEST next day
     expect(s.next(new Date('2024-10-27T00:00:00Z')).toISOString()).toBe('2024-10-27T00:30:00.000Z'); // 02:30 CEST
-    expect(s.next(new Date('2024-10-27T00:30:00Z')).toISOString()).toBe('2024-10-28T01:30:00.000Z'); // next day
+    expect(s.next(new Date('2024-10-27T00:30:00Z')).toISOString()).toBe('2024-10-27T01:30:00.000Z'); // 02:30 CET, again
+    expect(s.next(new Date('2024-10-27T01:30:00Z')).toISOString()).toBe('2024-10-28T01:30:00.000Z'); // next day
+    // A daily job at midnight in a zone whose DST change is at midnight (Santiago, 2024-09-08 00:00 ⇒ 01:00).
+    const santiago = new CronSchedule('0 0 * * *', { timeZone: 'America/Santiago' });
+    expect(santiago.next(new Date('2024-09-07T12:00:00Z')).toISOString()).toBe('2024-09-09T03:00:00.000Z'); // 8 Sept has no midnight: skipped;
+    // Hourly across the spring-forward gap: 01:00 CET, then 03:00 CEST.
+    const hourly = new CronSchedule('0 * * * *', { timeZone: 'Europe/Berlin' });
+    expect(hourly.next(new Date('2024-03-31T00:00:00Z')).toISOString()).toBe('2024-03-31T01:00:00.000Z');
+  });
+
+  it.each([
+    // month and day edges in UTC
+    ['0 0 31 * *', '2024-04-15T00:00:00Z', '2024-05-31T00:00:00.000Z'],
+    ['0 0 29 2 *', '2024-03-01T00:00:00Z', '2028-02-29T00:00:00.000Z'],
+    ['59 23 31 12 *', '2024-12-31T23:59:00Z', '2025-12-31T23:59:00.000Z'],
+    ['0 0 1 jan *', '2024-12-31T23:59:59.999Z', '2025-01-01T00:00:00.000Z'],
+    ['*/15 * * * *', '2024-05-10T10:44:59.999Z', '2024-05-10T10:45:00.000Z'],
+    ['*/15 * * * *', '2024-05-10T10:45:00.000Z', '2024-05-10T11:00:00.000Z'],
+    ['0 */4 * * *', '2024-05-10T21:00:00Z', '2024-05-11T00:00:00.000Z'],
+    // restricted day of month and day of week: either matches (robfig's star bit off on both)
+    ['0 0 13 * fri', '2024-05-10T10:30:00Z', '2024-05-13T00:00:00.000Z'],
+    // a star (`*/1` too) in either: both must match, so the other alone decides
+    ['0 0 13 * */1', '2024-05-10T10:30:00Z', '2024-05-13T00:00:00.000Z'],
+    ['0 0 */1 * fri', '2024-05-10T10:30:00Z', '2024-05-17T00:00:00.000Z'],
+  ])('%j after %s ⇒ %s', (spec, after, want) => {
+    expect(nextUtc(spec, after)).toBe(want);
+  });
+
+  it('matches in UTC without loading time-zone data (no Intl call)', () => {
+    const original = Intl.DateTimeFormat;
+    let calls = 0;
+    const counting = function (this: unknown, ...args: ConstructorParameters<typeof Intl.DateTimeFormat>) {
+      calls++;
+      return new original(...args);
+    } as unknown as typeof Intl.DateTimeFormat;
+    Intl.DateTimeFormat = counting;
+    try {
+      const s = new CronSchedule('0 */1 * * *', { timeZone: 'Etc/UTC' });
+      expect(s.next(new Date('2024-05-10T10:30:00Z')).toISOString()).toBe('2024-05-10T11:00:00.000Z');
+      expect(wallTime(Date.parse('2024-05-10T22:30:15.250Z'), 'UTC').hour).toBe(22);
+      expect(zonedTime({ year: 2024, month: 5, day: 10, hour: 3, minute: 0, second: 0, millisecond: 0 }, 'UTC').toISOString()).toBe(
+        '2024-05-10T03:00:00.000Z',
+      );
+    } finally {
+      Intl.DateTimeFormat = original;
+    }
+    expect(calls).toBe(0);
   });
 });
 
