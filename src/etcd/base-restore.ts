@@ -59,11 +59,22 @@ export async function restoreBaseSnapshot(opts: BaseRestoreOptions): Promise<voi
       .trim()
       .split('\n')
       .filter((l) => !/^\{"level":"(debug|info)"/.test(l));
-    const detail = lines.slice(-5).join('\n') || e.message;
+    const detail = hexDigests(lines.slice(-5).join('\n') || e.message);
     throw new EtcdbrError('E_FAILED', `${tool} snapshot restore of ${opts.snapshotFile} into ${opts.dataDir} failed: ${detail}`, {
       cause: err,
     });
   }
+}
+
+/**
+ * etcd's tools print a sha256 as Go prints a byte slice (`expected sha256 [73 139 131 …], got [72 102 …]`);
+ * every other message of ours, and `verify`, shows digests in hex, so an operator can compare them.
+ */
+export function hexDigests(text: string): string {
+  return text.replace(/\[(\d{1,3}(?: \d{1,3}){31})\]/g, (whole, bytes: string) => {
+    const values = bytes.split(' ').map(Number);
+    return values.every((v) => v <= 255) ? Buffer.from(values).toString('hex') : whole;
+  });
 }
 
 /**
