@@ -35,6 +35,12 @@ import {
   u64,
 } from './format.js';
 import type { Meta, PageHeader } from './format.js';
+import {
+  FINISHED_COMPACT_REV_KEY as FINISHED_COMPACT_REV,
+  isFinishedCompactRevKey,
+  revisionBucketNamed,
+  type RevisionBucket,
+} from '../etcd-schema.js';
 
 export interface CheckProblem {
   /** The page the problem is about, when there is one. */
@@ -170,7 +176,7 @@ export class Summaries {
    * every sub-bucket element named `key` or `meta` (its page, and its root or, inline, what it holds), and
    * every leaf element `finishedCompactRev` with its value.
    */
-  etcdBuckets: Array<{ page: number; name: 'key' | 'meta'; root: number; inlineRevision: number }> = [];
+  etcdBuckets: Array<{ page: number; name: RevisionBucket; root: number; inlineRevision: number }> = [];
   compactRevs: Array<{ page: number; revision: number }> = [];
 
   constructor(pageCount: number) {
@@ -536,7 +542,7 @@ function leafElements(
         sums.defer(id, `sub-bucket value of element ${i} is too short`);
         continue;
       }
-      const name = nested ? undefined : etcdBucketName(buf, ks, ke);
+      const name = nested ? undefined : revisionBucketNamed(buf, ks, ke);
       const root = u64(buf, ke);
       if (root !== 0) {
         sums.bucketRoots.push(root);
@@ -567,22 +573,12 @@ function leafElements(
   return false;
 }
 
-const FINISHED_COMPACT_REV = Buffer.from('finishedCompactRev');
-const KEY_BUCKET = Buffer.from('key');
-const META_BUCKET = Buffer.from('meta');
-
-function etcdBucketName(buf: Buffer, ks: number, ke: number): 'key' | 'meta' | undefined {
-  if (ke - ks === 3 && buf.compare(KEY_BUCKET, 0, 3, ks, ke) === 0) return 'key';
-  if (ke - ks === 4 && buf.compare(META_BUCKET, 0, 4, ks, ke) === 0) return 'meta';
-  return undefined;
-}
-
 /**
  * What an inline `key` or `meta` bucket tells of the store revision (0: nothing): the main revision of
  * its last key, or its `finishedCompactRev`. Elements that run past the page are left out (the check
  * reports them).
  */
-function inlineRevision(buf: Buffer, start: number, end: number, count: number, name: 'key' | 'meta'): number {
+function inlineRevision(buf: Buffer, start: number, end: number, count: number, name: RevisionBucket): number {
   let out = 0;
   for (let i = 0; i < count; i++) {
     const e = start + PAGE_HEADER_SIZE + i * ELEMENT_SIZE;
@@ -591,7 +587,7 @@ function inlineRevision(buf: Buffer, start: number, end: number, count: number, 
     const ve = ke + buf.readUInt32LE(e + 12);
     if (ve > end) break;
     if (name === 'key') out = i === count - 1 && ke - ks >= 8 ? Number(buf.readBigUInt64BE(ks)) : 0;
-    else if (ke - ks === FINISHED_COMPACT_REV.length && ve - ke >= 8 && buf.compare(FINISHED_COMPACT_REV, 0, 18, ks, ke) === 0) {
+    else if (ve - ke >= 8 && isFinishedCompactRevKey(buf, ks, ke)) {
       out = Math.max(out, Number(buf.readBigUInt64BE(ke)));
     }
   }
@@ -605,7 +601,7 @@ function inlineRevision(buf: Buffer, start: number, end: number, count: number, 
  */
 export function storeRevisionFromSummaries(sums: Summaries, rootPage: number): number {
   const rootLeaves = leavesOf(sums, rootPage);
-  const inRoot = (name: 'key' | 'meta') => sums.etcdBuckets.find((b) => b.name === name && rootLeaves.has(b.page));
+  const inRoot = (name: RevisionBucket) => sums.etcdBuckets.find((b) => b.name === name && rootLeaves.has(b.page));
   const key = inRoot('key');
   if (!key) throw new BoltError('E_BOLT_NO_BUCKET', 'bucket "key" not found');
   let revision = Math.max(1, key.root === 0 ? key.inlineRevision : lastKeyRevision(sums, key.root));

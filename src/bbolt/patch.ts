@@ -23,9 +23,7 @@ import { BoltDB, BoltError, bucketFromValue, element, isLeaf } from './db.js';
 import type { Bucket, Page } from './db.js';
 import { ELEMENT_SIZE, FLAG_FREELIST, LEAF_FLAG_BUCKET, PAGE_HEADER_SIZE, readU64 } from './format.js';
 import { findFlockHolder } from './lock.js';
-
-const AUTH_BUCKET = Buffer.from('auth');
-const AUTH_ENABLED_KEY = Buffer.from('authEnabled');
+import { AUTH_BUCKET, AUTH_ENABLED_KEY } from '../etcd-schema.js';
 
 export class BoltPatchError extends CodedError {
   readonly code = 'E_BOLT_PATCH';

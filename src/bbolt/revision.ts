@@ -4,6 +4,7 @@
  * (+ 't' for a tombstone), so the last key is the newest write. Upstream's sanity check does exactly this,
  * with 1 for a key shorter than 8 bytes (an empty store).
  */
+import { FINISHED_COMPACT_REV_KEY, KEY_BUCKET, META_BUCKET } from '../etcd-schema.js';
 import { BoltDB, BoltError } from './db.js';
 import { Cursor } from './cursor.js';
 
@@ -18,14 +19,12 @@ export async function latestRevision(dbPath: string): Promise<number> {
 }
 
 export async function latestRevisionOf(db: BoltDB): Promise<number> {
-  const bucket = await db.bucket('key');
+  const bucket = await db.bucket(KEY_BUCKET);
   if (!bucket) throw new BoltError('E_BOLT_NO_BUCKET', `${db.path}: bucket "key" not found`);
   const last = await new Cursor(db, bucket).last();
   if (!last || last.key.length < 8) return 1;
   return Number(last.key.readBigUInt64BE(0));
 }
-
-const FINISHED_COMPACT_REV = Buffer.from('finishedCompactRev');
 
 /**
  * The store revision etcd would report on this backend: the last key's main revision, or the finished
@@ -33,14 +32,14 @@ const FINISHED_COMPACT_REV = Buffer.from('finishedCompactRev');
  * the newest writes leave no key behind), and at least 1 (etcd's revision before the first write).
  */
 export async function storeRevisionOf(db: BoltDB): Promise<number> {
-  const key = await db.bucket('key');
+  const key = await db.bucket(KEY_BUCKET);
   if (!key) throw new BoltError('E_BOLT_NO_BUCKET', `${db.path}: bucket "key" not found`);
   const last = await new Cursor(db, key).last();
   let revision = Math.max(1, last && last.key.length >= 8 ? Number(last.key.readBigUInt64BE(0)) : 0);
-  const meta = await db.bucket('meta');
+  const meta = await db.bucket(META_BUCKET);
   if (meta) {
     for await (const e of new Cursor(db, meta)) {
-      if (e.key.equals(FINISHED_COMPACT_REV) && e.value.length >= 8) revision = Math.max(revision, Number(e.value.readBigUInt64BE(0)));
+      if (e.key.equals(FINISHED_COMPACT_REV_KEY) && e.value.length >= 8) revision = Math.max(revision, Number(e.value.readBigUInt64BE(0)));
     }
   }
   return revision;

@@ -1,35 +1,15 @@
 /**
  * etcd's mvcc records in the backend's `key` bucket (etcd server/mvcc: revision.go, kvstore_txn.go;
  * api/mvccpb/kv.proto), written by the offline replay exactly as etcd writes them:
- * - the bbolt key is the revision: 8-byte big-endian main revision, `_`, 8-byte big-endian sub revision
- *   (the op's index within its revision), plus a trailing `t` for a tombstone (a delete);
+ * - the bbolt key is the revision (`revisionKey` in src/etcd-schema.ts);
  * - the value is the `mvccpb.KeyValue` protobuf (proto3: zero and empty fields left out, fields in number
  *   order): key = 1, create_revision = 2, mod_revision = 3, version = 4, value = 5, lease = 6. A tombstone's
  *   value carries the key only.
  */
 import { varintSize, writeVarint } from '../wal/protobuf-write.js';
 
-const REVISION_BYTES = 17;
-const MARK_TOMBSTONE = 0x74; // 't'
-const REVISION_SEPARATOR = 0x5f; // '_'
-
-/** The bbolt key of revision `main`/`sub`, with the tombstone mark for a delete. */
-export function revisionKey(main: number, sub: number, tombstone: boolean): Buffer {
-  const b = Buffer.allocUnsafe(tombstone ? REVISION_BYTES + 1 : REVISION_BYTES);
-  b.writeUInt32BE(Math.floor(main / 0x1_0000_0000), 0);
-  b.writeUInt32BE(main >>> 0, 4);
-  b[8] = REVISION_SEPARATOR;
-  b.writeUInt32BE(Math.floor(sub / 0x1_0000_0000), 9);
-  b.writeUInt32BE(sub >>> 0, 13);
-  if (tombstone) b[REVISION_BYTES] = MARK_TOMBSTONE;
-  return b;
-}
-
-/** The main revision of a `key` bucket key (undefined for a key too short to hold one). */
-export function mainRevisionOf(key: Buffer): number | undefined {
-  if (key.length < 8) return undefined;
-  return key.readUInt32BE(0) * 0x1_0000_0000 + key.readUInt32BE(4);
-}
+/** The revision-key layout is etcd's schema, declared in one place. */
+export { revisionKey } from '../etcd-schema.js';
 
 export interface MvccKeyValue {
   key: Buffer;

@@ -20,6 +20,7 @@ import { Cursor } from '../bbolt/cursor.js';
 import { BoltDB, bucketFromValue, type Bucket } from '../bbolt/db.js';
 import { storeRevisionOf } from '../bbolt/revision.js';
 import { BoltWriter, type WriterEntry } from '../bbolt/writer.js';
+import { KEY_BUCKET, META_BUCKET } from '../etcd-schema.js';
 import { RevisionMismatchError } from './apply.js';
 import { encodePutValue, encodeTombstoneValue, revisionKey } from './mvcc.js';
 
@@ -68,8 +69,6 @@ export interface OfflineReplayResult {
   bytes: number;
 }
 
-const KEY_BUCKET = Buffer.from('key');
-const META_BUCKET = Buffer.from('meta');
 interface KeyState {
   createRevision: number;
   version: number;

@@ -1,0 +1,63 @@
+/**
+ * etcd's backend schema, declared once: the bbolt buckets and keys etcd keeps its state in, and the layout
+ * of its revision keys (etcd-io/etcd `server/storage/schema/bucket.go`, `schema/meta.go`,
+ * `server/storage/mvcc/revision.go`). The bbolt code in `src/bbolt` is a generic reader, writer and checker;
+ * whatever needs to know what etcd stores where (the store revision, the auth flag, the offline replay)
+ * takes the names from here. `test/architecture/etcd-schema.test.ts` fails when one is spelled elsewhere.
+ */
+
+/** Bucket of the mvcc history: one entry per revision (see `revisionKey`), the value a `mvccpb.KeyValue`. */
+export const KEY_BUCKET = Buffer.from('key');
+/** Bucket of etcd's own bookkeeping (consistent index, term, compaction revisions). */
+export const META_BUCKET = Buffer.from('meta');
+/** Bucket of the auth store's switch and revision. */
+export const AUTH_BUCKET = Buffer.from('auth');
+
+/** `meta`: the revision of the last finished compaction (8-byte big-endian main revision, `_`, sub revision). */
+export const FINISHED_COMPACT_REV_KEY = Buffer.from('finishedCompactRev');
+/** `meta`: the revision of the last scheduled compaction (same encoding). */
+export const SCHEDULED_COMPACT_REV_KEY = Buffer.from('scheduledCompactRev');
+/** `auth`: auth on ([1]) or off ([0]). */
+export const AUTH_ENABLED_KEY = Buffer.from('authEnabled');
+
+/** The two buckets the store revision is read from. */
+export type RevisionBucket = 'key' | 'meta';
+
+/** Which of the revision buckets `buf[start, end)` names, if either. */
+export function revisionBucketNamed(buf: Buffer, start: number, end: number): RevisionBucket | undefined {
+  if (end - start === KEY_BUCKET.length && buf.compare(KEY_BUCKET, 0, KEY_BUCKET.length, start, end) === 0) return 'key';
+  if (end - start === META_BUCKET.length && buf.compare(META_BUCKET, 0, META_BUCKET.length, start, end) === 0) return 'meta';
+  return undefined;
+}
+
+/** Whether `buf[start, end)` is `meta`'s finishedCompactRev key. */
+export function isFinishedCompactRevKey(buf: Buffer, start: number, end: number): boolean {
+  const k = FINISHED_COMPACT_REV_KEY;
+  return end - start === k.length && buf.compare(k, 0, k.length, start, end) === 0;
+}
+
+/**
+ * A revision key: 8-byte big-endian main revision, `_`, 8-byte big-endian sub revision (the op's index
+ * within its revision), plus a trailing `t` for a tombstone (a delete).
+ */
+export const REVISION_KEY_BYTES = 17;
+const REVISION_SEPARATOR = 0x5f; // '_'
+const MARK_TOMBSTONE = 0x74; // 't'
+
+/** The bbolt key of revision `main`/`sub`, with the tombstone mark for a delete. */
+export function revisionKey(main: number, sub: number, tombstone: boolean): Buffer {
+  const b = Buffer.allocUnsafe(tombstone ? REVISION_KEY_BYTES + 1 : REVISION_KEY_BYTES);
+  b.writeUInt32BE(Math.floor(main / 0x1_0000_0000), 0);
+  b.writeUInt32BE(main >>> 0, 4);
+  b[8] = REVISION_SEPARATOR;
+  b.writeUInt32BE(Math.floor(sub / 0x1_0000_0000), 9);
+  b.writeUInt32BE(sub >>> 0, 13);
+  if (tombstone) b[REVISION_KEY_BYTES] = MARK_TOMBSTONE;
+  return b;
+}
+
+/** The main revision of a revision key at `buf[start…]` (undefined when fewer than 8 bytes are there). */
+export function mainRevisionAt(buf: Buffer, start = 0, end = buf.length): number | undefined {
+  if (end - start < 8) return undefined;
+  return buf.readUInt32BE(start) * 0x1_0000_0000 + buf.readUInt32BE(start + 4);
+}
