@@ -67,7 +67,13 @@ function groupedUsages(spec: CommandSpec): string[] {
     if (!sections.has(title)) sections.set(title, new Set());
     sections.get(title)!.add(name);
   }
+  const ignored = Object.keys(spec.ignoredFlags ?? {});
+  for (const names of sections.values()) for (const n of ignored) names.delete(n);
   const out = ['Flags:', fs.usages(new Set(['help'])).trimEnd(), ''];
-  for (const [title, names] of sections) out.push(`Flags (${title}):`, fs.usages(names).trimEnd(), '');
+  for (const [title, names] of sections) if (names.size > 0) out.push(`Flags (${title}):`, fs.usages(names).trimEnd(), '');
+  if (ignored.length > 0) {
+    const line = `Accepted so that one argument list serves every command, and ignored here (with a warning): ${ignored.map((n) => `--${n}`).join(', ')}`;
+    out.push(...wrapWords(line, HELP_WIDTH), '');
+  }
   return out;
 }
