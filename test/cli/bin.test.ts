@@ -1,9 +1,10 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { waitFor } from '../support/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
 const bin = fileURLToPath(new URL('../../bin/etcdbrctl', import.meta.url));
@@ -75,6 +76,34 @@ describe('bin/etcdbrctl (built)', () => {
       expect(readdirSync(dir)).toEqual(['v2']);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it.each([
+    [undefined, '2'],
+    ['4', '4'],
+  ])('server with MALLOC_ARENA_MAX=%s runs, in the same process, with %s', async (given, expected) => {
+    const env: NodeJS.ProcessEnv = { ...process.env, ETCDBRCTL_TEST_MARK: '1' };
+    delete env['MALLOC_ARENA_MAX'];
+    if (given !== undefined) env['MALLOC_ARENA_MAX'] = given;
+    // Nothing answers on port 1: the sidecar starts its HTTP server and keeps waiting for etcd.
+    const child = spawn(bin, ['server', '--endpoints=http://127.0.0.1:1', '--server-port=0', '--log-level=0'], {
+      cwd: root,
+      env,
+      stdio: 'ignore',
+    });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    try {
+      const environ = await waitFor(() => {
+        const vars = readFileSync(`/proc/${child.pid}/environ`, 'latin1').split('\0');
+        // The exec'd process has the variable; until then the first start runs without it.
+        return vars.includes('ETCDBRCTL_TEST_MARK=1') && vars.some((v) => v.startsWith('MALLOC_ARENA_MAX=')) ? vars : undefined;
+      }, 'the server process to run with MALLOC_ARENA_MAX');
+      expect(environ).toContain(`MALLOC_ARENA_MAX=${expected}`);
+      expect(readFileSync(`/proc/${child.pid}/cmdline`, 'latin1')).toContain('server');
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
     }
   });
 });
