@@ -23,6 +23,8 @@ import { BoltWriter, type WriterEntry } from '../bbolt/writer.js';
 import { KEY_BUCKET, META_BUCKET } from '../etcd-schema.js';
 import { RevisionMismatchError } from './apply.js';
 import { encodePutValue, encodeTombstoneValue, revisionKey } from './mvcc.js';
+import { fetchAll, prepareCompaction, withCompaction, type PreparedCompaction } from './offline-compaction.js';
+import { compactsForQuota, type QuotaRule } from './quota-rule.js';
 
 /** The backend is not one the offline replay knows how to write (auto then replays online). */
 export class OfflineReplayNotApplicable extends CodedError {
@@ -45,16 +47,26 @@ export interface FetchedDelta {
 export interface OfflineReplayInput {
   /** The backend of the restored data dir (`<dataDir>.part/member/snap/db`). */
   dbPath: string;
-  deltas: AsyncIterable<FetchedDelta>;
+  deltas: AsyncIterable<FetchedDelta> | Iterable<FetchedDelta>;
   /** Revisions above this are not applied (point-in-time restore). */
   targetRevision: number;
-  /** A result larger than this is not put in place (OfflineReplayNotApplicable; the base stays). */
-  maxBytes?: number;
   logger: Logger;
   /** Called after each delta with its snapshot and the revision reached (progress logs). */
   onDelta?: (snap: Snapshot, revision: number) => void;
   /** Called when a delta's first events continue the previous delta's last revision (see OpenRevision). */
   onContinued?: (snap: Snapshot, revision: number) => void;
+  /**
+   * Compact while writing, as etcd's compaction at this revision would (see compaction.ts); a revision above
+   * the result's compacts at the result's revision. Reads the base's `key` bucket and the deltas once more
+   * first (the deltas are all fetched to disk before writing starts). Nothing is compacted when the base was
+   * already compacted at or above it.
+   */
+  compactRevision?: number;
+  /**
+   * The quota rule (quota-rule.ts): when the chain passes it, the result is compacted at its revision
+   * (whatever `compactRevision` says). Fetches every delta to disk before writing starts.
+   */
+  quotaRule?: QuotaRule;
 }
 
 export interface OfflineReplayResult {
@@ -67,6 +79,8 @@ export interface OfflineReplayResult {
   eventsApplied: number;
   /** Size of the new backend file. */
   bytes: number;
+  /** The revision the result is compacted at by this replay (undefined: not compacted by it). */
+  compactRevision?: number;
 }
 
 interface KeyState {
@@ -80,6 +94,7 @@ export async function replayDeltasOffline(input: OfflineReplayInput): Promise<Of
   const db = await BoltDB.open(dbPath);
   const tmp = `${dbPath}.offline-replay`;
   let writer: BoltWriter | undefined;
+  let compaction: PreparedCompaction | undefined;
   try {
     const buckets = await topLevelBuckets(db);
     const keyBucket = buckets.find((b) => b.name.equals(KEY_BUCKET));
@@ -88,23 +103,42 @@ export async function replayDeltasOffline(input: OfflineReplayInput): Promise<Of
       throw new OfflineReplayNotApplicable(`${dbPath}: no "key" or "meta" bucket: not an etcd v3 backend this replay knows`);
     }
     const baseRevision = await storeRevisionOf(db);
-    const replay = new DeltaRevisions(baseRevision, input);
+    let compactRevision = input.compactRevision;
+    if (input.quotaRule || compactRevision !== undefined) {
+      const deltas = await fetchAll(input.deltas);
+      if (input.quotaRule && (await compactsForQuota(input.quotaRule, deltas))) {
+        compactRevision = input.targetRevision;
+        logger.info(
+          { quotaBytes: input.quotaRule.quotaBytes, targetRevision: input.targetRevision },
+          'base and deltas pass 80 % of the quota: compacting the restored history at its newest revision',
+        );
+      }
+      compaction =
+        compactRevision === undefined
+          ? { deltas }
+          : await prepareCompaction(db, keyBucket.bucket, metaBucket.bucket, baseRevision, { ...input, deltas }, compactRevision);
+    }
+    const replay = new DeltaRevisions(baseRevision, compaction ? { ...input, deltas: compaction.deltas } : input);
     writer = await BoltWriter.create(tmp, { pageSize: db.pageSize, txid: Math.max(2, db.meta.txid + 1) });
     for (const b of buckets) {
-      const base = copyEntries(db, b);
-      await writer.writeBucket(b.name, b.name.equals(KEY_BUCKET) ? concat(base, replay.entries()) : base, b.sequence);
+      let entries: AsyncIterable<WriterEntry[]> = copyEntries(db, b);
+      if (b.name.equals(KEY_BUCKET)) entries = concat(entries, replay.entries());
+      if (compaction?.index) entries = withCompaction(b.name, entries, compaction.index);
+      await writer.writeBucket(b.name, entries, b.sequence);
     }
     await writer.finish();
     writer = undefined;
     const bytes = (await stat(tmp)).size;
-    if (input.maxBytes !== undefined && bytes > input.maxBytes) {
-      throw new OfflineReplayNotApplicable(
-        `the replayed backend would be ${bytes} bytes, above 80 % of the quota (${input.maxBytes} bytes): its history must be compacted`,
-      );
-    }
     await rename(tmp, dbPath);
     logger.info(
-      { baseRevision, revision: replay.revision, deltas: replay.deltasApplied, revisions: replay.revisionsApplied, bytes },
+      {
+        baseRevision,
+        revision: replay.revision,
+        deltas: replay.deltasApplied,
+        revisions: replay.revisionsApplied,
+        bytes,
+        ...(compaction?.index ? { compactRevision: compaction.index.revision, compactedKeys: compaction.index.distinctKeys } : {}),
+      },
       'delta snapshots replayed offline into the backend',
     );
     return {
@@ -114,9 +148,12 @@ export async function replayDeltasOffline(input: OfflineReplayInput): Promise<Of
       revisionsApplied: replay.revisionsApplied,
       eventsApplied: replay.eventsApplied,
       bytes,
+      ...(compaction?.index ? { compactRevision: compaction.index.revision } : {}),
     };
   } finally {
     await writer?.abort();
+    // Deltas fetched for the first pass and not replayed (a failure before the end).
+    for (const d of compaction?.deltas ?? []) await rm(d.file, { force: true });
     await db.close();
     await rm(tmp, { force: true });
   }

@@ -18,6 +18,7 @@ import type { RestorePlan } from './plan.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable, replayDeltasOffline } from './offline-replay.js';
 import { syncPath, syncTree } from './durable.js';
 import { verifyRestoredBackend } from './verify-backend.js';
+import { passesQuota, type QuotaRule } from './quota-rule.js';
 
 export type DeltaReplayMode = 'auto' | 'offline' | 'online';
 
@@ -60,6 +61,11 @@ export interface RestoreOptions {
    * backend layout, deltas etcd could not have written, a result above 80 % of the quota), then online.
    */
   deltaReplay?: DeltaReplayMode;
+  /**
+   * Compact the result at this revision (the result's revision when above it), as etcd's compaction does:
+   * the offline replay writes it so; the online replay compacts through its etcd once the deltas are in.
+   */
+  compactRevision?: number;
   /** Keep the replay etcd running and hand it to the caller (compact uses it); the caller stops it. */
   keepEtcdRunning?: boolean;
   /** Replace an existing data dir at the end instead of failing (the initializer's case). */
@@ -135,9 +141,6 @@ export async function reenableAuth(dataDir: string): Promise<void> {
   await setAuthEnabled(backendPath(dataDir), true);
 }
 
-/** Above this share of the quota, the replayed backend is compacted (online) or left to etcd (offline). */
-const QUOTA_DEFRAG_RATIO = 0.8;
-
 /**
  * Executes a restore plan: base snapshot through etcd's own restore into `<dataDir>.part`, then the deltas
  * replayed into a local etcd on that dir, then a rename. Any failure removes `.part` and leaves the data
@@ -212,6 +215,8 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     }
     await rm(dbFile, { force: true });
     logger.info({ snapshot: base.snapName, ms: Date.now() - started }, 'base snapshot restored');
+    // The compaction for size is decided from the chain and the quota alone (quota-rule.ts), the same way by both paths.
+    const quotaRule: QuotaRule = { quotaBytes: opts.embeddedEtcdQuotaBytes, baseBytes: (await stat(backendPath(partDir))).size };
 
     let revision = base.lastRevision;
     let deltasApplied = 0;
@@ -220,7 +225,9 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     let replayMs = 0;
     const mode = opts.deltaReplay ?? 'auto';
     let replayed = false;
-    if (plan.deltas.length > 0 && mode !== 'online') {
+    // Without deltas only a compaction asked for rewrites the base backend.
+    const rewrite = plan.deltas.length > 0 || opts.compactRevision !== undefined;
+    if (rewrite && mode !== 'online') {
       const replayStarted = Date.now();
       const progress = new Progress(plan, base.lastRevision, logger);
       try {
@@ -235,7 +242,8 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
             signal,
           ),
           targetRevision: plan.targetRevision,
-          ...(mode === 'auto' ? { maxBytes: Math.floor(opts.embeddedEtcdQuotaBytes * QUOTA_DEFRAG_RATIO) } : {}),
+          ...(opts.compactRevision !== undefined ? { compactRevision: opts.compactRevision } : {}),
+          quotaRule,
           logger,
           onDelta: (snap, rev) => progress.delta(snap, rev),
           onContinued: (snap, rev) => logContinuedRevision(logger, snap.snapName, rev),
@@ -252,7 +260,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         logger.warn({ reason: (err as Error).message }, 'offline delta replay does not apply here; replaying through etcd (online)');
       }
     }
-    if ((plan.deltas.length > 0 && !replayed) || opts.keepEtcdRunning) {
+    if ((rewrite && !replayed) || opts.keepEtcdRunning) {
       // Upstream calls AuthDisable in its embedded etcd. Ours is a child process and we hold no root
       // password, so the flag is switched off in the stopped backend instead (etcd reads it only at start)
       // and switched back on after the replay etcd stopped. `.part` is fresh from snapshot restore and the
@@ -279,8 +287,10 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
       revision = await bounded(c.currentRevision(2 * callTimeoutMs), 'reading the revision', signal, callTimeoutMs);
       txns = await client.openReplayTxns(logger, { signal, callTimeoutMs });
       const progress = new Progress(plan, revision, logger);
-      let leanFailed = false;
       let open: OpenRevision | undefined;
+      /** Delta payload bytes so far (the quota rule's count) and the revision the replay etcd is compacted at. */
+      let deltaBytes = 0;
+      let compactedAt = 0;
       for await (const { snap, file } of replayed
         ? []
         : fetchDeltasInOrder(store, plan.deltas, {
@@ -291,6 +301,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         signal?.throwIfAborted();
         const what = `delta snapshot ${snap.snapName}`;
         try {
+          deltaBytes += (await stat(file)).size;
           const r = await applyDeltaFile(txns, file, what, {
             currentRevision: revision,
             stopAtRevision: plan.targetRevision,
@@ -317,17 +328,31 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
         }
         deltasApplied++;
         progress.delta(snap, revision);
-        // The chain's history is kept, as the source etcd had it; only a backend near its quota is compacted
-        // (and defragmented). Upstream compacts every 10th delta, which loses the history a restored member
-        // could serve; the offline replay follows the same rule, so both give the same database.
-        if (leanFailed || (await nearQuota(client, opts.embeddedEtcdQuotaBytes, signal, callTimeoutMs))) {
-          leanFailed = !(await lean(client, revision, opts.embeddedEtcdQuotaBytes, logger));
+        // The chain's history is kept, as the source etcd had it, unless the chain passes the quota rule
+        // (quota-rule.ts): then the history goes, at the newest revision in the end, and on the way after each
+        // delta so that the replay etcd stays inside its quota. Upstream compacts every 10th delta, which loses
+        // the history a restored member could serve.
+        if (passesQuota(quotaRule, deltaBytes) && revision > compactedAt) {
+          await lean(client, revision, opts.embeddedEtcdQuotaBytes, logger);
+          compactedAt = revision;
         }
       }
       if (open) {
         revision = (await commitOpenRevision(txns, open, `revision ${open.revision}`)).lastRevision;
         revisionsApplied++;
         open = undefined;
+      }
+      // The same compaction the offline replay writes: at the newest revision when the chain passes the
+      // quota rule, else at the revision asked for (the result's when above it).
+      const compactAt =
+        plan.deltas.length > 0 && passesQuota(quotaRule, deltaBytes)
+          ? revision
+          : opts.compactRevision !== undefined
+            ? Math.min(opts.compactRevision, revision)
+            : undefined;
+      if (!replayed && compactAt !== undefined && compactAt > compactedAt) {
+        await lean(client, compactAt, opts.embeddedEtcdQuotaBytes, logger);
+        compactedAt = compactAt;
       }
       await txns.close();
       txns = undefined;
@@ -479,22 +504,14 @@ export function logContinuedRevision(logger: Logger, snapName: string, revision:
   );
 }
 
-async function nearQuota(client: EtcdClient, quota: number, signal: AbortSignal | undefined, timeoutMs: number): Promise<boolean> {
-  const status = await bounded(client.status({ timeoutMs: 2 * timeoutMs }), 'reading the status', signal, timeoutMs);
-  return status.dbSize > quota * QUOTA_DEFRAG_RATIO;
-}
-
-/** Keeps the replay etcd inside its quota: compact to the current revision and defragment (upstream `pkg/snapshot/restorer/restorer.go`). */
-async function lean(client: EtcdClient, revision: number, quota: number, logger: Logger): Promise<boolean> {
-  try {
-    logger.info({ revision, quota }, 'replay etcd above 80 % of its quota: compacting its history and defragmenting');
-    await client.compact(revision, { physical: true, timeoutMs: 120_000 });
-    await client.defragment({ timeoutMs: 300_000 });
-    return true;
-  } catch (err) {
-    logger.warn({ err }, 'compacting the replay etcd failed; will retry after the next delta');
-    return false;
-  }
+/**
+ * Compacts the replay etcd at `revision` and defragments it (upstream `pkg/snapshot/restorer/restorer.go`
+ * does both to stay inside the quota). A failure fails the restore: the result must not depend on it.
+ */
+async function lean(client: EtcdClient, revision: number, quota: number, logger: Logger): Promise<void> {
+  logger.info({ revision, quota }, 'compacting the replay etcd and defragmenting');
+  await client.compact(revision, { physical: true, timeoutMs: 120_000 });
+  await client.defragment({ timeoutMs: 300_000 });
 }
 
 /** Logs deltas and revisions applied, the rate, and an estimate of the time left, every few seconds. */

@@ -424,7 +424,7 @@ describe('restore of stores written by our snapshotter', () => {
 });
 
 describe('replay etcd with a small quota (case 39)', () => {
-  it('a replay that passes 80 % of the quota compacts and defragments (online; auto hands over to it), without failing', async () => {
+  it('a chain that passes 80 % of the quota is compacted at its newest revision: online through etcd (on the way too, inside the quota), auto offline', async () => {
     const binaries = await etcdBinaries();
     const dir = await mkdtemp(join(tmpdir(), 'etcdbr-restore-quota-'));
     const src = await startTestEtcd();
@@ -483,11 +483,11 @@ describe('replay etcd with a small quota (case 39)', () => {
       );
       expect(result.deltasApplied).toBe(24);
       expect(logger.warnings).toEqual([]);
-      expect(messages).toContain('replay etcd above 80 % of its quota: compacting its history and defragmenting');
+      expect(messages).toContain('compacting the replay etcd and defragmenting');
       const got = await dumpDataDir(binaries, join(d, 'data'));
       expect(got).toEqual(expected);
 
-      // auto: the offline result would pass 80 % of the quota too, so it hands over to the online replay.
+      // auto: stays offline and writes the history compacted at the newest revision (the same rule).
       const autoLogger = recordingLogger();
       const dAuto = join(dir, 'r-auto');
       const auto = await executeRestore(
@@ -496,21 +496,27 @@ describe('replay etcd with a small quota (case 39)', () => {
         restoreOptions(binaries, dAuto, { embeddedEtcdQuotaBytes: quota, logger: autoLogger }),
       );
       expect(auto.deltasApplied).toBe(24);
-      expect(autoLogger.warnings).toEqual(['offline delta replay does not apply here; replaying through etcd (online)']);
+      expect(autoLogger.warnings).toEqual([]);
+      expect(autoLogger.messages).toContain(
+        'base and deltas pass 80 % of the quota: compacting the restored history at its newest revision',
+      );
       expect(await dumpDataDir(binaries, join(dAuto, 'data'))).toEqual(expected);
-      // Compaction happened: revisions before the 20th delta are gone in the restored etcd.
-      const etcd = await startLocalEtcd({ binaries, dataDir: join(d, 'data'), extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
-      const rc = client(etcd.clientUrl);
-      try {
-        await expect(
-          rc
-            .get('/q/0')
-            .revision(fullSnap.lastRevision + 1)
-            .exec(),
-        ).rejects.toThrow(/compacted/);
-      } finally {
-        rc.close();
-        await etcd.stop();
+      // Both compacted at the newest revision: older revisions are gone, the newest is served.
+      for (const data of [join(d, 'data'), join(dAuto, 'data')]) {
+        const etcd = await startLocalEtcd({ binaries, dataDir: data, extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
+        const rc = client(etcd.clientUrl);
+        try {
+          await expect(
+            rc
+              .get('/q/0')
+              .revision(expected.revision - 1)
+              .exec(),
+          ).rejects.toThrow(/compacted/);
+          expect((await rc.get('/q/0').revision(expected.revision).exec()).kvs.length).toBe(1);
+        } finally {
+          rc.close();
+          await etcd.stop();
+        }
       }
     } finally {
       c.close();

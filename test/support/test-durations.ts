@@ -17,6 +17,7 @@ export const MEASURED_SECONDS: Readonly<Record<string, number>> = {
   'e2e/snapshotter-faults.test.ts': 57,
   'test/deploy/image-layout.test.ts': 55,
   'snapstore/test/s3-upload.test.ts': 51,
+  'test/restorer/offline-compaction.test.ts': 60,
   'test/compactor/compactor.test.ts': 50,
   'e2e/alerts.test.ts': 43,
   'snapstore/test/swift.test.ts': 42,

@@ -1,0 +1,98 @@
+/**
+ * A compaction done while the offline writer writes the `key` bucket: the revisions a compaction at revision
+ * C removes are never written, and `meta` records the compaction, so the result is the backend etcd leaves
+ * after compacting at C (and after its background deletion finished), compact by construction.
+ *
+ * What etcd keeps (etcd server/mvcc: key_index.go `compact`/`doCompact`, kvstore_compaction.go
+ * `scheduleCompaction`): for each key, the newest revision at or below C, unless that one is a tombstone
+ * (then nothing of the key at or below C); every revision above C. Every other revision at or below C is
+ * deleted from the `key` bucket. It records `scheduledCompactRev` when the compaction is accepted and
+ * `finishedCompactRev` when the deletion is done, both in `meta` as a 17-byte revision (main C, sub 0); on
+ * start etcd reads `finishedCompactRev` as the compacted revision (reads below it fail as compacted) and
+ * resumes a compaction whose `scheduledCompactRev` is newer.
+ *
+ * Deciding an entry at or below C needs the key's newest revision at or below C, which comes later in the
+ * bucket than the entry: a first pass over the base's `key` bucket and the deltas fills `CompactionIndex`.
+ */
+import { mainRevisionOf, revisionKey } from './mvcc.js';
+
+export const SCHEDULED_COMPACT_REV = Buffer.from('scheduledCompactRev');
+export const FINISHED_COMPACT_REV = Buffer.from('finishedCompactRev');
+
+/** Where a `key` bucket key marks a tombstone: 17 revision bytes, then `t`. */
+const TOMBSTONE_KEY_BYTES = 18;
+const MARK_TOMBSTONE = 0x74;
+
+export function isTombstoneKey(revKey: Buffer): boolean {
+  return revKey.length === TOMBSTONE_KEY_BYTES && revKey[TOMBSTONE_KEY_BYTES - 1] === MARK_TOMBSTONE;
+}
+
+/**
+ * The user key of a stored `mvccpb.KeyValue` (field 1, which etcd always writes first), as a map id; undefined
+ * for a value that does not start with it.
+ */
+export function storedKeyId(value: Buffer): string | undefined {
+  if (value.length < 2 || value[0] !== 0x0a) return undefined;
+  let len = 0;
+  let shift = 0;
+  let off = 1;
+  for (;;) {
+    if (off >= value.length || shift > 28) return undefined;
+    const b = value[off++]!;
+    len |= (b & 0x7f) << shift;
+    if (b < 0x80) break;
+    shift += 7;
+  }
+  if (off + len > value.length) return undefined;
+  return value.toString('latin1', off, off + len);
+}
+
+/**
+ * Per key, the newest main revision at or below the compaction revision (first pass). A key is written at
+ * most once per main revision (etcd refuses a transaction that touches a key twice), so the main revision
+ * names the entry. Memory: one Map entry per distinct key written at or below C, its key as a latin1 string
+ * and a number (see README "How a restore works" for the measured figure).
+ */
+export class CompactionIndex {
+  private readonly newest = new Map<string, number>();
+
+  /** `revision` bounds the writes noted; `settle` may lower it once the passes know the result's revision. */
+  constructor(private at: number) {}
+
+  get revision(): number {
+    return this.at;
+  }
+
+  /** Notes a write of `keyId` at `main` (in revision order); writes above the compaction revision are ignored. */
+  note(keyId: string, main: number): void {
+    if (main <= this.at) this.newest.set(keyId, main);
+  }
+
+  /** Compacts at `revision` instead: at or above every write noted (the result's newest revision). */
+  settle(revision: number): void {
+    this.at = revision;
+  }
+
+  get distinctKeys(): number {
+    return this.newest.size;
+  }
+
+  /** Whether etcd's compaction keeps the `key` bucket entry `revKey` → `value`. */
+  keeps(revKey: Buffer, value: Buffer): boolean {
+    const main = mainRevisionOf(revKey);
+    if (main === undefined || main > this.at) return true;
+    const keyId = storedKeyId(value);
+    if (keyId === undefined) return true; // not an mvcc record: left as it is, as etcd's index never knew it
+    return this.newest.get(keyId) === main && !isTombstoneKey(revKey);
+  }
+}
+
+/** The `meta` value etcd stores for a compaction revision: the revision bytes of (main, 0). */
+export function compactRevisionValue(revision: number): Buffer {
+  return revisionKey(revision, 0, false);
+}
+
+/** The compaction revision recorded in a `meta` value (undefined when it is too short to hold one). */
+export function compactRevisionOf(value: Buffer): number | undefined {
+  return mainRevisionOf(value);
+}

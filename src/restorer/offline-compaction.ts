@@ -1,0 +1,132 @@
+/**
+ * The offline replay's compaction, the effects around compaction.ts: the first pass over the base's `key`
+ * bucket and the delta files that fills the CompactionIndex, and the filters the writer's buckets go through.
+ */
+import { createReadStream } from 'node:fs';
+import type { DeltaEvent } from '../backup/delta-format.js';
+import { DELTA_READ_BYTES, DeltaPayloadDecoder } from '../backup/delta-parse.js';
+import { Cursor } from '../bbolt/cursor.js';
+import type { BoltDB, Bucket } from '../bbolt/db.js';
+import type { WriterEntry } from '../bbolt/writer.js';
+import {
+  CompactionIndex,
+  FINISHED_COMPACT_REV,
+  SCHEDULED_COMPACT_REV,
+  compactRevisionOf,
+  compactRevisionValue,
+  storedKeyId,
+} from './compaction.js';
+import { mainRevisionOf } from './mvcc.js';
+import type { FetchedDelta, OfflineReplayInput } from './offline-replay.js';
+
+export interface PreparedCompaction {
+  /** The deltas, all fetched to disk (the replay reads them again, and removes each once read). */
+  deltas: FetchedDelta[];
+  /** Undefined when the base is already compacted at or above the revision asked for: nothing to do. */
+  index?: CompactionIndex;
+}
+
+/** Every delta fetched to disk, in order (the compaction's first pass and the quota rule read them first). */
+export async function fetchAll(deltas: AsyncIterable<FetchedDelta> | Iterable<FetchedDelta>): Promise<FetchedDelta[]> {
+  const all: FetchedDelta[] = [];
+  for await (const d of deltas) all.push(d);
+  return all;
+}
+
+/**
+ * Finds the compaction revision (the one asked for, or the result's revision when that
+ * is lower) and notes each key's newest write at or below it, base first, then the deltas.
+ */
+export async function prepareCompaction(
+  db: BoltDB,
+  keyBucket: Bucket,
+  metaBucket: Bucket,
+  baseRevision: number,
+  input: Pick<OfflineReplayInput, 'targetRevision'> & { deltas: FetchedDelta[] },
+  asked: number,
+): Promise<PreparedCompaction> {
+  const deltas = input.deltas;
+  // Every write noted is at or below `limit`, and the compaction revision is at or above each of them (the
+  // asked one, or the result's newest revision when lower), so one pass each suffices: base first, then deltas.
+  const limit = Math.min(asked, input.targetRevision);
+  const index = new CompactionIndex(limit);
+  for await (const e of new Cursor(db, keyBucket)) {
+    const main = mainRevisionOf(e.key);
+    if (main === undefined) continue;
+    if (main > limit) break;
+    const id = storedKeyId(e.value);
+    if (id !== undefined) index.note(id, main);
+  }
+  let head = baseRevision;
+  if (limit > baseRevision) {
+    for (const d of deltas) {
+      // A delta named from the revision after the limit may still continue the limit's revision (a cut
+      // transaction); one starting later holds nothing at or below it.
+      if (d.snap.startRevision > limit + 1) break;
+      await eachEvent(d, (ev) => {
+        if (ev.modRevision <= baseRevision || ev.modRevision > limit) return;
+        head = Math.max(head, ev.modRevision);
+        index.note(ev.key.toString('latin1'), ev.modRevision);
+      });
+    }
+  }
+  index.settle(Math.min(asked, head));
+  if (index.revision <= (await compactedAt(db, metaBucket))) return { deltas };
+  return { deltas, index };
+}
+
+async function eachEvent(d: FetchedDelta, take: (ev: DeltaEvent) => void): Promise<void> {
+  const decoder = new DeltaPayloadDecoder(`delta snapshot ${d.snap.snapName}`, { hashChecked: true, times: false });
+  const stream = createReadStream(d.file, { highWaterMark: DELTA_READ_BYTES });
+  try {
+    for await (const chunk of stream as AsyncIterable<Buffer>) decoder.write(chunk, take);
+    decoder.end();
+  } finally {
+    stream.destroy();
+  }
+}
+
+/** The newest compaction the base's `meta` records (scheduled or finished), 0 without one. */
+async function compactedAt(db: BoltDB, meta: Bucket): Promise<number> {
+  let at = 0;
+  for await (const e of new Cursor(db, meta)) {
+    if (e.key.equals(FINISHED_COMPACT_REV) || e.key.equals(SCHEDULED_COMPACT_REV)) at = Math.max(at, compactRevisionOf(e.value) ?? 0);
+  }
+  return at;
+}
+
+const KEY_BUCKET = Buffer.from('key');
+const META_BUCKET = Buffer.from('meta');
+
+/**
+ * A bucket's entries as the compaction leaves them: `key` without the revisions it removes, `meta` with the
+ * compaction recorded as finished (scheduled and finished at the same revision, as etcd leaves it once its
+ * background deletion is done); other buckets as they are.
+ */
+export function withCompaction(
+  bucket: Buffer,
+  entries: AsyncIterable<WriterEntry[]>,
+  index: CompactionIndex,
+): AsyncIterable<WriterEntry[]> {
+  if (bucket.equals(KEY_BUCKET)) return keptEntries(entries, index);
+  if (bucket.equals(META_BUCKET)) return metaWithCompaction(entries, index.revision);
+  return entries;
+}
+
+async function* keptEntries(entries: AsyncIterable<WriterEntry[]>, index: CompactionIndex): AsyncGenerator<WriterEntry[]> {
+  for await (const batch of entries) {
+    const kept = batch.filter((e) => index.keeps(e.key, e.value));
+    if (kept.length > 0) yield kept;
+  }
+}
+
+async function* metaWithCompaction(entries: AsyncIterable<WriterEntry[]>, revision: number): AsyncGenerator<WriterEntry[]> {
+  const all: WriterEntry[] = [];
+  for await (const batch of entries) {
+    for (const e of batch) if (!e.key.equals(FINISHED_COMPACT_REV) && !e.key.equals(SCHEDULED_COMPACT_REV)) all.push(e);
+  }
+  const value = compactRevisionValue(revision);
+  all.push({ key: FINISHED_COMPACT_REV, value }, { key: SCHEDULED_COMPACT_REV, value });
+  all.sort((a, b) => Buffer.compare(a.key, b.key));
+  yield all;
+}
