@@ -56,6 +56,11 @@ export function revisionKey(main: number, sub: number, tombstone: boolean): Buff
   return b;
 }
 
+/** The main revision of a revision key (undefined for a key too short to hold one). */
+export function mainRevisionOf(key: Buffer): number | undefined {
+  return mainRevisionAt(key);
+}
+
 /** The main revision of a revision key at `buf[start…]` (undefined when fewer than 8 bytes are there). */
 export function mainRevisionAt(buf: Buffer, start = 0, end = buf.length): number | undefined {
   if (end - start < 8) return undefined;

@@ -9,7 +9,7 @@
 import { varintSize, writeVarint } from '../wal/protobuf-write.js';
 
 /** The revision-key layout is etcd's schema, declared in one place. */
-export { revisionKey } from '../etcd-schema.js';
+export { mainRevisionOf, revisionKey } from '../etcd-schema.js';
 
 export interface MvccKeyValue {
   key: Buffer;

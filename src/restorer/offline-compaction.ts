@@ -16,6 +16,7 @@ import {
   compactRevisionValue,
   storedKeyId,
 } from './compaction.js';
+import { KEY_BUCKET, META_BUCKET } from '../etcd-schema.js';
 import { mainRevisionOf } from './mvcc.js';
 import type { FetchedDelta, OfflineReplayInput } from './offline-replay.js';
 
@@ -94,9 +95,6 @@ async function compactedAt(db: BoltDB, meta: Bucket): Promise<number> {
   }
   return at;
 }
-
-const KEY_BUCKET = Buffer.from('key');
-const META_BUCKET = Buffer.from('meta');
 
 /**
  * A bucket's entries as the compaction leaves them: `key` without the revisions it removes, `meta` with the
