@@ -5,7 +5,7 @@
  *
  *   npm run bench -- --compiled footprint [-- --only=idle,full,delta,restore,commands --idle-seconds=60
  *     --full-mb=1024 --compressions=none,gzip,zstd --settle-seconds=60 --delta-seconds=60 --delta-rate=50000
- *     --revisions=1000000 --sample-ms=50]
+ *     --revisions=1000000 --key-space=5000 --sample-ms=50]
  *   ETCDBRCTL_PEER=/path/to/etcdbrctl-go npm run bench -- --compiled footprint
  *   quick: npm run bench -- --compiled footprint -- --only=idle --idle-seconds=10
  *
@@ -73,6 +73,8 @@ const settleSeconds = arg('settle-seconds', 60);
 const deltaSeconds = arg('delta-seconds', 60);
 const deltaRate = arg('delta-rate', 50_000);
 const revisions = arg('revisions', 1_000_000);
+/** Distinct keys the chain's puts cycle through (the replay holds state per distinct key). */
+const keySpace = arg('key-space', 5000);
 const sampleMs = arg('sample-ms', 50);
 const compressions = (flag('compressions') ?? 'none,gzip,zstd').split(',');
 for (const c of compressions) if (!['none', 'gzip', 'zstd'].includes(c)) throw new Error(`--compressions: unknown ${c}`);
@@ -555,12 +557,12 @@ async function writeChain(env: Env): Promise<string> {
     const deltas = await writeSmallPutChain(store, base, {
       revisions,
       perDelta: 5000,
-      keySpace: 5000,
+      keySpace,
       valueBytes: 100,
       compression: 'gzip',
     });
     console.log(
-      `chain: base at revision ${base.lastRevision}, ${revisions} revisions in ${deltas} gzip deltas (${round1((Date.now() - t0) / 1000)} s to write)`,
+      `chain: base at revision ${base.lastRevision}, ${revisions} revisions over ${keySpace} distinct keys in ${deltas} gzip deltas (${round1((Date.now() - t0) / 1000)} s to write)`,
     );
   } finally {
     client.close();
@@ -761,7 +763,7 @@ async function main(): Promise<void> {
       etcd: etcdVersion,
       peer: process.env.ETCDBRCTL_PEER ?? null,
       cases: [...only],
-      params: { idleSeconds, fullMb, compressions, settleSeconds, deltaSeconds, deltaRate, revisions, sampleMs },
+      params: { idleSeconds, fullMb, compressions, settleSeconds, deltaSeconds, deltaRate, revisions, keySpace, sampleMs },
       loadAverage: { before: load0, after: load1 },
       broken,
       figures: rows.map((f) => ({

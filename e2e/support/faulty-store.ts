@@ -5,14 +5,16 @@
  * - `down`: an outage; connections in flight are cut and every new request has its connection destroyed,
  *   which clients see as a network error and retry;
  * - `deny-writes`: reads are forwarded, writes (PUT/POST/DELETE) get 403 AccessDenied, which S3 clients
- *   treat as final (a bucket policy or credentials without write permission look like this).
+ *   treat as final (a bucket policy or credentials without write permission look like this);
+ * - `hold-writes`: reads are forwarded, writes wait unanswered (a store that is very slow to take an upload)
+ *   and are forwarded as they are once the mode changes.
  *
  * The port stays the same across modes, so the client under test never needs to be reconfigured.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export type StoreFaultMode = 'up' | 'down' | 'deny-writes';
+export type StoreFaultMode = 'up' | 'down' | 'deny-writes' | 'hold-writes';
 
 export interface FaultyStoreProxy {
   endpoint: string;
@@ -20,6 +22,8 @@ export interface FaultyStoreProxy {
   setMode(mode: StoreFaultMode): void;
   /** Requests answered with a fault, per mode, since the start. */
   faulted: Record<Exclude<StoreFaultMode, 'up'>, number>;
+  /** Write requests held now (`hold-writes`). */
+  readonly held: number;
   stop(): Promise<void>;
 }
 
@@ -29,10 +33,22 @@ const ACCESS_DENIED =
 export async function startFaultyStoreProxy(target: string): Promise<FaultyStoreProxy> {
   const t = new URL(target);
   let mode: StoreFaultMode = 'up';
-  const faulted = { down: 0, 'deny-writes': 0 };
+  const faulted = { down: 0, 'deny-writes': 0, 'hold-writes': 0 };
   const upstreams = new Set<http.ClientRequest>();
+  let held: Array<() => void> = [];
 
   const server = http.createServer((req, res) => {
+    if (mode === 'hold-writes' && req.method !== 'GET' && req.method !== 'HEAD') {
+      faulted['hold-writes']++;
+      // The body stays unread (TCP pushes back on the client) until the request is forwarded.
+      req.pause();
+      held.push(() => forward(req, res));
+      return;
+    }
+    forward(req, res);
+  });
+
+  function forward(req: http.IncomingMessage, res: http.ServerResponse): void {
     if (mode === 'down') {
       faulted.down++;
       req.socket.destroy();
@@ -63,7 +79,7 @@ export async function startFaultyStoreProxy(target: string): Promise<FaultyStore
       if (!res.writableFinished) upstream.destroy();
     });
     req.pipe(upstream);
-  });
+  }
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
 
@@ -72,8 +88,16 @@ export async function startFaultyStoreProxy(target: string): Promise<FaultyStore
     get mode() {
       return mode;
     },
+    get held() {
+      return held.length;
+    },
     setMode(next) {
       mode = next;
+      if (next !== 'hold-writes') {
+        const release = held;
+        held = [];
+        for (const r of release) r();
+      }
       if (next === 'down') {
         // An outage also breaks what is in flight and the idle keep-alive connections.
         for (const u of upstreams) u.destroy();

@@ -2,6 +2,7 @@ import { CodedError, asError } from '../errors.js';
 import { createHash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { OffThreadSha256 } from './sha256-worker.js';
+import { cpuHashesSha256InHardware } from './sha256-hardware.js';
 
 /** etcd appends sha256(db) to the snapshot stream; a bbolt db is a whole number of 512-byte units. */
 export const SHA256_SIZE = 32;
@@ -154,11 +155,11 @@ export class PayloadVerifier extends Transform {
 }
 
 /**
- * The verifier for etcd's snapshot stream (bbolt size rule included); hashes on a worker thread unless
- * told otherwise.
+ * The verifier for etcd's snapshot stream (bbolt size rule included); hashes on a worker thread unless the
+ * CPU hashes SHA-256 in hardware (then inline is faster and smaller) or told otherwise.
  */
 export class FullSnapshotVerifier extends PayloadVerifier {
-  constructor(what = 'full snapshot', opts: PayloadVerifierOptions = { offThread: true }) {
+  constructor(what = 'full snapshot', opts: PayloadVerifierOptions = { offThread: !cpuHashesSha256InHardware() }) {
     super(what, 'full', opts);
   }
 }

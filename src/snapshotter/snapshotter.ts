@@ -2,10 +2,11 @@ import { asError, CodedError, EtcdbrError } from '../errors.js';
 import { latestSet, type CompressionPolicy, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { DeltaEvent } from '../backup/delta-format.js';
-import type { AllKeysWatch, EtcdClient } from '../etcd/etcd-client.js';
+import type { EtcdClient } from '../etcd/etcd-client.js';
 import { failureLabel, type Metrics } from '../metrics.js';
 import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
 import { saveSizedDeltaSnapshot } from './delta-snapshot.js';
+import { PausableWatch } from './pausable-watch.js';
 import { takeSizedFullSnapshot, type SavedSizes } from './full-snapshot.js';
 import { fullSnapshotToReuse } from './full-skip.js';
 import { isZeroTime, type CronSchedule } from '../config/schedule.js';
@@ -51,6 +52,12 @@ export interface ChainState {
   prevFullSucceeded: boolean;
 }
 
+/** A delta taken from the buffer, with the epoch it was taken in (see Snapshotter.epoch). */
+interface TakenDelta {
+  payload: DeltaPayload;
+  epoch: number;
+}
+
 /** How long a stop waits for the watch to deliver the writes etcd acknowledged before it (at most). */
 const STOP_CATCH_UP_MS = 3_000;
 
@@ -81,11 +88,32 @@ export class TimelineChangedError extends CodedError {
  * `--delta-snapshot-period` and whenever the buffered events reach `--delta-snapshot-memory-limit`.
  * All store writes run one at a time through `serial`, in the order they were asked for, so the chain
  * stays gapless: each delta starts at the previous snapshot's last revision + 1.
+ *
+ * Back-pressure: the events buffered plus the deltas taken from the buffer and not stored yet count against
+ * the memory limit together. When they reach it while a delta is still being saved, the watch is paused
+ * (cancelled) at a revision boundary and opened again from the next revision once the save is done, so etcd
+ * holds the history meanwhile and the sidecar holds at most the limit plus one revision's events (upstream
+ * gets the same from saving the delta inside its watch loop).
  */
 export class Snapshotter {
   readonly chain: ChainState;
   private readonly buffer = new DeltaBuffer();
-  private watch: AllKeysWatch | undefined;
+  private watch: PausableWatch | undefined;
+  /** Bytes of delta payloads taken from the buffer and not stored yet (queued or being saved). */
+  private savingBytes = 0;
+  /** The most the buffer and the deltas being saved held together (JSON bytes), for tests and diagnostics. */
+  private deltaBytesPeak = 0;
+  /** The last revision the current watch handed over: buffered, saved, or already in the chain. */
+  private takenRevision = 0;
+  /** The watch paused because the delta memory is full; resumed when a save frees room. */
+  private pausedForMemory: PausableWatch | undefined;
+  /**
+   * Incremented when taken events stop belonging to the chain: a full snapshot covers them, or a delta
+   * before them failed (saving them would leave a gap). Payloads of an older epoch are not saved.
+   */
+  private epoch = 0;
+  /** Set when a delta save failed: events are ignored until a watch is opened again from the store's chain. */
+  private deltaSaveFailed = false;
   private queue: Promise<unknown> = Promise.resolve();
   private fatal: ((err: Error) => void) | undefined;
   private fullTimer: ReturnType<Clock['setTimeout']> | undefined;
@@ -134,6 +162,14 @@ export class Snapshotter {
 
   get active(): boolean {
     return this.running;
+  }
+
+  /**
+   * The most delta JSON the snapshotter held at once since it was created: the buffer plus the deltas taken
+   * from it and not stored yet. Back-pressure keeps it within the memory limit plus one revision's events.
+   */
+  get deltaMemoryPeakBytes(): number {
+    return this.deltaBytesPeak;
   }
 
   /** etcd's current store revision. */
@@ -249,7 +285,17 @@ export class Snapshotter {
       reached = resolve;
     });
     const pending: Promise<unknown>[] = [];
-    const watch = await this.deps.client.watchAllKeys(this.prevLastRevision + 1, {
+    const onCut = (save: Promise<unknown>): void => {
+      pending.push(
+        save.catch((err: unknown) => {
+          watchError ??= asError(err);
+          reached();
+        }),
+      );
+    };
+    this.takenRevision = this.prevLastRevision;
+    this.deltaSaveFailed = false;
+    const watch = await PausableWatch.open(this.deps.client, this.prevLastRevision + 1, {
       onHeader: (revision, clusterId) => {
         this.observeEtcd({ revision, clusterId });
         if (this.timelineChanged) {
@@ -257,8 +303,8 @@ export class Snapshotter {
           reached();
         }
       },
-      onEvents: (events, headerRevision) => {
-        this.appendEvents(events, pending);
+      onEvents: (events, headerRevision, w) => {
+        this.appendEvents(events, w, onCut);
         if (headerRevision >= target || this.buffer.lastRevision >= target) reached();
       },
       onError: (err) => {
@@ -279,6 +325,7 @@ export class Snapshotter {
     } finally {
       this.deps.clock.clearTimeout(guard);
       signal.removeEventListener('abort', abort);
+      if (this.pausedForMemory === watch) this.pausedForMemory = undefined;
       await watch.close();
     }
     if (timedOut && !watchError) {
@@ -288,7 +335,10 @@ export class Snapshotter {
       );
     }
     await Promise.all(pending);
-    if (watchError) throw watchError;
+    if (watchError) {
+      this.buffer.clear();
+      throw watchError;
+    }
     if (signal.aborted) return false;
     await this.serial(() => this.saveBufferedDelta());
     return true;
@@ -298,44 +348,113 @@ export class Snapshotter {
    * Buffers one watch response's events. The buffer is cut at the memory limit only between revisions: a
    * transaction's events share one revision, and a delta that ended inside one would lose the rest of it
    * (replay skips events at or below the revision it has applied). etcd never splits a revision across watch
-   * responses, so the end of a response is a revision boundary too.
+   * responses, so the end of a response is a revision boundary too. At a boundary the watch is also paused
+   * when the delta memory is full (holdBack); the events after it come again when the watch resumes.
    */
-  private appendEvents(events: readonly DeltaEvent[], pending?: Promise<unknown>[]): void {
+  private appendEvents(events: readonly DeltaEvent[], watch: PausableWatch, onCut?: (save: Promise<unknown>) => void): void {
     for (const ev of events) {
-      if (this.timelineChanged || ev.modRevision <= this.prevLastRevision) continue;
-      if (!this.buffer.isEmpty && ev.modRevision > this.buffer.lastRevision) this.cutAtLimit(pending);
+      if (this.timelineChanged || this.deltaSaveFailed) return;
+      if (ev.modRevision > this.takenRevision) {
+        this.cutAtLimit(onCut);
+        if (this.holdBack(watch)) return;
+        this.takenRevision = ev.modRevision;
+      }
+      if (ev.modRevision <= this.prevLastRevision) continue;
       this.buffer.append(ev);
+      this.deltaBytesPeak = Math.max(this.deltaBytesPeak, this.buffer.size + this.savingBytes);
       this.deps.metrics.snapshotRequired.labels('Incr').set(1);
     }
-    this.cutAtLimit(pending);
+    this.cutAtLimit(onCut);
+    this.holdBack(watch);
+  }
+
+  /** The buffered events and the deltas being saved reach the memory limit: taking more would exceed it. */
+  private get deltaMemoryFull(): boolean {
+    return this.savingBytes > 0 && this.buffer.size + this.savingBytes >= this.config.deltaSnapshotMemoryLimit;
+  }
+
+  /** Pauses `watch` after the last revision taken when the delta memory is full; true when it did. */
+  private holdBack(watch: PausableWatch): boolean {
+    if (this.timelineChanged || this.deltaSaveFailed || !this.deltaMemoryFull) return false;
+    if (!watch.paused) {
+      this.deps.logger.debug(
+        { bufferedBytes: this.buffer.size, savingBytes: this.savingBytes, nextRevision: this.takenRevision + 1 },
+        'Delta memory limit reached while a delta is being saved; pausing the watch until it is stored',
+      );
+      watch.pause(this.takenRevision + 1);
+      this.pausedForMemory = watch;
+    }
+    return true;
+  }
+
+  /** Called whenever a taken delta is stored or dropped: the paused watch goes on when there is room again. */
+  private resumeIfRoom(): void {
+    const w = this.pausedForMemory;
+    if (!w || this.deltaMemoryFull) return;
+    this.pausedForMemory = undefined;
+    void w.resume();
   }
 
   /** Saves the buffer as a delta when it holds the memory limit or more; call only at a revision boundary. */
-  private cutAtLimit(pending?: Promise<unknown>[]): void {
-    if (this.timelineChanged || this.buffer.size < this.config.deltaSnapshotMemoryLimit) return;
-    const payload = this.buffer.take()!;
+  private cutAtLimit(onCut?: (save: Promise<unknown>) => void): void {
+    if (this.timelineChanged || this.deltaSaveFailed || this.buffer.size < this.config.deltaSnapshotMemoryLimit) return;
+    const taken = this.takeBuffer()!;
     this.deps.logger.info(
-      { bytes: payload.byteLength - 32, limit: this.config.deltaSnapshotMemoryLimit },
+      { bytes: taken.payload.byteLength - 32, limit: this.config.deltaSnapshotMemoryLimit },
       'Delta events memory crossed the memory limit; taking a delta snapshot',
     );
-    const save = this.serial(() => this.saveDelta(payload)).then(
+    const save = this.serial(() => this.saveTaken(taken));
+    save.then(
       () => this.armDeltaTimer(),
       (err: unknown) => this.fail(err),
     );
-    pending?.push(save);
+    onCut?.(save);
+  }
+
+  /** Empties the buffer into a payload that counts against the memory limit until it is stored. */
+  private takeBuffer(): TakenDelta | undefined {
+    const payload = this.buffer.take();
+    if (!payload) return undefined;
+    this.savingBytes += payload.byteLength;
+    return { payload, epoch: this.epoch };
+  }
+
+  /** Stores a taken payload unless its events no longer belong to the chain; frees its bytes either way. */
+  private async saveTaken(taken: TakenDelta): Promise<Snapshot | undefined> {
+    try {
+      if (taken.epoch !== this.epoch) {
+        this.deps.logger.info(
+          { revisions: `${taken.payload.firstRevision}-${taken.payload.lastRevision}` },
+          'Not saving delta events that a full snapshot or a failed delta before them superseded',
+        );
+        return undefined;
+      }
+      return await this.saveDelta(taken.payload);
+    } catch (err) {
+      // The chain now ends before these events: nothing taken after them may be stored (it would leave a gap).
+      // The run fails, and the next one catches up from the store.
+      this.epoch += 1;
+      this.deltaSaveFailed = true;
+      this.buffer.clear();
+      throw err;
+    } finally {
+      this.savingBytes -= taken.payload.byteLength;
+      this.resumeIfRoom();
+    }
   }
 
   private async openWatch(): Promise<void> {
     await this.closeWatch();
     this.watchedRevision = this.prevLastRevision;
-    this.watch = await this.deps.client.watchAllKeys(this.prevLastRevision + 1, {
+    this.takenRevision = this.prevLastRevision;
+    this.deltaSaveFailed = false;
+    this.watch = await PausableWatch.open(this.deps.client, this.prevLastRevision + 1, {
       onHeader: (revision, clusterId) => this.observeEtcd({ revision, clusterId }),
-      onEvents: (events) => {
-        this.appendEvents(events);
-        // The last event's revision, not the header's: a watch catching up gets the store's current
-        // revision in every header while older events are still on their way.
-        const last = events.at(-1);
-        if (last) this.watchReached(last.modRevision);
+      onEvents: (events, _header, watch) => {
+        this.appendEvents(events, watch);
+        // The last revision taken, not the header's: a watch catching up gets the store's current revision
+        // in every header while older events are still on their way (and a pause leaves some for later).
+        this.watchReached(this.takenRevision);
       },
       onError: (err) => this.fail(err),
     });
@@ -399,6 +518,7 @@ export class Snapshotter {
       'etcd left the backed-up history: not continuing the delta chain; taking a full snapshot to start a new one',
     );
     this.buffer.clear();
+    this.epoch += 1;
     if (!this.running) return;
     void this.serial(() => this.fullSnapshot(false)).then(
       () => this.armFullTimer(),
@@ -409,6 +529,7 @@ export class Snapshotter {
   private async closeWatch(): Promise<void> {
     const w = this.watch;
     this.watch = undefined;
+    if (w && this.pausedForMemory === w) this.pausedForMemory = undefined;
     if (w) await w.close();
   }
 
@@ -428,6 +549,8 @@ export class Snapshotter {
     // Events up to the full snapshot are inside it; the new watch starts after it, on a fresh timeline.
     await this.closeWatch();
     this.buffer.clear();
+    // Deltas taken before this full and still queued hold events the full contains.
+    this.epoch += 1;
     this.timeline = undefined;
     this.timelineChanged = false;
     const store = await this.deps.store();
@@ -464,13 +587,13 @@ export class Snapshotter {
   }
 
   private async saveBufferedDelta(): Promise<Snapshot | undefined> {
-    const payload = this.buffer.take();
-    if (!payload) {
+    const taken = this.takeBuffer();
+    if (!taken) {
       // Every idle delta period would log this at info (upstream does): an idle cluster's log stays quiet.
       this.deps.logger.debug({}, 'No events received to save snapshot. Skipping delta snapshot.');
       return undefined;
     }
-    return this.saveDelta(payload);
+    return this.saveTaken(taken);
   }
 
   private async saveDelta(payload: DeltaPayload): Promise<Snapshot> {
