@@ -78,6 +78,9 @@ describeSnapStoreConformance('ABS on Azurite', async () => {
         verifyContainer: false,
       });
     },
+    async openThrough(through) {
+      return openAbsStore(config(az, { endpointOverride: await through(az.accountEndpoint) }), { retry: FAST_RETRY });
+    },
   };
 });
 

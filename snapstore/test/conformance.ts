@@ -12,6 +12,7 @@ import { isSnapStoreError } from '../src/errors.js';
 import type { Logger } from '../src/logger.js';
 import type { Snapshot, SnapshotKind } from '../src/snapshot.js';
 import type { SnapStore } from '../src/store.js';
+import { startStatusProxy, type StatusProxy } from './support/status-proxy.js';
 
 export interface ConformanceHarness {
   /**
@@ -34,6 +35,12 @@ export interface ConformanceHarness {
    * operation must reject with E_UNREACHABLE. Omit for providers without a network (Local).
    */
   openUnreachable?(): Promise<SnapStore>;
+  /**
+   * A store on the harness's backend whose requests go through the proxy `through(target)` starts in
+   * front of `target` (the backend's endpoint) and whose URL it returns; configured with short timeouts
+   * and few retries. The failure-code case injects statuses there. Omit for providers without a network.
+   */
+  openThrough?(through: (target: string) => Promise<string>): Promise<SnapStore>;
   /**
    * Keys in `rawKeys()` that the backend itself cannot clean up although the provider asked it to
    * (s3rver answers AbortMultipartUpload with 405, so aborted parts stay on its disk). Such keys are
@@ -516,5 +523,45 @@ export function describeSnapStoreConformance(
         expect((err as Error).message).toMatch(/127\.0\.0\.1|localhost/);
         // Retrying an unreachable endpoint for minutes would fail on the test's timeout.
       }, 30_000);
+
+    // One rule for every provider: the status alone (no vendor error code in the body) decides the code.
+    const FAILURE_CODES: [number, string][] = [
+      [400, 'E_CONFIG'],
+      [403, 'E_CREDENTIALS'],
+      [404, 'E_NOT_FOUND'],
+      [408, 'E_UNREACHABLE'],
+      [429, 'E_UNREACHABLE'],
+      [503, 'E_UNREACHABLE'],
+    ];
+    if (capabilities.network !== false)
+      it('a fetch answered 400, 403, 404, 408, 429 or 503 rejects with the same code on every provider', async () => {
+        if (!h.openThrough) throw new Error(`harness ${name} has no openThrough although it is a network store`);
+        const marker = `${run}-fault`;
+        let proxy: StatusProxy | undefined;
+        try {
+          const store = await h.openThrough(async (target) => {
+            proxy = await startStatusProxy(target, marker);
+            return proxy.url;
+          });
+          stores.push(store);
+          if (!proxy) throw new Error(`harness ${name} opened a store without the proxy`);
+          const snap = { ...testSnapshot('Full', 0, 1, 1_700_000_002), prefix: `${store.prefix}/`, snapDir: marker };
+          const seen: Record<number, string> = {};
+          for (const [status] of FAILURE_CODES) {
+            proxy.status = status;
+            const before = proxy.injected;
+            try {
+              await readAll(await store.fetch(snap));
+              seen[status] = 'resolved';
+            } catch (err) {
+              seen[status] = isSnapStoreError(err) ? err.code : `untyped ${String(err)}`;
+            }
+            expect(proxy.injected, `the ${status} was injected`).toBeGreaterThan(before);
+          }
+          expect(seen).toEqual(Object.fromEntries(FAILURE_CODES));
+        } finally {
+          await proxy?.stop();
+        }
+      }, 60_000);
   });
 }

@@ -65,6 +65,11 @@ describeSnapStoreConformance('OSS through ali-oss on the fake OSS API', async ()
         }),
         FAST,
       ),
+    openThrough: async (through) =>
+      openOssStore(
+        config(oss, { prefix: 'faulty/v2', credentials: { ...credentials, storageEndpoint: await through(oss.endpoint) } }),
+        FAST,
+      ),
   };
 });
 

@@ -54,7 +54,10 @@ function backend(): Promise<Backend> {
   return backendPromise;
 }
 
+const extraKeystones: FakeKeystone[] = [];
+
 afterAll(async () => {
+  for (const k of extraKeystones) await k.stop();
   const b = await backendPromise?.catch(() => undefined);
   await b?.keystone.stop();
   await b?.swift.stop();
@@ -107,6 +110,12 @@ describeSnapStoreConformance('Swift on a real Swift all-in-one with the fake Key
         config(b, { credentials: { ...passwordCredentials(b.keystone), authURL: `http://127.0.0.1:${await closedPort()}/v3` } }),
         FAST,
       ),
+    async openThrough(through) {
+      // A second Keystone whose gateway forwards to the proxy, which stands in front of the real Swift.
+      const keystone = await startFakeKeystone({ swiftProxy: await through(b.swift.proxy), user: USER });
+      extraKeystones.push(keystone);
+      return openSwiftStore(config(b, { credentials: passwordCredentials(keystone) }), FAST);
+    },
   };
 });
 

@@ -20,7 +20,15 @@ import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
-import { abortReason, describeError, isAbortError, isNetworkError, saveFailed } from './common.js';
+import {
+  type StoreFailureCode,
+  abortReason,
+  classifyStoreFailure,
+  describeError,
+  isAbortError,
+  isNetworkError,
+  saveFailed,
+} from './common.js';
 import { IdleBuffers, PartBufferPool } from './part-buffers.js';
 
 /** Blob index tag that hides a snapshot from everything but garbage collection. */
@@ -338,28 +346,35 @@ class AbsSnapStore implements SnapStore {
       }
       return new SnapStoreError('E_UNREACHABLE', detail, { cause: err });
     }
-    if (code?.startsWith('BlobImmutable')) {
-      return new SnapStoreError('E_IMMUTABLE', `${subject} is protected by an immutability policy (${code}): cannot ${op} it`, {
-        cause: err,
-      });
+    const vendorCode = code?.startsWith('BlobImmutable') ? 'BlobImmutable' : code;
+    switch (classifyStoreFailure({ status, vendorCode }, ABS_VENDOR_CODES)) {
+      case 'E_IMMUTABLE':
+        return new SnapStoreError('E_IMMUTABLE', `${subject} is protected by an immutability policy (${code}): cannot ${op} it`, {
+          cause: err,
+        });
+      case 'E_NOT_FOUND':
+        return new SnapStoreError('E_NOT_FOUND', `${subject} not found in ABS container ${this.url}`, { cause: err });
+      case 'E_CREDENTIALS':
+        return new SnapStoreError(
+          'E_CREDENTIALS',
+          `ABS rejected the credentials of account ${this.config.credentials.storageAccount} (${code ?? status}): ${detail}`,
+          { cause: err },
+        );
+      case 'E_UNREACHABLE':
+        return new SnapStoreError('E_UNREACHABLE', `${detail} (HTTP ${status} after retries)`, { cause: err });
+      case 'E_CONFIG':
+        return code === 'ContainerNotFound'
+          ? new SnapStoreError('E_CONFIG', `container ${this.config.container} does not exist (${this.url})`, { cause: err })
+          : new SnapStoreError('E_CONFIG', `${detail} (HTTP ${status}${code ? ` ${code}` : ''})`, { cause: err });
     }
-    if (code === 'ContainerNotFound') {
-      return new SnapStoreError('E_CONFIG', `container ${this.config.container} does not exist (${this.url})`, { cause: err });
-    }
-    if (status === 404) return new SnapStoreError('E_NOT_FOUND', `${subject} not found in ABS container ${this.url}`, { cause: err });
-    if (status === 401 || status === 403) {
-      return new SnapStoreError(
-        'E_CREDENTIALS',
-        `ABS rejected the credentials of account ${this.config.credentials.storageAccount} (${code ?? status}): ${detail}`,
-        { cause: err },
-      );
-    }
-    if (status >= 500 || status === 408 || status === 429) {
-      return new SnapStoreError('E_UNREACHABLE', `${detail} (HTTP ${status} after retries)`, { cause: err });
-    }
-    return new SnapStoreError('E_CONFIG', `${detail} (HTTP ${status}${code ? ` ${code}` : ''})`, { cause: err });
   }
 }
+
+/** Azure error codes that say more than their status (every `BlobImmutable…` code is folded into one). */
+const ABS_VENDOR_CODES: ReadonlyMap<string, StoreFailureCode> = new Map<string, StoreFailureCode>([
+  ['BlobImmutable', 'E_IMMUTABLE'],
+  ['ContainerNotFound', 'E_CONFIG'],
+]);
 
 /** Upstream block IDs: base64 of the 1-based part number as `%010d`. */
 export function blockId(partNumber: number): string {

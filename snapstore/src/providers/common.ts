@@ -68,3 +68,37 @@ export function abortReason(signal: AbortSignal): Error {
   if (reason instanceof Error) return reason;
   return reason === undefined ? new AbortError() : new AbortError(`aborted: ${String(reason)}`);
 }
+
+/** The codes a failed store request can end in; which one drives backoff, metrics and what an operator fixes. */
+export type StoreFailureCode = 'E_NOT_FOUND' | 'E_CREDENTIALS' | 'E_IMMUTABLE' | 'E_UNREACHABLE' | 'E_CONFIG';
+
+/** What a provider knows about one failed request, in terms every SDK can supply. */
+export interface StoreFailure {
+  /** The final HTTP status, after the SDK's own retries; undefined when no answer arrived. */
+  status?: number | undefined;
+  /** The vendor's error code from the answer (`NoSuchBucket`, `BlobImmutableDueToPolicy`, ...). */
+  vendorCode?: string | undefined;
+}
+
+/**
+ * The one rule for every provider. A provider's `vendor` table (vendor error code → our code) wins, since
+ * a vendor code says more than its status (S3's `NoSuchBucket` is a 404 that means a wrong configuration).
+ * Then the status: 404 → E_NOT_FOUND; 401, 403 → E_CREDENTIALS; 5xx, 408 (request timeout) and 429 (too
+ * many requests) → E_UNREACHABLE, transient, as every SDK's retry policy treats them; any other 4xx →
+ * E_CONFIG, the request itself is wrong. No status (network error, timeout, abort, a body cut short) →
+ * E_UNREACHABLE.
+ */
+export function classifyStoreFailure(f: StoreFailure, vendor: ReadonlyMap<string, StoreFailureCode> = NO_VENDOR_CODES): StoreFailureCode {
+  const byVendor = f.vendorCode === undefined ? undefined : vendor.get(f.vendorCode);
+  if (byVendor) return byVendor;
+  const s = f.status;
+  if (s === undefined) return 'E_UNREACHABLE';
+  if (s === 404) return 'E_NOT_FOUND';
+  if (s === 401 || s === 403) return 'E_CREDENTIALS';
+  if (s >= 500 || s === 408 || s === 429) return 'E_UNREACHABLE';
+  if (s >= 400) return 'E_CONFIG';
+  // 1xx and 3xx are not failures any SDK hands back on its own; an answer we cannot use is a broken endpoint.
+  return 'E_UNREACHABLE';
+}
+
+const NO_VENDOR_CODES: ReadonlyMap<string, StoreFailureCode> = new Map();

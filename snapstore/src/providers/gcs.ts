@@ -21,7 +21,15 @@ import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
-import { abortReason, describeError, isAbortError, isNetworkError, saveFailed } from './common.js';
+import {
+  type StoreFailureCode,
+  abortReason,
+  classifyStoreFailure,
+  describeError,
+  isAbortError,
+  isNetworkError,
+  saveFailed,
+} from './common.js';
 
 /** Custom metadata key that hides a snapshot from everything but garbage collection. */
 export const GCS_EXCLUDE_METADATA = 'x-etcd-snapshot-exclude';
@@ -296,25 +304,41 @@ class GcsSnapStore implements SnapStore {
       }
       return new SnapStoreError('E_UNREACHABLE', detail, { cause: err });
     }
-    if ((status === 403 || status === 412) && RETENTION_MESSAGE.test(message)) {
-      return new SnapStoreError('E_IMMUTABLE', `${subject} in ${this.where} is protected by retention or a hold: ${message}`, {
-        cause: err,
-      });
+    // The JSON API's error reasons are generic (`forbidden`, `notFound`), so the message tells retention and a
+    // missing bucket apart.
+    const vendorCode =
+      (status === 403 || status === 412) && RETENTION_MESSAGE.test(message)
+        ? 'retention'
+        : status === 404 && /bucket/i.test(message) && !/object/i.test(message)
+          ? 'noSuchBucket'
+          : undefined;
+    switch (classifyStoreFailure({ status, vendorCode }, GCS_VENDOR_CODES)) {
+      case 'E_IMMUTABLE':
+        return new SnapStoreError('E_IMMUTABLE', `${subject} in ${this.where} is protected by retention or a hold: ${message}`, {
+          cause: err,
+        });
+      case 'E_NOT_FOUND':
+        return new SnapStoreError('E_NOT_FOUND', `${subject} not found in ${this.where}`, { cause: err });
+      case 'E_CREDENTIALS':
+        return new SnapStoreError('E_CREDENTIALS', `GCS rejected the credentials (HTTP ${status}): ${detail}`, { cause: err });
+      case 'E_UNREACHABLE':
+        return new SnapStoreError('E_UNREACHABLE', `${detail} (HTTP ${status} after retries)`, { cause: err });
+      case 'E_CONFIG':
+        return new SnapStoreError(
+          'E_CONFIG',
+          `${detail} (${vendorCode === 'noSuchBucket' ? 'the bucket does not exist' : `HTTP ${status}`})`,
+          {
+            cause: err,
+          },
+        );
     }
-    if (status === 404) {
-      return /bucket/i.test(message) && !/object/i.test(message)
-        ? new SnapStoreError('E_CONFIG', `${detail} (the bucket does not exist)`, { cause: err })
-        : new SnapStoreError('E_NOT_FOUND', `${subject} not found in ${this.where}`, { cause: err });
-    }
-    if (status === 401 || status === 403) {
-      return new SnapStoreError('E_CREDENTIALS', `GCS rejected the credentials (HTTP ${status}): ${detail}`, { cause: err });
-    }
-    if (status >= 500 || status === 408 || status === 429) {
-      return new SnapStoreError('E_UNREACHABLE', `${detail} (HTTP ${status} after retries)`, { cause: err });
-    }
-    return new SnapStoreError('E_CONFIG', `${detail} (HTTP ${status})`, { cause: err });
   }
 }
+
+const GCS_VENDOR_CODES: ReadonlyMap<string, StoreFailureCode> = new Map<string, StoreFailureCode>([
+  ['retention', 'E_IMMUTABLE'],
+  ['noSuchBucket', 'E_CONFIG'],
+]);
 
 /** GCS's messages for deletes or overwrites refused by a retention policy, object retention or hold. */
 const RETENTION_MESSAGE = /retention policy|object retention|active (temporary|event-based) hold/i;

@@ -6,7 +6,7 @@
  */
 import type { SwiftCredentials } from '../config.js';
 import { SnapStoreError } from '../errors.js';
-import { describeError } from './common.js';
+import { classifyStoreFailure, describeError } from './common.js';
 
 export interface KeystoneToken {
   token: string;
@@ -101,7 +101,11 @@ export async function authenticate(c: SwiftCredentials, timeoutMs: number, signa
   if (res.status === 401 || res.status === 403) {
     throw new SnapStoreError('E_CREDENTIALS', `${where} rejected the credentials (HTTP ${res.status}): ${text.slice(0, 300)}`);
   }
-  if (res.status >= 500) throw new SnapStoreError('E_UNREACHABLE', `${where} answered HTTP ${res.status}: ${text.slice(0, 300)}`);
+  if (res.status !== 201 && res.status !== 200 && classifyStoreFailure({ status: res.status }) === 'E_UNREACHABLE') {
+    throw new SnapStoreError('E_UNREACHABLE', `${where} answered HTTP ${res.status}: ${text.slice(0, 300)}`);
+  }
+  // Any other refusal of the token request (400 for a malformed identity, 404 for a wrong auth URL path) is
+  // about the credentials file, which names both.
   if (res.status !== 201 && res.status !== 200) {
     throw new SnapStoreError('E_CREDENTIALS', `${where} refused the token request (HTTP ${res.status}): ${text.slice(0, 300)}`);
   }

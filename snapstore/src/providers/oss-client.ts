@@ -7,7 +7,7 @@ import type { Readable } from 'node:stream';
 import OSS from 'ali-oss';
 import type { OssStoreConfig } from '../config.js';
 import { SnapStoreError, isSnapStoreError } from '../errors.js';
-import { describeError, isAbortError, isNetworkError } from './common.js';
+import { type StoreFailureCode, classifyStoreFailure, describeError, isAbortError, isNetworkError } from './common.js';
 
 export interface OssListPage {
   objects: { name: string; size: number; lastModified: string }[] | undefined;
@@ -85,14 +85,28 @@ export function mapOssError(err: unknown, where: string, subject: string): SnapS
     return new SnapStoreError('E_UNREACHABLE', `${where} is unreachable (${subject}): ${describeError(err)}`, { cause: err });
   }
   // HEAD answers carry no error body, so a missing object is just a 404 there.
-  if (code === 'NoSuchKey' || (status === 404 && code !== 'NoSuchBucket'))
-    return new SnapStoreError('E_NOT_FOUND', `${subject}: not found in ${where}`, { cause: err });
-  if (code === 'NoSuchBucket') return new SnapStoreError('E_CONFIG', `${detail} (the bucket does not exist)`, { cause: err });
-  if (status === 401 || status === 403 || code === 'InvalidAccessKeyId' || code === 'SignatureDoesNotMatch') {
-    return new SnapStoreError('E_CREDENTIALS', `OSS refused ${detail}`, { cause: err });
+  // A retention policy (WORM) forbids deleting or overwriting an object before it expires; OSS says so with a
+  // WORM code or a bare 409.
+  const vendorCode = /Immutable|Worm/i.test(code) || status === 409 ? 'Worm' : code;
+  switch (classifyStoreFailure({ status: status === 0 ? undefined : status, vendorCode }, OSS_VENDOR_CODES)) {
+    case 'E_NOT_FOUND':
+      return new SnapStoreError('E_NOT_FOUND', `${subject}: not found in ${where}`, { cause: err });
+    case 'E_CREDENTIALS':
+      return new SnapStoreError('E_CREDENTIALS', `OSS refused ${detail}`, { cause: err });
+    case 'E_IMMUTABLE':
+      return new SnapStoreError('E_IMMUTABLE', `${detail} (protected by the bucket retention policy)`, { cause: err });
+    case 'E_CONFIG':
+      return new SnapStoreError('E_CONFIG', code === 'NoSuchBucket' ? `${detail} (the bucket does not exist)` : detail, { cause: err });
+    case 'E_UNREACHABLE':
+      return new SnapStoreError('E_UNREACHABLE', detail, { cause: err });
   }
-  // A retention policy (WORM) forbids deleting or overwriting an object before it expires.
-  if (/Immutable|Worm/i.test(code) || status === 409)
-    return new SnapStoreError('E_IMMUTABLE', `${detail} (protected by the bucket retention policy)`, { cause: err });
-  return new SnapStoreError('E_UNREACHABLE', detail, { cause: err });
 }
+
+/** OSS error codes that say more than their status (every WORM/immutability code is folded into one). */
+const OSS_VENDOR_CODES: ReadonlyMap<string, StoreFailureCode> = new Map<string, StoreFailureCode>([
+  ['NoSuchKey', 'E_NOT_FOUND'],
+  ['NoSuchBucket', 'E_CONFIG'],
+  ['InvalidAccessKeyId', 'E_CREDENTIALS'],
+  ['SignatureDoesNotMatch', 'E_CREDENTIALS'],
+  ['Worm', 'E_IMMUTABLE'],
+]);

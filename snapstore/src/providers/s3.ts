@@ -32,7 +32,7 @@ import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
-import { abortReason, describeError, isNetworkError, saveFailed } from './common.js';
+import { type StoreFailureCode, abortReason, classifyStoreFailure, describeError, isNetworkError, saveFailed } from './common.js';
 import { IdleBuffers } from './part-buffers.js';
 import { DEFAULT_PART_RETRY, UploadFailedError, errorName, httpStatus, uploadStream } from './s3-upload.js';
 import type { PartRetryPolicy } from './s3-upload.js';
@@ -453,43 +453,46 @@ class S3SnapStore implements SnapStore {
     if (isNetworkError(err)) {
       return new SnapStoreError('E_UNREACHABLE', `${op} ${where}: cannot reach S3 endpoint ${this.endpoint}: ${detail}`, { cause: err });
     }
-    if (name === 'NoSuchBucket') {
-      return new SnapStoreError('E_CONFIG', `${op} ${where}: bucket ${this.bucket} does not exist at ${this.endpoint}`, { cause: err });
-    }
-    if (name === 'NoSuchKey' || name === 'NotFound' || name === 'NoSuchVersion' || status === 404) {
-      return new SnapStoreError('E_NOT_FOUND', `${op} ${where}: object not found`, { cause: err });
-    }
-    if (
-      CREDENTIAL_ERRORS.has(name) ||
-      status === 401 ||
-      status === 403 ||
-      (err instanceof Error && err.name === 'CredentialsProviderError')
-    ) {
-      return new SnapStoreError('E_CREDENTIALS', `${op} ${where}: S3 rejected the credentials (${label}): ${detail}`, { cause: err });
-    }
-    if (err instanceof Error && /region is missing/i.test(err.message)) {
+    if (status === undefined && err instanceof Error && /region is missing/i.test(err.message)) {
       return new SnapStoreError('E_CONFIG', `${op} ${where}: no S3 region configured (credentials "region")`, { cause: err });
     }
-    if (status !== undefined && status >= 500) {
-      return new SnapStoreError('E_UNREACHABLE', `${op} ${where}: S3 endpoint ${this.endpoint} answered ${status} ${label}: ${detail}`, {
-        cause: err,
-      });
+    // The credential provider fails before any request is sent, so it has no status.
+    const vendorCode = err instanceof Error && err.name === 'CredentialsProviderError' ? err.name : name;
+    const code = classifyStoreFailure({ status, vendorCode }, S3_VENDOR_CODES);
+    if (keepUnknown && ((code === 'E_CONFIG' && name !== 'NoSuchBucket') || (status === undefined && !S3_VENDOR_CODES.has(vendorCode))))
+      return err;
+    switch (code) {
+      case 'E_CONFIG':
+        return name === 'NoSuchBucket'
+          ? new SnapStoreError('E_CONFIG', `${op} ${where}: bucket ${this.bucket} does not exist at ${this.endpoint}`, { cause: err })
+          : new SnapStoreError('E_CONFIG', `${op} ${where}: S3 rejected the request (${status} ${label}): ${detail}`, { cause: err });
+      case 'E_NOT_FOUND':
+        return new SnapStoreError('E_NOT_FOUND', `${op} ${where}: object not found`, { cause: err });
+      case 'E_CREDENTIALS':
+        return new SnapStoreError('E_CREDENTIALS', `${op} ${where}: S3 rejected the credentials (${label}): ${detail}`, { cause: err });
+      default:
+        return status === undefined
+          ? new SnapStoreError(code, `${op} ${where} at ${this.endpoint} failed: ${detail}`, { cause: err })
+          : new SnapStoreError(code, `${op} ${where}: S3 endpoint ${this.endpoint} answered ${status} ${label}: ${detail}`, { cause: err });
     }
-    if (keepUnknown) return err;
-    if (status !== undefined) {
-      return new SnapStoreError('E_CONFIG', `${op} ${where}: S3 rejected the request (${status} ${label}): ${detail}`, { cause: err });
-    }
-    return new SnapStoreError('E_UNREACHABLE', `${op} ${where} at ${this.endpoint} failed: ${detail}`, { cause: err });
   }
 }
 
-const CREDENTIAL_ERRORS = new Set([
-  'InvalidAccessKeyId',
-  'SignatureDoesNotMatch',
-  'ExpiredToken',
-  'InvalidToken',
-  'TokenRefreshRequired',
-  'InvalidClientTokenId',
-  'AccessDenied',
-  'AuthorizationHeaderMalformed',
+/** S3 error codes that say more than their status (`NoSuchBucket` is a 404, `AccessDenied` may come without one). */
+const S3_VENDOR_CODES: ReadonlyMap<string, StoreFailureCode> = new Map<string, StoreFailureCode>([
+  ['NoSuchBucket', 'E_CONFIG'],
+  ['NoSuchKey', 'E_NOT_FOUND'],
+  ['NotFound', 'E_NOT_FOUND'],
+  ['NoSuchVersion', 'E_NOT_FOUND'],
+  ['CredentialsProviderError', 'E_CREDENTIALS'],
+  ...[
+    'InvalidAccessKeyId',
+    'SignatureDoesNotMatch',
+    'ExpiredToken',
+    'InvalidToken',
+    'TokenRefreshRequired',
+    'InvalidClientTokenId',
+    'AccessDenied',
+    'AuthorizationHeaderMalformed',
+  ].map((c): [string, StoreFailureCode] => [c, 'E_CREDENTIALS']),
 ]);

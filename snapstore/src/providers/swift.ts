@@ -30,7 +30,7 @@ import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
-import { abortReason, describeError, isAbortError, isNetworkError, saveFailed } from './common.js';
+import { abortReason, classifyStoreFailure, describeError, isAbortError, isNetworkError, saveFailed } from './common.js';
 import { IdleBuffers, PartBufferPool } from './part-buffers.js';
 import { SwiftClient, bodyStream } from './swift-client.js';
 
@@ -322,14 +322,12 @@ class SwiftSnapStore implements SnapStore {
   private async statusError(res: Response, op: string, subject: string): Promise<SnapStoreError> {
     const text = (await res.text().catch(() => '')).slice(0, 300);
     const detail = `${op} ${subject} in ${this.where}: HTTP ${res.status}${text ? ` ${text}` : ''}`;
-    if (res.status === 404) {
-      return subject.startsWith('object ') || subject.startsWith('segment ')
-        ? new SnapStoreError('E_NOT_FOUND', `${subject} not found in ${this.where}`)
-        : new SnapStoreError('E_CONFIG', `${detail} (the container does not exist)`);
-    }
-    if (res.status === 401 || res.status === 403) return new SnapStoreError('E_CREDENTIALS', `Swift refused ${detail}`);
-    if (res.status >= 500 || res.status === 408 || res.status === 429) return new SnapStoreError('E_UNREACHABLE', detail);
-    return new SnapStoreError('E_CONFIG', detail);
+    // Swift answers without error codes; a 404 on a container request means the container is missing.
+    const container = res.status === 404 && !(subject.startsWith('object ') || subject.startsWith('segment '));
+    const code = container ? 'E_CONFIG' : classifyStoreFailure({ status: res.status });
+    if (code === 'E_NOT_FOUND') return new SnapStoreError('E_NOT_FOUND', `${subject} not found in ${this.where}`);
+    if (code === 'E_CREDENTIALS') return new SnapStoreError('E_CREDENTIALS', `Swift refused ${detail}`);
+    return new SnapStoreError(code, container ? `${detail} (the container does not exist)` : detail);
   }
 
   private mapSaveError(err: unknown, key: string): unknown {

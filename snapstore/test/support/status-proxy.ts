@@ -1,0 +1,65 @@
+/**
+ * An HTTP proxy in front of a real store backend (emulator or wire fake) that answers every request whose
+ * URL contains `marker` with an injected status, and forwards everything else unchanged (the Host header
+ * too, so signatures stay valid). The body of an injected answer is plain text, so no vendor error code
+ * decides the outcome: the status alone does, which is what the provider conformance case for failure
+ * codes checks.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface StatusProxy {
+  /** `http://127.0.0.1:PORT`, plus the target's path (e.g. an Azurite account) when it has one. */
+  url: string;
+  /** The status injected for matching requests; undefined forwards them too. */
+  status: number | undefined;
+  /** Requests answered with an injected status since the start. */
+  injected: number;
+  stop(): Promise<void>;
+}
+
+export async function startStatusProxy(target: string, marker: string): Promise<StatusProxy> {
+  const t = new URL(target);
+  const upstreams = new Set<http.ClientRequest>();
+  const server = http.createServer((req, res) => {
+    if (state.status !== undefined && (req.url ?? '').includes(marker)) {
+      state.injected++;
+      const body = `injected fault ${state.status}`;
+      // Drain the body first so the client reads the answer instead of an EPIPE.
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(state.status ?? 500, { 'content-type': 'text/plain', 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+      });
+      return;
+    }
+    const upstream = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+      res.writeHead(up.statusCode ?? 502, up.headers);
+      up.pipe(res);
+    });
+    upstreams.add(upstream);
+    upstream.on('close', () => upstreams.delete(upstream));
+    upstream.on('error', () => {
+      if (!res.headersSent) res.writeHead(502);
+      res.destroy();
+    });
+    req.pipe(upstream);
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => resolve());
+  });
+  const port = (server.address() as AddressInfo).port;
+  const path = t.pathname === '/' ? '' : t.pathname.replace(/\/$/, '');
+  const state: StatusProxy = {
+    url: `http://127.0.0.1:${port}${path}`,
+    status: undefined,
+    injected: 0,
+    async stop() {
+      for (const u of upstreams) u.destroy();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+  return state;
+}
