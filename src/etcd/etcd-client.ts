@@ -9,7 +9,7 @@ import type { Etcd3, IMember, IStatusResponse } from 'etcd3';
 import type { Logger } from '@etcdbrctl/snapstore';
 import { toEtcdError } from './errors.js';
 import { compact, currentRevision } from './ops.js';
-import { openReplayTxns, type ReplayTxns, type ReplayTxnsOptions } from './replay-txns.js';
+import { openReplayTxns, type ReplayOp, type ReplayTxns, type ReplayTxnsOptions } from './replay-txns.js';
 import { watchAllKeys, type AllKeysWatch, type WatchHandlers } from './watch.js';
 
 export type { AllKeysWatch, WatchHandlers } from './watch.js';
@@ -308,6 +308,14 @@ export class Etcd3Client implements EtcdClient {
   }
 }
 
+/** etcd3's KV RPC client; its public API has no raw multi-op transaction with our own op list. */
+interface RawTxnKv {
+  txn(
+    req: { compare: unknown[]; success: readonly ReplayOp[]; failure: unknown[] },
+    options?: { deadline: Date },
+  ): Promise<{ header: { revision: string } }>;
+}
+
 /** Etcd3Client of a local etcd, which knows its URL for the replay's lean transaction path. */
 export class LocalEtcd3Client extends Etcd3Client implements LocalEtcdClient {
   constructor(
@@ -318,6 +326,18 @@ export class LocalEtcd3Client extends Etcd3Client implements LocalEtcdClient {
   }
 
   openReplayTxns(logger: Logger, opts?: ReplayTxnsOptions): Promise<ReplayTxns> {
-    return openReplayTxns(this.clientUrl, this.etcd3, logger, opts);
+    const kv = (this.etcd3 as unknown as { kv: RawTxnKv }).kv;
+    return openReplayTxns(
+      this.clientUrl,
+      {
+        currentRevision: (timeoutMs) => currentRevision(this.etcd3, timeoutMs),
+        txn: async (ops, timeoutMs) =>
+          Number(
+            (await kv.txn({ compare: [], success: ops, failure: [] }, { deadline: new Date(Date.now() + timeoutMs) })).header.revision,
+          ),
+      },
+      logger,
+      opts,
+    );
   }
 }
