@@ -378,8 +378,11 @@ export class H2EtcdClient implements EtcdClient {
 
 /** H2EtcdClient of an etcd this process started: plain HTTP/2 on loopback, plus the replay's transaction path. */
 export class LocalH2EtcdClient extends H2EtcdClient implements LocalEtcdClient {
-  constructor(private readonly clientUrl: string) {
-    super({ endpoints: [clientUrl] });
+  constructor(
+    private readonly clientUrl: string,
+    receiveWindow?: number,
+  ) {
+    super({ endpoints: [clientUrl], ...(receiveWindow ? { receiveWindow } : {}) });
   }
 
   openReplayTxns(logger: Logger, opts?: ReplayTxnsOptions): Promise<ReplayTxns> {
