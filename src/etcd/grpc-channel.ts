@@ -156,7 +156,7 @@ export class GrpcChannel {
       });
       const timer = setTimeout(() => {
         session.destroy();
-        reject(new Error(`no connection within ${dialTimeoutMs} ms`));
+        reject(new EtcdError('E_ETCD_UNAVAILABLE', `no connection within ${dialTimeoutMs} ms`));
       }, dialTimeoutMs);
       session.once('connect', () => {
         clearTimeout(timer);
