@@ -84,3 +84,9 @@ function codeOf(err: unknown, message: string): EtcdErrorCode {
   if (typeof status === 'number') return BY_GRPC_STATUS.get(status) ?? 'E_ETCD_REQUEST';
   return 'E_ETCD_REQUEST';
 }
+
+/** The EtcdError of a gRPC status (from a response's trailers) and its message, as etcd sent them. */
+export function etcdErrorFromStatus(status: number, message: string): EtcdError {
+  if (/required revision has been compacted/i.test(message)) return new EtcdError('E_ETCD_COMPACTED', message);
+  return new EtcdError(BY_GRPC_STATUS.get(status) ?? 'E_ETCD_REQUEST', message);
+}

@@ -2,15 +2,13 @@
  * How a restore's online replay writes revisions into the replay etcd it started: one unconditional
  * transaction per source revision, strictly one after another (etcd gives each the next revision, and
  * concurrent calls would be applied in any order). The transactions go through the lean gRPC client
- * (h2-unary-client.ts), whose round trip costs about half of etcd3's; the etcd3 client stays beside it
- * for everything else and takes over when the lean path fails, so an error etcd returns reaches the
+ * (h2-unary-client.ts), whose round trip costs less than the full client's; the full client stays beside
+ * it for everything else and takes over when the lean path fails, so an error etcd returns reaches the
  * operator with etcd's own message (the lean client does not decode gRPC statuses).
  */
-import type { Etcd3 } from 'etcd3';
 import type { Logger } from '@etcdbrctl/snapstore';
 import { asError, EtcdbrError } from '../errors.js';
 import { H2CallError, H2DeadlineError, H2UnaryClient } from './h2-unary-client.js';
-import { currentRevision } from './ops.js';
 import { decodeTxnResponse, encodeTxnRequest, type ReplayOp } from './txn-wire.js';
 
 export type { ReplayOp } from './txn-wire.js';
@@ -20,7 +18,7 @@ const TXN_PATH = '/etcdserverpb.KV/Txn';
 export const REPLAY_CALL_TIMEOUT_MS = 30_000;
 
 export interface ReplayTxnsOptions {
-  /** false: every transaction through the etcd3 client. */
+  /** false: every transaction through the full client. */
   lean?: boolean;
   /** Ends the pending call and every later one with its reason (the restore's stop signal). */
   signal?: AbortSignal | undefined;
@@ -28,16 +26,12 @@ export interface ReplayTxnsOptions {
   callTimeoutMs?: number | undefined;
 }
 
-interface RawKv {
-  txn(
-    req: { compare: unknown[]; success: readonly ReplayOp[]; failure: unknown[] },
-    options?: { deadline: Date },
-  ): Promise<{ header: { revision: string } }>;
-}
-
-/** etcd3's KV RPC client; its public API has no raw multi-op transaction with our own op list. */
-function rawKv(client: Etcd3): RawKv {
-  return (client as unknown as { kv: RawKv }).kv;
+/** What the replay needs of the full client of the same etcd, which takes over from the lean path. */
+export interface ReplayFallback {
+  /** etcd's current revision, within `timeoutMs`. */
+  currentRevision(timeoutMs: number): Promise<number>;
+  /** One unconditional transaction of `ops`; resolves with the revision etcd gave it. */
+  txn(ops: readonly ReplayOp[], timeoutMs: number): Promise<number>;
 }
 
 export interface ReplayTxns {
@@ -47,28 +41,36 @@ export interface ReplayTxns {
    */
   commit(ops: readonly ReplayOp[], expectedRevision: number): Promise<number>;
   /** Which client the transactions go through now. */
-  readonly path: 'lean' | 'etcd3';
+  readonly path: 'lean' | 'client';
   close(): Promise<void>;
 }
 
 /**
- * Opens the replay's transaction path to the local etcd at `clientUrl` (plain http). `client` is an etcd3
+ * Opens the replay's transaction path to the local etcd at `clientUrl` (plain http). `client` is the full
  * client of the same etcd; without a lean connection (or with `lean: false`) every transaction uses it.
  */
-export async function openReplayTxns(clientUrl: string, client: Etcd3, logger: Logger, opts: ReplayTxnsOptions = {}): Promise<ReplayTxns> {
+export async function openReplayTxns(
+  clientUrl: string,
+  client: ReplayFallback,
+  logger: Logger,
+  opts: ReplayTxnsOptions = {},
+): Promise<ReplayTxns> {
   let lean: H2UnaryClient | undefined;
   if (opts.lean !== false) {
     try {
       lean = await H2UnaryClient.connect(clientUrl);
     } catch (err) {
-      logger.warn({ err: asError(err).message }, 'the lean gRPC connection to the replay etcd failed; replaying through the etcd3 client');
+      logger.warn(
+        { err: asError(err).message },
+        'the lean gRPC connection to the replay etcd failed; replaying through the full etcd client',
+      );
     }
   }
   return new Txns(lean, client, logger, opts.signal, opts.callTimeoutMs ?? REPLAY_CALL_TIMEOUT_MS);
 }
 
 /**
- * `work` bounded by `signal` and a deadline, for etcd3 calls that take neither: the call itself may go on in
+ * `work` bounded by `signal` and a deadline, for calls that take no signal: the call itself may go on in
  * the background, but the replay stops waiting for it (and stops the etcd it talks to). Give the call's own
  * gRPC deadline more time than `timeoutMs` (twice): this bound is the one that reports, in the replay's words.
  */
@@ -102,18 +104,18 @@ export async function bounded<T>(work: Promise<T>, what: string, signal: AbortSi
 class Txns implements ReplayTxns {
   constructor(
     private lean: H2UnaryClient | undefined,
-    private readonly client: Etcd3,
+    private readonly client: ReplayFallback,
     private readonly logger: Logger,
     private readonly signal: AbortSignal | undefined,
     private readonly timeoutMs: number,
   ) {}
 
-  get path(): 'lean' | 'etcd3' {
-    return this.lean ? 'lean' : 'etcd3';
+  get path(): 'lean' | 'client' {
+    return this.lean ? 'lean' : 'client';
   }
 
   async commit(ops: readonly ReplayOp[], expectedRevision: number): Promise<number> {
-    if (!this.lean) return this.commitEtcd3(ops);
+    if (!this.lean) return this.commitThroughClient(ops);
     let response: Buffer;
     try {
       response = await this.lean.call(TXN_PATH, encodeTxnRequest(ops), { signal: this.signal, timeoutMs: this.timeoutMs });
@@ -134,31 +136,25 @@ class Txns implements ReplayTxns {
   /**
    * The lean call failed: etcd refused the transaction (its reason not decoded), or the connection broke
    * with the transaction applied or not. etcd's revision tells which; a transaction not applied is sent
-   * again through etcd3, which then fails with etcd's own message if etcd refuses it again.
+   * again through the full client, which then fails with etcd's own message if etcd refuses it again.
    */
   private async takeOver(err: H2CallError, ops: readonly ReplayOp[], expectedRevision: number): Promise<number> {
     this.logger.warn(
       { err, revision: expectedRevision },
-      'a replay transaction failed on the lean gRPC path; going on through the etcd3 client',
+      'a replay transaction failed on the lean gRPC path; going on through the full etcd client',
     );
     const lean = this.lean;
     this.lean = undefined;
     await lean?.close().catch(() => undefined);
-    const now = await bounded(currentRevision(this.client, 2 * this.timeoutMs), 'reading the revision', this.signal, this.timeoutMs);
+    const now = await bounded(this.client.currentRevision(2 * this.timeoutMs), 'reading the revision', this.signal, this.timeoutMs);
     if (now === expectedRevision) return now;
-    if (now === expectedRevision - 1) return this.commitEtcd3(ops);
+    if (now === expectedRevision - 1) return this.commitThroughClient(ops);
     // Out of step either way: the caller reports the revision etcd is at against the one expected.
     return now;
   }
 
-  private async commitEtcd3(ops: readonly ReplayOp[]): Promise<number> {
-    const res = await bounded(
-      rawKv(this.client).txn({ compare: [], success: ops, failure: [] }, { deadline: new Date(Date.now() + 2 * this.timeoutMs) }),
-      'a replay transaction',
-      this.signal,
-      this.timeoutMs,
-    );
-    return Number(res.header.revision);
+  private commitThroughClient(ops: readonly ReplayOp[]): Promise<number> {
+    return bounded(this.client.txn(ops, 2 * this.timeoutMs), 'a replay transaction', this.signal, this.timeoutMs);
   }
 
   async close(): Promise<void> {

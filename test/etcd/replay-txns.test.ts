@@ -1,10 +1,11 @@
 /**
  * The online replay's transaction path against a real etcd: the hand-encoded Txn requests land as the
  * revisions etcd3 would write, and a transaction etcd refuses fails with etcd's own message (the lean
- * client cannot decode it, so the etcd3 client takes over).
+ * client cannot decode it, so the full client takes over).
  */
 import { Etcd3 } from 'etcd3';
 import { describe, expect, it } from 'vitest';
+import { LocalH2EtcdClient } from '../../src/etcd/h2-etcd-client.js';
 import { openReplayTxns } from '../../src/etcd/replay-txns.js';
 import { decodeTxnResponse, encodeTxnRequest, TxnWireError } from '../../src/etcd/txn-wire.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
@@ -25,7 +26,9 @@ describe('replay transactions through the lean gRPC path', () => {
     const client = new Etcd3({ hosts: etcd.clientUrl });
     cleanups.push(async () => client.close());
     const logger = recordingLogger();
-    const txns = await openReplayTxns(etcd.clientUrl, client, logger);
+    const full = new LocalH2EtcdClient(etcd.clientUrl);
+    cleanups.push(async () => full.close());
+    const txns = await openReplayTxns(etcd.clientUrl, full, logger);
     cleanups.push(() => txns.close());
     const start = Number((await client.get('x').exec()).header.revision);
     return { etcd, client, logger, txns, start };
@@ -53,11 +56,11 @@ describe('replay transactions through the lean gRPC path', () => {
     expect(txns.path).toBe('lean');
   });
 
-  it("a transaction etcd refuses fails with etcd's own message, through the etcd3 client that takes over", async () => {
+  it("a transaction etcd refuses fails with etcd's own message, through the full client that takes over", async () => {
     const { client, logger, txns, start } = await setup(['--max-request-bytes=4096']);
     expect(await txns.commit([put('/small', 'fits')], start + 1)).toBe(start + 1);
     await expect(txns.commit([put('/large', Buffer.alloc(20_000, 1))], start + 2)).rejects.toThrow(/request is too large/);
-    expect(txns.path).toBe('etcd3');
+    expect(txns.path).toBe('client');
     expect(logger.warnings.some((w) => /failed on the lean gRPC path/.test(w))).toBe(true);
     // Nothing was applied, and the replay can go on (through etcd3) from where it was.
     expect(await txns.commit([put('/next', 'n')], start + 2)).toBe(start + 2);

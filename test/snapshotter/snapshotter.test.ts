@@ -6,7 +6,7 @@ import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrct
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
 import { FakeClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
-import { compact } from '../../src/etcd/ops.js';
+import { etcdClient } from '../support/etcd-client.js';
 import type { Snapshotter, SnapshotterConfig, StoredSnapshotInfo } from '../../src/snapshotter/snapshotter.js';
 import { readDeltaEvents } from '../support/deltas.js';
 import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
@@ -214,7 +214,8 @@ describe('snapshotter against a real etcd and a Local store', () => {
     stop1.abort();
     await r1;
     for (let i = 0; i < 5; i++) await client.put(`c${i}`).value('v');
-    await compact(client, await rev());
+    const compacting = etcdClient(etcdEnv.etcd.clientUrl);
+    await compacting.compact(await rev()).finally(() => compacting.close());
     const s2 = await make();
     await expect(s2.catchUpWithDeltas(new AbortController().signal)).rejects.toThrow(/watch from revision/);
     const stop2 = new AbortController();

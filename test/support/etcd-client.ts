@@ -1,19 +1,33 @@
 /**
- * EtcdClient for tests. Integration tests observe etcd with etcd3 clients of their own and hand the code
+ * EtcdClient for tests. Integration tests observe etcd with etcd3 clients of their own (a client apart from
+ * the code under test) and hand the code
  * under test an EtcdClient (`ours`, `etcdClient`); unit tests script the few calls the code makes
  * (`fakeEtcdClient`).
  */
-import { Etcd3 } from 'etcd3';
-import { Etcd3Client, type EtcdClient } from '../../src/etcd/etcd-client.js';
+import type { Etcd3 } from 'etcd3';
+import type { EtcdClient } from '../../src/etcd/etcd-client.js';
+import { H2EtcdClient } from '../../src/etcd/h2-etcd-client.js';
 
-/** The EtcdClient on a test's own etcd3 client: both share the connection, and closing either closes it. */
+/**
+ * The project's EtcdClient to the etcd a test's own etcd3 client talks to (plain HTTP/2, its credentials);
+ * closing the etcd3 client closes it too, so a test's one cleanup covers both.
+ */
 export function ours(raw: Etcd3): EtcdClient {
-  return new Etcd3Client(raw);
+  const { hosts, auth } = (
+    raw as unknown as { pool: { options: { hosts: string | string[]; auth?: { username: string; password: string } } } }
+  ).pool.options;
+  const client = new H2EtcdClient({ endpoints: typeof hosts === 'string' ? [hosts] : hosts }, auth);
+  const closeRaw = raw.close.bind(raw);
+  raw.close = () => {
+    client.close();
+    closeRaw();
+  };
+  return client;
 }
 
 /** An EtcdClient of `hosts` over plain HTTP/2, without credentials (the test etcds'). */
 export function etcdClient(hosts: string | string[]): EtcdClient {
-  return new Etcd3Client(new Etcd3({ hosts }));
+  return new H2EtcdClient({ endpoints: typeof hosts === 'string' ? [hosts] : hosts });
 }
 
 /**
