@@ -10,7 +10,6 @@ import { openS3Store } from '../../snapstore/src/providers/s3.js';
 import { S3RVER_CREDENTIALS, startS3rver, type S3rverInstance } from '../../snapstore/test/support/s3rver.js';
 import { startFaultyStoreProxy, type FaultyStoreProxy } from '../../e2e/support/faulty-store.js';
 import { FakeClock } from '../../src/clock.js';
-import { compact } from '../../src/etcd/ops.js';
 import { Metrics } from '../../src/metrics.js';
 import { Snapshotter } from '../../src/snapshotter/snapshotter.js';
 import { readDeltaEvents } from '../support/deltas.js';
@@ -129,7 +128,12 @@ describe('snapshotter back-pressure: a slow store pauses the watch instead of fi
     proxy.setMode('hold-writes');
     for (let i = 0; i < 30; i++) await client.put(`/registry/bp/${i}`).value(VALUE);
     await waitFor(async () => paused(logger) > 0 || undefined, 'the watch to pause');
-    await compact(client, await rev());
+    const ourClient = ours(client);
+    try {
+      await ourClient.compact(await rev());
+    } finally {
+      ourClient.close();
+    }
     proxy.setMode('up');
     await expect(running).rejects.toThrow(/watch from revision \d+ failed: etcd compacted that revision/);
   });
