@@ -59,11 +59,23 @@ export async function restoreBaseSnapshot(opts: BaseRestoreOptions): Promise<voi
       .trim()
       .split('\n')
       .filter((l) => !/^\{"level":"(debug|info)"/.test(l));
-    const detail = lines.slice(-5).join('\n') || e.message;
+    const detail = hexByteLists(lines.slice(-5).join('\n') || e.message);
     throw new EtcdbrError('E_FAILED', `${tool} snapshot restore of ${opts.snapshotFile} into ${opts.dataDir} failed: ${detail}`, {
       cause: err,
     });
   }
+}
+
+/**
+ * etcd prints the hashes of its sha256 check as Go byte slices (`expected sha256 [12 183 …], got [...]`);
+ * every other message of ours, `verify`'s included, shows a hash in hex. A list of 32 numbers below 256 is
+ * such a hash: it becomes hex, the rest of the text stays as etcd wrote it.
+ */
+export function hexByteLists(text: string): string {
+  return text.replace(/\[(\d{1,3}(?: \d{1,3}){31})\]/g, (whole, list: string) => {
+    const bytes = list.split(' ').map(Number);
+    return bytes.every((b) => b < 256) ? Buffer.from(bytes).toString('hex') : whole;
+  });
 }
 
 /**
