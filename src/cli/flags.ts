@@ -39,6 +39,8 @@ export interface FlagSpec {
 export class FlagError extends CodedError {
   readonly code = 'E_INVALID_FLAG';
   override readonly name = 'FlagError';
+  /** For `unknown flag: --x`: the long name given (x), so a caller can say more about it. */
+  unknownFlag?: string;
 }
 
 export interface ParseResult {
@@ -163,7 +165,11 @@ export class FlagSet {
     const eq = body.indexOf('=');
     const name = eq >= 0 ? body.slice(0, eq) : body;
     const flag = this.byName.get(name);
-    if (flag === undefined) throw new FlagError(`unknown flag: --${name}`);
+    if (flag === undefined) {
+      const err = new FlagError(`unknown flag: --${name}`);
+      err.unknownFlag = name;
+      throw err;
+    }
     if (eq >= 0) set(flag, body.slice(eq + 1));
     else if (flag.type === 'bool') set(flag, 'true');
     else if (args.length > 0) set(flag, args.shift() as string);

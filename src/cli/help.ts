@@ -4,14 +4,20 @@
 import { flagBindings } from '../config/build.js';
 import type { CommandSpec } from '../config/commands.js';
 import { COMMAND_NAMES, COMMAND_SPECS } from '../config/commands.js';
+import { FLAG_USE } from './flag-use.js';
 import { FlagSet, HELP_WIDTH, wrapWords } from './flags.js';
 
 export const ROOT_DESCRIPTION = 'Command line utility for etcd backup restore';
 
-/** The flag set of a subcommand, built from its groups (the single source of the flags). */
+/**
+ * The flag set of a subcommand, built from its groups (the single source of the flags), without the flags
+ * of ours it does not use (flag-use.ts); the ignored ones stay, so that they parse.
+ */
 export function commandFlagSet(spec: CommandSpec): FlagSet {
   const fs = new FlagSet(`help for ${spec.name}`);
+  const refused = new Set(FLAG_USE[spec.name].refused);
   for (const [name, b] of flagBindings(spec)) {
+    if (refused.has(name)) continue;
     const flag = { name, type: b.field.type, usage: b.field.usage, defaultValue: b.defaultValue };
     fs.add(b.field.shorthand === undefined ? flag : { ...flag, shorthand: b.field.shorthand });
   }
@@ -61,19 +67,25 @@ export function commandHelp(spec: CommandSpec): string {
  */
 function groupedUsages(spec: CommandSpec): string[] {
   const fs = commandFlagSet(spec);
+  const { ignored, refused } = FLAG_USE[spec.name];
+  const unlisted = new Set([...ignored, ...refused]);
   const sections = new Map<string, Set<string>>();
   for (const [name, b] of flagBindings(spec)) {
+    if (unlisted.has(name)) continue;
     const title = b.use.group.title;
     if (!sections.has(title)) sections.set(title, new Set());
     sections.get(title)!.add(name);
   }
-  const ignored = Object.keys(spec.ignoredFlags ?? {});
-  for (const names of sections.values()) for (const n of ignored) names.delete(n);
   const out = ['Flags:', fs.usages(new Set(['help'])).trimEnd(), ''];
-  for (const [title, names] of sections) if (names.size > 0) out.push(`Flags (${title}):`, fs.usages(names).trimEnd(), '');
+  for (const [title, names] of sections) out.push(`Flags (${title}):`, fs.usages(names).trimEnd(), '');
   if (ignored.length > 0) {
-    const line = `Accepted so that one argument list serves every command, and ignored here (with a warning): ${ignored.map((n) => `--${n}`).join(', ')}`;
-    out.push(...wrapWords(line, HELP_WIDTH), '');
+    // Named, not described: they do nothing here, and a description would suggest otherwise.
+    const names = [...ignored].sort().map((n) => `--${n}`);
+    out.push(
+      `Accepted for compatibility with etcd-backup-restore, ignored by ${spec.name}:`,
+      ...wrapWords(names.join(', ').split(' '), HELP_WIDTH - 2).map((l) => `  ${l}`),
+      '',
+    );
   }
   return out;
 }

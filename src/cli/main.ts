@@ -23,6 +23,7 @@ import { formatVersionInfo, versionInfo } from '../version.js';
 import type { CliIO, CommandContext, Env } from '../config/context.js';
 import { podEnvironment } from '../config/pod-environment.js';
 import { FlagError } from './flags.js';
+import { FLAG_USE, ignoredFlagsMessage, refusedFlagMessage } from './flag-use.js';
 import { reportFailure } from './failure.js';
 import { signalLogLine, StopSignals, stopSignalWindow } from './signals.js';
 import { commandFlagSet, commandHelp, rootFlagSet, rootHelp } from './help.js';
@@ -147,7 +148,10 @@ async function runCommand<N extends CommandName>(
   try {
     parsed = commandFlagSet(spec).parse(args);
   } catch (err) {
-    if (err instanceof FlagError) return usageError(io, err.message, helpCommand);
+    if (err instanceof FlagError) {
+      const refused = err.unknownFlag !== undefined && FLAG_USE[name].refused.includes(err.unknownFlag);
+      return usageError(io, refused ? refusedFlagMessage(name, err.unknownFlag as string) : err.message, helpCommand);
+    }
     throw err;
   }
   if (parsed.help) {
@@ -191,6 +195,12 @@ async function runCommand<N extends CommandName>(
   });
   for (const w of built.warnings) logger.warn(w);
   for (const n of built.notes) logger.info(n);
+  // Their values were still checked above, as the Go tool checks them.
+  const ignored = [...parsed.changed.keys()].filter((f) => FLAG_USE[name].ignored.includes(f));
+  if (ignored.length > 0) {
+    // etcd-druid passes the auto-compaction flags to every sidecar: a warning on each start would be noise.
+    logger[name === 'server' ? 'info' : 'warn'](ignoredFlagsMessage(name, ignored));
+  }
 
   const homeDir = options.homeDir ?? env['HOME'] ?? os.homedir();
   const roles = new Map(storesOf(name, config));

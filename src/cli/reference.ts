@@ -6,6 +6,7 @@
 import { flagBindings } from '../config/build.js';
 import { COMMAND_NAMES, COMMAND_SPECS } from '../config/commands.js';
 import { Metrics } from '../metrics.js';
+import { FLAG_USE } from './flag-use.js';
 import { formatDefault } from './flags.js';
 
 const TYPE_NAMES: Readonly<Record<string, string>> = {
@@ -34,6 +35,10 @@ export function renderFlagReference(): string {
     '`--flag=false`. Every subcommand also takes `-h, --help`. Defaults not shown are the zero value (empty,',
     '0, false).',
     '',
+    'Each command accepts only the flags it uses. A flag the Go tool accepts for a command but this one does',
+    'not use is accepted and ignored, with a log line naming it (a warning; on `server`, whose arguments',
+    'etcd-druid generates, at info level); each command lists those after its tables.',
+    '',
     '| command | what it does |',
     '|---|---|',
     ...COMMAND_NAMES.map((n) => `| [\`${n}\`](#${n}) | ${cell(COMMAND_SPECS[n].short)} |`),
@@ -43,7 +48,9 @@ export function renderFlagReference(): string {
     const spec = COMMAND_SPECS[name];
     out.push(`## ${name}`, '', spec.long.replaceAll('\n', ' '), '');
     if (spec.configFile) out.push('With `--config-file`, the file is applied first and flags given on the command line override it.', '');
-    const bindings = [...flagBindings(spec)];
+    const { ignored, refused } = FLAG_USE[name];
+    const unlisted = new Set([...ignored, ...refused]);
+    const bindings = [...flagBindings(spec)].filter(([flag]) => !unlisted.has(flag));
     const groups = new Map<string, typeof bindings>();
     for (const entry of bindings) {
       const title = entry[1].use.group.title;
@@ -59,6 +66,10 @@ export function renderFlagReference(): string {
         );
       }
       out.push('');
+    }
+    if (ignored.length > 0) {
+      const names = [...ignored].sort().map((f) => `\`--${f}\``);
+      out.push(`Accepted for compatibility with etcd-backup-restore, ignored by ${name}: ${names.join(', ')}.`, '');
     }
   }
   return out.join('\n');

@@ -70,7 +70,7 @@ export interface BuildResult<N extends CommandName> {
   config: CommandConfigs[N];
   /** Informational notes from completion (values reset to defaults), to be logged. */
   notes: string[];
-  /** Config-file warnings (unknown keys) and flags the command ignores, to be logged. */
+  /** Config-file warnings (unknown keys), to be logged. */
   warnings: string[];
 }
 
@@ -87,8 +87,6 @@ export function buildCommandConfig<N extends CommandName>(name: N, input: BuildI
   for (const [flag, value] of input.flags) {
     const b = bindings.get(flag);
     if (b === undefined) throw new EtcdbrError('E_INTERNAL', `command ${name}: no binding for flag --${flag}`);
-    const ignoredBecause = spec.ignoredFlags?.[flag];
-    if (ignoredBecause !== undefined) warnings.push(`--${flag} is ignored by ${name}: ${ignoredBecause}`);
     targetOf(cfg, b.use.path)[b.key] = clone(value);
   }
 

@@ -53,12 +53,6 @@ export interface CommandSpec<N extends CommandName = CommandName> {
   complete?(cfg: CommandConfigs[N], notes: Issues): void;
   /** Checks that span groups, after each group validated itself. */
   validate?(cfg: CommandConfigs[N], issues: Issues): void;
-  /**
-   * Flags the command takes only so that argument lists written for etcd-backup-restore (which registers
-   * the whole store flag group on every command) keep working: each is accepted with a warning that says
-   * why it does nothing here, and left out of the command's flag list in `--help`.
-   */
-  ignoredFlags?: Readonly<Record<string, string>>;
 }
 
 function use<T extends object>(
@@ -93,13 +87,6 @@ export function mergeSourceWithDestination(source: SnapstoreConfig, destination:
     tempDir: source.tempDir === '' ? destination.tempDir : source.tempDir,
   };
 }
-
-/** Store and encryption flags that only matter when a command writes snapshots. */
-const UPLOAD_ONLY: Readonly<Record<string, string>> = {
-  'max-parallel-chunk-uploads': 'it applies to uploads, and this command uploads nothing',
-  'min-chunk-size': 'it applies to uploads, and this command uploads nothing',
-  'encryption-recipients-file': 'it encrypts new snapshots, and this command writes none (reading needs --encryption-identity-file)',
-};
 
 export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
   server: {
@@ -164,7 +151,6 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
     long: 'Restores the newest full snapshot and the delta snapshots after it into --data-dir (which must not exist or be empty).',
     configFile: false,
     uses: [common, use(restorationGroup, ['restorationConfig']), primaryStore, encryption, use(restoreTargetGroup)],
-    ignoredFlags: UPLOAD_ONLY,
   },
   initialize: {
     name: 'initialize',
@@ -179,7 +165,6 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       encryption,
       use(etcdConnectionGroup, ['etcdConnectionConfig']),
     ],
-    ignoredFlags: UPLOAD_ONLY,
   },
   compact: {
     name: 'compact',
@@ -196,10 +181,6 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       'store (the usual store flags), skipping snapshots the destination already has.',
     configFile: false,
     uses: [common, use(copierGroup, ['copierConfig']), use(snapstoreGroup('source-'), ['sourceSnapstoreConfig']), primaryStore, encryption],
-    ignoredFlags: {
-      'source-max-parallel-chunk-uploads': 'nothing is uploaded to the source store',
-      'source-min-chunk-size': 'nothing is uploaded to the source store',
-    },
     complete(cfg: CopyCommandConfig) {
       cfg.sourceSnapstoreConfig = mergeSourceWithDestination(cfg.sourceSnapstoreConfig, cfg.snapstoreConfig);
     },
@@ -214,7 +195,6 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
     long: 'Lists every snapshot in the store (v1 and v2 layouts): kind, revisions, creation time, size, compression, final, chunk and key.',
     configFile: false,
     uses: [common, primaryStore, encryption, use(lsOutputGroup)],
-    ignoredFlags: UPLOAD_ONLY,
   },
   verify: {
     name: 'verify',
@@ -225,7 +205,6 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       'Exit code 0: the newest chain restores; 3: a backup is broken (the first broken object is named).',
     configFile: false,
     uses: [common, primaryStore, encryption, use(verifyOptionsGroup)],
-    ignoredFlags: UPLOAD_ONLY,
   },
 };
 

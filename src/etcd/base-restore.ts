@@ -59,7 +59,7 @@ export async function restoreBaseSnapshot(opts: BaseRestoreOptions): Promise<voi
       .trim()
       .split('\n')
       .filter((l) => !/^\{"level":"(debug|info)"/.test(l));
-    const detail = hexDigests(lines.slice(-5).join('\n') || e.message);
+    const detail = hexByteLists(lines.slice(-5).join('\n') || e.message);
     throw new EtcdbrError('E_FAILED', `${tool} snapshot restore of ${opts.snapshotFile} into ${opts.dataDir} failed: ${detail}`, {
       cause: err,
     });
@@ -67,13 +67,14 @@ export async function restoreBaseSnapshot(opts: BaseRestoreOptions): Promise<voi
 }
 
 /**
- * etcd's tools print a sha256 as Go prints a byte slice (`expected sha256 [73 139 131 …], got [72 102 …]`);
- * every other message of ours, and `verify`, shows digests in hex, so an operator can compare them.
+ * etcd prints the hashes of its sha256 check as Go byte slices (`expected sha256 [12 183 …], got [...]`);
+ * every other message of ours, `verify`'s included, shows a hash in hex. A list of 32 numbers below 256 is
+ * such a hash: it becomes hex, the rest of the text stays as etcd wrote it.
  */
-export function hexDigests(text: string): string {
-  return text.replace(/\[(\d{1,3}(?: \d{1,3}){31})\]/g, (whole, bytes: string) => {
-    const values = bytes.split(' ').map(Number);
-    return values.every((v) => v <= 255) ? Buffer.from(values).toString('hex') : whole;
+export function hexByteLists(text: string): string {
+  return text.replace(/\[(\d{1,3}(?: \d{1,3}){31})\]/g, (whole, list: string) => {
+    const bytes = list.split(' ').map(Number);
+    return bytes.every((b) => b < 256) ? Buffer.from(bytes).toString('hex') : whole;
   });
 }
 

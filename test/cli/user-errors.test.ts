@@ -3,7 +3,7 @@
  * where, a non-zero exit, no stack trace (only with --log-level=debug), and nothing created or changed.
  */
 import { execFile, spawn } from 'node:child_process';
-import { cp, mkdir, mkdtemp, readdir, rm, truncate, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -244,5 +244,28 @@ describe('user errors are one clear line without a stack trace', () => {
     const debug = await etcdbrctl([...args, '--log-level=5'], {}, join(dir, 'work')); // logrus 5 = debug
     expect(debug.code).toBe(1);
     expect(debug.stderr).toContain('"stack"');
+  });
+
+  it('an uncompressed full snapshot whose sha256 trailer is wrong: both hashes in hex, as verify shows them', async () => {
+    const store = join(dir, 'store');
+    await cp(join(UPSTREAM_V023, 'none', 'snapstore'), store, { recursive: true });
+    const full = join(
+      store,
+      'v2',
+      (await readdir(join(store, 'v2'))).find((f) => f.startsWith('Full-'))!,
+    );
+    const bytes = await readFile(full);
+    const stored = Buffer.from(bytes.subarray(bytes.length - 32));
+    bytes[bytes.length - 1]! ^= 0xff; // the trailer, not the database: etcd's own hash check sees it
+    await writeFile(full, bytes);
+    await mkdir(join(dir, 'work'));
+    const args = ['restore', '--storage-provider=Local', `--store-container=${store}`, `--data-dir=${join(dir, 'work', 'data')}`];
+    const r = await etcdbrctl(args, {}, join(dir, 'work'));
+    expect(r.code).toBe(1);
+    const lines = errorLines(r.stderr);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toContain(`expected sha256 ${bytes.subarray(bytes.length - 32).toString('hex')}, got ${stored.toString('hex')}`);
+    expect(lines[0]).not.toMatch(/\[\d+ \d+/);
+    expect(await readdir(join(dir, 'work'))).toEqual([]);
   });
 });
