@@ -54,6 +54,8 @@ const PING = 0x6;
 const GOAWAY = 0x7;
 const WINDOW_UPDATE = 0x8;
 const CONTINUATION = 0x9;
+/** How long close() waits for the server to close its side before cutting the connection. */
+const CLOSE_GRACE_MS = 1000;
 
 const FLAG_END_STREAM = 0x1;
 const FLAG_ACK = 0x1;
@@ -347,8 +349,12 @@ export class H2UnaryClient {
     call.reject(err);
   }
 
-  /** Rejects pending calls, sends GOAWAY and ends the connection; resolves once the socket is closed. */
-  async close(): Promise<void> {
+  /**
+   * Rejects pending calls, sends GOAWAY and ends the connection; resolves once the socket is closed. A server
+   * that never closes its side (stalled, or stopped by SIGSTOP) is cut off after `graceMs`: closing must not
+   * wait on the peer it is giving up on.
+   */
+  async close(graceMs = CLOSE_GRACE_MS): Promise<void> {
     if (this.failure === undefined) {
       this.failure = 'the client was closed';
       this.rejectAll(this.failure);
@@ -357,6 +363,13 @@ export class H2UnaryClient {
       this.out.writeUInt32BE(NO_ERROR, at + 4);
       this.flush();
       this.socket.end();
+    }
+    if (!this.socket.destroyed) {
+      const cut = setTimeout(() => this.socket.destroy(), graceMs);
+      cut.unref();
+      await this.closed;
+      clearTimeout(cut);
+      return;
     }
     await this.closed;
   }
@@ -823,7 +836,7 @@ export class H2UnaryClient {
       this.flush();
       this.socket.end();
       // A server that never closes its side must not keep us open.
-      setTimeout(() => this.socket.destroy(), 1000).unref();
+      setTimeout(() => this.socket.destroy(), CLOSE_GRACE_MS).unref();
     } else {
       this.socket.destroy();
     }

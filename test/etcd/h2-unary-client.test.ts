@@ -185,6 +185,28 @@ describe('raw HTTP/2 unary gRPC client (bench load generator)', () => {
     await expect(client.call(PUT, putBody('k', Buffer.from('v')), { signal: stop.signal })).rejects.toThrow('received SIGTERM');
   });
 
+  it('closing a connection whose server never closes its side cuts it after the grace, instead of waiting forever', async () => {
+    // A stopped (SIGSTOP) etcd: it took the connection, said hello, and never reads or closes again.
+    const sockets = new Set<net.Socket>();
+    // allowHalfOpen: the client's FIN does not end the server's side, as no FIN comes from a stopped process.
+    const server = net.createServer({ allowHalfOpen: true }, (socket) => {
+      sockets.add(socket);
+      socket.write(Buffer.from([0, 0, 0, 0x4, 0, 0, 0, 0, 0]));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    cleanups.push(() => new Promise((resolve) => (sockets.forEach((s) => s.destroy()), server.close(resolve))));
+    const { port } = server.address() as net.AddressInfo;
+    const client = await H2UnaryClient.connect(`http://127.0.0.1:${port}`);
+    const [serverSide] = sockets;
+    const serverSawEnd = new Promise<void>((resolve) => serverSide!.once('end', () => resolve()));
+    serverSide!.resume();
+    // Resolves (before the fix it waited for the server's FIN, which never comes) ...
+    await client.close(50);
+    // ... after it said goodbye (FIN), though the server never closed its side: the cut ended it.
+    await serverSawEnd;
+    expect(serverSide!.writable).toBe(true);
+  });
+
   it('a call with a deadline and a signal that etcd answers in time resolves as any other', async () => {
     const { client } = await etcdAndClient();
     const stop = new AbortController();
