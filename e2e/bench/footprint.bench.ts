@@ -118,10 +118,12 @@ interface Spawned {
   sampler: ProcSampler;
   exited: Promise<number | null>;
   logTail(): string;
+  /** Every log line so far that matches `keepLines` (spawnSubject's option), with the sampler's time it came at. */
+  keptLines(): Array<{ t: number; line: string }>;
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-function spawnSubject(subject: Subject, args: string[], env: NodeJS.ProcessEnv, cwd: string): Spawned {
+function spawnSubject(subject: Subject, args: string[], env: NodeJS.ProcessEnv, cwd: string, keepLines?: RegExp): Spawned {
   const child = spawn(subject.command, [...subject.prefix, ...args], {
     cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -130,8 +132,14 @@ function spawnSubject(subject: Subject, args: string[], env: NodeJS.ProcessEnv, 
   if (child.pid === undefined) throw new Error(`could not start ${subject.command}`);
   const sampler = new ProcSampler(child.pid, sampleMs);
   let tail = '';
+  const kept: Array<{ t: number; line: string }> = [];
+  let partial = '';
   const keep = (d: string): void => {
     tail = (tail + d).slice(-16 * 1024);
+    if (!keepLines) return;
+    const lines = (partial + d).split('\n');
+    partial = lines.pop()!;
+    for (const l of lines) if (keepLines.test(l)) kept.push({ t: sampler.now(), line: l });
   };
   child.stdout?.setEncoding('utf8').on('data', keep);
   child.stderr?.setEncoding('utf8').on('data', keep);
@@ -147,6 +155,7 @@ function spawnSubject(subject: Subject, args: string[], env: NodeJS.ProcessEnv, 
     sampler,
     exited,
     logTail: () => tail,
+    keptLines: () => [...kept],
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       const t = setTimeout(() => child.kill('SIGKILL'), 30_000);
@@ -162,9 +171,9 @@ interface Server extends Spawned {
 }
 
 /** `server` of a subject on a free port; resolves once it answers /healthz (any status). */
-async function startServer(subject: Subject, args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<Server> {
+async function startServer(subject: Subject, args: string[], env: NodeJS.ProcessEnv, cwd: string, keepLines?: RegExp): Promise<Server> {
   const port = await freePort();
-  const p = spawnSubject(subject, ['server', `--server-port=${port}`, ...args], env, cwd);
+  const p = spawnSubject(subject, ['server', `--server-port=${port}`, ...args], env, cwd, keepLines);
   const url = `http://127.0.0.1:${port}`;
   const outcome = await waitFor(
     async () => {
@@ -536,6 +545,19 @@ async function deltaCase(env: Env, subs: Subject[]): Promise<void> {
   }
 }
 
+/** The restore's log lines that name its steps and its replay path (ours; the Go tool's differ and print nothing). */
+const RESTORE_STEPS = /offline|online|replay etcd|quota|base snapshot restored|restor(ed|ing)|validat|fetch/i;
+
+/** A JSON log line as its message and fields (no level or time); another line as it is. */
+function logLineText(line: string): string {
+  try {
+    const { msg, level: _level, time: _time, ...fields } = JSON.parse(line) as Record<string, unknown>;
+    return `${String(msg)} ${JSON.stringify(fields)}`;
+  } catch {
+    return line;
+  }
+}
+
 /** The chain the restore and the commands read: root/etcd-main/v2, a base full and `revisions` revisions in gzip deltas. */
 async function writeChain(env: Env): Promise<string> {
   const root = path.join(env.tmp, 'chain');
@@ -608,6 +630,7 @@ async function restoreCase(env: Env, subs: Subject[], chain: string): Promise<vo
       ],
       { ETCD_CONF: conf },
       dir,
+      RESTORE_STEPS,
     );
     try {
       const t0 = server.sampler.now();
@@ -615,6 +638,17 @@ async function restoreCase(env: Env, subs: Subject[], chain: string): Promise<vo
       const t1 = server.sampler.now();
       if (!handshake.ok) throw new Error(`${s.name} initialization failed (${handshake.seen.join(' -> ')}):\n${server.logTail()}`);
       const during = server.sampler.window(t0, t1);
+      // Which path the replay took (offline or through an etcd), and the peak RSS of each step up to its line.
+      let from = t0;
+      const step = (t: number, what: string): void => {
+        const peak = server.sampler.window(from, t).peakMiB;
+        console.log(
+          `  ${s.name} +${round1((t - t0) / 1000)} s, peak ${Number.isFinite(peak) ? `${round1(peak)} MiB` : '-'} since the line before: ${what}`,
+        );
+        from = t;
+      };
+      for (const { t, line } of server.keptLines()) if (t >= t0) step(t, logLineText(line));
+      step(t1, 'initialization Successful');
       record(s, 'restore (init)', 'seconds', 's', (t1 - t0) / 1000);
       record(s, 'restore (init)', 'peak RSS', 'MiB', during.peakMiB, { max: 160, text: '<= 160' });
       record(s, 'restore (init)', 'CPU', 's', during.cpuSeconds);

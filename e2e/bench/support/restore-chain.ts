@@ -69,24 +69,34 @@ async function writeChain(
 }
 
 /**
- * Writes `revisions` single-put revisions after `base` as deltas of `perDelta` events each: the
- * payloads the snapshotter would have written for that many sequential puts.
+ * Writes `revisions` single-put revisions after `base` as deltas of `perDelta` events each, cycling through
+ * `keySpace` keys: the payloads the snapshotter would have written for that many sequential puts.
  */
 export async function writeSmallPutChain(
   store: SnapStore,
   base: Snapshot,
   opts: { revisions: number; perDelta: number; keySpace: number; valueBytes: number; compression: CompressionPolicy | undefined },
 ): Promise<number> {
-  return writeChain(store, base, opts, (i, rev) => ({
+  return writeChain(store, base, opts, (i) => smallPut(base, i, opts.keySpace, opts.valueBytes));
+}
+
+/**
+ * The i-th put of a chain that cycles through `keySpace` keys after `base` (which holds none of them), with
+ * the create revision and version etcd writes: key k is created at the base's revision + 1 + k, and each
+ * round through the keys adds a version. (Every put as a create, version 1, is a history etcd never
+ * writes; the offline replay refuses it and `auto` went online for it.)
+ */
+function smallPut(base: Snapshot, i: number, keySpace: number, valueBytes: number): DeltaEvent {
+  return {
     type: 'PUT',
-    key: replayKey(i, opts.keySpace),
-    value: replayValue(i, opts.valueBytes),
-    createRevision: rev,
-    modRevision: rev,
-    version: 1,
+    key: replayKey(i, keySpace),
+    value: replayValue(i, valueBytes),
+    createRevision: base.lastRevision + 1 + (i % keySpace),
+    modRevision: base.lastRevision + 1 + i,
+    version: Math.floor(i / keySpace) + 1,
     lease: '0',
     time: TIME,
-  }));
+  };
 }
 
 /**
@@ -153,16 +163,7 @@ export async function writeLargeDelta(
   opts: { bytes: number; valueBytes: number; keySpace: number; compression: CompressionPolicy | undefined },
 ): Promise<{ revisions: number; jsonBytes: number; snap: Snapshot }> {
   // Each element is about the same size, so the count follows from one encoded sample.
-  const sample = (i: number): DeltaEvent => ({
-    type: 'PUT',
-    key: replayKey(i, opts.keySpace),
-    value: replayValue(i, opts.valueBytes),
-    createRevision: base.lastRevision + 1 + i,
-    modRevision: base.lastRevision + 1 + i,
-    version: 1,
-    lease: '0',
-    time: TIME,
-  });
+  const sample = (i: number): DeltaEvent => smallPut(base, i, opts.keySpace, opts.valueBytes);
   const per = Buffer.byteLength(encodeDeltaEvent(sample(0))) + 1;
   const revisions = Math.max(1, Math.round(opts.bytes / per));
   const hash = createHash('sha256');
