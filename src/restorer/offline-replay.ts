@@ -22,6 +22,7 @@ import { storeRevisionOf } from '../bbolt/revision.js';
 import { BoltWriter, type WriterEntry } from '../bbolt/writer.js';
 import { KEY_BUCKET, META_BUCKET } from '../etcd-schema.js';
 import { RevisionMismatchError } from './apply.js';
+import { KeyStates, UNSEEN } from './key-states.js';
 import { encodePutValue, encodeTombstoneValue, revisionKey } from './mvcc.js';
 import { fetchAll, prepareCompaction, withCompaction, type PreparedCompaction } from './offline-compaction.js';
 import { compactsForQuota, type QuotaRule } from './quota-rule.js';
@@ -81,12 +82,6 @@ export interface OfflineReplayResult {
   bytes: number;
   /** The revision the result is compacted at by this replay (undefined: not compacted by it). */
   compactRevision?: number;
-}
-
-interface KeyState {
-  createRevision: number;
-  version: number;
-  live: boolean;
 }
 
 export async function replayDeltasOffline(input: OfflineReplayInput): Promise<OfflineReplayResult> {
@@ -209,7 +204,7 @@ class DeltaRevisions {
   deltasApplied = 0;
   revisionsApplied = 0;
   eventsApplied = 0;
-  private readonly keys = new Map<string, KeyState>();
+  private readonly keys = new KeyStates();
   /** The revision whose events are being written (0 before the first delta event) and its next sub revision. */
   private openRevision = 0;
   private sub = 0;
@@ -292,33 +287,24 @@ class DeltaRevisions {
     }
   }
 
-  /**
-   * Updates a key's state in place: a new object per event would leave a million dead objects in the old
-   * generation on a million-revision chain, and V8 grows the heap rather than collect them (RSS +100 MB).
-   */
-  private remember(id: string, state: KeyState | undefined, createRevision: number, version: number, live: boolean): void {
-    if (state) {
-      state.createRevision = createRevision;
-      state.version = version;
-      state.live = live;
-    } else this.keys.set(id, { createRevision, version, live });
-  }
-
   private entry(ev: DeltaEvent, sub: number, what: string): WriterEntry {
+    // A key's state is updated in place (key-states.ts): a new object per event would leave a million dead
+    // objects in the old generation on a million-revision chain, and V8 grows the heap rather than collect them.
     const id = ev.key.toString('latin1');
-    const before = this.keys.get(id);
+    const row = this.keys.row(id);
+    const live = this.keys.live(row);
     if (ev.type === 'DELETE') {
-      if (before && !before.live) {
+      if (row !== UNSEEN && !live) {
         throw new InconsistentDeltaError(
           `${what}: revision ${ev.modRevision} deletes key ${JSON.stringify(ev.key.toString())}, which is already deleted`,
         );
       }
-      this.remember(id, before, 0, 0, false);
+      this.keys.delete(id, row);
       return { key: revisionKey(ev.modRevision, sub, true), value: encodeTombstoneValue(ev.key) };
     }
-    const fresh = !before?.live && (before !== undefined || ev.version === 1);
-    const consistent = before?.live
-      ? ev.createRevision === before.createRevision && ev.version === before.version + 1
+    const fresh = !live && (row !== UNSEEN || ev.version === 1);
+    const consistent = live
+      ? ev.createRevision === this.keys.createRevision(row) && ev.version === this.keys.version(row) + 1
       : fresh
         ? ev.createRevision === ev.modRevision && ev.version === 1
         : ev.createRevision > 0 && ev.createRevision <= this.baseRevision && ev.version > 1;
@@ -328,7 +314,7 @@ class DeltaRevisions {
           `and version ${ev.version}, which etcd would not have written after what came before`,
       );
     }
-    this.remember(id, before, ev.createRevision, ev.version, true);
+    this.keys.put(id, row, ev.createRevision, ev.version);
     return {
       key: revisionKey(ev.modRevision, sub, false),
       value: encodePutValue({
