@@ -27,6 +27,9 @@
  *   restore     a base full snapshot plus --revisions single-put revisions in gzip deltas of 5,000
  *               (support/restore-chain.ts) in a Local store; `server` with no data dir restores it through
  *               the etcd-wrapper protocol (`/initialization/start?mode=full`, polling `/initialization/status`).
+ *               The chain's puts cycle through --key-space keys with the create revisions and versions etcd
+ *               writes (the offline replay checks them; `auto` goes online for a history etcd never writes).
+ *               Printed: each restore step's log line (the replay path among them) with the peak RSS up to it.
  *   commands    `verify` (ours only), `copy` (Local -> S3) and `compact` of that chain as commands, each to its end.
  * Targets are issue 24's; MB there is read as MiB here. Pass/fail is informational: the bench exits 0 unless a
  * case broke. Wall times are noisy on a shared machine (the load average is printed); RSS is not. The last
