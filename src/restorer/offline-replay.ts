@@ -101,6 +101,7 @@ export async function replayDeltasOffline(input: OfflineReplayInput): Promise<Of
     let compactRevision = input.compactRevision;
     if (input.quotaRule || compactRevision !== undefined) {
       const deltas = await fetchAll(input.deltas);
+      logger.info({ deltas: deltas.length }, 'delta snapshots fetched to disk: writing the backend');
       if (input.quotaRule && (await compactsForQuota(input.quotaRule, deltas))) {
         compactRevision = input.targetRevision;
         logger.info(
