@@ -13,7 +13,7 @@ import { reportFailure } from '../failure.js';
 
 /**
  * `etcdbrctl compact`: the latest full snapshot and its deltas become one new full snapshot (see
- * src/compactor/compactor.ts). Exit 0 also when the store has no full snapshot (nothing to do).
+ * src/compactor/compactor.ts: written offline, no etcd process). Exit 0 also when the store has no full snapshot (nothing to do).
  */
 export async function run(config: CompactCommandConfig, ctx: CommandContext): Promise<number> {
   const store = await openSnapStore(ctx.stores.primary ?? (await defaultLocalStore(config, ctx)));
@@ -57,8 +57,9 @@ export async function run(config: CompactCommandConfig, ctx: CommandContext): Pr
         snapshot: result.snapshot.snapName,
         base: result.base?.snapName,
         deltas: result.deltas,
-        restoreMs: result.restoreMs,
-        snapshotMs: result.snapshotMs,
+        path: result.path,
+        buildMs: result.buildMs,
+        uploadMs: result.uploadMs,
         totalMs: result.totalMs,
       },
       `Compacted snapshot name : ${result.snapshot.snapName}`,
