@@ -1,267 +1,232 @@
 /**
- * Compaction pays off at restore time: a full snapshot plus deltas covering ~100,000 revisions is restored
- * as is, then compacted with `compactSnapshots`, then restored again from the compacted full alone. Target:
- * the restore after compaction takes about as long as restoring the base full without deltas.
+ * `etcdbrctl compact` of the 1,000,000-revision chain, end to end: the real CLI (`bin/etcdbrctl compact`,
+ * compiled) in a child process, wall time from spawn to exit and its peak RSS (VmHWM, polled every 25 ms).
+ * Targets: <= 10 s and <= 160 MB. With ETCDBRCTL_PEER (the Go etcdbrctl binary) the Go tool compacts the
+ * same chain after ours in every run, and ours ÷ peer is printed.
  *
- *   npx tsx e2e/bench/compact.bench.ts [--revisions=100000] [--base-keys=20000] [--hot-keys=5000] [--value-bytes=256] [--per-delta=1000]
+ *   npm run bench -- --compiled compact [-- --runs=3 --check=1]
+ *   env: BENCH_MILLION (1000000), BENCH_MILLION_STORE (a directory that keeps the chain between runs)
  *
- * The base full comes from a real etcd (filled with `--base-keys` values, snapshotted with
- * takeFullSnapshot). The deltas are written directly with DeltaBuffer + saveDeltaSnapshot from generated
- * events whose revisions continue the base's: puts over `--hot-keys` keys (so most revisions overwrite
- * something) and every 20th revision a delete of a live key, `--per-delta` revisions per delta, gzip.
- * Both restores are dumped and must be identical. The last line is a JSON summary.
+ * The chain is the offline-replay bench's: a real base snapshot (a few hundred keys) and BENCH_MILLION
+ * single-op revisions (10 % new keys, the rest overwrites, one in 50 a delete; ~100,000 distinct keys) as
+ * gzip deltas of 10,000 events, written straight into a Local store. Each run's compacted full is removed
+ * again afterwards, so every run compacts the same chain.
+ *
+ * --check=1 (default): after the first run, the compacted full alone and the whole chain are restored with
+ * `executeRestore` (not timed) and etcd serves the same keys, values, create/mod revisions and versions from
+ * both, and refuses a read below the head of the compacted one as compacted.
+ *
+ * Time figures are noisy on a shared machine: the load average is printed before and after. The last line is JSON.
  */
-import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Etcd3 } from 'etcd3';
-import { openSnapStore, silentLogger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
-import { systemClock } from '../../src/clock.js';
-import { compactSnapshots } from '../../src/compactor/compactor.js';
-import type { RestorationConfig } from '../../src/config/types.js';
+import type { SnapStore } from '../../snapstore/src/index.js';
+import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { planRestore, type RestorePlan } from '../../src/restorer/plan.js';
 import { executeRestore } from '../../src/restorer/restore.js';
-import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
-import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';
-import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
-import { etcdBinaries, startTestEtcd } from '../../test/support/etcd.js';
-import { ours } from '../../test/support/etcd-client.js';
-import { compactionRestoration } from '../../test/support/restore.js';
-import { dumpEtcd } from '../../test/support/etcd-dump.js';
-import { arg, measured, round1, table, type Run } from './support/measure.js';
+import { etcdBinaries, SINGLE_MEMBER_RAFT_ARGS } from '../../test/support/etcd.js';
+import { dumpEtcd, type EtcdDump } from '../../test/support/etcd-dump.js';
+import { benchLocalStore, benchRestoreOptions, smallBaseSnapshot } from './support/restore-setup.js';
+import { arg, median, round1 } from './support/measure.js';
+import { writeChurnChain } from './support/restore-chain.js';
 
-const revisions = arg('revisions', 100_000);
-const baseKeys = arg('base-keys', 20_000);
-const hotKeys = arg('hot-keys', 5_000);
-const valueBytes = arg('value-bytes', 256);
-const perDelta = arg('per-delta', 1_000);
+const SECONDS_TARGET = 10;
+const RSS_TARGET_MB = 160;
+/** This bench's directory, or ETCDBR_BENCH_DIR when it runs bundled (scripts/bench.mjs --compiled). */
+const benchDir = process.env.ETCDBR_BENCH_DIR ?? path.dirname(fileURLToPath(import.meta.url));
+const BIN = path.join(benchDir, '..', '..', 'bin', 'etcdbrctl');
 
-const restoration = (dir: string): RestorationConfig => compactionRestoration(dir);
-
-/** A base full snapshot from a real etcd holding `baseKeys` values. */
-async function baseSnapshot(store: SnapStore): Promise<Snapshot> {
-  const etcd = await startTestEtcd();
-  const client = new Etcd3({ hosts: etcd.clientUrl });
-  try {
-    const pool = randomBytes(1 << 20);
-    const value = (n: number) =>
-      pool.subarray((n * 4099) % (pool.length - valueBytes), ((n * 4099) % (pool.length - valueBytes)) + valueBytes);
-    for (let i = 0; i < baseKeys; i += 64) {
-      await Promise.all(
-        Array.from({ length: Math.min(64, baseKeys - i) }, (_, j) =>
-          client.put(`/bench/base/${String(i + j).padStart(8, '0')}`).value(value(i + j)),
-        ),
-      );
-    }
-    return await takeFullSnapshot(
-      { client: ours(client), store, compression: 'gzip', now: () => new Date(Date.now() - 3_600_000), logger: silentLogger },
-      { isFinal: false, snapshotTimeoutMs: 600_000, connectionTimeoutMs: 30_000 },
-    );
-  } finally {
-    client.close();
-    await etcd.cleanup();
-  }
+interface ChildRun {
+  seconds: number;
+  peakRssMB: number;
 }
 
-/** Deltas continuing the base: `revisions` revisions of puts (and some deletes) over the hot keys. */
-async function writeDeltas(store: SnapStore, base: Snapshot): Promise<{ deltas: number; bytes: number }> {
-  const live = new Map<number, { create: number; version: number }>();
-  const pool = randomBytes(1 << 20);
-  let buf = new DeltaBuffer();
-  let start = base.lastRevision + 1;
-  let deltas = 0;
-  let bytes = 0;
-  const created = base.createdOn.getTime();
-  const time = '2027-01-01T00:00:00.123456789Z';
-  for (let rev = base.lastRevision + 1; rev <= base.lastRevision + revisions; rev++) {
-    const k = (rev * 7919) % hotKeys;
-    const key = Buffer.from(`/bench/hot/${String(k).padStart(8, '0')}`);
-    const state = live.get(k);
-    if (rev % 20 === 0 && state) {
-      buf.append({ type: 'DELETE', key, value: Buffer.alloc(0), createRevision: 0, modRevision: rev, version: 0, lease: '0', time });
-      live.delete(k);
-    } else {
-      const next = state ? { create: state.create, version: state.version + 1 } : { create: rev, version: 1 };
-      live.set(k, next);
-      const off = (rev * 131) % (pool.length - valueBytes);
-      buf.append({
-        type: 'PUT',
-        key,
-        value: pool.subarray(off, off + valueBytes),
-        createRevision: next.create,
-        modRevision: rev,
-        version: next.version,
-        lease: '0',
-        time,
-      });
-    }
-    if ((rev - base.lastRevision) % perDelta === 0 || rev === base.lastRevision + revisions) {
-      const payload = buf.take();
-      if (!payload) continue;
-      bytes += payload.byteLength;
-      await saveDeltaSnapshot(store, payload, start, 'gzip', new Date(created + (deltas + 1) * 1000));
-      deltas++;
-      start = payload.lastRevision + 1;
-      buf = new DeltaBuffer();
-    }
-  }
-  return { deltas, bytes };
+/** Runs a command to its end: wall time, and the peak RSS of that process (VmHWM, polled). */
+function runProcess(cmd: string, args: string[]): Promise<ChildRun> {
+  return new Promise((resolve, reject) => {
+    const started = process.hrtime.bigint();
+    const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    let peakKb = 0;
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-4000)));
+    const poll = setInterval(() => {
+      readFile(`/proc/${child.pid}/status`, 'utf8')
+        .then((st) => {
+          const m = /VmHWM:\s+(\d+) kB/.exec(st);
+          if (m) peakKb = Math.max(peakKb, Number(m[1]));
+        })
+        .catch(() => undefined);
+    }, 25);
+    child.once('error', reject);
+    child.once('exit', (code) => {
+      clearInterval(poll);
+      const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+      if (code !== 0) return reject(new Error(`${cmd} compact failed (exit ${code}): ${stderr}`));
+      resolve({ seconds, peakRssMB: round1((peakKb * 1024) / 1e6) });
+    });
+  });
 }
 
-interface Restored {
-  run: Run;
-  digest: string;
-  keys: number;
-  revision: number;
+const loadAverage = () =>
+  os
+    .loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
+
+/** The full snapshots in the store's v2 directory. */
+async function fulls(root: string): Promise<string[]> {
+  return (await readdir(path.join(root, 'v2'))).filter((n) => n.startsWith('Full-')).sort();
 }
 
-/** Restores a plan into a fresh dir, then dumps it for the equality check (not timed). */
-async function restore(store: SnapStore, plan: RestorePlan, dir: string, tag: string): Promise<Restored> {
-  const binaries = await etcdBinaries();
-  const rc = restoration(dir);
-  const dataDir = path.join(dir, `restore-${tag}`);
-  const { run } = await measured(() =>
-    executeRestore(store, plan, {
-      binaries,
-      dataDir,
-      tempDir: path.join(dir, `restore-${tag}.tmp`),
-      name: rc.name,
-      initialCluster: rc.initialCluster,
-      initialClusterToken: rc.initialClusterToken,
-      initialAdvertisePeerUrls: rc.initialAdvertisePeerURLs,
-      skipHashCheck: false,
-      maxFetchers: rc.maxFetchers,
-      embeddedEtcdQuotaBytes: rc.embeddedEtcdQuotaBytes,
-      maxRequestBytes: rc.maxRequestBytes,
-      maxTxnOps: rc.maxTxnOps,
-      logger: silentLogger,
-    }),
-  );
-  const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default' });
+/** Restores `plan` into a fresh dir, starts etcd on it and dumps it; `below`: what a read at head - 1 gave. */
+async function restoreAndDump(
+  binaries: EtcdBinaries,
+  store: SnapStore,
+  plan: RestorePlan,
+  dir: string,
+): Promise<{ dump: EtcdDump; below: string; seconds: number }> {
+  const t0 = Date.now();
+  await executeRestore(store, plan, benchRestoreOptions(binaries, dir));
+  const seconds = (Date.now() - t0) / 1000;
+  const dataDir = benchRestoreOptions(binaries, dir).dataDir;
+  const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
   try {
     const dump = await dumpEtcd(etcd.clientUrl);
-    const digest = createHash('sha256')
-      .update(JSON.stringify(dump.kvs.map(({ lease: _l, ...kv }) => kv)))
-      .digest('hex');
-    return { run, digest, keys: dump.kvs.length, revision: dump.revision };
+    const client = new Etcd3({ hosts: etcd.clientUrl });
+    const below = await client
+      .get('x')
+      .revision(dump.revision - 1)
+      .exec()
+      .then(
+        () => 'served',
+        (err: unknown) => String((err as Error).message),
+      );
+    client.close();
+    return { dump, below, seconds };
   } finally {
     await etcd.stop();
-    await rm(dataDir, { recursive: true, force: true });
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function check(binaries: EtcdBinaries, root: string, compacted: string, tmp: string): Promise<string> {
+  const store = await benchLocalStore(root, tmp);
+  try {
+    const listing = await store.list();
+    const chain = await restoreAndDump(
+      binaries,
+      store,
+      planRestore(listing.filter((s) => s.snapName !== compacted)),
+      await mkdtemp(path.join(tmp, 'chain-')),
+    );
+    const after = await restoreAndDump(binaries, store, planRestore(listing), await mkdtemp(path.join(tmp, 'compacted-')));
+    const strip = (d: EtcdDump) => JSON.stringify(d.kvs.map(({ lease: _l, ...kv }) => kv));
+    if (after.dump.revision !== chain.dump.revision || strip(after.dump) !== strip(chain.dump)) {
+      throw new Error(`the compacted full restores to a different state (revision ${after.dump.revision} vs ${chain.dump.revision})`);
+    }
+    if (!/compacted/.test(after.below)) throw new Error(`a read below the head of the compacted full gave: ${after.below}`);
+    return (
+      `check: the compacted full alone restores (${after.seconds.toFixed(1)} s) to the chain's state (${chain.seconds.toFixed(1)} s): ` +
+      `${after.dump.kvs.length} keys at revision ${after.dump.revision}, same values, revisions and versions; history below the head compacted`
+    );
+  } finally {
+    await store.close();
   }
 }
 
 async function main(): Promise<void> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'compact-bench-'));
+  const runs = arg('runs', 3);
+  const doCheck = arg('check', 1) === 1;
+  const revisions = Number(process.env.BENCH_MILLION ?? 1_000_000);
+  const binaries = await etcdBinaries();
+  const tmp = await mkdtemp(path.join(os.tmpdir(), 'etcdbr-bench-compact-'));
+  await mkdir(path.join(tmp, 'scratch'), { recursive: true });
+  console.log(
+    `etcd ${await binaries.version()}, node ${process.version}, ${os.cpus().length} CPUs, load average ${loadAverage()}, runs ${runs}`,
+  );
+  const kept = process.env.BENCH_MILLION_STORE;
+  const root = kept ?? path.join(tmp, 'million-store');
+  const ours: ChildRun[] = [];
+  const peer: ChildRun[] = [];
+  const peerBin = process.env.ETCDBRCTL_PEER;
+  let checked = 'check: skipped (--check=0)';
   try {
-    const store = await openSnapStore({
-      provider: 'Local',
-      rootDir: path.join(dir, 'store'),
-      container: 'store',
-      prefix: 'v2',
-      maxParallelChunkUploads: 5,
-      minChunkSize: 5 * 1024 * 1024,
-      tempDir: dir,
-    });
-    const t0 = Date.now();
-    const base = await baseSnapshot(store);
-    const written = await writeDeltas(store, base);
-    const setupSeconds = (Date.now() - t0) / 1000;
-    console.log(
-      `chain: ${base.snapName} + ${written.deltas} deltas, ${revisions} revisions (${round1(written.bytes / 1048576)} MiB of delta payload), set up in ${round1(setupSeconds)} s`,
-    );
-
-    const listing = await store.list();
-    const baseOnly = await restore(store, planRestore(listing.filter((s) => s.snapName === base.snapName)), dir, 'base');
-    const chain = await restore(store, planRestore(listing), dir, 'chain');
-    const compacted = await measured(() =>
-      compactSnapshots(
-        { store, binaries: etcdBinaries, logger: silentLogger, clock: systemClock },
-        {
-          restoration: restoration(dir),
-          compactor: {
-            defragment: true,
-            snapshotTimeout: 1_800_000,
-            defragTimeout: 480_000,
-            fullSnapshotLeaseName: '',
-            deltaSnapshotLeaseName: '',
-            snapshotLeaseRenewalEnabled: false,
-            metricsScrapeWaitDuration: 0,
-          },
-        },
-      ),
-    );
-    const newFull = compacted.value.snapshot as Snapshot;
-    const after = await restore(store, planRestore(await store.list()), dir, 'compacted');
-    if (after.digest !== chain.digest || after.revision !== chain.revision) {
-      throw new Error(`the compacted snapshot restores to a different state (revision ${after.revision} vs ${chain.revision})`);
-    }
-    const sizes = new Map((await store.list()).map((s) => [s.snapName, s.sizeBytes ?? 0]));
-    await store.close();
-
-    const s = (r: Run) => round1(r.seconds);
-    console.log(
-      '\n' +
-        table(
-          ['phase', 'seconds', 'cpu s', 'peak RSS MiB', 'note'],
-          [
-            [
-              'restore base full only',
-              s(baseOnly.run),
-              round1(baseOnly.run.cpuSeconds),
-              baseOnly.run.peakRssMB,
-              `${base.snapName} (${sizes.get(base.snapName)} B)`,
-            ],
-            [
-              'restore full + deltas',
-              s(chain.run),
-              round1(chain.run.cpuSeconds),
-              chain.run.peakRssMB,
-              `${written.deltas} deltas, ${revisions} revisions`,
-            ],
-            [
-              'compact (restore+compact+defrag+snapshot)',
-              s(compacted.run),
-              round1(compacted.run.cpuSeconds),
-              compacted.run.peakRssMB,
-              `restore ${round1(compacted.value.restoreMs / 1000)} s, snapshot ${round1(compacted.value.snapshotMs / 1000)} s; db ${compacted.value.dbSizeBefore} -> ${compacted.value.dbSizeAfter} B`,
-            ],
-            [
-              'restore compacted full',
-              s(after.run),
-              round1(after.run.cpuSeconds),
-              after.run.peakRssMB,
-              `${newFull.snapName} (${sizes.get(newFull.snapName)} B)`,
-            ],
-          ],
-        ),
-    );
-    console.log(`state after restore: ${after.keys} keys at revision ${after.revision}; chain and compacted restores identical`);
-    console.log(
-      JSON.stringify({
-        bench: 'compact',
+    if (kept && existsSync(path.join(kept, 'v2'))) {
+      console.log(`chain: reusing ${kept}`);
+    } else {
+      const t0 = Date.now();
+      const store = await benchLocalStore(root, tmp);
+      const base = await smallBaseSnapshot(store);
+      const deltas = await writeChurnChain(store, base, {
         revisions,
-        deltas: written.deltas,
-        baseKeys,
-        hotKeys,
-        valueBytes,
-        restoreBaseSeconds: s(baseOnly.run),
-        restoreChainSeconds: s(chain.run),
-        compactSeconds: s(compacted.run),
-        compactRestoreSeconds: round1(compacted.value.restoreMs / 1000),
-        compactSnapshotSeconds: round1(compacted.value.snapshotMs / 1000),
-        restoreCompactedSeconds: s(after.run),
-        speedup: round1(chain.run.seconds / after.run.seconds),
-        compactedVsBase: round1(after.run.seconds / baseOnly.run.seconds),
-        baseBytes: sizes.get(base.snapName),
-        compactedBytes: sizes.get(newFull.snapName),
-        identical: true,
-      }),
-    );
+        perDelta: 10_000,
+        newKeyEvery: 10,
+        deleteEvery: 50,
+        valueBytes: 100,
+        compression: 'gzip',
+      });
+      await store.close();
+      console.log(`chain: ${revisions} revisions in ${deltas} gzip deltas (${((Date.now() - t0) / 1000).toFixed(1)} s to write)`);
+    }
+    const before = await fulls(root);
+    for (let r = 0; r < runs; r++) {
+      const dir = await mkdtemp(path.join(tmp, 'run-'));
+      try {
+        // The store's objects sit under <root>/v2: no --store-prefix.
+        const common = ['compact', '--storage-provider=Local', `--store-container=${root}`];
+        const at = (who: string) => [
+          `--data-dir=${path.join(dir, who)}`,
+          `--restoration-temp-snapshots-dir=${path.join(dir, `${who}-tmp`)}`,
+        ];
+        const run = await runProcess(process.execPath, [BIN, ...common, ...at('ours')]);
+        ours.push(run);
+        const added = (await fulls(root)).filter((n) => !before.includes(n));
+        if (added.length !== 1) throw new Error(`expected one new full snapshot, found ${added.join(', ') || 'none'}`);
+        if (r === 0 && doCheck) checked = await check(binaries, root, added[0]!, tmp);
+        await rm(path.join(root, 'v2', added[0]!));
+        let line = `run ${r + 1} ours: ${run.seconds.toFixed(1)} s, peak RSS ${run.peakRssMB} MB (load ${loadAverage()})`;
+        if (peerBin) {
+          const p = await runProcess(peerBin, [...common, ...at('peer')]);
+          peer.push(p);
+          for (const n of (await fulls(root)).filter((f) => !before.includes(f))) await rm(path.join(root, 'v2', n));
+          line += `; peer: ${p.seconds.toFixed(1)} s, peak RSS ${p.peakRssMB} MB, ours ÷ peer ${(run.seconds / p.seconds).toFixed(2)}`;
+        }
+        console.log(line);
+      } finally {
+        await rm(dir, { recursive: true, force: true });
+      }
+    }
   } finally {
-    await rm(dir, { recursive: true, force: true });
+    if (!kept) await rm(root, { recursive: true, force: true });
+    await rm(tmp, { recursive: true, force: true });
   }
+  const secs = median(ours.map((r) => r.seconds));
+  const rss = Math.max(...ours.map((r) => r.peakRssMB));
+  console.log(checked);
+  console.log(
+    `compact of ${revisions} revisions: median ${secs.toFixed(1)} s, peak RSS ${rss} MB (highest of ${runs} runs); ` +
+      `target <= ${SECONDS_TARGET} s: ${secs <= SECONDS_TARGET ? 'met' : 'MISSED'}, RSS <= ${RSS_TARGET_MB} MB: ${rss <= RSS_TARGET_MB ? 'met' : 'MISSED'}; load average ${loadAverage()}`,
+  );
+  if (peer.length > 0) console.log(`ours ÷ peer (median): ${(secs / median(peer.map((r) => r.seconds))).toFixed(2)}`);
+  else console.log('no ETCDBRCTL_PEER given: the Go etcdbrctl was not measured');
+  console.log(
+    JSON.stringify({
+      bench: 'compact',
+      revisions,
+      runs,
+      seconds: round1(secs),
+      peakRssMB: rss,
+      met: secs <= SECONDS_TARGET && rss <= RSS_TARGET_MB,
+      ...(peer.length > 0 ? { peerSeconds: round1(median(peer.map((r) => r.seconds))) } : {}),
+      loadAverage: os.loadavg()[0],
+    }),
+  );
 }
 
 await main();

@@ -1,23 +1,25 @@
 /**
- * `etcdbrctl compact` (upstream `pkg/compactor/compactor.go`): folds the latest full snapshot and the deltas after it
- * into one new full snapshot. The chain is restored into a throw-away data dir with a local etcd kept
- * running, compacted at its head revision (physical), optionally defragmented, and streamed back into the
- * store as an ordinary full snapshot `Full-00000000-<rev>-<now>`. Because `rev` is the last delta's revision
+ * `etcdbrctl compact` (upstream `pkg/compactor/compactor.go`): folds the latest full snapshot and the deltas
+ * after it into one new full snapshot, compacted at the head revision. The offline writer builds the
+ * compacted backend straight from the snapshots (offline.ts: no etcd process, compact by construction, no
+ * defragmentation needed), our bbolt check checks it, and it is stored with etcd's sha256 trailer as an
+ * ordinary full snapshot `Full-00000000-<rev>-<now>` (upload.ts). Because `rev` is the last delta's revision
  * and the snapshot is newer, it sorts after that delta and becomes the base of the next restore. Nothing in
  * the store is modified or deleted (garbage collection does that).
+ *
+ * Only a chain the offline writer cannot write (a backend layout it does not know, or deltas it refuses as
+ * a history etcd could not have written: the same chains `restore --delta-replay=auto` hands to the online
+ * replay) is compacted through a local etcd as upstream does (online.ts), with a warning saying why.
  */
-import { EtcdbrError } from '../errors.js';
-import { createHash } from 'node:crypto';
+import { mkdir, mkdtemp, rm, rmdir } from 'node:fs/promises';
 import { createReadStream } from 'node:fs';
-import { access, rm } from 'node:fs/promises';
 import path from 'node:path';
 import {
+  checkDecryptable,
   encryptsNewSnapshots,
   latestSet,
-  newSnapshot,
   policyForSuffix,
   SnapStoreError,
-  suffixForPolicy,
   type Logger,
   type SnapStore,
   type Snapshot,
@@ -25,30 +27,28 @@ import {
 import type { Clock } from '../clock.js';
 import type { CompactorConfig, RestorationConfig } from '../config/types.js';
 import type { EtcdBinaries } from '../etcd/binaries.js';
-import type { LocalEtcd } from '../etcd/local-etcd.js';
 import type { SnapshotLeases } from '../k8s/snapshot-leases.js';
+import { InconsistentDeltaError, OfflineReplayNotApplicable } from '../restorer/offline-replay.js';
 import { planRestore } from '../restorer/plan.js';
-import { backendPath, executeRestore, reenableAuth, restoreSettings } from '../restorer/restore.js';
-import { saveVerifiedFullSnapshot, takeFullSnapshot } from '../snapshotter/full-snapshot.js';
-import { connectLocalEtcd } from '../etcd/client.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
-
-/** Upstream `etcdDialTimeout`: bounds the revision read on the local etcd. */
-const REVISION_READ_TIMEOUT_MS = 30_000;
+import { writeCompactedBackend } from './offline.js';
+import { saveCompactedBackend, withSha256Trailer } from './upload.js';
 
 export interface CompactorDeps {
   store: SnapStore;
-  /** A getter is called only when there is something to compact, so an empty store needs no etcd. */
+  /**
+   * The etcd binaries, for the fallback through etcd only (online.ts): a getter is called only then, so the
+   * offline compaction needs no etcd installed.
+   */
   binaries: EtcdBinaries | (() => Promise<EtcdBinaries>);
   logger: Logger;
   clock: Clock;
   /**
    * With `--enable-snapshot-lease-renewal`: resolves the lease client. Called after planning and before the
-   * restore (upstream builds its Kubernetes client at that point), so a broken kubeconfig fails early and
+   * compaction (upstream builds its Kubernetes client at that point), so a broken kubeconfig fails early and
    * an empty store never needs one.
    */
   leases?: () => Promise<SnapshotLeases>;
-  /** Aborts the restore and the snapshot upload (SIGTERM); cleanup still runs. */
+  /** Aborts the compaction and the snapshot upload (SIGTERM); cleanup still runs. */
   signal?: AbortSignal;
 }
 
@@ -64,18 +64,21 @@ export interface CompactResult {
   deltas: number;
   /** Revision of the compacted snapshot. */
   revision: number;
-  restoreMs: number;
-  snapshotMs: number;
+  /** How the compacted backend was made: offline (the writer) or online (the fallback through etcd). */
+  path: 'offline' | 'online' | undefined;
+  /** Time to build the compacted backend (offline: fetch, write and check; online: restore and replay). */
+  buildMs: number;
+  /** Time to store the new full snapshot (online: compaction, defragmentation and snapshot). */
+  uploadMs: number;
   totalMs: number;
-  /** Backend size of the local etcd before and after compaction + defragmentation (0 when unknown). */
-  dbSizeBefore: number;
-  dbSizeAfter: number;
+  /** Size of the compacted backend (0 when unknown: the online path). */
+  backendBytes: number;
 }
 
 /**
- * Runs one compaction. Throws on any failure before the new snapshot is committed (a gap or a tampered
- * delta fails while planning or restoring, so nothing is uploaded); the throw-away data dir, its scratch
- * directory and the local etcd are gone afterwards either way.
+ * Runs one compaction. Throws on any failure before the new snapshot is committed (a gap, a corrupt full or
+ * delta, a backend failing the bbolt check: nothing is uploaded); the scratch directory is gone afterwards
+ * either way.
  */
 export async function compactSnapshots(deps: CompactorDeps, config: CompactConfig): Promise<CompactResult> {
   const { store, logger, clock, signal } = deps;
@@ -89,11 +92,11 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
       base: undefined,
       deltas: 0,
       revision: 0,
-      restoreMs: 0,
-      snapshotMs: 0,
+      path: undefined,
+      buildMs: 0,
+      uploadMs: 0,
       totalMs: 0,
-      dbSizeBefore: 0,
-      dbSizeAfter: 0,
+      backendBytes: 0,
     };
   }
   const base = plan.base;
@@ -111,168 +114,101 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
       `${encryptedInput.snapName} is encrypted: give --encryption-recipients-file so that the compacted snapshot is encrypted too`,
     );
   }
+  // A missing or wrong age identity fails here, on the headers alone, before anything is fetched.
+  await checkDecryptable(store, [base, ...plan.deltas]);
   const leases = deps.leases ? await deps.leases() : undefined;
-  const binaries = typeof deps.binaries === 'function' ? await deps.binaries() : deps.binaries;
 
   const rc = config.restoration;
   const cc = config.compactor;
-  const dataDir = path.resolve(rc.dataDir);
-  const partDir = `${dataDir}.part`;
   const tempDir = path.resolve(rc.tempDir);
-  // Remove the scratch parent afterwards only if this run created it (it may be a shared directory).
-  const tempDirExisted = await exists(tempDir);
-  logger.info({ base: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision, dataDir }, 'Start compacting');
+  logger.info({ base: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision }, 'Start compacting');
 
-  let etcd: LocalEtcd | undefined;
-  let client: EtcdClient | undefined;
+  let result: Omit<CompactResult, 'totalMs' | 'base' | 'deltas'>;
+  const createdTempRoot = await mkdir(tempDir, { recursive: true, mode: 0o700 });
+  const scratch = await mkdtemp(path.join(tempDir, 'compact-'));
   try {
-    const restored = await executeRestore(store, plan, {
-      ...restoreSettings(rc),
-      binaries,
-      dataDir,
-      tempDir,
-      keepEtcdRunning: true,
-      logger,
-      ...(signal ? { signal } : {}),
-    });
-    etcd = restored.etcd;
-    if (!etcd) throw new EtcdbrError('E_INTERNAL', 'restore for compaction did not hand over its local etcd');
-    const restoreMs = Date.now() - started;
-    logger.info(
-      { revision: restored.revision, deltasApplied: restored.deltasApplied, ms: restoreMs },
-      'Restoration for compaction is over',
-    );
-
-    client = await connectLocalEtcd(etcd.clientUrl);
-    const revision = await client.currentRevision(REVISION_READ_TIMEOUT_MS);
-    const dbSizeBefore = await dbSize(client);
-    await compactAt(client, revision, cc.snapshotTimeout, logger);
-    if (cc.defragment) await defragment(client, cc.defragTimeout, logger);
-    const dbSizeAfter = await dbSize(client);
-    logger.info({ revision, dbSizeBefore, dbSizeAfter }, 'Compacted the restored etcd');
-
-    signal?.throwIfAborted();
-    const snapStarted = Date.now();
-    let snapshot: Snapshot;
-    if (restored.authDisabledForReplay) {
-      // The restore switched etcd auth off for the replay. A snapshot of the running etcd would carry auth
-      // off into every later restore (upstream does that: it re-enables auth only when its embedded etcd
-      // closes, after the snapshot). Instead: stop etcd, switch auth back on in its backend, and store that
-      // backend file, which is what etcd's snapshot stream contains, with its sha256 trailer.
-      client.close();
-      client = undefined;
-      await etcd.stop();
-      await reenableAuth(partDir);
-      logger.info({}, 'base snapshot has etcd auth enabled: storing the compacted backend with auth switched back on');
-      snapshot = newSnapshot({
-        kind: 'Full',
-        startRevision: 0,
-        lastRevision: revision,
-        createdOn: clock.now(),
-        compressionSuffix: suffixForPolicy(compression),
-        isFinal: base.isFinal,
-        encrypted: encryptsNewSnapshots(store),
+    try {
+      const built = await writeCompactedBackend(store, plan, {
+        scratch,
+        maxFetchers: rc.maxFetchers,
+        skipHashCheck: rc.skipHashCheck,
+        logger,
+        ...(signal ? { signal } : {}),
       });
-      const timeout = AbortSignal.timeout(cc.snapshotTimeout);
-      await saveVerifiedFullSnapshot(
-        store,
-        snapshot,
-        withSha256Trailer(backendPath(partDir)),
-        compression,
-        signal ? AbortSignal.any([signal, timeout]) : timeout,
-      );
-      logger.info({ snapshot: snapshot.snapName, revision }, 'Full snapshot saved');
-    } else {
-      snapshot = await takeFullSnapshot(
-        { client, store, compression, now: () => clock.now(), logger },
+      const buildMs = Date.now() - started;
+      logger.info(
         {
-          isFinal: base.isFinal,
-          snapshotTimeoutMs: cc.snapshotTimeout,
-          connectionTimeoutMs: REVISION_READ_TIMEOUT_MS,
-          ...(signal ? { signal } : {}),
+          revision: built.revision,
+          compactRevision: built.compactRevision,
+          deltasApplied: built.deltasApplied,
+          bytes: built.bytes,
+          ms: buildMs,
         },
+        'Compacted backend written offline',
       );
+      const uploadStarted = Date.now();
+      const snapshot = await saveCompactedBackend(
+        { store, clock, logger, ...(signal ? { signal } : {}) },
+        withSha256Trailer(createReadStream(built.dbPath, { highWaterMark: 1 << 20 })),
+        { revision: built.revision, compression, isFinal: base.isFinal, timeoutMs: cc.snapshotTimeout },
+      );
+      result = {
+        snapshot,
+        revision: built.revision,
+        path: 'offline',
+        buildMs,
+        uploadMs: Date.now() - uploadStarted,
+        backendBytes: built.bytes,
+      };
+    } catch (err) {
+      if (signal?.aborted || !(err instanceof OfflineReplayNotApplicable || err instanceof InconsistentDeltaError)) throw err;
+      logger.warn(
+        { reason: err.message },
+        'the offline compaction cannot write this chain: compacting through a local etcd instead (restore, compact, defragment, snapshot)',
+      );
+      await rm(scratch, { recursive: true, force: true });
+      const { compactThroughEtcd } = await import('./online.js');
+      const binaries = typeof deps.binaries === 'function' ? await deps.binaries() : deps.binaries;
+      const online = await compactThroughEtcd(
+        { store, binaries, logger, clock, ...(signal ? { signal } : {}) },
+        config,
+        plan,
+        compression,
+        base.isFinal,
+      );
+      result = {
+        snapshot: online.snapshot,
+        revision: online.revision,
+        path: 'online',
+        buildMs: online.restoreMs,
+        uploadMs: online.uploadMs,
+        backendBytes: 0,
+      };
     }
-    const snapshotMs = Date.now() - snapStarted;
-
-    if (leases) {
-      try {
-        await leases.updateFull(snapshot, signal);
-      } catch (err) {
-        // As upstream: the snapshot is stored; a lease that lags behind is only a warning.
-        logger.warn({ err, snapshot: snapshot.snapName }, 'Snapshot lease update failed');
-      }
-    }
-    return {
-      snapshot,
-      base,
-      deltas: plan.deltas.length,
-      revision: snapshot.lastRevision,
-      restoreMs,
-      snapshotMs,
-      totalMs: Date.now() - started,
-      dbSizeBefore,
-      dbSizeAfter,
-    };
   } finally {
-    client?.close();
-    await etcd?.stop();
-    await rm(partDir, { recursive: true, force: true });
-    if (!tempDirExisted) await rm(tempDir, { recursive: true, force: true });
+    await rm(scratch, { recursive: true, force: true });
+    if (createdTempRoot !== undefined) await removeEmptyDirsUpTo(tempDir, createdTempRoot);
   }
-}
 
-/**
- * Physical compaction at the head revision. A restore whose backend passed 80 % of its quota has compacted
- * its history already, so the head may be compacted; etcd then answers "required revision has been compacted", which
- * here means the work is done (upstream stops the job without a snapshot in that case).
- */
-async function compactAt(client: EtcdClient, revision: number, timeoutMs: number, logger: Logger): Promise<void> {
-  try {
-    await client.compact(revision, { physical: true, timeoutMs });
-  } catch (err) {
-    if (/required revision has been compacted/.test(String((err as Error)?.message ?? err))) {
-      logger.info({ revision }, 'The restored etcd is already compacted at its head revision');
-      return;
+  if (leases && result.snapshot) {
+    try {
+      await leases.updateFull(result.snapshot, signal);
+    } catch (err) {
+      // As upstream: the snapshot is stored; a lease that lags behind is only a warning.
+      logger.warn({ err, snapshot: result.snapshot.snapName }, 'Snapshot lease update failed');
     }
-    throw new EtcdbrError('E_FAILED', `failed to compact: ${(err as Error)?.message ?? String(err)}`, { cause: err });
   }
+  return { ...result, base, deltas: plan.deltas.length, totalMs: Date.now() - started };
 }
 
-/** Defragmentation only saves space in the snapshot; as upstream, a failure is logged and ignored. */
-async function defragment(client: EtcdClient, timeoutMs: number, logger: Logger): Promise<void> {
-  const t0 = Date.now();
-  try {
-    await client.defragment({ timeoutMs });
-    logger.info({ ms: Date.now() - t0 }, 'Defragmented the restored etcd');
-  } catch (err) {
-    logger.error({ err }, 'failed to defragment');
-  }
-}
-
-/** A stopped etcd's backend file followed by its sha256: the payload of a full snapshot. */
-async function* withSha256Trailer(file: string): AsyncGenerator<Buffer> {
-  const hash = createHash('sha256');
-  for await (const chunk of createReadStream(file, { highWaterMark: 1 << 20 })) {
-    hash.update(chunk as Buffer);
-    yield chunk as Buffer;
-  }
-  yield hash.digest();
-}
-
-async function dbSize(client: EtcdClient): Promise<number> {
-  try {
-    return (await client.status()).dbSize;
-  } catch {
-    return 0;
-  }
-}
-
-async function exists(p: string): Promise<boolean> {
-  try {
-    await access(p);
-    return true;
-  } catch {
-    return false;
+/** Removes `dir` and its parents up to and including `top` while they are empty (never anything else). */
+async function removeEmptyDirsUpTo(dir: string, top: string): Promise<void> {
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    try {
+      await rmdir(d);
+    } catch {
+      return; // not empty (someone else's files), or gone: stop there
+    }
+    if (d === path.resolve(top) || path.dirname(d) === d) return;
   }
 }

@@ -1,7 +1,8 @@
 /**
- * The compactor against the upstream v0.23 stores: the new full snapshot restores to exactly the source's
- * final state (expected.json, leases aside), becomes the latest full, and matches upstream's own compacted
- * snapshot of the same chain. Failure paths leave the store, the disk and the process table as they were.
+ * The compactor against the upstream v0.23 stores: the new full snapshot, written offline with no etcd
+ * process, restores to exactly the source's final state (expected.json, leases aside), becomes the latest
+ * full, and matches upstream's own compacted snapshot of the same chain. Failure paths leave the store and
+ * the disk as they were. (compact-vs-etcd.test.ts compares with a compaction through etcd.)
  */
 import { createHash } from 'node:crypto';
 import { cp, mkdir, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
@@ -13,6 +14,7 @@ import { describe, expect, it } from 'vitest';
 import { latestSet, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { FakeClock } from '../../src/clock.js';
 import { compactSnapshots, type CompactConfig } from '../../src/compactor/compactor.js';
+import { CorruptFullSnapshotError } from '../../src/compactor/offline.js';
 import type { CompactorConfig, RestorationConfig } from '../../src/config/types.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import type { SnapshotLeases } from '../../src/k8s/snapshot-leases.js';
@@ -94,6 +96,9 @@ async function restoreAndDump(store: SnapStore, dir: string, extra?: (client: Et
   }
 }
 
+/** The compaction must not need etcd: the getter fails the run if it is called. */
+const noEtcd = () => Promise.reject(new Error('etcd must not be needed'));
+
 const withoutLeases = (kvs: EtcdDump['kvs']) => kvs.map(({ lease: _lease, ...rest }) => rest);
 
 /** Every object of the store with a content hash, to prove a failed run changed nothing. */
@@ -147,12 +152,13 @@ describe('compact on the upstream v0.23 stores', () => {
     const leases = { updateFull: async (s: Snapshot) => void leaseCalls.push(s) } as unknown as SnapshotLeases;
 
     const result = await compactSnapshots(
-      { store, binaries: etcdBinaries, logger: recordingLogger(), clock: new FakeClock(NOW), leases: async () => leases },
+      { store, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW), leases: async () => leases },
       config(dir),
     );
 
     const snap = result.snapshot as Snapshot;
     expect(snap).toBeDefined();
+    expect(result.path).toBe('offline');
     // Named after the head revision, now, the last delta's codec (the base's without deltas) and the base's finality.
     const suffixFrom = latest.deltas.at(-1) ?? (latest.full as Snapshot);
     const rev = String(expected.revision).padStart(8, '0');
@@ -187,7 +193,7 @@ describe('compact on the upstream v0.23 stores', () => {
     const theirs = await localStore(theirsRoot, dir);
 
     const result = await compactSnapshots(
-      { store: ours, binaries: etcdBinaries, logger: recordingLogger(), clock: new FakeClock(NOW) },
+      { store: ours, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW) },
       config(dir),
     );
     expect(result.snapshot?.snapName).toBe(`Full-00000000-00000400-${NOW.getTime() / 1000}.gz`);
@@ -248,7 +254,7 @@ describe('compact: nothing to do and failures', () => {
     await writeFile(file, bytes);
     const before = await fingerprint(store);
     await expect(
-      compactSnapshots({ store, binaries: etcdBinaries, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir)),
+      compactSnapshots({ store, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir)),
     ).rejects.toThrow(new RegExp(`${delta.snapName}.*SHA256|SHA256.*${delta.snapName}`));
     expect(await fingerprint(store)).toEqual(before);
     await expectCleanedUp(dir);
@@ -275,7 +281,7 @@ describe('compact: nothing to do and failures', () => {
     await expectCleanedUp(dir);
   });
 
-  it('a failing upload after the compaction: nothing visible, the local etcd stopped, the dirs removed', async () => {
+  it('a failing upload after the compaction: nothing visible, the dirs removed', async () => {
     const dir = await tempDir('upload');
     const inner = await compatCopy('lzw', dir);
     const before = await fingerprint(inner);
@@ -286,25 +292,98 @@ describe('compact: nothing to do and failures', () => {
       },
     });
     await expect(
-      compactSnapshots({ store: failing, binaries: etcdBinaries, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir)),
+      compactSnapshots({ store: failing, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir)),
     ).rejects.toThrow(/injected/);
     expect(await fingerprint(inner)).toEqual(before);
     await expectCleanedUp(dir);
   });
 
-  it('refuses a data dir that already holds something, and leaves it alone', async () => {
+  it('never touches the data dir: one that holds something is left alone', async () => {
     const dir = await tempDir('busy');
     const store = await compatCopy('zlib', dir);
     const rc = restoration(dir);
     await mkdir(rc.dataDir, { recursive: true });
     await writeFile(join(rc.dataDir, 'keep-me'), 'x');
-    await expect(
-      compactSnapshots({ store, binaries: etcdBinaries, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir)),
-    ).rejects.toThrow(/not empty/);
-    expect(await stat(join(rc.dataDir, 'keep-me'))).toBeTruthy();
+    const result = await compactSnapshots({ store, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir));
+    expect(result.path).toBe('offline');
+    expect(await readdir(rc.dataDir)).toEqual(['keep-me']);
   });
 
-  it('a chain whose restore already compacted the head (a replay above 80 % of its quota): still compacts, defragments and snapshots', async () => {
+  it.each([
+    ['truncated', (bytes: Buffer) => bytes.subarray(0, bytes.length - 4096)],
+    [
+      'with a flipped byte',
+      (bytes: Buffer) => Buffer.concat([bytes.subarray(0, 5000), Buffer.from([bytes[5000]! ^ 0x01]), bytes.subarray(5001)]),
+    ],
+  ])('an uncompressed full snapshot %s: CorruptFullSnapshotError naming it, nothing uploaded', async (_what, damage) => {
+    const dir = await tempDir('bad-full');
+    const store = await compatCopy('none', dir);
+    const full = (await store.list()).find((s) => s.kind === 'Full') as Snapshot;
+    const file = join(dir, 'store', 'v2', full.snapName);
+    await writeFile(file, damage(await readFile(file)));
+    const before = await fingerprint(store);
+    const err = await compactSnapshots({ store, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir)).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(CorruptFullSnapshotError);
+    expect((err as CorruptFullSnapshotError).code).toBe('E_CORRUPT');
+    expect((err as Error).message).toMatch(new RegExp(`full snapshot ${full.snapName} is corrupt: .*SHA256`));
+    expect(await fingerprint(store)).toEqual(before);
+    await expectCleanedUp(dir);
+  });
+
+  it('a gzip full snapshot cut short: CorruptFullSnapshotError, nothing uploaded', async () => {
+    const dir = await tempDir('short-gz');
+    const store = await compatCopy('gzip', dir);
+    const full = (await store.list()).find((s) => s.kind === 'Full') as Snapshot;
+    const file = join(dir, 'store', 'v2', full.snapName);
+    const bytes = await readFile(file);
+    await writeFile(file, bytes.subarray(0, bytes.length >> 1));
+    const before = await fingerprint(store);
+    await expect(
+      compactSnapshots({ store, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW) }, config(dir)),
+    ).rejects.toThrow(CorruptFullSnapshotError);
+    expect(await fingerprint(store)).toEqual(before);
+    await expectCleanedUp(dir);
+  });
+
+  it('deltas the offline writer refuses (a new key at version 3) are compacted through etcd instead, saying so', async () => {
+    const dir = await tempDir('fallback');
+    const root = join(dir, 'store');
+    const store = await localStore(root, dir);
+    const base = 'Full-00000000-00000283-1795219380';
+    await cp(join(COMPAT, 'none', 'snapstore', 'v2', base), join(root, 'v2', base));
+    const buf = new DeltaBuffer();
+    // etcd writes a new key at version 1 with its create revision = mod revision; this delta could not come from etcd.
+    buf.append({
+      type: 'PUT',
+      key: Buffer.from('/odd'),
+      value: Buffer.from('v'),
+      createRevision: 284,
+      modRevision: 284,
+      version: 3,
+      lease: '0',
+      time: '2026-01-01T00:00:00Z',
+    });
+    await saveDeltaSnapshot(store, buf.take()!, 284, 'gzip', new Date(1795219380_000 + 1000));
+    const logger = recordingLogger();
+    const result = await compactSnapshots({ store, binaries: etcdBinaries, logger, clock: new FakeClock(NOW) }, config(dir));
+    expect(result.path).toBe('online');
+    expect(result.snapshot?.snapName).toBe(`Full-00000000-00000284-${NOW.getTime() / 1000}.gz`);
+    expect(logger.lines).toContainEqual(
+      expect.objectContaining({
+        level: 'warn',
+        msg: expect.stringMatching(/offline compaction cannot write this chain: compacting through a local etcd/),
+      }),
+    );
+    const got = await restoreAndDump(store, dir);
+    expect(got.revision).toBe(284);
+    expect(got.kvs.some((kv) => Buffer.from(kv.key, 'base64').toString() === '/odd')).toBe(true);
+    await expectCleanedUp(dir);
+  });
+
+  it('a small --embedded-etcd-quota-bytes changes nothing: compacted at the head, offline', async () => {
     const dir = await tempDir('lean');
     const root = join(dir, 'store');
     const store = await localStore(root, dir);
@@ -330,10 +409,12 @@ describe('compact: nothing to do and failures', () => {
     const logger = recordingLogger();
     const baseBytes = (await stat(join(root, 'v2', base))).size;
     const small = { ...config(dir), restoration: { ...restoration(dir), embeddedEtcdQuotaBytes: Math.ceil(baseBytes / 0.85) } };
-    const result = await compactSnapshots({ store, binaries: etcdBinaries, logger, clock: new FakeClock(NOW) }, small);
+    const result = await compactSnapshots({ store, binaries: noEtcd, logger, clock: new FakeClock(NOW) }, small);
     expect(result.snapshot?.snapName).toBe(`Full-00000000-00000293-${NOW.getTime() / 1000}.gz`);
-    expect(logger.lines.some((l) => /already compacted/.test(l.msg))).toBe(true);
-    const got = await restoreAndDump(store, dir);
+    expect(result.path).toBe('offline');
+    const got = await restoreAndDump(store, dir, async (client) => {
+      await expect(client.get('/lean/0').revision(292).exec()).rejects.toThrow(/compacted/);
+    });
     expect(got.revision).toBe(293);
     const lean = got.kvs.filter((kv) => Buffer.from(kv.key, 'base64').toString().startsWith('/lean/'));
     expect(lean.map((kv) => [Buffer.from(kv.key, 'base64').toString(), kv.mod_revision])).toEqual(
@@ -344,7 +425,7 @@ describe('compact: nothing to do and failures', () => {
 });
 
 describe('compact: a base snapshot with etcd auth enabled', () => {
-  it('the compacted full keeps auth enabled (the replay ran with it off) and holds the replayed data', async () => {
+  it('the compacted full keeps auth enabled (the offline writer copies the auth buckets as they are) and holds the replayed data', async () => {
     const dir = await tempDir('auth');
     const store = await localStore(join(dir, 'store'), dir);
     const root = { username: 'root', password: 'r00t-pw' };
@@ -388,9 +469,9 @@ describe('compact: a base snapshot with etcd auth enabled', () => {
     }
 
     const logger = recordingLogger();
-    const result = await compactSnapshots({ store, binaries: etcdBinaries, logger, clock: new FakeClock(NOW) }, config(dir));
+    const result = await compactSnapshots({ store, binaries: noEtcd, logger, clock: new FakeClock(NOW) }, config(dir));
     expect(result.snapshot?.snapName).toBe(`Full-00000000-${String(rev).padStart(8, '0')}-${NOW.getTime() / 1000}.gz`);
-    expect(logger.lines.some((l) => /auth switched back on/.test(l.msg))).toBe(true);
+    expect(result.path).toBe('offline');
     await expectCleanedUp(dir);
 
     // The restore of the compacted full needs no replay (auth untouched): anonymous refused, root served.

@@ -19,6 +19,7 @@ export const MEASURED_SECONDS: Readonly<Record<string, number>> = {
   'snapstore/test/s3-upload.test.ts': 51,
   'test/restorer/offline-compaction.test.ts': 60,
   'test/compactor/compactor.test.ts': 50,
+  'test/compactor/compact-vs-etcd.test.ts': 45,
   'e2e/alerts.test.ts': 43,
   'snapstore/test/swift.test.ts': 42,
   'test/initializer/multinode.test.ts': 40,
