@@ -76,8 +76,11 @@ export interface EtcdClient {
    * anyway), so a pending one does not hold up a shutdown.
    */
   defragment(opts?: CallOptions & { signal?: AbortSignal }): Promise<void>;
-  /** Compacts the key space at `revision`; `physical` (default) waits until the backend has applied it. */
-  compact(revision: number, opts?: CallOptions & { physical?: boolean }): Promise<void>;
+  /**
+   * Compacts the key space at `revision`; `physical` (default) waits until the backend has applied it.
+   * Aborting `signal` cancels the call at once (etcd goes on with an accepted compaction).
+   */
+  compact(revision: number, opts?: CallOptions & { physical?: boolean; signal?: AbortSignal }): Promise<void>;
   /** etcd's current revision, from a linearizable one-key read (only a quorate cluster answers it). */
   currentRevision(timeoutMs: number): Promise<number>;
   /** The value of `key`, undefined when there is none. */

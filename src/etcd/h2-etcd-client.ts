@@ -112,7 +112,7 @@ export class H2EtcdClient implements EtcdClient {
     await this.unary(`${MAINTENANCE}/Defragment`, wire.EMPTY_REQUEST, opts);
   }
 
-  async compact(revision: number, opts: CallOptions & { physical?: boolean } = {}): Promise<void> {
+  async compact(revision: number, opts: CallOptions & { physical?: boolean; signal?: AbortSignal } = {}): Promise<void> {
     await this.unary(`${KV}/Compact`, wire.encodeCompactionRequest(revision, opts.physical ?? true), opts);
   }
 

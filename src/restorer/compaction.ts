@@ -16,8 +16,6 @@
  */
 import { mainRevisionOf, revisionKey } from './mvcc.js';
 
-export { SCHEDULED_COMPACT_REV_KEY as SCHEDULED_COMPACT_REV, FINISHED_COMPACT_REV_KEY as FINISHED_COMPACT_REV } from '../etcd-schema.js';
-
 /** Where a `key` bucket key marks a tombstone: 17 revision bytes, then `t`. */
 const TOMBSTONE_KEY_BYTES = 18;
 const MARK_TOMBSTONE = 0x74;

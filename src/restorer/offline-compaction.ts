@@ -8,15 +8,8 @@ import { DELTA_READ_BYTES, DeltaPayloadDecoder } from '../backup/delta-parse.js'
 import { Cursor } from '../bbolt/cursor.js';
 import type { BoltDB, Bucket } from '../bbolt/db.js';
 import type { WriterEntry } from '../bbolt/writer.js';
-import {
-  CompactionIndex,
-  FINISHED_COMPACT_REV,
-  SCHEDULED_COMPACT_REV,
-  compactRevisionOf,
-  compactRevisionValue,
-  storedKeyId,
-} from './compaction.js';
-import { KEY_BUCKET, META_BUCKET } from '../etcd-schema.js';
+import { CompactionIndex, compactRevisionOf, compactRevisionValue, storedKeyId } from './compaction.js';
+import { FINISHED_COMPACT_REV_KEY, KEY_BUCKET, META_BUCKET, SCHEDULED_COMPACT_REV_KEY } from '../etcd-schema.js';
 import { mainRevisionOf } from './mvcc.js';
 import type { FetchedDelta, OfflineReplayInput } from './offline-replay.js';
 
@@ -91,7 +84,8 @@ async function eachEvent(d: FetchedDelta, take: (ev: DeltaEvent) => void): Promi
 async function compactedAt(db: BoltDB, meta: Bucket): Promise<number> {
   let at = 0;
   for await (const e of new Cursor(db, meta)) {
-    if (e.key.equals(FINISHED_COMPACT_REV) || e.key.equals(SCHEDULED_COMPACT_REV)) at = Math.max(at, compactRevisionOf(e.value) ?? 0);
+    if (e.key.equals(FINISHED_COMPACT_REV_KEY) || e.key.equals(SCHEDULED_COMPACT_REV_KEY))
+      at = Math.max(at, compactRevisionOf(e.value) ?? 0);
   }
   return at;
 }
@@ -121,10 +115,10 @@ async function* keptEntries(entries: AsyncIterable<WriterEntry[]>, index: Compac
 async function* metaWithCompaction(entries: AsyncIterable<WriterEntry[]>, revision: number): AsyncGenerator<WriterEntry[]> {
   const all: WriterEntry[] = [];
   for await (const batch of entries) {
-    for (const e of batch) if (!e.key.equals(FINISHED_COMPACT_REV) && !e.key.equals(SCHEDULED_COMPACT_REV)) all.push(e);
+    for (const e of batch) if (!e.key.equals(FINISHED_COMPACT_REV_KEY) && !e.key.equals(SCHEDULED_COMPACT_REV_KEY)) all.push(e);
   }
   const value = compactRevisionValue(revision);
-  all.push({ key: FINISHED_COMPACT_REV, value }, { key: SCHEDULED_COMPACT_REV, value });
+  all.push({ key: FINISHED_COMPACT_REV_KEY, value }, { key: SCHEDULED_COMPACT_REV_KEY, value });
   all.sort((a, b) => Buffer.compare(a.key, b.key));
   yield all;
 }

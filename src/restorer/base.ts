@@ -1,0 +1,84 @@
+/**
+ * The restore's base step (README "How a restore works", Base): the plan's full snapshot becomes the start
+ * of the restored data dir through etcd's own `snapshot restore` (`etcdutl` on 3.5+, `etcdctl` on 3.4), which
+ * also checks its sha256 trailer.
+ */
+import { ReadStream, createWriteStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pipeline } from 'node:stream/promises';
+import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import { asError, CodedError, errorCode } from '../errors.js';
+import { restoreBaseSnapshot, type BaseRestoreOptions } from '../etcd/base-restore.js';
+
+/**
+ * The base full snapshot could not be restored: its object is corrupt (E_CORRUPT), or etcd's restore refused
+ * it (E_FAILED: e.g. its sha256 trailer). Says which, so the caller can point to a chain without it.
+ */
+export class BaseSnapshotError extends CodedError {
+  override readonly name = 'BaseSnapshotError';
+  constructor(
+    readonly code: 'E_CORRUPT' | 'E_FAILED',
+    readonly snapshot: Snapshot,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** What etcd's restore tool is given besides the snapshot file: the member and where its data dir goes. */
+export type BaseMember = Omit<BaseRestoreOptions, 'snapshotFile' | 'signal'>;
+
+/**
+ * Restores `base` into `member.dataDir` (the restore's `.part`), with `scratchDir` for the snapshot file
+ * when it has to be downloaded or decompressed first.
+ */
+export async function restoreBase(
+  store: SnapStore,
+  base: Snapshot,
+  member: BaseMember,
+  scratchDir: string,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const dbFile = join(scratchDir, 'snapshot.db');
+  let snapshotFile: string;
+  try {
+    snapshotFile = await fetchFull(store, base, dbFile, signal);
+  } catch (err) {
+    // Only a corrupt object is the full's fault; an unreachable store or a stop keeps its own error.
+    if (errorCode(err) !== 'E_CORRUPT') throw err;
+    throw new BaseSnapshotError('E_CORRUPT', base, `full snapshot ${base.snapName} is corrupt: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  try {
+    // etcd's restore checks the sha256 trailer itself (unless skipped), as upstream relies on it too:
+    // hashing here as well would cost a second pass over the whole database.
+    await restoreBaseSnapshot({ ...member, snapshotFile, signal });
+  } catch (err) {
+    if (signal?.aborted) throw asError(signal.reason);
+    throw new BaseSnapshotError('E_FAILED', base, `restoring full snapshot ${base.snapName} failed: ${(err as Error).message}`, {
+      cause: err,
+    });
+  }
+  await rm(dbFile, { force: true });
+}
+
+/**
+ * The full snapshot as a local file for etcd's restore. An uncompressed object that the store serves
+ * straight from a local file (Local provider) is used in place, with no copy; anything else is
+ * downloaded and decompressed into `file`.
+ */
+async function fetchFull(store: SnapStore, snap: Snapshot, file: string, signal?: AbortSignal): Promise<string> {
+  const raw = await store.fetch(snap);
+  if (snap.compressionSuffix === '' && raw instanceof ReadStream && typeof raw.path === 'string') {
+    const inPlace = raw.path;
+    raw.destroy();
+    return inPlace;
+  }
+  const decompress = createDecompressStream(snap.compressionSuffix, snap.snapName);
+  const out = createWriteStream(file, { mode: 0o600, highWaterMark: 1 << 20 });
+  await pipeline(raw, decompress, out, signal ? { signal } : {});
+  return file;
+}

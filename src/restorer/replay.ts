@@ -1,0 +1,139 @@
+/**
+ * The restore's replay step (README "How a restore works", Replay and History): the plan's deltas on top of
+ * the restored base, by one of two paths that give the same database:
+ * - offline (offline-replay.ts): written straight into the `.part` backend by our bbolt writer, no etcd;
+ * - online (online-replay.ts): replayed through a local etcd on `.part` (replay-etcd.ts), upstream's way.
+ * `auto` is offline, and online only when offline does not apply (the base backend is untouched then).
+ * Both compact the history at the same revision, decided from the chain and the quota (quota-rule.ts).
+ */
+import { stat } from 'node:fs/promises';
+import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
+import { fetchDeltasInOrder } from './fetch.js';
+import { InconsistentDeltaError, OfflineReplayNotApplicable, replayDeltasOffline } from './offline-replay.js';
+import { readRevision, replayOnline, type ReplayCounts } from './online-replay.js';
+import type { RestorePlan } from './plan.js';
+import type { QuotaRule } from './quota-rule.js';
+import { startReplayEtcd, type ReplayEtcd, type ReplayEtcdOptions } from './replay-etcd.js';
+import { logContinuedRevision, ReplayProgress } from './replay-progress.js';
+import { backendPath } from './work-dirs.js';
+
+export type DeltaReplayMode = 'auto' | 'offline' | 'online';
+
+export interface ReplayOptions extends ReplayEtcdOptions {
+  deltaReplay?: DeltaReplayMode | undefined;
+  compactRevision?: number | undefined;
+  /** Start the replay etcd even when no delta needs it, and leave it running (see RestoreOptions). */
+  keepEtcdRunning?: boolean | undefined;
+  maxFetchers: number;
+  callTimeoutMs: number;
+  logger: Logger;
+}
+
+export interface Replayed extends ReplayCounts {
+  /** Time from the start of the replay to the last delta applied (0 when nothing was replayed). */
+  replayMs: number;
+  /** The replay etcd, still running on `.part`: the caller stops it (ReplayEtcd.stop) or hands it over. */
+  etcd?: ReplayEtcd;
+}
+
+/**
+ * Replays the plan's deltas into the backend of `partDir` (fresh from the base step). On failure nothing of
+ * it runs any more (a replay etcd it started is stopped); `.part` is the caller's to remove.
+ */
+export async function replayDeltas(
+  store: SnapStore,
+  plan: RestorePlan,
+  partDir: string,
+  scratchDir: string,
+  opts: ReplayOptions,
+): Promise<Replayed> {
+  const base = plan.base!;
+  const { logger, signal } = opts;
+  // The compaction for size is decided from the chain and the quota alone (quota-rule.ts), the same way by both paths.
+  const quotaRule: QuotaRule = { quotaBytes: opts.embeddedEtcdQuotaBytes, baseBytes: (await stat(backendPath(partDir))).size };
+  const mode = opts.deltaReplay ?? 'auto';
+  // Without deltas only a compaction asked for rewrites the base backend.
+  const rewrite = plan.deltas.length > 0 || opts.compactRevision !== undefined;
+  let replayed: Replayed = { revision: base.lastRevision, deltasApplied: 0, revisionsApplied: 0, replayMs: 0 };
+  let offline = false;
+  if (rewrite && mode !== 'online') {
+    const started = Date.now();
+    const counts = await replayOffline(store, plan, partDir, scratchDir, quotaRule, opts, mode);
+    if (counts) {
+      replayed = { ...counts, replayMs: Date.now() - started };
+      offline = true;
+    }
+  }
+  // The online path, or an etcd the caller keeps using.
+  if (!(rewrite && !offline) && opts.keepEtcdRunning !== true) return replayed;
+
+  const etcd = await startReplayEtcd(partDir, opts);
+  try {
+    const calls = { signal, callTimeoutMs: opts.callTimeoutMs };
+    if (offline) {
+      // Only kept running for the caller: the deltas are in already.
+      replayed.revision = await readRevision(etcd.client, calls);
+    } else {
+      const started = Date.now();
+      const counts = await replayOnline(etcd, store, plan, {
+        ...calls,
+        maxFetchers: opts.maxFetchers,
+        scratchDir,
+        quotaRule,
+        compactRevision: opts.compactRevision,
+        logger,
+      });
+      replayed = { ...counts, replayMs: Date.now() - started };
+    }
+    return { ...replayed, etcd };
+  } catch (err) {
+    await etcd.abandon();
+    throw err;
+  }
+}
+
+/**
+ * The offline path. Resolves with undefined when it does not apply here and `auto` may replay online instead
+ * (the base backend is untouched then); `offline` fails with the reason.
+ */
+async function replayOffline(
+  store: SnapStore,
+  plan: RestorePlan,
+  partDir: string,
+  scratchDir: string,
+  quotaRule: QuotaRule,
+  opts: ReplayOptions,
+  mode: DeltaReplayMode,
+): Promise<ReplayCounts | undefined> {
+  const { logger, signal } = opts;
+  const progress = new ReplayProgress(plan, plan.base!.lastRevision, logger);
+  try {
+    const r = await replayDeltasOffline({
+      dbPath: backendPath(partDir),
+      deltas: untilAborted(
+        fetchDeltasInOrder(store, plan.deltas, { maxFetchers: opts.maxFetchers, tempDir: scratchDir, ...(signal ? { signal } : {}) }),
+        signal,
+      ),
+      targetRevision: plan.targetRevision,
+      ...(opts.compactRevision !== undefined ? { compactRevision: opts.compactRevision } : {}),
+      quotaRule,
+      logger,
+      onDelta: (snap, rev) => progress.delta(snap, rev),
+      onContinued: (snap, rev) => logContinuedRevision(logger, snap.snapName, rev),
+    });
+    return { revision: r.revision, deltasApplied: r.deltasApplied, revisionsApplied: r.revisionsApplied };
+  } catch (err) {
+    if (signal?.aborted || mode === 'offline' || !(err instanceof OfflineReplayNotApplicable || err instanceof InconsistentDeltaError))
+      throw err;
+    logger.warn({ reason: (err as Error).message }, 'offline delta replay does not apply here; replaying through etcd (online)');
+    return undefined;
+  }
+}
+
+/** `items` until `signal` aborts: then the next step rejects with its reason (and `items` is closed). */
+async function* untilAborted<T>(items: AsyncIterable<T>, signal: AbortSignal | undefined): AsyncGenerator<T> {
+  for await (const item of items) {
+    signal?.throwIfAborted();
+    yield item;
+  }
+}
