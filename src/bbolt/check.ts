@@ -492,7 +492,7 @@ export function summarise(sums: Summaries, id: number, flags: number, buf: Buffe
       prevS = ks;
       prevE = ke;
       const off = sums.keys.add(buf, ks, ke);
-      sums.children.push(sums.idAt(u64(buf, e + 8), id, `child page id of element ${i}`, e + 8));
+      sums.children.push(sums.idAt(u64(buf, e + 8), id, `element ${i}: child page id`, e + 8));
       sums.childKeyOff.push(off);
       sums.childKeyLen.push(ke - ks);
       if (i === 0) {
@@ -572,7 +572,7 @@ function leafElements(
       const name = nested ? undefined : revisionBucketNamed(buf, ks, ke);
       const read = u64(buf, ke);
       if (read !== 0) {
-        const root = sums.idAt(read, id, `sub-bucket root page id of element ${i}`, ke);
+        const root = sums.idAt(read, id, `element ${i}: sub-bucket root page id`, ke);
         sums.bucketRoots.push(root);
         if (name) sums.etcdBuckets.push({ page: id, name, root, inlineRevision: 0 });
         continue;

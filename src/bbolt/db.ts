@@ -236,7 +236,7 @@ export class BoltDB {
       const at = p.id * this.pageSize + p.base + PAGE_HEADER_SIZE + i * ELEMENT_SIZE + 8;
       throw new BoltError(
         'E_BOLT_CORRUPT',
-        `page ${p.id}: child page id ${child} of element ${i} (file offset ${at}) is out of bounds (high-water mark ${this.meta.pgid})`,
+        `page ${p.id}: element ${i}: child page id ${child} (file offset ${at}) is out of bounds (high-water mark ${this.meta.pgid})`,
         p.id,
       );
     }

@@ -92,7 +92,7 @@ describe('page ids of 2^53 or more in a real etcd backend', () => {
       const i = Math.floor(parent.count / 2);
       const at = parent.id * PS + 16 + i * 16 + 8;
       await patchFile(p, at, u64le(value));
-      const expected = `page ${parent.id}: child page id of element ${i} ${value} (file offset ${at}) is out of bounds (high-water mark ${hwm})`;
+      const expected = `page ${parent.id}: element ${i}: child page id ${value} (file offset ${at}) is out of bounds (high-water mark ${hwm})`;
 
       const r = await checkConsistency(p);
       expect(r.problems).toContainEqual({ pageId: parent.id, message: expected });
@@ -102,7 +102,7 @@ describe('page ids of 2^53 or more in a real etcd backend', () => {
       await expect(readAll(p)).rejects.toMatchObject({
         code: 'E_BOLT_CORRUPT',
         pageId: parent.id,
-        message: `page ${parent.id}: child page id ${value} of element ${i} (file offset ${at}) is out of bounds (high-water mark ${hwm})`,
+        message: expected,
       });
     }
   });
@@ -138,7 +138,7 @@ describe('page ids of 2^53 or more in a real etcd backend', () => {
     const r = await checkConsistency(p);
     expect(r.problems).toContainEqual({
       pageId: rootPage,
-      message: `page ${rootPage}: sub-bucket root page id of element ${index} ${ABOVE_2_53} (file offset ${valueAt}) is out of bounds (high-water mark ${hwm})`,
+      message: `page ${rootPage}: element ${index}: sub-bucket root page id ${ABOVE_2_53} (file offset ${valueAt}) is out of bounds (high-water mark ${hwm})`,
     });
     const s = await streamed(p);
     expect(s.kind === 'checked' && s.check.problems).toEqual(r.problems);
