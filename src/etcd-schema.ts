@@ -56,13 +56,11 @@ export function revisionKey(main: number, sub: number, tombstone: boolean): Buff
   return b;
 }
 
-/** The main revision of a revision key (undefined for a key too short to hold one). */
-export function mainRevisionOf(key: Buffer): number | undefined {
-  return mainRevisionAt(key);
-}
-
-/** The main revision of a revision key at `buf[start…]` (undefined when fewer than 8 bytes are there). */
-export function mainRevisionAt(buf: Buffer, start = 0, end = buf.length): number | undefined {
+/**
+ * The main revision of the revision key at `buf[start, end)` (by default the whole buffer), or undefined when
+ * fewer than 8 bytes are there.
+ */
+export function mainRevisionOf(buf: Buffer, start = 0, end = buf.length): number | undefined {
   if (end - start < 8) return undefined;
   return buf.readUInt32BE(start) * 0x1_0000_0000 + buf.readUInt32BE(start + 4);
 }

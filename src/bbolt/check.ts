@@ -34,7 +34,7 @@ import {
   u32,
   u64,
 } from './format.js';
-import type { Meta, PageHeader } from './format.js';
+import type { Meta, PageHeader, U64 } from './format.js';
 import {
   FINISHED_COMPACT_REV_KEY as FINISHED_COMPACT_REV,
   isFinishedCompactRevKey,
@@ -100,7 +100,10 @@ class U32List {
   }
 }
 
-/** Growable array of page ids (doubles: ids read from disk may be garbage beyond 2^32). */
+/**
+ * Growable array of page ids (doubles: ids read from disk may be garbage beyond 2^32). An id of 2^53 or more
+ * is held as a negative reference to its entry in Summaries.outOfRange (see Summaries.refOutOfRange).
+ */
 class IdList {
   a: Float64Array;
   length = 0;
@@ -169,6 +172,10 @@ export class Summaries {
   keys = new KeyArena();
   /** Inline buckets met while summarising the current page. */
   inlineBuckets = 0;
+  /** Where the page being summarised starts in its buffer (for file offsets in messages). */
+  pageStart = 0;
+  /** Page ids of 2^53 or more met in pages (a corrupt file): reported when the tree reaches them. */
+  outOfRange: Array<{ page: number; what: string; value: bigint; fileOffset: number }> = [];
   /** Problems inside a page, reported only if the page turns out to be reachable. */
   deferred = new Map<number, string[]>();
   /**
@@ -179,8 +186,21 @@ export class Summaries {
   etcdBuckets: Array<{ page: number; name: RevisionBucket; root: number; inlineRevision: number }> = [];
   compactRevs: Array<{ page: number; revision: number }> = [];
 
-  constructor(pageCount: number) {
+  constructor(
+    pageCount: number,
+    readonly pageSize: number,
+  ) {
     this.index = new Int32Array(pageCount).fill(-1);
+  }
+
+  /**
+   * The page id `value` read at `buf[at]` of page `page` as an IdList entry: itself when below 2^53, else a
+   * negative reference to a record of it, so that the walk reports the exact value and where it lies.
+   */
+  idAt(value: U64, page: number, what: string, at: number): number {
+    if (typeof value === 'number') return value;
+    const fileOffset = page * this.pageSize + (at - this.pageStart);
+    return -this.outOfRange.push({ page, what, value, fileOffset });
   }
 
   add(id: number, kind: number, overflow: number, count: number): number {
@@ -223,7 +243,7 @@ export async function checkConsistency(dbPath: string, opts: CheckOptions = {}):
 }
 
 export async function checkDB(db: BoltDB, opts: CheckOptions = {}): Promise<CheckResult> {
-  const sums = new Summaries(db.pageCount);
+  const sums = new Summaries(db.pageCount, db.pageSize);
   const scanned = await scan(db, sums, opts.chunkBytes ?? 8 << 20);
   const result = await walkSummaries(
     sums,
@@ -304,6 +324,12 @@ export async function walkSummaries(sums: Summaries, src: WalkSource, maxProblem
     const id = stack.pop()!;
     if (++visited % 65536 === 0) await new Promise<void>((r) => setImmediate(r));
 
+    if (id < 0) {
+      // A page id of 2^53 or more: reported at the page that holds it, with its exact value.
+      const o = sums.outOfRange[-id - 1]!;
+      problem(o.page, `page ${o.page}: ${o.what} ${o.value} (file offset ${o.fileOffset}) is out of bounds (high-water mark ${hwm})`);
+      continue;
+    }
     if (!Number.isSafeInteger(id) || id < 2 || id >= hwm) {
       problem(Number.isSafeInteger(id) ? id : undefined, `page ${id}: out of bounds (high-water mark ${hwm})`);
       continue;
@@ -433,6 +459,7 @@ export function overflowTooLong(sums: Summaries, id: number, overflow: number, h
 
 /** Summarises the branch or leaf page held in `buf[start, end)`. */
 export function summarise(sums: Summaries, id: number, flags: number, buf: Buffer, start: number, end: number): void {
+  sums.pageStart = start;
   const count = u16(buf, start + 10);
   const overflow = u32(buf, start + 12);
   if (start + PAGE_HEADER_SIZE + count * ELEMENT_SIZE > end) {
@@ -465,7 +492,7 @@ export function summarise(sums: Summaries, id: number, flags: number, buf: Buffe
       prevS = ks;
       prevE = ke;
       const off = sums.keys.add(buf, ks, ke);
-      sums.children.push(u64(buf, e + 8));
+      sums.children.push(sums.idAt(u64(buf, e + 8), id, `element ${i}: child page id`, e + 8));
       sums.childKeyOff.push(off);
       sums.childKeyLen.push(ke - ks);
       if (i === 0) {
@@ -543,8 +570,9 @@ function leafElements(
         continue;
       }
       const name = nested ? undefined : revisionBucketNamed(buf, ks, ke);
-      const root = u64(buf, ke);
-      if (root !== 0) {
+      const read = u64(buf, ke);
+      if (read !== 0) {
+        const root = sums.idAt(read, id, `element ${i}: sub-bucket root page id`, ke);
         sums.bucketRoots.push(root);
         if (name) sums.etcdBuckets.push({ page: id, name, root, inlineRevision: 0 });
         continue;
@@ -690,19 +718,19 @@ async function readFreelist(
     bytes += await db.read(page.subarray(ps), (fl + 1) * ps);
   }
   let idsAt = PAGE_HEADER_SIZE;
-  let count = h.count;
+  let count: U64 = h.count;
   if (count === 0xffff) {
     // More ids than a u16 can count: the count is the first u64.
     count = readU64(page, PAGE_HEADER_SIZE);
     idsAt += 8;
   }
-  if (!Number.isSafeInteger(count) || idsAt + count * 8 > page.length) {
+  if (typeof count !== 'number' || idsAt + count * 8 > page.length) {
     problem(fl, `freelist page ${fl}: ${count} ids do not fit in ${h.overflow + 1} page(s)`);
     return bytes;
   }
   for (let i = 0; i < count; i++) {
     const id = readU64(page, idsAt + i * 8);
-    if (!Number.isSafeInteger(id) || id < 2 || id >= hwm) {
+    if (typeof id !== 'number' || id < 2 || id >= hwm) {
       problem(undefined, `freelist page ${fl}: free id ${id} out of bounds (high-water mark ${hwm})`);
       continue;
     }

@@ -104,7 +104,7 @@ export class Cursor {
       if (!isBranch(f.page) || f.page.count === 0) {
         throw new BoltError('E_BOLT_CORRUPT', `page ${f.page.id}: not a usable branch or leaf page`, f.page.id);
       }
-      const child = await this.db.treePage(element(f.page, f.index).child);
+      const child = await this.db.childPage(f.page, f.index);
       this.stack.push({ page: child, index: edge === 'first' ? 0 : child.count - 1 });
     }
   }

@@ -17,17 +17,21 @@ import {
   LEAF_FLAG_BUCKET,
   META_SIZE,
   PAGE_HEADER_SIZE,
+  metaOutOfRange,
   metaProblem,
   pageTypeName,
   readMeta,
   readU64,
 } from './format.js';
-import type { Meta } from './format.js';
+import type { Meta, U64 } from './format.js';
 
 export type BoltErrorCode =
   /** The file cannot be opened or read. */
   | 'E_BOLT_OPEN'
-  /** Not a usable bbolt file: too small, or neither meta page is valid (bbolt's Open fails). */
+  /**
+   * Not a usable bbolt file: too small, neither meta page is valid (bbolt's Open fails), or the current meta
+   * names pages the file cannot have (a page id of 2^53 or more, a high-water mark beyond the file).
+   */
   | 'E_BOLT_INVALID'
   /** A page reached from the current meta is malformed (bbolt would panic or read garbage). */
   | 'E_BOLT_CORRUPT'
@@ -65,8 +69,8 @@ export interface Element {
   value: Buffer;
   /** Leaf flags (0x01 = sub-bucket); 0 for branch elements. */
   flags: number;
-  /** Child page for branch elements; 0 for leaf elements. */
-  child: number;
+  /** Child page for branch elements (a bigint only when corrupt: see U64); 0 for leaf elements. */
+  child: U64;
 }
 
 export function isBranch(p: Page): boolean {
@@ -118,6 +122,9 @@ export function bucketFromValue(value: Buffer, ownerPage: number): Bucket {
     throw new BoltError('E_BOLT_CORRUPT', `page ${ownerPage}: bucket value of ${value.length} bytes is too short`, ownerPage);
   }
   const root = readU64(value, 0);
+  if (typeof root === 'bigint') {
+    throw new BoltError('E_BOLT_CORRUPT', `page ${ownerPage}: sub-bucket root page id ${root} is out of range`, ownerPage);
+  }
   if (root !== 0) return { root };
   const base = BUCKET_HEADER_SIZE;
   if (value.length < base + PAGE_HEADER_SIZE) {
@@ -185,9 +192,13 @@ export class BoltDB {
   }
 
   /** Reads page `id` with its overflow pages; checks that the header agrees and the page lies within the mark. */
-  async page(id: number): Promise<Page> {
-    if (!Number.isSafeInteger(id) || id < 2 || id >= this.meta.pgid) {
-      throw new BoltError('E_BOLT_CORRUPT', `page ${id}: out of bounds (high-water mark ${this.meta.pgid})`, id);
+  async page(id: U64): Promise<Page> {
+    if (typeof id !== 'number' || id < 2 || id >= this.meta.pgid) {
+      throw new BoltError(
+        'E_BOLT_CORRUPT',
+        `page ${id}: out of bounds (high-water mark ${this.meta.pgid})`,
+        typeof id === 'number' ? id : undefined,
+      );
     }
     const ps = this.pageSize;
     let buf = Buffer.allocUnsafe(ps);
@@ -215,11 +226,28 @@ export class BoltDB {
     };
   }
 
+  /**
+   * The child page of element `i` of branch page `p`. A child outside the file is reported at the branch page
+   * and the element's file offset, with the id as stored (exact also when it is 2^53 or more).
+   */
+  async childPage(p: Page, i: number): Promise<Page> {
+    const child = element(p, i).child;
+    if (typeof child !== 'number' || child < 2 || child >= this.meta.pgid) {
+      const at = p.id * this.pageSize + p.base + PAGE_HEADER_SIZE + i * ELEMENT_SIZE + 8;
+      throw new BoltError(
+        'E_BOLT_CORRUPT',
+        `page ${p.id}: element ${i}: child page id ${child} (file offset ${at}) is out of bounds (high-water mark ${this.meta.pgid})`,
+        p.id,
+      );
+    }
+    return this.treePage(child);
+  }
+
   /** The page of a tree: a branch or leaf page, else corrupt. */
-  async treePage(id: number): Promise<Page> {
+  async treePage(id: U64): Promise<Page> {
     const p = await this.page(id);
     if (!(p.flags & (FLAG_BRANCH | FLAG_LEAF))) {
-      throw new BoltError('E_BOLT_CORRUPT', `page ${id}: ${pageTypeName(p.flags)} page where a branch or leaf was expected`, id);
+      throw new BoltError('E_BOLT_CORRUPT', `page ${p.id}: ${pageTypeName(p.flags)} page where a branch or leaf was expected`, p.id);
     }
     return p;
   }
@@ -252,7 +280,7 @@ export class BoltDB {
         if (element(p, mid).key.compare(key) <= 0) lo = mid;
         else hi = mid - 1;
       }
-      p = await this.treePage(element(p, lo).child);
+      p = await this.childPage(p, lo);
     }
   }
 
@@ -309,8 +337,10 @@ export async function selectMeta(
   }
   const metas: (Meta | undefined)[] = [];
   const problems: (string | undefined)[] = [];
+  const buffers: Buffer[] = [];
   for (const id of [0, 1]) {
     const buf = Buffer.alloc(PAGE_HEADER_SIZE + META_SIZE);
+    buffers.push(buf);
     await readAt(buf, id * pageSize);
     const m = readMeta(buf, PAGE_HEADER_SIZE);
     const problem = metaProblem(buf, PAGE_HEADER_SIZE, m) ?? (m.pageSize !== pageSize ? `page size ${m.pageSize} differs` : undefined);
@@ -323,6 +353,12 @@ export async function selectMeta(
   }
   const use: 0 | 1 = m0 && (!m1 || m0.txid >= m1.txid) ? 0 : 1;
   const meta = (use === 0 ? m0 : m1)!;
+  // bbolt would take this meta and fail (or read past the file) on its first page access.
+  const wide = metaOutOfRange(buffers[use]!, PAGE_HEADER_SIZE);
+  if (wide) {
+    const at = use * pageSize + PAGE_HEADER_SIZE + wide.offset;
+    throw new BoltError('E_BOLT_INVALID', `${path}: meta page ${use}: ${wide.field} ${wide.value} (file offset ${at}) is out of range`);
+  }
   if (meta.pgid < 2) throw new BoltError('E_BOLT_INVALID', `${path}: high-water mark ${meta.pgid} below the meta pages`);
   return { pageSize, meta, metaPage: use, otherMetaProblem: use === 0 ? problems[1] : problems[0] };
 }

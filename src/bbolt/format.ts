@@ -35,9 +35,29 @@ export const MAGIC = 0xed0cdaed;
 export const VERSION = 2;
 
 const TWO_32 = 4294967296;
+/** The high word from which a u64 is 2^53 or more, beyond what a number holds exactly. */
+const UNSAFE_HIGH_WORD = 0x200000;
 
-/** A u64 as a number. Exact below 2^53; anything above is garbage for a page id anyway and compares as huge. */
-export function readU64(buf: Buffer, off: number): number {
+/**
+ * A u64 read from a bbolt file: a number below 2^53 (every page id, count and txid of a real file, held
+ * exactly), else the exact value as a bigint. Only a corrupt file holds the latter; a message then prints the
+ * value as it is on disk (`${v}`), not a rounded number. Comparisons with numbers work on both; arithmetic
+ * needs a `typeof v === 'number'` first, which is where an out-of-range value is reported.
+ */
+export type U64 = number | bigint;
+
+/** The u64 of two 32-bit halves; the bigint only when the high word makes it 2^53 or more (a cold path). */
+export function u64FromHalves(hi: number, lo: number): U64 {
+  return hi < UNSAFE_HIGH_WORD ? hi * TWO_32 + lo : (BigInt(hi) << 32n) | BigInt(lo);
+}
+
+/** The little-endian u64 at `off` (see U64). */
+export function readU64(buf: Buffer, off: number): U64 {
+  return u64FromHalves(buf.readUInt32LE(off + 4), buf.readUInt32LE(off));
+}
+
+/** The little-endian u64 at `off` as a number, rounded at 2^53 and above: only where metaOutOfRange has looked. */
+function readU64Number(buf: Buffer, off: number): number {
   return buf.readUInt32LE(off + 4) * TWO_32 + buf.readUInt32LE(off);
 }
 
@@ -82,8 +102,8 @@ export function u32(buf: Uint8Array, off: number): number {
   return (buf[off]! | (buf[off + 1]! << 8) | (buf[off + 2]! << 16)) + buf[off + 3]! * 0x1000000;
 }
 
-export function u64(buf: Uint8Array, off: number): number {
-  return u32(buf, off + 4) * TWO_32 + u32(buf, off);
+export function u64(buf: Uint8Array, off: number): U64 {
+  return u64FromHalves(u32(buf, off + 4), u32(buf, off));
 }
 
 export function isAllOnes64(buf: Buffer, off: number): boolean {
@@ -91,7 +111,7 @@ export function isAllOnes64(buf: Buffer, off: number): boolean {
 }
 
 export interface PageHeader {
-  id: number;
+  id: U64;
   flags: number;
   count: number;
   overflow: number;
@@ -130,18 +150,26 @@ export interface Meta {
   checksum: bigint;
 }
 
-/** Parses the meta that starts at `off` (just after a page header). */
+const META_ROOT_OFFSET = 16;
+const META_FREELIST_OFFSET = 32;
+const META_PGID_OFFSET = 40;
+const META_TXID_OFFSET = 48;
+
+/**
+ * Parses the meta that starts at `off` (just after a page header). Its page ids and txid are numbers: a meta
+ * that holds one of 2^53 or more is refused before use (metaOutOfRange says which, exactly).
+ */
 export function readMeta(buf: Buffer, off: number): Meta {
   return {
     magic: buf.readUInt32LE(off),
     version: buf.readUInt32LE(off + 4),
     pageSize: buf.readUInt32LE(off + 8),
     flags: buf.readUInt32LE(off + 12),
-    root: readU64(buf, off + 16),
-    sequence: readU64(buf, off + 24),
-    freelist: isAllOnes64(buf, off + 32) ? undefined : readU64(buf, off + 32),
-    pgid: readU64(buf, off + 40),
-    txid: readU64(buf, off + 48),
+    root: readU64Number(buf, off + META_ROOT_OFFSET),
+    sequence: readU64Number(buf, off + 24),
+    freelist: isAllOnes64(buf, off + META_FREELIST_OFFSET) ? undefined : readU64Number(buf, off + META_FREELIST_OFFSET),
+    pgid: readU64Number(buf, off + META_PGID_OFFSET),
+    txid: readU64Number(buf, off + META_TXID_OFFSET),
     checksum: buf.readBigUInt64LE(off + META_CHECKSUM_OFFSET),
   };
 }
@@ -158,6 +186,26 @@ export function fnv64a(buf: Uint8Array, start: number, end: number): bigint {
     h = (h * FNV_PRIME) & MASK64;
   }
   return h;
+}
+
+/**
+ * The first page id or txid of the meta at `off` that is 2^53 or more (no real file gets there: a corrupt
+ * meta), with its exact value and its offset from `off`; undefined when all are in range. The unset
+ * freelist (all ones) is not one.
+ */
+export function metaOutOfRange(buf: Buffer, off: number): { field: string; value: bigint; offset: number } | undefined {
+  const fields: Array<[string, number]> = [
+    ['root page id', META_ROOT_OFFSET],
+    ['freelist page id', META_FREELIST_OFFSET],
+    ['high-water mark', META_PGID_OFFSET],
+    ['txid', META_TXID_OFFSET],
+  ];
+  for (const [field, at] of fields) {
+    if (at === META_FREELIST_OFFSET && isAllOnes64(buf, off + at)) continue;
+    const value = readU64(buf, off + at);
+    if (typeof value === 'bigint') return { field, value, offset: at };
+  }
+  return undefined;
 }
 
 /** Why a meta is not usable, or undefined when it is (bbolt's meta.validate). */

@@ -22,6 +22,7 @@ import { open } from 'node:fs/promises';
 import { BoltDB, BoltError, bucketFromValue, element, isLeaf } from './db.js';
 import type { Bucket, Page } from './db.js';
 import { ELEMENT_SIZE, FLAG_FREELIST, LEAF_FLAG_BUCKET, PAGE_HEADER_SIZE, readU64 } from './format.js';
+import type { U64 } from './format.js';
 import { findFlockHolder } from './lock.js';
 import { AUTH_BUCKET, AUTH_ENABLED_KEY } from '../etcd-schema.js';
 
@@ -91,7 +92,7 @@ async function findLeafElement(
       if (element(page, mid).key.compare(key) <= 0) lo = mid;
       else hi = mid - 1;
     }
-    page = await db.treePage(element(page, lo).child);
+    page = await db.childPage(page, lo);
   }
 }
 
@@ -104,14 +105,24 @@ async function freePages(db: BoltDB): Promise<Set<number>> {
   if (!(first.flags & FLAG_FREELIST)) {
     throw new BoltPatchError(`${db.path}: page ${fl} named as the freelist is not a freelist page`);
   }
-  let count = first.count;
+  let count: U64 = first.count;
   let at = PAGE_HEADER_SIZE;
   if (count === 0xffff) {
     count = readU64(first.buf, at);
     at += 8;
   }
-  if (at + count * 8 > first.buf.length) throw new BoltPatchError(`${db.path}: freelist page ${fl} is truncated`);
-  for (let i = 0; i < count; i++) out.add(readU64(first.buf, at + i * 8));
+  if (typeof count !== 'number' || at + count * 8 > first.buf.length) {
+    throw new BoltPatchError(`${db.path}: freelist page ${fl} is truncated (${count} ids)`);
+  }
+  for (let i = 0; i < count; i++) {
+    const id = readU64(first.buf, at + i * 8);
+    // Not a page of this file: the freelist is corrupt, and so may be what it says about the flag's page.
+    if (typeof id !== 'number') {
+      const offset = fl * db.pageSize + at + i * 8;
+      throw new BoltPatchError(`${db.path}: freelist page ${fl} holds page id ${id} (file offset ${offset}), out of range`);
+    }
+    out.add(id);
+  }
   return out;
 }
 

@@ -2,7 +2,8 @@
  * The consistency check of check.ts on a bbolt file as it streams by (a full snapshot being downloaded),
  * without a copy on disk: each page is summarised when its bytes have arrived and then dropped, so memory
  * holds the summaries plus at most one page span. What the tree walk later looks at again is kept on the
- * way: every page's header (8 + 2 bytes a page, for the messages about pages the tree reaches wrongly) and
+ * way: every page's header (its id as two u32 halves, exact however corrupt, and its flags: 10 bytes a page,
+ * for the messages about pages the tree reaches wrongly) and
  * the freelist page(s). etcd's store revision comes from the summaries too (storeRevisionFromSummaries).
  *
  * The stream may carry more than the database (the sha256 trailer of a snapshot): bytes past the pages in
@@ -11,7 +12,7 @@
 import { Writable } from 'node:stream';
 import { BoltError, selectMeta, type SelectedMeta } from './db.js';
 import { overflowTooLong, storeRevisionFromSummaries, summarise, Summaries, walkSummaries, type CheckResult } from './check.js';
-import { FLAG_BRANCH, FLAG_FREELIST, FLAG_LEAF, PAGE_HEADER_SIZE, u16, u32, u64 } from './format.js';
+import { FLAG_BRANCH, FLAG_FREELIST, FLAG_LEAF, PAGE_HEADER_SIZE, u16, u32, u64FromHalves } from './format.js';
 
 /** Enough of the stream for both meta pages at any page size bbolt allows (64 KiB pages). */
 const META_BYTES = 2 * 64 * 1024;
@@ -31,7 +32,8 @@ export class BoltStreamChecker {
   private received = 0;
   private selected: SelectedMeta | undefined;
   private sums: Summaries | undefined;
-  private headerIds: Float64Array = new Float64Array(0);
+  private headerIdLow: Uint32Array = new Uint32Array(0);
+  private headerIdHigh: Uint32Array = new Uint32Array(0);
   private headerFlags: Uint16Array = new Uint16Array(0);
   private freelist: { start: number; bytes: Buffer } | undefined;
   /** The next page id to look at. */
@@ -85,8 +87,9 @@ export class BoltStreamChecker {
       return;
     }
     const hwm = this.selected.meta.pgid;
-    this.sums = new Summaries(hwm);
-    this.headerIds = new Float64Array(hwm);
+    this.sums = new Summaries(hwm, this.selected.pageSize);
+    this.headerIdLow = new Uint32Array(hwm);
+    this.headerIdHigh = new Uint32Array(hwm);
     this.headerFlags = new Uint16Array(hwm);
     this.advance();
   }
@@ -101,7 +104,9 @@ export class BoltStreamChecker {
       const off = id * ps;
       if (off + PAGE_HEADER_SIZE > this.received) break;
       this.view(off, PAGE_HEADER_SIZE);
-      const hid = u64(this.viewBuf, this.viewAt);
+      const idLow = u32(this.viewBuf, this.viewAt);
+      const idHigh = u32(this.viewBuf, this.viewAt + 4);
+      const hid = u64FromHalves(idHigh, idLow);
       const flags = u16(this.viewBuf, this.viewAt + 8);
       const overflow = u32(this.viewBuf, this.viewAt + 12);
       if (id === meta.freelist && this.freelist === undefined) {
@@ -118,7 +123,8 @@ export class BoltStreamChecker {
         this.view(off, span);
         summarise(sums, id, flags, this.viewBuf, this.viewAt, this.viewAt + span);
       }
-      this.headerIds[id] = hid;
+      this.headerIdLow[id] = idLow;
+      this.headerIdHigh[id] = idHigh;
       this.headerFlags[id] = flags;
       this.next++;
     }
@@ -174,7 +180,10 @@ export class BoltStreamChecker {
         pageSize: ps,
         meta,
         otherMeta: otherMetaProblem === undefined ? undefined : { page: 1 - metaPage, problem: otherMetaProblem },
-        header: async (id) => ({ header: { id: this.headerIds[id]!, flags: this.headerFlags[id]!, count: 0, overflow: 0 }, bytes: 0 }),
+        header: async (id) => ({
+          header: { id: u64FromHalves(this.headerIdHigh[id]!, this.headerIdLow[id]!), flags: this.headerFlags[id]!, count: 0, overflow: 0 },
+          bytes: 0,
+        }),
         read: async (buf, position) => {
           const fl = this.freelist;
           if (!fl || position < fl.start || position >= fl.start + fl.bytes.length) return 0;

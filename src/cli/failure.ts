@@ -45,9 +45,6 @@ export const FAILURE_RULES: Readonly<Record<string, FailureRule>> = {
   E_INTERNAL: { exitCode: 1, hint: 'this is a bug in etcdbrctl: please report it with the output of the same command at --log-level=5' },
 };
 
-/** The etcd client library's errors carry no code; these classes mean that etcd could not be reached or did not answer. */
-const ETCD_UNREACHABLE_CLASSES = new Set(['GRPCUnavailableError', 'GRPCDeadlineExceededError', 'ClientClosedError']);
-
 export interface FailureReport {
   exitCode: number;
   /** One line, without the newline. */
@@ -57,10 +54,7 @@ export interface FailureReport {
 /** Decides what an operator is told about `err` and which exit code the process returns. Pure. */
 export function describeFailure(err: unknown): FailureReport {
   const message = oneLine(err instanceof Error ? err.message : String(err));
-  if (
-    (isEtcdError(err) && ETCD_UNREACHABLE_CODES.has(err.code)) ||
-    (err instanceof Error && ETCD_UNREACHABLE_CLASSES.has(err.constructor.name))
-  ) {
+  if (isEtcdError(err) && ETCD_UNREACHABLE_CODES.has(err.code)) {
     // gRPC appends an empty "Resolution note:" when name resolution has nothing to say.
     const detail = message.replace(/\.?\s*Resolution note$/, '');
     return { exitCode: 1, line: `Error: cannot reach etcd: ${detail}; ${ETCD_UNREACHABLE_HINT}` };

@@ -78,11 +78,17 @@ export class ProtoReader {
     if (this.wire !== wire) throw new ProtoError(`wrong wire type ${this.wire} for field ${this.field}`);
   }
 
-  /** A varint field as a number; throws above 2^53 (no index, term or revision gets there). */
-  uint64(): number {
+  /**
+   * A varint field as a number. No index, term or revision gets to 2^53: a value there is corrupt, and throws
+   * with the value as stored (exact, not rounded through a number) and `name` (default: the field number).
+   */
+  uint64(name?: string): number {
     this.expect(WIRE_VARINT);
     this.readVarint();
-    if (this.hi >= 0x200000) throw new ProtoError(`field ${this.field}: value exceeds 2^53`);
+    if (this.hi >= 0x200000) {
+      const value = (BigInt(this.hi) << 32n) | BigInt(this.lo);
+      throw new ProtoError(`${name ?? `field ${this.field}`} ${value} is out of range (2^53 or more)`);
+    }
     return this.hi * TWO_32 + this.lo;
   }
 

@@ -31,7 +31,7 @@ export function decodeRecord(buf: Uint8Array, start: number, end: number): WalRe
   while (r.next()) {
     switch (r.field) {
       case 1:
-        rec.type = r.uint64();
+        rec.type = r.uint64('record type');
         break;
       case 2:
         rec.crc = r.uint32();
@@ -63,10 +63,10 @@ export function decodeEntry(buf: Uint8Array, start = 0, end = buf.length): Entry
         e.type = r.uint32();
         break;
       case 2:
-        e.term = r.uint64();
+        e.term = r.uint64('entry term');
         break;
       case 3:
-        e.index = r.uint64();
+        e.index = r.uint64('entry index');
         break;
       default:
         r.skip();
@@ -88,13 +88,13 @@ export function decodeHardState(buf: Uint8Array, start = 0, end = buf.length): H
   while (r.next()) {
     switch (r.field) {
       case 1:
-        s.term = r.uint64();
+        s.term = r.uint64('hard state term');
         break;
       case 2:
         s.vote = r.uint64Big();
         break;
       case 3:
-        s.commit = r.uint64();
+        s.commit = r.uint64('hard state commit');
         break;
       default:
         r.skip();
@@ -116,10 +116,10 @@ export function decodeWalSnapshot(buf: Uint8Array, start = 0, end = buf.length):
   while (r.next()) {
     switch (r.field) {
       case 1:
-        s.index = r.uint64();
+        s.index = r.uint64('snapshot index');
         break;
       case 2:
-        s.term = r.uint64();
+        s.term = r.uint64('snapshot term');
         break;
       default:
         r.skip();
@@ -142,10 +142,10 @@ export function decodeRaftSnapshotMetadata(buf: Uint8Array, start = 0, end = buf
     while (m.next()) {
       switch (m.field) {
         case 2:
-          s.index = m.uint64();
+          s.index = m.uint64('snapshot index');
           break;
         case 3:
-          s.term = m.uint64();
+          s.term = m.uint64('snapshot term');
           break;
         default:
           m.skip();

@@ -170,6 +170,8 @@ export async function verifyWal(
  */
 export function selectSegments(names: readonly WalName[], index: number): WalName[] | string {
   if (names.length === 0) return 'wal: no segment files';
+  const unusable = names.map(outOfRangeInName).find((p) => p !== undefined);
+  if (unusable) return unusable;
   let from = -1;
   for (let i = names.length - 1; i >= 0; i--) {
     if (index >= names[i]!.index) {
@@ -185,6 +187,21 @@ export function selectSegments(names: readonly WalName[], index: number): WalNam
     }
   }
   return picked;
+}
+
+/**
+ * Why a segment's name is unusable: its sequence or index is 2^53 or more (a number would round it; no real
+ * WAL gets there), said with the exact value. Undefined for a usable name.
+ */
+function outOfRangeInName(n: WalName): string | undefined {
+  const [seq, index] = n.name.slice(0, -'.wal'.length).split('-') as [string, string];
+  for (const [what, hex, value] of [
+    ['sequence', seq, n.seq],
+    ['index', index, n.index],
+  ] as const) {
+    if (!Number.isSafeInteger(value)) return `wal: segment ${n.name}: ${what} ${BigInt(`0x${hex}`)} is out of range (2^53 or more)`;
+  }
+  return undefined;
 }
 
 /**

@@ -62,7 +62,7 @@ function metaPage(id: number, root: number, freelist: number, pgid: number, txid
   return b;
 }
 
-function freelistPage(id: number, ids: number[]): Buffer {
+function freelistPage(id: number, ids: Array<number | bigint>): Buffer {
   const b = Buffer.alloc(PS);
   b.writeBigUInt64LE(BigInt(id), 0);
   b.writeUInt16LE(0x10, 8);
@@ -75,7 +75,7 @@ function freelistPage(id: number, ids: number[]): Buffer {
  * A tiny etcd-like backend: page 2 freelist, page 3 root leaf with buckets `auth` and `key`; `auth` is
  * inline or its own leaf (page 4). Page 5 is an empty `key` bucket leaf.
  */
-function buildDb(opts: { inline: boolean; flag?: Buffer; free?: number[]; noAuth?: boolean }): Buffer {
+function buildDb(opts: { inline: boolean; flag?: Buffer; free?: Array<number | bigint>; noAuth?: boolean }): Buffer {
   const authEntries: Entry[] = [
     { key: 'authEnabled', value: opts.flag ?? Buffer.from([1]) },
     { key: 'authRevision', value: Buffer.from([0, 0, 0, 0, 0, 0, 0, 3]) },
@@ -166,6 +166,15 @@ describe('setAuthEnabled on synthetic backends', () => {
     const original = buildDb({ inline: false, free: [4] });
     const p = await file(original);
     await expect(setAuthEnabled(p, false)).rejects.toThrow(/freelist/);
+    expect((await readFile(p)).equals(original)).toBe(true);
+  });
+
+  it('refuses a freelist that holds a page id of 2^53 or more, naming it exactly', async () => {
+    const original = buildDb({ inline: false, free: [2n ** 53n + 1n] });
+    const p = await file(original);
+    await expect(setAuthEnabled(p, false)).rejects.toThrow(
+      `: freelist page 2 holds page id 9007199254740993 (file offset ${2 * PS + 16}), out of range`,
+    );
     expect((await readFile(p)).equals(original)).toBe(true);
   });
 

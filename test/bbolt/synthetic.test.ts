@@ -94,12 +94,13 @@ function meta(id: number, m: { root: number; freelist: number | 'none'; pgid: nu
   return page;
 }
 
-function freelist(id: number, ids: number[], extended = false): Buffer {
+function freelist(id: number, ids: Array<number | bigint>, extended: boolean | bigint = false): Buffer {
   const page = Buffer.alloc(PS);
   header(page, 0, id, 0x10, extended ? 0xffff : ids.length);
   let at = 16;
-  if (extended) {
-    page.writeBigUInt64LE(BigInt(ids.length), at);
+  if (extended !== false) {
+    // `extended` as a bigint: the count to write instead of the real one.
+    page.writeBigUInt64LE(extended === true ? BigInt(ids.length) : extended, at);
     at += 8;
   }
   ids.forEach((x, i) => page.writeBigUInt64LE(BigInt(x), at + i * 8));
@@ -117,8 +118,8 @@ afterAll(async () => {
 });
 
 interface Layout {
-  freeIds?: number[];
-  extended?: boolean;
+  freeIds?: Array<number | bigint>;
+  extended?: boolean | bigint;
   freelistId?: number | 'none';
   rootEntries?: LeafEntry[];
   bucketPage?: Buffer;
@@ -199,6 +200,17 @@ describe('consistency check on hand-built files', () => {
     expect(messages(await checkConsistency(await build({ freeIds: [5, 9] })))).toEqual([
       'freelist page 2: free id 9 out of bounds (high-water mark 6)',
     ]);
+  });
+
+  it('reports a free id or a freelist count of 2^53 or more with its exact value', async () => {
+    // 2^53 + 1 and 2^64 - 1 round to 9007199254740992 and 18446744073709552000 through a number.
+    expect(messages(await checkConsistency(await build({ freeIds: [5, 2n ** 53n + 1n, 2n ** 64n - 1n] })))).toEqual([
+      'freelist page 2: free id 9007199254740993 out of bounds (high-water mark 6)',
+      'freelist page 2: free id 18446744073709551615 out of bounds (high-water mark 6)',
+    ]);
+    expect(messages(await checkConsistency(await build({ extended: 2n ** 64n - 1n })))).toContain(
+      'freelist page 2: 18446744073709551615 ids do not fit in 1 page(s)',
+    );
   });
 
   it('reads a freelist whose count overflows 16 bits', async () => {

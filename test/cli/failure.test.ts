@@ -1,11 +1,10 @@
 /** The mapping from a failed command's error to the one line an operator reads and the exit code. */
 import { Writable } from 'node:stream';
 import { SnapStoreError } from '@etcdbrctl/snapstore';
-import { GRPCUnavailableError } from 'etcd3';
 import { describe, expect, it } from 'vitest';
 import { describeFailure, reportFailure } from '../../src/cli/failure.js';
 import { EtcdbrError } from '../../src/errors.js';
-import { EtcdError, toEtcdError } from '../../src/etcd/errors.js';
+import { EtcdError } from '../../src/etcd/errors.js';
 import { EtcdConfigError } from '../../src/config/etcd-config.js';
 import { KubeError } from '../../src/k8s/errors.js';
 import { createLogger } from '../../src/log.js';
@@ -36,7 +35,9 @@ describe('describeFailure', () => {
   });
 
   it('the etcd client cannot reach etcd: said in words, with the flags to check', () => {
-    const err = new GRPCUnavailableError(
+    // As our client throws it when no connection could be made.
+    const err = new EtcdError(
+      'E_ETCD_UNAVAILABLE',
       '14 UNAVAILABLE: No connection established. Last error: Error: connect ECONNREFUSED 127.0.0.1:1. Resolution note: ',
     );
     const expected = {
@@ -46,8 +47,9 @@ describe('describeFailure', () => {
         'check --endpoints (and the TLS flags) and that etcd is running there',
     };
     expect(describeFailure(err)).toEqual(expected);
-    // The same failure as EtcdClient throws it.
-    expect(describeFailure(toEtcdError(err))).toEqual(expected);
+    for (const code of ['E_ETCD_TIMEOUT', 'E_ETCD_CLOSED'] as const) {
+      expect(describeFailure(new EtcdError(code, 'x')).line).toBe(`Error: cannot reach etcd: x; ${expected.line.split('; ').pop()}`);
+    }
     expect(describeFailure(new EtcdError('E_ETCD_REQUEST', 'etcdserver: member not found')).line).toBe(
       'Error: etcdserver: member not found',
     );
@@ -104,7 +106,7 @@ describe('reportFailure', () => {
 
   it('after the stop signal, any failure is the interruption: not "cannot reach etcd" for an etcd the signal reached too', () => {
     const stop = new AbortController();
-    const etcdGone = new GRPCUnavailableError('14 UNAVAILABLE: No connection established');
+    const etcdGone = new EtcdError('E_ETCD_UNAVAILABLE', '14 UNAVAILABLE: No connection established');
     const run = (signal: AbortSignal) => {
       const out = capture();
       const code = reportFailure(

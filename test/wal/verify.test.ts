@@ -7,7 +7,7 @@ import { loadNewestSnapshot } from '../../src/wal/snap.js';
 import { readWalMetadata, verifyWal } from '../../src/wal/verify.js';
 import { copyDataDir, makeEtcdDataDir, patchFile } from '../bbolt/fixture.js';
 import type { EtcdDataDir } from '../bbolt/fixture.js';
-import { TestWal, entry, hardState, metadata, walSnapshot } from './encoder.js';
+import { TestWal, entry, fieldVarint, hardState, metadata, walSnapshot } from './encoder.js';
 
 const META = metadata(0x1234n, 0xabcdn);
 
@@ -151,6 +151,27 @@ describe('verifyWal on hand-built segments', () => {
     expect(r.ok).toBe(true);
     expect(r.repairable?.message).toMatch(/torn record \(crc mismatch, zeroed sector\)/);
     expect(r.lastIndex).toBe(1);
+  });
+
+  it('an index, term or segment number of 2^53 or more: the exact value, and where (not rounded through a number)', async () => {
+    const d = await fresh();
+    const w = new TestWal().segment(0, META).record(5, walSnapshot(0, 0)).record(2, entry(1));
+    // 2^64 - 1 would print as 18446744073709552000, 2^53 + 1 as 9007199254740992.
+    w.record(2, Buffer.concat([fieldVarint(1, 0), fieldVarint(2, 1), fieldVarint(3, 2n ** 64n - 1n)]));
+    w.record(3, Buffer.concat([fieldVarint(1, 2n ** 53n + 1n), fieldVarint(3, 1)]));
+    const [name] = await w.write(d);
+    const at = (await frames(join(d, name!))).filter((f) => f.type === 2 || f.type === 3).map((f) => f.offset);
+    expect((await verifyWal(d)).problems).toEqual([
+      `${name}@${at[1]}: record of type 2 does not decode: entry index 18446744073709551615 is out of range (2^53 or more)`,
+      `${name}@${at[2]}: record of type 3 does not decode: hard state term 9007199254740993 is out of range (2^53 or more)`,
+    ]);
+
+    const named = await fresh();
+    await new TestWal().segment(0, META).record(5, walSnapshot(0, 0)).write(named);
+    await writeFile(join(named, 'ffffffffffffffff-0000000000000001.wal'), Buffer.alloc(8));
+    expect((await verifyWal(named)).problems).toEqual([
+      'wal: segment ffffffffffffffff-0000000000000001.wal: sequence 18446744073709551615 is out of range (2^53 or more)',
+    ]);
   });
 
   it('reports a missing or empty WAL directory', async () => {
