@@ -181,7 +181,9 @@ describe('headers', () => {
     expect(sha(new Decompressor().decompress(ours))).toBe(sha(big));
     // What earlier versions stored: the addon's stream with one worker thread.
     const earlier = Buffer.concat(
-      await Readable.from([big]).pipe(new CompressStream({ compressionLevel: 1, checksumFlag: true, nbWorkers: 1 })).toArray(),
+      await Readable.from([big])
+        .pipe(new CompressStream({ compressionLevel: 1, checksumFlag: true, nbWorkers: 1 }))
+        .toArray(),
     );
     expect(sha(await decompress('.zst', 'Full-00000001-00000002-1700000000.zst', earlier))).toBe(sha(big));
     // And a frame of Node's one-shot API.
