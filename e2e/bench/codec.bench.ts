@@ -16,7 +16,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Transform } from 'node:stream';
 import * as zlib from 'node:zlib';
 import { CompressStream, DecompressStream } from 'zstd-napi';
-import { ZLIB_OPTIONS, ZSTD_OPTIONS, createCompressStream, createDecompressStream, suffixForPolicy } from '../../snapstore/src/codec.js';
+import { ZLIB_OPTIONS, createCompressStream, createDecompressStream, suffixForPolicy } from '../../snapstore/src/codec.js';
 import type { CompressionPolicy } from '../../snapstore/src/codec.js';
 
 const CHUNK = 64 * 1024;
@@ -150,7 +150,8 @@ function rawCompressor(policy: CompressionPolicy): Transform {
     case 'zlib':
       return zlib.createDeflate(ZLIB_OPTIONS);
     case 'zstd':
-      return new CompressStream(ZSTD_OPTIONS);
+      // The addon ours used before node:zlib (codec.ts ZSTD_OPTIONS says why it changed), with its worker thread.
+      return new CompressStream({ compressionLevel: 1, checksumFlag: true, nbWorkers: 1 });
     case 'lzw':
       return new PassThrough();
   }

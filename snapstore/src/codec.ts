@@ -19,17 +19,18 @@ import type { CompressionSuffix } from './snapshot.js';
 export type CompressionPolicy = 'gzip' | 'lzw' | 'zlib' | 'zstd';
 
 interface ZstdNapi {
-  CompressStream: typeof import('zstd-napi').CompressStream;
   binding: typeof import('zstd-napi/binding.js');
 }
 let zstdNapi: ZstdNapi | undefined;
 
-/** zstd-napi (a native addon) loads on first use: restoring a gzip store, the default, never loads it. */
+/**
+ * zstd-napi (a native addon), for decoding only, loads on first use: restoring a gzip store, the default,
+ * never loads it.
+ */
 function zstd(): ZstdNapi {
   if (zstdNapi === undefined) {
     const require = createRequire(import.meta.url);
     zstdNapi = {
-      CompressStream: (require('zstd-napi') as typeof import('zstd-napi')).CompressStream,
       binding: require('zstd-napi/binding.js') as typeof import('zstd-napi/binding.js'),
     };
   }
@@ -65,16 +66,19 @@ export const ZLIB_OPTIONS: Readonly<zlib.ZlibOptions> = { level: 6, chunkSize: 6
  * compresses no better and costs about three times the CPU, and a full snapshot of a big database is
  * CPU-bound on the sidecar's one thread. The content checksum lets a decoder detect corrupt payloads.
  *
- * nbWorkers 1 moves the compression itself onto one zstd-owned native thread: the stream's write only
- * copies input into zstd's job buffers (2 MiB jobs at level 1), so the JS thread keeps reading etcd's
- * snapshot stream while the previous job compresses. That took a 1 GiB full snapshot with zstd from
- * 1.26x to 1.12x `etcdctl snapshot save` on 2 cores, for about 10 MB more RSS; a second worker gained
- * nothing measurable. The output is an ordinary zstd frame (jobs are not independent frames).
- *
- * Not node:zlib's zstd (Node 24): same frames, but its stream breaks with nbWorkers set (push after EOF,
- * nodejs/node#59899) and without a worker it cost 53% more CPU on the 1 GiB full snapshot (README).
+ * Compressed by Node's own `node:zlib` zstd, which runs each chunk on libuv's thread pool (so the JS thread
+ * keeps reading etcd's snapshot stream meanwhile) and frees its native context as soon as the stream ends.
+ * zstd-napi's stream, used before, kept its context (with a worker thread's ~20 MiB of job buffers) until
+ * V8 happened to collect the small JS object that owns it, which in a quiet sidecar can be never: every full
+ * snapshot with zstd left the sidecar ~20 MiB larger (142.6 MiB a minute after a 1 GiB full snapshot, idle
+ * 79). The frames are the same (each library decodes the other's output, and so does the `zstd` CLI); no
+ * zstd worker is asked for (`ZSTD_c_nbWorkers` breaks Node's stream, nodejs/node#59899), and none is needed:
+ * on 512 MiB of a bench backend both took 3.1-4.1 CPU seconds.
  */
-export const ZSTD_OPTIONS = { compressionLevel: 1, checksumFlag: true, nbWorkers: 1 } as const;
+export const ZSTD_OPTIONS: Readonly<zlib.ZstdOptions> = {
+  chunkSize: 64 * 1024,
+  params: { [zlib.constants.ZSTD_c_compressionLevel]: 1, [zlib.constants.ZSTD_c_checksumFlag]: 1 },
+};
 
 export function isCompressionPolicy(value: string): value is CompressionPolicy {
   return (COMPRESSION_POLICIES as readonly string[]).includes(value);
@@ -109,7 +113,7 @@ export function createCompressStream(policy: CompressionPolicy | undefined): Tra
     case 'lzw':
       return new LzwEncoder();
     case 'zstd':
-      return new (zstd().CompressStream)(ZSTD_OPTIONS);
+      return zlib.createZstdCompress(ZSTD_OPTIONS);
     default:
       throw new SnapStoreError('E_UNSUPPORTED_COMPRESSION', `unsupported compression policy ${JSON.stringify(policy)}`);
   }

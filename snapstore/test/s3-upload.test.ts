@@ -393,28 +393,28 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     expect(await stored(opts.key)).toEqual({ size: 8 * PART + 5, hex: src.digest() });
   });
 
-  it("reuses the part buffers an earlier upload left, after a failed upload too, and stores each upload's own bytes", async () => {
+  it("frees the part buffers when the store has no upload running, after a failed upload too, and stores each upload's own bytes", async () => {
     const idle = new CountingIdleBuffers(3);
     proxy.reset(() => undefined);
     const first = source(3 * PART + 7, { chunk: 65_536 });
     const o1 = options({ concurrency: 2, idleBuffers: idle });
     const r1 = await uploadStream(first.stream, o1);
-    expect(idle.hits).toBe(0);
-    expect(idle.size).toBe(r1.buffersAllocated);
+    expect(r1.buffersAllocated).toBeGreaterThan(0);
+    // Nothing kept for a later upload: a quiet sidecar holds no part buffers.
+    expect(idle.size).toBe(0);
 
-    // A failing upload takes the idle buffers and, once its requests have ended, gives them back.
     proxy.reset((s) => (isPart(s) && partNo(s) === 2 ? { fail: 403, code: 'AccessDenied' } : undefined));
     const failing = source(4 * PART, { chunk: 65_536, seed: 0x0badf00d });
     await failure(uploadStream(failing.stream, options({ concurrency: 2, idleBuffers: idle })));
-    expect(idle.hits).toBeGreaterThan(0);
-    expect(idle.size).toBe(3);
+    expect(idle.size).toBe(0);
 
     proxy.reset(() => undefined);
-    const hitsBefore = idle.hits;
     const second = source(4 * PART + 3, { chunk: 65_536, seed: 0x7e57ab1e });
     const o2 = options({ concurrency: 2, idleBuffers: idle });
     const r2 = await uploadStream(second.stream, o2);
-    expect(idle.hits - hitsBefore).toBe(r2.buffersAllocated);
+    expect(r2.buffersAllocated).toBeGreaterThan(0);
+    expect(idle.hits).toBe(0);
+    expect(idle.size).toBe(0);
     expect(await stored(o1.key)).toEqual({ size: 3 * PART + 7, hex: first.digest() });
     expect(await stored(o2.key)).toEqual({ size: 4 * PART + 3, hex: second.digest() });
   });

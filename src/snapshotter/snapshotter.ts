@@ -4,7 +4,7 @@ import type { Clock } from '../clock.js';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import type { EtcdClient } from '../etcd/etcd-client.js';
 import { failureLabel, type Metrics } from '../metrics.js';
-import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
+import { DeltaBuffer, releaseDeltaPayload, type DeltaPayload } from './delta-buffer.js';
 import { saveSizedDeltaSnapshot } from './delta-snapshot.js';
 import { PausableWatch } from './pausable-watch.js';
 import { takeSizedFullSnapshot, type SavedSizes } from './full-snapshot.js';
@@ -427,6 +427,7 @@ export class Snapshotter {
           { revisions: `${taken.payload.firstRevision}-${taken.payload.lastRevision}` },
           'Not saving delta events that a full snapshot or a failed delta before them superseded',
         );
+        releaseDeltaPayload(taken.payload);
         return undefined;
       }
       return await this.saveDelta(taken.payload);
@@ -612,8 +613,11 @@ export class Snapshotter {
       ));
     } catch (err) {
       this.deps.metrics.snapshotDurationSeconds.labels('Incr', 'false').observe((this.deps.clock.now().getTime() - started) / 1000);
+      // A failed save may leave a write in flight that still reads the slabs: they are the collector's to free.
       throw err;
     }
+    // Stored: nothing reads the slabs any more.
+    releaseDeltaPayload(payload);
     this.deps.metrics.snapshotDurationSeconds.labels('Incr', 'true').observe((this.deps.clock.now().getTime() - started) / 1000);
     this.deps.logger.info({ snapshot: snap.snapName, events: payload.events }, 'Delta snapshot saved');
     this.chain.prevSnapshot = snap;

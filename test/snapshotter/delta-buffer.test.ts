@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
 import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
 import { createHash } from 'node:crypto';
-import { DeltaBuffer, deltaPayloadBatches, deltaPayloadBytes } from '../../src/snapshotter/delta-buffer.js';
+import { DeltaBuffer, deltaPayloadBatches, deltaPayloadBytes, releaseDeltaPayload } from '../../src/snapshotter/delta-buffer.js';
 import { encodeDeltaEvent } from '../../src/backup/delta-format.js';
 
 function put(rev: number, key: string, value: string): DeltaEvent {
@@ -93,5 +93,24 @@ describe('delta buffer', () => {
     const json = Buffer.from(`[${events.map(encodeDeltaEvent).join(',')}]`);
     expect(deltaPayloadBytes(p).subarray(0, -32).equals(json)).toBe(true);
     expect(b.heldBytes).toBe(0);
+  });
+
+  it("frees a stored payload's slabs at once, and only them: the next delta's buffer is untouched", () => {
+    const b = new DeltaBuffer();
+    for (let i = 0; i < 5_000; i++) b.append(put(100 + i, `/registry/pods/ns/p${i}`, 'v'.repeat(300)));
+    const stored = b.take()!;
+    b.append(put(6_000, '/registry/next', 'n'));
+    const slabs = stored.slabs!;
+    expect(slabs.length).toBeGreaterThan(1);
+    releaseDeltaPayload(stored);
+    releaseDeltaPayload(stored); // twice changes nothing
+    // Every slab (and every chunk cut from one) is empty now: its memory went back.
+    expect(slabs.map((s) => s.length)).toEqual(slabs.map(() => 0));
+    expect(stored.chunks.slice(0, -2).every((c) => c.length === 0)).toBe(true);
+    // The closing bracket and the digest were never slabs.
+    expect(stored.chunks.at(-2)!.toString()).toBe(']');
+    expect(stored.chunks.at(-1)!.length).toBe(32);
+    const next = b.take()!;
+    expect(deltaPayloadBytes(next).subarray(0, -32).toString()).toBe(`[${encodeDeltaEvent(put(6_000, '/registry/next', 'n'))}]`);
   });
 });

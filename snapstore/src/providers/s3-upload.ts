@@ -287,6 +287,7 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
     // Only buffers no request can still read may serve another upload; an unexpected throw with requests
     // in flight leaves them all to the garbage collector instead.
     if (inflight.size === 0) pool.release();
+    else pool.abandon();
   }
 }
 
