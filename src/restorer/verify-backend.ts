@@ -27,7 +27,7 @@ export async function verifyRestoredBackend(dbPath: string): Promise<void> {
   if (!result.ok) {
     const shown = result.problems
       .slice(0, 3)
-      .map((p) => (p.pageId === undefined ? p.message : `page ${p.pageId}: ${p.message}`))
+      .map((p) => p.message) // each names its page already
       .join('; ');
     throw new RestoredBackendError(
       `the restored backend ${dbPath} failed the consistency check (${result.problemCount} problem(s): ${shown}); ` +

@@ -234,7 +234,7 @@ function structureVerdict(outcome: StreamCheckOutcome): { problem?: string; revi
   if (!check.ok) {
     const what = check.problems
       .slice(0, 3)
-      .map((p) => (p.pageId === undefined ? p.message : `page ${p.pageId}: ${p.message}`))
+      .map((p) => p.message) // each names its page already
       .join('; ');
     return { problem: `its database is not a consistent bbolt file: ${what}` };
   }

@@ -33,6 +33,8 @@ describe('verifyRestoredBackend', () => {
     expect((err as RestoredBackendError).code).toBe('E_RESTORED_BACKEND');
     expect((err as Error).message).toContain(dbOf(copy));
     expect((err as Error).message).toMatch(/page \d+/);
+    // Once: every problem's message names its page itself.
+    expect((err as Error).message).not.toMatch(/page (\d+): page \1:/);
   });
 
   it('refuses a file that is not bbolt at all', async () => {
