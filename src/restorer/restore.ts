@@ -245,6 +245,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
           ...(opts.compactRevision !== undefined ? { compactRevision: opts.compactRevision } : {}),
           quotaRule,
           logger,
+          ...(signal ? { signal } : {}),
           onDelta: (snap, rev) => progress.delta(snap, rev),
           onContinued: (snap, rev) => logContinuedRevision(logger, snap.snapName, rev),
         });
@@ -476,7 +477,7 @@ async function nonEmptyDir(dir: string): Promise<boolean> {
  * downloaded and decompressed into `file`.
  */
 async function fetchFull(store: SnapStore, snap: Snapshot, file: string, signal?: AbortSignal): Promise<string> {
-  const raw = await store.fetch(snap);
+  const raw = await store.fetch(snap, undefined, signal ? { signal } : {});
   if (snap.compressionSuffix === '' && raw instanceof ReadStream && typeof raw.path === 'string') {
     const inPlace = raw.path;
     raw.destroy();
