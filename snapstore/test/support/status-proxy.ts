@@ -36,7 +36,9 @@ export async function startStatusProxy(target: string, marker: string): Promise<
       const upstream = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
         res.writeHead(up.statusCode ?? 502, up.headers);
         res.flushHeaders();
-        // The body stays with the backend: nothing more is written until stop() cuts the connection.
+        // The body is read and dropped, so the backend finishes its answer (and records it) now; the client
+        // gets nothing more until stop() cuts the connection.
+        up.resume();
       });
       upstreams.add(upstream);
       upstream.on('close', () => upstreams.delete(upstream));
