@@ -18,6 +18,12 @@ export interface StoreConfigBase {
   minChunkSize: number;
   /** `--snapstore-temp-directory`: scratch space for providers that need it. */
   tempDir: string;
+  /**
+   * Ours: a fetch whose store does not answer, or sends no byte while the reader waits, for this long ends
+   * with E_UNREACHABLE (default DEFAULT_FETCH_STALL_MS, a minute). Not a limit on the whole download. Local
+   * has none: a hung filesystem read cannot be cancelled.
+   */
+  fetchStallTimeoutMs?: number;
   logger?: Logger;
   /** age keys: recipients for new encrypted snapshots, identities for reading encrypted ones. Default: none. */
   encryption?: SnapshotEncryption;

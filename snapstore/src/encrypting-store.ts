@@ -11,7 +11,7 @@
 import { pipeline as pipelineCb, type Readable } from 'node:stream';
 import { SnapStoreError } from './errors.js';
 import { checkHeaderOpens, createDecryptStream, createEncryptStream, NO_ENCRYPTION, type SnapshotEncryption } from './encryption.js';
-import type { ByteRange, ListOptions, SaveOptions, SnapStore } from './store.js';
+import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from './store.js';
 import type { Snapshot } from './snapshot.js';
 
 export class EncryptingStore implements SnapStore {
@@ -32,8 +32,8 @@ export class EncryptingStore implements SnapStore {
   }
 
   /** Plaintext of the object (still compressed). A range is refused for encrypted objects: it has no meaning there. */
-  async fetch(snap: Snapshot, range?: ByteRange): Promise<Readable> {
-    if (snap.isEncrypted !== true) return this.inner.fetch(snap, range);
+  async fetch(snap: Snapshot, range?: ByteRange, options?: FetchOptions): Promise<Readable> {
+    if (snap.isEncrypted !== true) return this.inner.fetch(snap, range, options);
     if (range !== undefined) {
       throw new SnapStoreError('E_CONFIG', `${snap.snapName}: byte ranges of an encrypted object cannot be fetched`);
     }
@@ -41,7 +41,7 @@ export class EncryptingStore implements SnapStore {
       // Fail before opening a download that nothing could read.
       await this.checkDecryptable([snap]);
     }
-    const stored = await this.inner.fetch(snap);
+    const stored = await this.inner.fetch(snap, undefined, options);
     return pipelineCb(stored, createDecryptStream(this.encryption.identities, snap.snapName), () => {});
   }
 

@@ -13,3 +13,4 @@ export { readOssCredentials } from './credentials-alicloud.js';
 export { readEcsCredentials, readOcsCredentials } from './credentials-s3-compatible.js';
 export * from './encryption.js';
 export * from './encrypting-store.js';
+export { DEFAULT_FETCH_STALL_MS } from './providers/fetch-guard.js';

@@ -19,6 +19,14 @@ export interface ByteRange {
   end?: number;
 }
 
+export interface FetchOptions {
+  /**
+   * Aborting the signal ends the request and the body at once: `fetch` rejects, or the stream errors, with
+   * the signal's reason.
+   */
+  signal?: AbortSignal;
+}
+
 export interface SaveOptions {
   /** Aborting the signal aborts the upload; nothing is committed. */
   signal?: AbortSignal;
@@ -53,9 +61,11 @@ export interface SnapStore {
 
   /**
    * Streams the stored bytes of a snapshot exactly as saved (still compressed).
-   * Throws E_NOT_FOUND when the object does not exist.
+   * Throws E_NOT_FOUND when the object does not exist. A network store that does not answer, or stops
+   * sending while the stream is read, for the configured stall deadline (`fetchStallTimeoutMs`) ends the
+   * fetch (or errors the stream) with E_UNREACHABLE naming the object and the store.
    */
-  fetch(snap: Snapshot, range?: ByteRange): Promise<Readable>;
+  fetch(snap: Snapshot, range?: ByteRange, options?: FetchOptions): Promise<Readable>;
 
   /**
    * Stores `data` as the snapshot's object. The object becomes visible only after `data` ended

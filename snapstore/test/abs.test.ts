@@ -78,8 +78,8 @@ describeSnapStoreConformance('ABS on Azurite', async () => {
         verifyContainer: false,
       });
     },
-    async openThrough(through) {
-      return openAbsStore(config(az, { endpointOverride: await through(az.accountEndpoint) }), { retry: FAST_RETRY });
+    async openThrough(through, over) {
+      return openAbsStore(config(az, { ...over, endpointOverride: await through(az.accountEndpoint) }), { retry: FAST_RETRY });
     },
   };
 });

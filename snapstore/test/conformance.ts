@@ -9,10 +9,15 @@ import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isSnapStoreError } from '../src/errors.js';
+import type { StoreConfigBase } from '../src/config.js';
 import type { Logger } from '../src/logger.js';
 import type { Snapshot, SnapshotKind } from '../src/snapshot.js';
 import type { SnapStore } from '../src/store.js';
+import { waitFor } from '../../test/support/wait.js';
 import { startStatusProxy, type StatusProxy } from './support/status-proxy.js';
+
+/** What a case may set in the configuration of a store opened through the proxy. */
+export type ThroughConfig = Pick<StoreConfigBase, 'fetchStallTimeoutMs'>;
 
 export interface ConformanceHarness {
   /**
@@ -38,9 +43,10 @@ export interface ConformanceHarness {
   /**
    * A store on the harness's backend whose requests go through the proxy `through(target)` starts in
    * front of `target` (the backend's endpoint) and whose URL it returns; configured with short timeouts
-   * and few retries. The failure-code case injects statuses there. Omit for providers without a network.
+   * and few retries. The failure-code case injects statuses there, the stall case holds answers there.
+   * `config` goes into the store's configuration as is. Omit for providers without a network.
    */
-  openThrough?(through: (target: string) => Promise<string>): Promise<SnapStore>;
+  openThrough?(through: (target: string) => Promise<string>, config?: ThroughConfig): Promise<SnapStore>;
   /**
    * Keys in `rawKeys()` that the backend itself cannot clean up although the provider asked it to
    * (s3rver answers AbortMultipartUpload with 405, so aborted parts stay on its disk). Such keys are
@@ -559,6 +565,54 @@ export function describeSnapStoreConformance(
             expect(proxy.injected, `the ${status} was injected`).toBeGreaterThan(before);
           }
           expect(seen).toEqual(Object.fromEntries(FAILURE_CODES));
+        } finally {
+          await proxy?.stop();
+        }
+      }, 60_000);
+
+    if (capabilities.network !== false)
+      it('a fetch from a store that goes silent ends at the stall deadline with E_UNREACHABLE; its signal ends it at once', async () => {
+        if (!h.openThrough) throw new Error(`harness ${name} has no openThrough although it is a network store`);
+        const marker = `${run}-stall`;
+        let proxy: StatusProxy | undefined;
+        try {
+          const store = await h.openThrough(
+            async (target) => {
+              proxy = await startStatusProxy(target, marker);
+              return proxy.url;
+            },
+            { fetchStallTimeoutMs: 1500 },
+          );
+          stores.push(store);
+          if (!proxy) throw new Error(`harness ${name} opened a store without the proxy`);
+          const listed = { ...testSnapshot('Full', 0, 1, 1_700_000_003), prefix: `${store.prefix}/`, snapDir: marker };
+          await store.save(listed, Readable.from([pseudoRandomBytes(300_000, 5)]));
+          // The object itself is fine: unstalled, it comes back whole.
+          expect(await readAll(await store.fetch(listed))).toHaveLength(300_000);
+
+          for (const stall of ['answer', 'body'] as const) {
+            proxy.stall = stall;
+            const before = proxy.stalled;
+            const err = await expectCode((async () => readAll(await store.fetch(listed)))(), 'E_UNREACHABLE');
+            expect(proxy.stalled, `the ${stall} was held`).toBeGreaterThan(before);
+            // Names the object and the store (its kind and where it is), and what happened.
+            expect(err.message).toContain(listed.snapName);
+            expect(err.message).toMatch(/\b(S3|ABS|GCS|Swift|OSS)\b.*127\.0\.0\.1:\d+/);
+            expect(err.message).toContain(stall === 'answer' ? 'did not answer for 1500 ms' : 'stopped sending for 1500 ms');
+          }
+
+          // The caller's signal ends a held fetch at once, with its own reason, both before and after the answer.
+          for (const stall of ['answer', 'body'] as const) {
+            proxy.stall = stall;
+            const caller = new AbortController();
+            const reason = new Error(`interrupted while ${stall === 'answer' ? 'waiting' : 'reading'}`);
+            const read = (async () => readAll(await store.fetch(listed, undefined, { signal: caller.signal })))();
+            read.catch(() => undefined);
+            const held = proxy.stalled;
+            await waitFor(() => proxy!.stalled > held, `the ${stall} of a fetch to be held`, 10_000, 5);
+            caller.abort(reason);
+            await expect(read).rejects.toBe(reason);
+          }
         } finally {
           await proxy?.stop();
         }

@@ -56,7 +56,7 @@ describeSnapStoreConformance('GCS on the fake JSON API', async () => {
       // Shared with the provider tests below; stopped by the file's afterAll.
     },
     openUnreachable: async () => openGcsStore(config(fake, { endpointOverride: `http://127.0.0.1:${await closedPort()}` }), FAST),
-    openThrough: async (through) => openGcsStore(config(fake, { endpointOverride: await through(fake.endpoint) }), FAST),
+    openThrough: async (through, over) => openGcsStore(config(fake, { ...over, endpointOverride: await through(fake.endpoint) }), FAST),
   };
 });
 

@@ -65,9 +65,9 @@ describeSnapStoreConformance('OSS through ali-oss on the fake OSS API', async ()
         }),
         FAST,
       ),
-    openThrough: async (through) =>
+    openThrough: async (through, over) =>
       openOssStore(
-        config(oss, { prefix: 'faulty/v2', credentials: { ...credentials, storageEndpoint: await through(oss.endpoint) } }),
+        config(oss, { ...over, prefix: 'faulty/v2', credentials: { ...credentials, storageEndpoint: await through(oss.endpoint) } }),
         FAST,
       ),
   };

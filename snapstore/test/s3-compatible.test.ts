@@ -85,15 +85,18 @@ async function harness(provider: 'ECS' | 'OCS'): Promise<ConformanceHarness> {
         },
       );
     },
-    async openThrough(through) {
+    async openThrough(through, over) {
       const { openS3CompatibleStore } = await import('../src/providers/s3-compatible.js');
-      return openS3CompatibleStore(config('faulty/v2', { ...credentials, endpoint: await through(srv.endpoint) }) as EcsStoreConfig, {
-        maxAttempts: 2,
-        connectionTimeoutMs: 2000,
-        socketTimeoutMs: 5000,
-        partRetries: 1,
-        partRetryBaseDelayMs: 50,
-      });
+      return openS3CompatibleStore(
+        { ...config('faulty/v2', { ...credentials, endpoint: await through(srv.endpoint) }), ...over } as EcsStoreConfig,
+        {
+          maxAttempts: 2,
+          connectionTimeoutMs: 2000,
+          socketTimeoutMs: 5000,
+          partRetries: 1,
+          partRetryBaseDelayMs: 50,
+        },
+      );
     },
     // s3rver cannot abort multipart uploads (405); s3.test.ts proves the abort is sent.
     ignoreLeftover: (key) => key.includes(UPLOAD_PART_MARKER),

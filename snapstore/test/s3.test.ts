@@ -72,8 +72,8 @@ async function s3rverHarness(): Promise<ConformanceHarness> {
     async openUnreachable() {
       return openS3Store(s3Config(`http://127.0.0.1:${await closedPort()}`, srv.bucket, 'unreachable/v2'), FAST_FAIL);
     },
-    async openThrough(through) {
-      return openS3Store(s3Config(await through(srv.endpoint), srv.bucket, 'faulty/v2'), FAST_FAIL);
+    async openThrough(through, over) {
+      return openS3Store({ ...s3Config(await through(srv.endpoint), srv.bucket, 'faulty/v2'), ...over }, FAST_FAIL);
     },
     // s3rver answers AbortMultipartUpload with 405, so aborted parts stay on its disk; the tests
     // below prove that the provider sent the abort.

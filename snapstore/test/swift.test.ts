@@ -110,11 +110,11 @@ describeSnapStoreConformance('Swift on a real Swift all-in-one with the fake Key
         config(b, { credentials: { ...passwordCredentials(b.keystone), authURL: `http://127.0.0.1:${await closedPort()}/v3` } }),
         FAST,
       ),
-    async openThrough(through) {
+    async openThrough(through, over) {
       // A second Keystone whose gateway forwards to the proxy, which stands in front of the real Swift.
       const keystone = await startFakeKeystone({ swiftProxy: await through(b.swift.proxy), user: USER });
       extraKeystones.push(keystone);
-      return openSwiftStore(config(b, { credentials: passwordCredentials(keystone) }), FAST);
+      return openSwiftStore(config(b, { ...over, credentials: passwordCredentials(keystone) }), FAST);
     },
   };
 });

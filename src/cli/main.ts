@@ -25,6 +25,7 @@ import { podEnvironment } from '../config/pod-environment.js';
 import { FlagError } from './flags.js';
 import { FLAG_USE, ignoredFlagsMessage, refusedFlagMessage } from './flag-use.js';
 import { reportFailure } from './failure.js';
+import { storeStallTimeout } from './deadlines.js';
 import { signalLogLine, StopSignals, stopSignalWindow } from './signals.js';
 import { commandFlagSet, commandHelp, rootFlagSet, rootHelp } from './help.js';
 
@@ -204,13 +205,16 @@ async function runCommand<N extends CommandName>(
 
   const homeDir = options.homeDir ?? env['HOME'] ?? os.homedir();
   const roles = new Map(storesOf(name, config));
+  const stall = storeStallTimeout(env);
+  if (stall.problem !== undefined && roles.size > 0) logger.warn(stall.problem);
   const resolveStore = async (role: StoreRole): Promise<StoreConfig | undefined> => {
     const flags = roles.get(role);
     // A store the command only reads gets no scratch directory either: reading creates nothing.
     const createTempDir = !readsOnly(name, role);
     if (flags === undefined) return undefined;
     const encryption = (config as { encryptionConfig?: EncryptionConfig }).encryptionConfig;
-    return buildStoreConfig(flags, { role, env, homeDir, logger, createTempDir, ...(encryption ? { encryption } : {}) });
+    const built = await buildStoreConfig(flags, { role, env, homeDir, logger, createTempDir, ...(encryption ? { encryption } : {}) });
+    return built === undefined ? undefined : { ...built, fetchStallTimeoutMs: stall.ms };
   };
   const stores: CommandContext['stores'] = {};
   try {

@@ -86,6 +86,7 @@ export async function writeCompactedBackend(
       // Upstream compacts at the revision it restored to: the head of the chain.
       compactRevision: plan.targetRevision,
       logger,
+      ...(signal ? { signal } : {}),
     });
   } catch (err) {
     if (err instanceof BoltError) {
@@ -121,7 +122,7 @@ async function fetchFullDatabase(
 ): Promise<void> {
   const what = `full snapshot ${snap.snapName}`;
   try {
-    const raw = await store.fetch(snap);
+    const raw = await store.fetch(snap, undefined, signal ? { signal } : {});
     const decompress = createDecompressStream(snap.compressionSuffix, snap.snapName);
     const out = createWriteStream(file, { mode: 0o600, highWaterMark: 1 << 20 });
     const options = signal ? { signal } : {};

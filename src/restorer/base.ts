@@ -71,7 +71,7 @@ export async function restoreBase(
  * downloaded and decompressed into `file`.
  */
 async function fetchFull(store: SnapStore, snap: Snapshot, file: string, signal?: AbortSignal): Promise<string> {
-  const raw = await store.fetch(snap);
+  const raw = await store.fetch(snap, undefined, signal ? { signal } : {});
   if (snap.compressionSuffix === '' && raw instanceof ReadStream && typeof raw.path === 'string') {
     const inPlace = raw.path;
     raw.destroy();

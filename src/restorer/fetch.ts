@@ -28,7 +28,8 @@ export async function* fetchDeltasInOrder(
     const file = join(opts.tempDir, `delta-${String(i).padStart(8, '0')}-${snap.snapName.replaceAll('/', '_')}`);
     const p = (async () => {
       const name = snap.snapName;
-      const raw = await store.fetch(snap);
+      // The store ends a download that stalls (its fetch deadline) or that the signal aborts.
+      const raw = await store.fetch(snap, undefined, opts.signal ? { signal: opts.signal } : {});
       await pipeline(
         raw,
         createDecompressStream(snap.compressionSuffix, name),

@@ -68,6 +68,11 @@ export interface OfflineReplayInput {
    * (whatever `compactRevision` says). Fetches every delta to disk before writing starts.
    */
   quotaRule?: QuotaRule;
+  /**
+   * The restore's signal: checked before each delta and after each read of a delta or batch of the base's
+   * entries, so an abort (SIGINT, SIGTERM) ends even a long replay at once, with the signal's reason.
+   */
+  signal?: AbortSignal;
 }
 
 export interface OfflineReplayResult {
@@ -117,7 +122,7 @@ export async function replayDeltasOffline(input: OfflineReplayInput): Promise<Of
     const replay = new DeltaRevisions(baseRevision, compaction ? { ...input, deltas: compaction.deltas } : input);
     writer = await BoltWriter.create(tmp, { pageSize: db.pageSize, txid: Math.max(2, db.meta.txid + 1) });
     for (const b of buckets) {
-      let entries: AsyncIterable<WriterEntry[]> = copyEntries(db, b);
+      let entries: AsyncIterable<WriterEntry[]> = copyEntries(db, b, input.signal);
       if (b.name.equals(KEY_BUCKET)) entries = concat(entries, replay.entries());
       if (compaction?.index) entries = withCompaction(b.name, entries, compaction.index);
       await writer.writeBucket(b.name, entries, b.sequence);
@@ -176,7 +181,7 @@ async function topLevelBuckets(db: BoltDB): Promise<NamedBucket[]> {
 /** Entries handed to the writer per batch (one await per batch instead of one per entry). */
 const COPY_BATCH = 256;
 
-async function* copyEntries(db: BoltDB, b: NamedBucket): AsyncGenerator<WriterEntry[]> {
+async function* copyEntries(db: BoltDB, b: NamedBucket, signal: AbortSignal | undefined): AsyncGenerator<WriterEntry[]> {
   let batch: WriterEntry[] = [];
   for await (const e of new Cursor(db, b.bucket)) {
     if (e.isBucket) {
@@ -184,6 +189,7 @@ async function* copyEntries(db: BoltDB, b: NamedBucket): AsyncGenerator<WriterEn
     }
     batch.push({ key: e.key, value: e.value });
     if (batch.length === COPY_BATCH) {
+      signal?.throwIfAborted();
       yield batch;
       batch = [];
     }
@@ -221,6 +227,7 @@ class DeltaRevisions {
     for await (const { snap, file } of this.input.deltas) {
       const what = `delta snapshot ${snap.snapName}`;
       try {
+        this.input.signal?.throwIfAborted();
         if (this.revision >= this.input.targetRevision) continue;
         yield* this.deltaEntries(snap, file, what);
       } finally {
@@ -275,6 +282,7 @@ class DeltaRevisions {
     const input = createReadStream(file, { highWaterMark: DELTA_READ_BYTES });
     try {
       for await (const chunk of input as AsyncIterable<Buffer>) {
+        this.input.signal?.throwIfAborted();
         decoder.write(chunk, take);
         if (batch.length > 0) {
           yield batch;

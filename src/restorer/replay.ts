@@ -118,6 +118,7 @@ async function replayOffline(
       ...(opts.compactRevision !== undefined ? { compactRevision: opts.compactRevision } : {}),
       quotaRule,
       logger,
+      ...(signal ? { signal } : {}),
       onDelta: (snap, rev) => progress.delta(snap, rev),
       onContinued: (snap, rev) => logContinuedRevision(logger, snap.snapName, rev),
     });

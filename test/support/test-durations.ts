@@ -25,6 +25,7 @@ export const MEASURED_SECONDS: Readonly<Record<string, number>> = {
   'test/initializer/multinode.test.ts': 40,
   'e2e/compact-copy.test.ts': 38,
   'e2e/restore-signals.test.ts': 30,
+  'e2e/restore-store-stall.test.ts': 18,
   'snapstore/test/s3-compatible.test.ts': 37,
   'e2e/multinode.test.ts': 36,
   'snapstore/test/codec.test.ts': 33,

@@ -19,7 +19,7 @@ import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
-import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
+import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import {
   type StoreFailureCode,
   abortReason,
@@ -29,6 +29,7 @@ import {
   isNetworkError,
   saveFailed,
 } from './common.js';
+import { DEFAULT_FETCH_STALL_MS, guardedFetch } from './fetch-guard.js';
 import { IdleBuffers, PartBufferPool } from './part-buffers.js';
 
 /** Blob index tag that hides a snapshot from everything but garbage collection. */
@@ -190,20 +191,30 @@ class AbsSnapStore implements SnapStore {
     return sortSnapshots(snaps);
   }
 
-  async fetch(snap: Snapshot, range?: ByteRange): Promise<Readable> {
+  async fetch(snap: Snapshot, range?: ByteRange, options?: FetchOptions): Promise<Readable> {
     this.assertOpen();
     const key = listedObjectKey(snap);
     const start = range?.start ?? 0;
     const count = range?.end !== undefined ? range.end - start + 1 : undefined;
-    try {
-      // The SDK resumes a broken body from where it stopped (same ETag) up to this many times.
-      const res = await this.client.getBlobClient(key).download(start, count, { maxRetryRequests: 5 });
-      const body = res.readableStreamBody;
-      if (!body) throw new InternalError('E_BAD_ANSWER', 'download returned no body');
-      return body as Readable;
-    } catch (err) {
-      throw this.mapError(err, `blob ${key}`, 'fetch');
-    }
+    return guardedFetch(
+      async (abortSignal) => {
+        try {
+          // The SDK resumes a broken body from where it stopped (same ETag) up to this many times.
+          const res = await this.client.getBlobClient(key).download(start, count, { maxRetryRequests: 5, abortSignal });
+          const body = res.readableStreamBody;
+          if (!body) throw new InternalError('E_BAD_ANSWER', 'download returned no body');
+          return body as Readable;
+        } catch (err) {
+          throw this.mapError(err, `blob ${key}`, 'fetch');
+        }
+      },
+      {
+        what: `fetch blob ${key}`,
+        store: `the ABS container ${this.url}`,
+        stallMs: this.config.fetchStallTimeoutMs ?? DEFAULT_FETCH_STALL_MS,
+      },
+      options,
+    );
   }
 
   async save(snap: Snapshot, data: Readable, options?: SaveOptions): Promise<void> {

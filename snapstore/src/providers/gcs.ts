@@ -20,7 +20,8 @@ import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
-import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
+import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from '../store.js';
+import { DEFAULT_FETCH_STALL_MS, guardedFetch } from './fetch-guard.js';
 import {
   type StoreFailureCode,
   abortReason,
@@ -121,6 +122,7 @@ class GcsSnapStore implements SnapStore {
   private readonly chunkSize: number;
   /** Names bucket and endpoint in every message. */
   private readonly where: string;
+  private readonly stallMs: number;
   private closed = false;
 
   constructor(
@@ -136,6 +138,7 @@ class GcsSnapStore implements SnapStore {
     }
     this.chunkSize = Math.ceil(config.minChunkSize / CHUNK_GRANULARITY) * CHUNK_GRANULARITY;
     this.where = `GCS bucket ${config.container} at ${endpoint}`;
+    this.stallMs = config.fetchStallTimeoutMs ?? DEFAULT_FETCH_STALL_MS;
   }
 
   async list(options?: ListOptions): Promise<Snapshot[]> {
@@ -167,22 +170,33 @@ class GcsSnapStore implements SnapStore {
     return sortSnapshots(snaps);
   }
 
-  async fetch(snap: Snapshot, range?: ByteRange): Promise<Readable> {
+  async fetch(snap: Snapshot, range?: ByteRange, options?: FetchOptions): Promise<Readable> {
     this.assertOpen();
     const key = listedObjectKey(snap);
-    const stream = this.bucket.file(key).createReadStream({
-      // The payload carries its own hashes; JS CRC32C would cap downloads near 100 MB/s.
-      validation: false,
-      decompress: false,
-      ...(range ? { start: range.start, ...(range.end !== undefined ? { end: range.end } : {}) } : {}),
-    });
-    try {
-      await responseArrived(stream);
-    } catch (err) {
-      stream.destroy();
-      throw this.mapError(err, `object ${key}`, 'fetch');
-    }
-    return stream;
+    return guardedFetch(
+      async (signal) => {
+        const stream = this.bucket.file(key).createReadStream({
+          // The payload carries its own hashes; JS CRC32C would cap downloads near 100 MB/s.
+          validation: false,
+          decompress: false,
+          ...(range ? { start: range.start, ...(range.end !== undefined ? { end: range.end } : {}) } : {}),
+        });
+        // The library takes no signal: destroying its stream ends the request.
+        const onAbort = (): void => void stream.destroy(signal.reason as Error);
+        signal.addEventListener('abort', onAbort, { once: true });
+        try {
+          await responseArrived(stream);
+        } catch (err) {
+          stream.destroy();
+          throw this.mapError(err, `object ${key}`, 'fetch');
+        } finally {
+          signal.removeEventListener('abort', onAbort);
+        }
+        return stream;
+      },
+      { what: `fetch object ${key}`, store: this.where, stallMs: this.stallMs },
+      options,
+    );
   }
 
   async save(snap: Snapshot, data: Readable, options?: SaveOptions): Promise<void> {

@@ -17,7 +17,7 @@ import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
-import type { ByteRange, ListOptions, OpenOptions, SaveOptions, SnapStore } from '../store.js';
+import type { ByteRange, FetchOptions, ListOptions, OpenOptions, SaveOptions, SnapStore } from '../store.js';
 import { abortReason, describeError, saveFailed } from './common.js';
 
 /** Temp files of unfinished saves; listing skips them (upstream's temp prefix, hidden). */
@@ -177,21 +177,28 @@ class LocalSnapStore implements SnapStore {
     return sortSnapshots(snaps);
   }
 
-  async fetch(snap: Snapshot, range?: ByteRange): Promise<Readable> {
+  /** No stall deadline here: a hung filesystem read cannot be cancelled. The caller's signal still ends the stream. */
+  async fetch(snap: Snapshot, range?: ByteRange, options?: FetchOptions): Promise<Readable> {
     this.assertOpen();
+    const signal = options?.signal;
+    if (signal?.aborted) throw abortReason(signal);
     const key = listedObjectKey(snap);
     const file = this.resolve(key);
     try {
       // Fail here, not on the first read, when the object is missing.
       const st = await stat(file);
       if (!st.isFile()) throw new InternalError('E_NOT_A_FILE', 'not a regular file');
-      const stream = createReadStream(file, range ? { start: range.start, ...(range.end !== undefined ? { end: range.end } : {}) } : {});
+      const stream = createReadStream(file, {
+        ...(range ? { start: range.start, ...(range.end !== undefined ? { end: range.end } : {}) } : {}),
+        ...(signal ? { signal } : {}),
+      });
       await new Promise<void>((resolve, reject) => {
         stream.once('ready', () => resolve());
         stream.once('error', reject);
       });
       return stream;
     } catch (err) {
+      if (signal?.aborted) throw abortReason(signal);
       throw this.mapError(err, key, 'fetch');
     }
   }

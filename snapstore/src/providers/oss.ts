@@ -11,8 +11,9 @@ import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
-import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
+import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import { isNetworkError, saveFailed } from './common.js';
+import { DEFAULT_FETCH_STALL_MS, guardedFetch } from './fetch-guard.js';
 import { createOssClient, mapOssError, ossEndpoint, ossErrorInfo } from './oss-client.js';
 import type { OssApi, OssClientTuning } from './oss-client.js';
 import { uploadOssObject } from './oss-upload.js';
@@ -100,18 +101,25 @@ class OssStore implements SnapStore {
     }
   }
 
-  async fetch(snap: Snapshot, range?: ByteRange): Promise<Readable> {
+  async fetch(snap: Snapshot, range?: ByteRange, options?: FetchOptions): Promise<Readable> {
     const key = listedObjectKey(snap);
-    try {
-      const headers = range ? { Range: `bytes=${range.start}-${range.end ?? ''}` } : undefined;
-      return (await this.client.getStream(key, headers ? { headers } : {})).stream;
-    } catch (err) {
-      // Past the end of the object: the contract returns what is there (nothing).
-      if (range !== undefined && ossErrorInfo(err).status === 416) {
-        return Readable.from([]);
-      }
-      throw mapOssError(err, this.where, `fetch object ${key}`);
-    }
+    // ali-oss takes no signal: the guard stops waiting for it, and destroys a body that arrives too late.
+    return guardedFetch(
+      async () => {
+        try {
+          const headers = range ? { Range: `bytes=${range.start}-${range.end ?? ''}` } : undefined;
+          return (await this.client.getStream(key, headers ? { headers } : {})).stream;
+        } catch (err) {
+          // Past the end of the object: the contract returns what is there (nothing).
+          if (range !== undefined && ossErrorInfo(err).status === 416) {
+            return Readable.from([]);
+          }
+          throw mapOssError(err, this.where, `fetch object ${key}`);
+        }
+      },
+      { what: `fetch object ${key}`, store: `the ${this.where}`, stallMs: this.config.fetchStallTimeoutMs ?? DEFAULT_FETCH_STALL_MS },
+      options,
+    );
   }
 
   async save(snap: Snapshot, data: Readable, options?: SaveOptions): Promise<void> {

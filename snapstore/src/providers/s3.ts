@@ -31,9 +31,10 @@ import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
-import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
+import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import { type StoreFailureCode, abortReason, classifyStoreFailure, describeError, isNetworkError, saveFailed } from './common.js';
 import { IdleBuffers } from './part-buffers.js';
+import { DEFAULT_FETCH_STALL_MS, guardedFetch } from './fetch-guard.js';
 import { DEFAULT_PART_RETRY, UploadFailedError, errorName, httpStatus, uploadStream } from './s3-upload.js';
 import type { PartRetryPolicy } from './s3-upload.js';
 
@@ -211,6 +212,7 @@ class S3SnapStore implements SnapStore {
   private readonly idleParts: IdleBuffers;
   private readonly queueSize: number;
   private warnedVersioning = false;
+  private readonly stallMs: number;
 
   constructor(
     config: S3StoreConfig,
@@ -226,6 +228,7 @@ class S3SnapStore implements SnapStore {
     this.partSize = Math.max(config.minChunkSize, S3_MIN_PART_SIZE);
     this.queueSize = Math.max(1, config.maxParallelChunkUploads);
     this.idleParts = new IdleBuffers(this.queueSize + 1);
+    this.stallMs = config.fetchStallTimeoutMs ?? DEFAULT_FETCH_STALL_MS;
   }
 
   private where(key: string): string {
@@ -359,27 +362,35 @@ class S3SnapStore implements SnapStore {
     }
   }
 
-  async fetch(snap: Snapshot, range?: ByteRange): Promise<Readable> {
+  async fetch(snap: Snapshot, range?: ByteRange, options?: FetchOptions): Promise<Readable> {
     const key = listedObjectKey(snap);
-    try {
-      const out = await this.client.send(
-        new GetObjectCommand({
-          Bucket: this.bucket,
-          Key: key,
-          ...(snap.versionId ? { VersionId: snap.versionId } : {}),
-          ...(range ? { Range: `bytes=${range.start}-${range.end ?? ''}` } : {}),
-          ...this.ssec,
-        }),
-      );
-      const body = out.Body;
-      if (body instanceof Readable) return body;
-      if (body && typeof (body as { transformToWebStream?: unknown }).transformToWebStream === 'function') {
-        return Readable.fromWeb((body as { transformToWebStream(): import('node:stream/web').ReadableStream }).transformToWebStream());
-      }
-      throw new InternalError('E_BAD_ANSWER', 'GetObject returned no body');
-    } catch (err) {
-      throw this.mapError(err, 'fetch', this.where(key));
-    }
+    const where = this.where(key);
+    return guardedFetch(
+      async (abortSignal) => {
+        try {
+          const out = await this.client.send(
+            new GetObjectCommand({
+              Bucket: this.bucket,
+              Key: key,
+              ...(snap.versionId ? { VersionId: snap.versionId } : {}),
+              ...(range ? { Range: `bytes=${range.start}-${range.end ?? ''}` } : {}),
+              ...this.ssec,
+            }),
+            { abortSignal },
+          );
+          const body = out.Body;
+          if (body instanceof Readable) return body;
+          if (body && typeof (body as { transformToWebStream?: unknown }).transformToWebStream === 'function') {
+            return Readable.fromWeb((body as { transformToWebStream(): import('node:stream/web').ReadableStream }).transformToWebStream());
+          }
+          throw new InternalError('E_BAD_ANSWER', 'GetObject returned no body');
+        } catch (err) {
+          throw this.mapError(err, 'fetch', where);
+        }
+      },
+      { what: `fetch ${where}`, store: `the S3 endpoint ${this.endpoint}`, stallMs: this.stallMs },
+      options,
+    );
   }
 
   async save(snap: Snapshot, data: Readable, options?: SaveOptions): Promise<void> {

@@ -23,6 +23,11 @@ export interface SwiftRequest {
   headers?: Record<string, string>;
   body?: Buffer;
   signal?: AbortSignal;
+  /**
+   * The caller streams the answer's body and bounds it itself (a fetch's stall deadline): no total time
+   * limit, which would cut a download that takes longer than it.
+   */
+  streamed?: boolean;
 }
 
 /** Percent-encodes each path segment of an object name, keeping the slashes. */
@@ -66,12 +71,13 @@ export class SwiftClient {
     const base = this.storageUrlOverride?.replace(/\/+$/, '') ?? token.storageUrl;
     const path = `${base}/${encodeURIComponent(this.container)}${req.object === undefined ? '' : `/${encodeObjectName(req.object)}`}`;
     const url = req.query ? `${path}?${new URLSearchParams(req.query).toString()}` : path;
-    const timeout = AbortSignal.timeout(this.timeoutMs);
+    const timeout = req.streamed === true ? undefined : AbortSignal.timeout(this.timeoutMs);
+    const signal = req.signal && timeout ? AbortSignal.any([req.signal, timeout]) : (req.signal ?? timeout);
     return fetch(url, {
       method: req.method,
       headers: { 'x-auth-token': token.token, ...req.headers },
       ...(req.body !== undefined ? { body: req.body } : {}),
-      signal: req.signal ? AbortSignal.any([req.signal, timeout]) : timeout,
+      ...(signal ? { signal } : {}),
     });
   }
 

@@ -29,8 +29,9 @@ import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
-import type { ByteRange, ListOptions, SaveOptions, SnapStore } from '../store.js';
+import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import { abortReason, classifyStoreFailure, describeError, isAbortError, isNetworkError, saveFailed } from './common.js';
+import { DEFAULT_FETCH_STALL_MS, guardedFetch } from './fetch-guard.js';
 import { IdleBuffers, PartBufferPool } from './part-buffers.js';
 import { SwiftClient, bodyStream } from './swift-client.js';
 
@@ -71,6 +72,7 @@ class SwiftSnapStore implements SnapStore {
   private readonly concurrency: number;
   private readonly idle: IdleBuffers;
   private readonly where: string;
+  private readonly stallMs: number;
 
   constructor(
     config: SwiftStoreConfig,
@@ -83,6 +85,7 @@ class SwiftSnapStore implements SnapStore {
     this.concurrency = Math.max(1, config.maxParallelChunkUploads);
     this.idle = new IdleBuffers(this.concurrency + 1);
     this.where = `Swift container ${config.container} (Keystone ${config.credentials.authURL})`;
+    this.stallMs = config.fetchStallTimeoutMs ?? DEFAULT_FETCH_STALL_MS;
   }
 
   /** Every object name and size under `prefix`, page by page (`marker`). */
@@ -133,24 +136,32 @@ class SwiftSnapStore implements SnapStore {
     return sortSnapshots(snaps);
   }
 
-  async fetch(snap: Snapshot, range?: ByteRange): Promise<Readable> {
+  async fetch(snap: Snapshot, range?: ByteRange, options?: FetchOptions): Promise<Readable> {
     const key = listedObjectKey(snap);
-    try {
-      const res = await this.client.request({
-        method: 'GET',
-        object: key,
-        ...(range ? { headers: { range: `bytes=${range.start}-${range.end ?? ''}` } } : {}),
-      });
-      if (res.status === 200 || res.status === 206) return bodyStream(res);
-      // Past the end of a non-empty object; the contract returns what is there (nothing).
-      if (res.status === 416) {
-        await res.body?.cancel();
-        return bodyStream(new Response(null));
-      }
-      throw await this.statusError(res, 'fetch', `object ${key}`);
-    } catch (err) {
-      throw this.mapError(err, 'fetch', `object ${key}`);
-    }
+    return guardedFetch(
+      async (signal) => {
+        try {
+          const res = await this.client.request({
+            method: 'GET',
+            object: key,
+            ...(range ? { headers: { range: `bytes=${range.start}-${range.end ?? ''}` } } : {}),
+            signal,
+            streamed: true,
+          });
+          if (res.status === 200 || res.status === 206) return bodyStream(res);
+          // Past the end of a non-empty object; the contract returns what is there (nothing).
+          if (res.status === 416) {
+            await res.body?.cancel();
+            return bodyStream(new Response(null));
+          }
+          throw await this.statusError(res, 'fetch', `object ${key}`);
+        } catch (err) {
+          throw this.mapError(err, 'fetch', `object ${key}`);
+        }
+      },
+      { what: `fetch object ${key}`, store: `the ${this.where}`, stallMs: this.stallMs },
+      options,
+    );
   }
 
   async save(snap: Snapshot, data: Readable, options?: SaveOptions): Promise<void> {

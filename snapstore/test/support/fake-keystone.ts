@@ -80,6 +80,8 @@ export async function startFakeKeystone(opts: { swiftProxy: string; user: FakeKe
     const up = http.request({ host: target.hostname, port: target.port, method, path: url, headers: req.headers }, (upRes) => {
       rec.status = upRes.statusCode ?? 502;
       res.writeHead(upRes.statusCode ?? 502, upRes.headers);
+      // Headers go on at once, as a real gateway's do, not with the first byte of the body.
+      res.flushHeaders();
       upRes.pipe(res);
     });
     up.on('error', () => {

@@ -3,7 +3,9 @@
  * URL contains `marker` with an injected status, and forwards everything else unchanged (the Host header
  * too, so signatures stay valid). The body of an injected answer is plain text, so no vendor error code
  * decides the outcome: the status alone does, which is what the provider conformance case for failure
- * codes checks.
+ * codes checks. `stall` instead makes matching requests hang as a store that accepted them and then went
+ * silent: `'answer'` never answers, `'body'` forwards the request and sends the backend's status and headers
+ * but holds the body (the socket stays open, no byte follows), which is what the stall case checks.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -15,6 +17,10 @@ export interface StatusProxy {
   status: number | undefined;
   /** Requests answered with an injected status since the start. */
   injected: number;
+  /** Holds matching requests instead (wins over `status`); undefined forwards them. */
+  stall: 'answer' | 'body' | undefined;
+  /** Requests held by `stall` since the start. */
+  stalled: number;
   stop(): Promise<void>;
 }
 
@@ -22,7 +28,25 @@ export async function startStatusProxy(target: string, marker: string): Promise<
   const t = new URL(target);
   const upstreams = new Set<http.ClientRequest>();
   const server = http.createServer((req, res) => {
-    if (state.status !== undefined && (req.url ?? '').includes(marker)) {
+    const matches = (req.url ?? '').includes(marker);
+    if (state.stall !== undefined && matches) {
+      state.stalled++;
+      req.resume();
+      if (state.stall === 'answer') return;
+      const upstream = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
+        res.writeHead(up.statusCode ?? 502, up.headers);
+        res.flushHeaders();
+        // The body is read and dropped, so the backend finishes its answer (and records it) now; the client
+        // gets nothing more until stop() cuts the connection.
+        up.resume();
+      });
+      upstreams.add(upstream);
+      upstream.on('close', () => upstreams.delete(upstream));
+      upstream.on('error', () => res.destroy());
+      upstream.end();
+      return;
+    }
+    if (state.status !== undefined && matches) {
       state.injected++;
       const body = `injected fault ${state.status}`;
       // Drain the body first so the client reads the answer instead of an EPIPE.
@@ -55,6 +79,8 @@ export async function startStatusProxy(target: string, marker: string): Promise<
     url: `http://127.0.0.1:${port}${path}`,
     status: undefined,
     injected: 0,
+    stall: undefined,
+    stalled: 0,
     async stop() {
       for (const u of upstreams) u.destroy();
       server.closeAllConnections();
