@@ -12,10 +12,10 @@ import { H2CallError, H2DeadlineError, H2UnaryClient } from './h2-unary-client.j
 import { decodeTxnResponse, encodeTxnRequest, type ReplayOp } from './txn-wire.js';
 
 export type { ReplayOp } from './txn-wire.js';
+export { REPLAY_CALL_TIMEOUT_MS } from './replay-deadline.js';
+import { REPLAY_CALL_TIMEOUT_MS } from './replay-deadline.js';
 
 const TXN_PATH = '/etcdserverpb.KV/Txn';
-/** How long one replay call (a transaction, a revision read, the connect) may wait for the replay etcd. */
-export const REPLAY_CALL_TIMEOUT_MS = 30_000;
 
 export interface ReplayTxnsOptions {
   /** false: every transaction through the full client. */
