@@ -220,7 +220,7 @@ async function copySnapshot(deps: CopierDeps, snap: Snapshot): Promise<number> {
   const source = !reencrypt && snap.isEncrypted === true ? storedBytesStore(deps.source) : deps.source;
   let raw: Readable;
   try {
-    raw = await source.fetch(snap);
+    raw = await source.fetch(snap, undefined, signal ? { signal } : {});
   } catch (err) {
     throw new EtcdbrError('E_FAILED', `could not fetch snapshot ${snap.snapName} from source store: ${message(err)}`, { cause: err });
   }

@@ -117,7 +117,7 @@ export async function verifyDelta(
   };
   try {
     if (snap.sizeBytes !== undefined && snap.sizeBytes <= small) {
-      const whole = await readWhole(await store.fetch(snap), small, signal);
+      const whole = await readWhole(await store.fetch(snap, undefined, signal ? { signal } : {}), small, signal);
       verdict.bytes = whole.bytes;
       if (whole.data === undefined) {
         verdict.problem = sizeProblem(snap, whole.bytes) ?? `it is larger than the ${snap.sizeBytes} bytes the store lists`;
@@ -130,7 +130,7 @@ export async function verifyDelta(
         decoder.end();
       }
     } else {
-      await streamed(await store.fetch(snap));
+      await streamed(await store.fetch(snap, undefined, signal ? { signal } : {}));
       verdict.bytes = counter.bytes;
     }
   } catch (err) {

@@ -204,7 +204,7 @@ async function verifyFull(store: SnapStore, snap: Snapshot, signal?: AbortSignal
   const counter = snap.compressionSuffix === '' ? undefined : new ByteCounter();
   const stored = (): number => counter?.bytes ?? sink.bytes;
   try {
-    const source = await store.fetch(snap);
+    const source = await store.fetch(snap, undefined, signal ? { signal } : {});
     const options = signal ? { signal } : {};
     if (counter) await pipeline(source, counter, createDecompressStream(snap.compressionSuffix, snap.snapName), sink, options);
     else await pipeline(source, sink, options);
