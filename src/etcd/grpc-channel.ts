@@ -243,28 +243,35 @@ export class GrpcChannel {
     });
     stream.on('trailers', takeStatus);
 
-    // Length-prefixed messages across DATA chunks.
+    // Length-prefixed messages across DATA chunks. The chunks of a message are joined once, when all of it has
+    // arrived: joining on every chunk copied a message of n chunks n times over (a watch response of a few MiB
+    // after a catch-up arrives in hundreds of 16 KiB frames) and left each partial copy as garbage.
     let pending: Buffer[] = [];
     let pendingBytes = 0;
+    /** Length of the message being assembled, its 5-byte prefix included; 0 until the prefix has arrived. */
+    let needed = 0;
     stream.on('data', (chunk: Buffer) => {
       if (finished) return;
       pending.push(chunk);
       pendingBytes += chunk.length;
-      while (pendingBytes >= 5) {
-        const head = pending.length === 1 ? pending[0]! : Buffer.concat(pending);
-        if (head[0] !== 0) {
-          settle(new EtcdError('E_ETCD_REQUEST', `${path}: compressed gRPC messages are not supported`));
-          return;
+      for (;;) {
+        if (needed === 0) {
+          if (pendingBytes < 5) return;
+          if (pending[0]!.length < 5) pending = [Buffer.concat(pending, pendingBytes)];
+          const head = pending[0]!;
+          if (head[0] !== 0) {
+            settle(new EtcdError('E_ETCD_REQUEST', `${path}: compressed gRPC messages are not supported`));
+            return;
+          }
+          needed = 5 + head.readUInt32BE(1);
         }
-        const len = head.readUInt32BE(1);
-        if (head.length < 5 + len) {
-          pending = [head];
-          return;
-        }
-        const msg = head.subarray(5, 5 + len);
-        const rest = head.subarray(5 + len);
+        if (pendingBytes < needed) return;
+        const all = pending.length === 1 ? pending[0]! : Buffer.concat(pending, pendingBytes);
+        const msg = all.subarray(5, needed);
+        const rest = all.subarray(needed);
         pending = rest.length ? [rest] : [];
         pendingBytes = rest.length;
+        needed = 0;
         try {
           onMessage(msg);
         } catch (err) {
