@@ -65,15 +65,11 @@ ARG GIT_SHA=""
 # worker) an arena of its own, and freed memory stays mapped in each. Two arenas, idle `server` after 60 s
 # (footprint bench, --only=idle, two runs each): S3 with leases and EtcdMember status 109.5-109.7 ->
 # 103.8-107.7 MiB RSS, Local 99.0 -> 97.2-97.7.
-# MALLOC_MMAP_THRESHOLD_: allocations of 32 KiB and more (a full snapshot's socket reads and chunk buffers) are
-# mapped on their own and given back when freed, instead of fragmenting the main heap: a minute after a 1.1 GiB
-# full snapshot 93-94 -> 80 MiB RSS (idle 79). bin/etcdbrctl says more.
-# etcd is a static Go binary and does not read them.
+# etcd is a static Go binary and does not read it.
 ENV NODE_ENV=production \
     ETCD_BIN=/usr/local/bin/etcd \
     HOME=/home/nonroot \
     MALLOC_ARENA_MAX=2 \
-    MALLOC_MMAP_THRESHOLD_=32768 \
     ETCDBRCTL_GIT_SHA=${GIT_SHA}
 # 65532: the "nonroot" user of upstream's distroless image and the runAsUser etcd-druid sets for the pod.
 USER 65532:65532
