@@ -40,7 +40,7 @@ async function serverWriting(pieces: Buffer[]): Promise<string> {
 
 async function receive(url: string): Promise<Buffer[]> {
   const channel = new GrpcChannel({ endpoints: [url] });
-  cleanups.push(() => channel.close());
+  cleanups.push(async () => channel.close());
   const got: Buffer[] = [];
   const call = await channel.open('/test.Service/Stream', (msg) => got.push(Buffer.from(msg)));
   call.end();
