@@ -49,7 +49,7 @@ export function compressionFlags(c: Compression): string[] {
 async function storedUpTo(tool: Tool, container: string, running: Running): Promise<number> {
   if (tool === 'ours') return Math.max(0, ...(await localSnapshots(container)).map((s) => s.last));
   let last = 0;
-  for (const m of running.output().matchAll(/Successfully saved (?:full|delta) snapshot at: (\S+?)"?$/gm)) {
+  for (const m of running.output().matchAll(/Successfully saved (?:full|delta) snapshot at: ([^"\s]+)/g)) {
     const s = parseSnapshotName((m[1] as string).split('/').at(-1) ?? '');
     if (s) last = Math.max(last, s.last);
   }
