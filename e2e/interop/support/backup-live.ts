@@ -37,9 +37,16 @@ export interface LiveBackupOptions {
   load?: { keys?: number; bigValues?: number };
 }
 
+/**
+ * Said explicitly both ways: the Go v0.23 binary defaults to uncompressed, ours (as upstream since v0.40)
+ * to gzip.
+ */
 export function compressionFlags(c: Compression): string[] {
-  return c === 'none' ? [] : ['--compress-snapshots', `--compression-policy=${c}`];
+  return c === 'none' ? ['--compress-snapshots=false'] : ['--compress-snapshots=true', `--compression-policy=${c}`];
 }
+
+/** The name suffix each codec's objects carry. */
+export const COMPRESSION_SUFFIX: Readonly<Record<Compression, string>> = { none: '', gzip: '.gz', zlib: '.zlib', lzw: '.Z' };
 
 /**
  * The newest revision the tool reports as stored: ours through the store (a Local object appears only
@@ -102,5 +109,6 @@ export async function backupLive(opts: LiveBackupOptions, cleanups: Cleanups): P
   expect(source.revision).toBe(revision);
   const stored = await localSnapshots(container);
   expect(stored.at(-1)?.last).toBe(revision);
+  for (const s of stored) expect(s.name.replace(/^(Full|Incr)-\d+-\d+-\d+/, '')).toBe(COMPRESSION_SUFFIX[opts.compression]);
   return { container, source, names: stored.map((s) => s.name) };
 }
