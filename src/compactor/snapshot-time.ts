@@ -12,17 +12,12 @@
  * the second the last delta was written (the interop suite, e2e/interop, hit it), and a compact Job's clock
  * may lag the sidecar's.
  */
-import type { Snapshot } from '@etcdbrctl/snapstore';
+import { creationTimeAfter, type Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 
 /** `now`, or the start of the second after the newest creation second among `listing`'s snapshots at `revision`. */
 export function compactedSnapshotTime(now: Date, listing: readonly Snapshot[], revision: number): Date {
-  let notBefore = Number.NEGATIVE_INFINITY;
-  for (const s of listing) {
-    if (s.isChunk || s.lastRevision !== revision) continue;
-    notBefore = Math.max(notBefore, (Math.floor(s.createdOn.getTime() / 1000) + 1) * 1000);
-  }
-  return now.getTime() >= notBefore ? now : new Date(notBefore);
+  return creationTimeAfter(now, listing, revision);
 }
 
 /** `clock`, whose `now()` names the compacted full snapshot at `revision` (compactedSnapshotTime). */
