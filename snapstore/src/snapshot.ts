@@ -343,6 +343,22 @@ export function compareSnapshots(a: Snapshot, b: Snapshot): number {
   return (a.chunkNumber ?? 0) - (b.chunkNumber ?? 0);
 }
 
+/**
+ * The creation time for a new snapshot ending at `revision`: `now`, but never in the same or an earlier second
+ * than one of `snapshots` at that revision, so it sorts strictly after them (compareSnapshots). Upstream sorts
+ * with Go's unstable `sort.Sort`: a full and the delta it follows at the same revision and second come out
+ * either way, and when the delta comes last its restore replays the delta onto the full a second time
+ * ("mismatched event revision", `applyFirstDeltaSnapshot` in pkg/snapshot/restorer/restorer.go).
+ */
+export function creationTimeAfter(now: Date, snapshots: readonly Snapshot[], revision: number): Date {
+  let notBefore = Number.NEGATIVE_INFINITY;
+  for (const s of snapshots) {
+    if (s.isChunk || s.lastRevision !== revision) continue;
+    notBefore = Math.max(notBefore, (unixSeconds(s.createdOn) + 1) * 1000);
+  }
+  return now.getTime() >= notBefore ? now : new Date(notBefore);
+}
+
 /** A sorted copy (stable: equal snapshots keep their order). The input is not modified. */
 export function sortSnapshots(list: readonly Snapshot[]): Snapshot[] {
   return [...list].sort(compareSnapshots);

@@ -4,7 +4,8 @@
  * compacted backend straight from the snapshots (offline.ts: no etcd process, compact by construction, no
  * defragmentation needed), our bbolt check checks it, and it is stored with etcd's sha256 trailer as an
  * ordinary full snapshot `Full-00000000-<rev>-<now>` (upload.ts). Because `rev` is the last delta's revision
- * and the snapshot is newer, it sorts after that delta and becomes the base of the next restore. Nothing in
+ * and the snapshot is named in a later second (snapshot-time.ts), it sorts after that delta, also in upstream's
+ * order, and becomes the base of the next restore. Nothing in
  * the store is modified or deleted (garbage collection does that).
  *
  * Only a chain the offline writer cannot write (a backend layout it does not know, or deltas it refuses as
@@ -28,6 +29,7 @@ import type { Clock } from '../clock.js';
 import type { CompactorConfig, RestorationConfig } from '../config/types.js';
 import type { EtcdBinaries } from '../etcd/binaries.js';
 import type { SnapshotLeases } from '../k8s/snapshot-leases.js';
+import { compactedSnapshotClock } from './snapshot-time.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable } from '../restorer/offline-replay.js';
 import { planRestore } from '../restorer/plan.js';
 import { writeCompactedBackend } from './offline.js';
@@ -117,6 +119,8 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
   // A missing or wrong age identity fails here, on the headers alone, before anything is fetched.
   await checkDecryptable(store, [base, ...plan.deltas]);
   const leases = deps.leases ? await deps.leases() : undefined;
+  // Named so that upstream's ordering puts it after the last delta it folds in (snapshot-time.ts).
+  const namingClock = compactedSnapshotClock(clock, listing, plan.targetRevision);
 
   const rc = config.restoration;
   const cc = config.compactor;
@@ -148,7 +152,7 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
       );
       const uploadStarted = Date.now();
       const snapshot = await saveCompactedBackend(
-        { store, clock, logger, ...(signal ? { signal } : {}) },
+        { store, clock: namingClock, logger, ...(signal ? { signal } : {}) },
         withSha256Trailer(createReadStream(built.dbPath, { highWaterMark: 1 << 20 })),
         { revision: built.revision, compression, isFinal: base.isFinal, timeoutMs: cc.snapshotTimeout },
       );
@@ -170,7 +174,7 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
       const { compactThroughEtcd } = await import('./online.js');
       const binaries = typeof deps.binaries === 'function' ? await deps.binaries() : deps.binaries;
       const online = await compactThroughEtcd(
-        { store, binaries, logger, clock, ...(signal ? { signal } : {}) },
+        { store, binaries, logger, clock: namingClock, ...(signal ? { signal } : {}) },
         config,
         plan,
         compression,

@@ -19,7 +19,8 @@ export interface FullSnapshotDeps {
   store: SnapStore;
   /** undefined = uncompressed. */
   compression: CompressionPolicy | undefined;
-  now: () => Date;
+  /** The snapshot's creation time, asked once its revision is known (a name must sort after others at that revision). */
+  now: (revision: number) => Date;
   logger: Logger;
 }
 
@@ -76,7 +77,7 @@ export async function takeSizedFullSnapshot(
       kind: 'Full',
       startRevision: 0,
       lastRevision: revision,
-      createdOn: deps.now(),
+      createdOn: deps.now(revision),
       compressionSuffix: suffixForPolicy(deps.compression),
       isFinal: opts.isFinal,
       // With recipients configured every new full is encrypted: the first one after encryption was turned

@@ -1,5 +1,5 @@
 import { asError, CodedError, EtcdbrError } from '../errors.js';
-import { latestSet, type CompressionPolicy, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import { creationTimeAfter, latestSet, type CompressionPolicy, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import type { EtcdClient } from '../etcd/etcd-client.js';
@@ -555,6 +555,7 @@ export class Snapshotter {
     this.timeline = undefined;
     this.timelineChanged = false;
     const store = await this.deps.store();
+    const prev = this.chain.prevSnapshot;
     const started = this.deps.clock.now().getTime();
     let snap: Snapshot;
     let sizes: SavedSizes;
@@ -564,7 +565,9 @@ export class Snapshotter {
           client: this.deps.client,
           store,
           compression: this.config.compression,
-          now: () => this.deps.clock.now(),
+          // After the previous snapshot when it ends at the same revision (a full right after a delta, as a final
+          // full after the last delta), also in upstream's order, which compares only the creation second.
+          now: (revision) => creationTimeAfter(this.deps.clock.now(), prev ? [prev] : [], revision),
           logger: this.deps.logger,
         },
         { isFinal, snapshotTimeoutMs: this.config.snapshotTimeoutMs, connectionTimeoutMs: this.config.connectionTimeoutMs },

@@ -5,13 +5,13 @@
  * the disk as they were. (compact-vs-etcd.test.ts compares with a compaction through etcd.)
  */
 import { createHash } from 'node:crypto';
-import { cp, mkdir, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises';
+import { cp, mkdir, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { Etcd3 } from 'etcd3';
 import { describe, expect, it } from 'vitest';
-import { latestSet, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import { compareSnapshots, latestSet, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { FakeClock } from '../../src/clock.js';
 import { compactSnapshots, type CompactConfig } from '../../src/compactor/compactor.js';
 import { CorruptFullSnapshotError } from '../../src/compactor/offline.js';
@@ -205,6 +205,32 @@ describe('compact on the upstream v0.23 stores', () => {
     const mine = await restoreAndDump(ours, dir, historyGone);
     const upstream = await restoreAndDump(theirs, dir, historyGone);
     expect(mine).toEqual(upstream);
+  });
+});
+
+describe('compact: the name of the compacted full in upstream order', () => {
+  it('a last delta written in the same second as the compaction: the compacted full is named a second later, strictly after it', async () => {
+    // Found by the interop suite (e2e/interop): named in the second of the last delta, the compacted full tied
+    // with it in upstream's order (last revision, then creation second, unstable sort), and the Go restore
+    // then replayed that delta onto the compacted full ("mismatched event revision").
+    const dir = await tempDir('same-second');
+    const root = join(dir, 'store');
+    await cp(join(COMPAT, 'gzip', 'snapstore'), root, { recursive: true });
+    const nowSeconds = NOW.getTime() / 1000;
+    const lastDelta = `Incr-00000356-00000385-${nowSeconds}.gz`;
+    await rename(join(root, 'v2', 'Incr-00000356-00000385-1795219417.gz'), join(root, 'v2', lastDelta));
+    const store = await localStore(root, dir);
+
+    const result = await compactSnapshots(
+      { store, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW.getTime() + 400) },
+      config(dir),
+    );
+    const snap = result.snapshot as Snapshot;
+    expect(snap.snapName).toBe(`Full-00000000-00000385-${nowSeconds + 1}.gz`);
+    const listing = await store.list();
+    const delta = listing.find((s) => s.snapName === lastDelta) as Snapshot;
+    expect(compareSnapshots(delta, snap)).toBeLessThan(0);
+    expect(latestSet(listing)).toEqual({ full: expect.objectContaining({ snapName: snap.snapName }), deltas: [] });
   });
 });
 

@@ -29,6 +29,17 @@ describe('restore plan', () => {
     expect(p.deltas.map((d) => d.startRevision)).toEqual([9, 16]);
   });
 
+  it('a full and the delta at its revision in the same second (a Go-written final full): the full, the delta not applied again', () => {
+    // Upstream's unstable sort may put that delta last and replay it onto the full; either listing order here
+    // gives the same plan (docs/design-decisions.md, "Same-second ties at one revision").
+    const list = [full(10, 50), incr(11, 20, 100), full(20, 100, { isFinal: true })];
+    for (const order of [list, [list[0], list[2], list[1]], [...list].reverse()] as Snapshot[][]) {
+      const p = planRestore(order);
+      expect(names(p)).toEqual([(list[2] as Snapshot).snapName]);
+      expect(p.targetRevision).toBe(20);
+    }
+  });
+
   it('fails on a gap before anything is fetched', () => {
     expect(() => planRestore([full(10, 100), incr(11, 20, 110), incr(22, 30, 120)])).toThrow(
       /gap in the delta chain: Incr-00000022-00000030-120.gz starts at revision 22, but the snapshots before it end at 20/,

@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import type { Etcd3 } from 'etcd3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import { compareSnapshots, createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
 import { FakeClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
@@ -168,6 +168,32 @@ describe('snapshotter against a real etcd and a Local store', () => {
     const again = await s.triggerFullSnapshot(true);
     expect(again.snapName).toBe(first.snapName);
     expect((await store.list()).filter((x) => x.isFinal)).toHaveLength(1);
+    stop.abort();
+    await running;
+  });
+
+  it('a final full right after the last delta, in the same second and at its revision, is named to sort after it', async () => {
+    // Found by the interop suite (e2e/interop/server.test.ts): named in the same second, the final full tied
+    // with the delta in upstream's order (last revision, then creation second, unstable sort) and the Go
+    // restore replayed the delta onto the full a second time ("mismatched event revision").
+    const s = await make();
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    await full();
+    for (let i = 0; i < 5; i++) await client.put(`f${i}`).value('x');
+    const last = await rev();
+    const delta = await waitFor(async () => {
+      await buffered();
+      const d = await s.triggerDeltaSnapshot();
+      return d !== undefined && d.lastRevision === last ? d : undefined;
+    }, 'a delta through the last write');
+    const final = await s.triggerFullSnapshot(true);
+    expect(final.lastRevision).toBe(last);
+    expect(Math.floor(final.createdOn.getTime() / 1000)).toBe(Math.floor(delta.createdOn.getTime() / 1000) + 1);
+    expect(compareSnapshots(delta, final)).toBeLessThan(0);
+    // A second non-final full at the same revision in the same second gets a name of its own too.
+    const again = await s.triggerFullSnapshot(false);
+    expect(compareSnapshots(final, again)).toBeLessThan(0);
     stop.abort();
     await running;
   });

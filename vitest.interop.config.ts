@@ -1,0 +1,21 @@
+import { defineConfig } from 'vitest/config';
+
+/**
+ * `npm run interop`: the interop suite against the real Go etcd-backup-restore (e2e/interop), never part of
+ * `npm test` (CI has no Go binary). ETCDBRCTL_PEER names the Go `etcdbrctl`; without it the run fails at once
+ * (e2e/interop/support/global-setup.ts).
+ */
+export default defineConfig({
+  resolve: {
+    conditions: ['development'],
+  },
+  test: {
+    include: ['e2e/interop/**/*.test.ts'],
+    globalSetup: ['./e2e/interop/support/global-setup.ts', './test/support/global-setup.ts'],
+    testTimeout: 180_000,
+    hookTimeout: 120_000,
+    // Each case runs etcds, both tools and s3rver; one file at a time is what two shared cores take.
+    maxWorkers: 1,
+    fileParallelism: false,
+  },
+});
