@@ -650,6 +650,8 @@ async function restoreCase(env: Env, subs: Subject[], chain: string): Promise<vo
     const clientPort = await freePort();
     const peerPort = await freePort();
     const dataDir = path.join(dir, 'data', 'new.etcd');
+    // The pod's data volume exists before the containers start (the Go server writes its safe_guard file there).
+    await mkdir(path.dirname(dataDir), { recursive: true });
     const conf = path.join(dir, 'etcd.conf.yaml');
     await writeFile(
       conf,
@@ -684,7 +686,13 @@ async function restoreCase(env: Env, subs: Subject[], chain: string): Promise<vo
     );
     try {
       const t0 = server.sampler.now();
-      const handshake = await initializationHandshake(server.url, { mode: 'full', pollMs: 500, timeoutMs: 60 * 60_000 });
+      // A server that exits ends the wait at once (the handshake alone would poll a closed port for an hour).
+      const handshake = await Promise.race([
+        initializationHandshake(server.url, { mode: 'full', pollMs: 500, timeoutMs: 60 * 60_000 }),
+        server.exited.then((code) => {
+          throw new Error(`${s.name} server exited (${code}) during the initialization:\n${server.logTail()}`);
+        }),
+      ]);
       const t1 = server.sampler.now();
       if (!handshake.ok) throw new Error(`${s.name} initialization failed (${handshake.seen.join(' -> ')}):\n${server.logTail()}`);
       const during = server.sampler.window(t0, t1);
