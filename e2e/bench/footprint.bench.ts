@@ -431,6 +431,14 @@ async function fullCases(env: Env, subs: Subject[]): Promise<void> {
             await sleep(Math.min(10_000, settleSeconds * 1000));
             server.sampler.sample();
             const before = server.sampler.window(server.sampler.now() - 1000).lastMiB;
+            // One write first: the Go server answers an on-demand full snapshot at an unchanged revision without
+            // taking one.
+            const writer = new Etcd3({ hosts: etcd.clientUrl });
+            try {
+              await writer.put(`footprint-${prefix}`).value('1');
+            } finally {
+              writer.close();
+            }
             const t0 = server.sampler.now();
             const res = await fetch(`${server.url}/snapshot/full`, { signal: AbortSignal.timeout(60 * 60_000) });
             const body = await res.text();
