@@ -14,8 +14,12 @@ FROM node:24.21.0-bookworm AS build
 WORKDIR /app
 # Manifests first: the dependency layer is rebuilt only when they change. npm ci installs the root package
 # and the snapstore workspace from the lock file (node_modules/@etcdbrctl/snapstore -> ../../snapstore).
+# The malloc-trim workspace is a Node-API addon: npm ci compiles it (node-gyp) from its sources, so they come
+# in before it (src/native-heap.ts says what it is for).
 COPY package.json package-lock.json .npmrc ./
 COPY snapstore/package.json snapstore/
+COPY malloc-trim/package.json malloc-trim/binding.gyp malloc-trim/index.cjs malloc-trim/
+COPY malloc-trim/src malloc-trim/src
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.base.json tsconfig.build.json ./
 COPY snapstore/tsconfig.json snapstore/
@@ -48,7 +52,8 @@ RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx /us
 COPY --from=etcd /usr/local/bin/etcd /usr/local/bin/etcdutl /usr/local/bin/etcdctl /usr/local/bin/
 WORKDIR /app
 # Only what runs: compiled code, the package manifests (package.json "exports" of the workspace package
-# resolve to snapstore/dist once the "development" condition is not set) and production node_modules.
+# resolve to snapstore/dist once the "development" condition is not set), the compiled malloc-trim addon
+# and production node_modules.
 # Owned by root and not writable by the runtime user.
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules
@@ -56,6 +61,8 @@ COPY --from=build /app/bin ./bin
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/snapstore/package.json ./snapstore/
 COPY --from=build /app/snapstore/dist ./snapstore/dist
+COPY --from=build /app/malloc-trim/package.json /app/malloc-trim/index.cjs ./malloc-trim/
+COPY --from=build /app/malloc-trim/build/Release/malloc_trim.node ./malloc-trim/build/Release/
 # `etcdbrctl` on PATH, for pod specs that set `command: [etcdbrctl, ...]` as with the Go image.
 RUN ln -s /app/bin/etcdbrctl /usr/local/bin/etcdbrctl
 ARG GIT_SHA=""

@@ -176,6 +176,10 @@ interface Server extends Spawned {
 /** `server` of a subject on a free port; resolves once it answers /healthz (any status). */
 async function startServer(subject: Subject, args: string[], env: NodeJS.ProcessEnv, cwd: string, keepLines?: RegExp): Promise<Server> {
   const port = await freePort();
+  // A pod mounts etcd's config file into this container too, and the Go server will not start without it.
+  // Its pod's name and namespace too, as a StatefulSet gives them.
+  if (env.ETCD_CONF === undefined) env = { ...env, ETCD_CONF: await writeEtcdConf(cwd, args) };
+  env = { POD_NAME: POD, POD_NAMESPACE: NS, ...env };
   const p = spawnSubject(subject, ['server', `--server-port=${port}`, ...args], env, cwd, keepLines);
   const url = `http://127.0.0.1:${port}`;
   const outcome = await waitFor(
@@ -193,6 +197,31 @@ async function startServer(subject: Subject, args: string[], env: NodeJS.Process
   });
   if (outcome === 'exited') throw new Error(`${subject.name} server exited early (${p.child.exitCode}):\n${p.logTail()}`);
   return { ...p, url };
+}
+
+/** A minimal etcd config file in `dir` for the member `args` name (its data dir and the endpoint's port). */
+async function writeEtcdConf(dir: string, args: readonly string[]): Promise<string> {
+  const value = (name: string): string | undefined => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+  const client = value('endpoints') ?? 'http://127.0.0.1:2379';
+  const peerPort = await freePort();
+  const conf = path.join(dir, 'etcd.conf.yaml');
+  await writeFile(
+    conf,
+    [
+      `name: ${POD}`,
+      `data-dir: ${value('data-dir') ?? path.join(dir, 'data')}`,
+      `listen-client-urls: ${client}`,
+      `advertise-client-urls: ${client}`,
+      `listen-peer-urls: http://127.0.0.1:${peerPort}`,
+      // etcd-druid's form (scheme@service@namespace@port), which the Go server parses for the member lease.
+      `initial-advertise-peer-urls: http@etcd-main-peer@${NS}@${peerPort}`,
+      `initial-cluster: ${POD}=http://127.0.0.1:${peerPort}`,
+      'initial-cluster-token: etcd-cluster',
+      'initial-cluster-state: new',
+      '',
+    ].join('\n'),
+  );
+  return conf;
 }
 
 /** `GET /snapshot/latest`: the newest full snapshot and the deltas after it (Go's JSON field names). */
@@ -261,7 +290,9 @@ interface Env {
 }
 
 function s3Flags(s3: S3rverInstance, prefix: string): string[] {
-  return ['--storage-provider=S3', '--store-container=bench', `--store-prefix=${prefix}`, `--store-endpoint-override=${s3.endpoint}`];
+  // The endpoint comes from the credentials file (needS3), which the Go tool reads too; it has no flag for it.
+  void s3;
+  return ['--storage-provider=S3', '--store-container=bench', `--store-prefix=${prefix}`];
 }
 
 function localFlags(root: string, tmp: string, prefix?: string): string[] {
@@ -276,7 +307,19 @@ function localFlags(root: string, tmp: string, prefix?: string): string[] {
 const compressionFlags = (c: string): string[] => (c === 'none' ? [] : ['--compress-snapshots=true', `--compression-policy=${c}`]);
 
 async function needS3(env: Env): Promise<S3rverInstance> {
-  env.s3 ??= await startS3rver({ bucket: 'bench' });
+  if (env.s3 === undefined) {
+    env.s3 = await startS3rver({ bucket: 'bench' });
+    await writeFile(
+      env.s3CredentialsFile,
+      JSON.stringify({
+        accessKeyID: S3RVER_ACCESS_KEY,
+        secretAccessKey: S3RVER_SECRET_KEY,
+        region: 'us-east-1',
+        endpoint: env.s3.endpoint,
+        s3ForcePathStyle: true,
+      }),
+    );
+  }
   return env.s3;
 }
 
@@ -362,6 +405,10 @@ async function fullCases(env: Env, subs: Subject[]): Promise<void> {
       for (const c of compressions) {
         const name = `full/${store}/${c}`;
         for (const s of subs) {
+          if (s.name === 'go' && c === 'zstd') {
+            console.log(`  go ${name}: etcd-backup-restore has no zstd`);
+            continue;
+          }
           const dir = await mkdtemp(path.join(env.tmp, `full-${s.name}-`));
           const prefix = `full-${store}-${c}-${s.name}`;
           const storeFlags = store === 'local' ? localFlags(path.join(dir, 'store'), path.join(dir, 'snaptmp')) : s3Flags(s3, prefix);
@@ -384,6 +431,14 @@ async function fullCases(env: Env, subs: Subject[]): Promise<void> {
             await sleep(Math.min(10_000, settleSeconds * 1000));
             server.sampler.sample();
             const before = server.sampler.window(server.sampler.now() - 1000).lastMiB;
+            // One write first: the Go server answers an on-demand full snapshot at an unchanged revision without
+            // taking one.
+            const writer = new Etcd3({ hosts: etcd.clientUrl });
+            try {
+              await writer.put(`footprint-${prefix}`).value('1');
+            } finally {
+              writer.close();
+            }
             const t0 = server.sampler.now();
             const res = await fetch(`${server.url}/snapshot/full`, { signal: AbortSignal.timeout(60 * 60_000) });
             const body = await res.text();
@@ -603,6 +658,8 @@ async function restoreCase(env: Env, subs: Subject[], chain: string): Promise<vo
     const clientPort = await freePort();
     const peerPort = await freePort();
     const dataDir = path.join(dir, 'data', 'new.etcd');
+    // The pod's data volume exists before the containers start (the Go server writes its safe_guard file there).
+    await mkdir(path.dirname(dataDir), { recursive: true });
     const conf = path.join(dir, 'etcd.conf.yaml');
     await writeFile(
       conf,
@@ -637,7 +694,13 @@ async function restoreCase(env: Env, subs: Subject[], chain: string): Promise<vo
     );
     try {
       const t0 = server.sampler.now();
-      const handshake = await initializationHandshake(server.url, { mode: 'full', pollMs: 500, timeoutMs: 60 * 60_000 });
+      // A server that exits ends the wait at once (the handshake alone would poll a closed port for an hour).
+      const handshake = await Promise.race([
+        initializationHandshake(server.url, { mode: 'full', pollMs: 500, timeoutMs: 60 * 60_000 }),
+        server.exited.then((code) => {
+          throw new Error(`${s.name} server exited (${code}) during the initialization:\n${server.logTail()}`);
+        }),
+      ]);
       const t1 = server.sampler.now();
       if (!handshake.ok) throw new Error(`${s.name} initialization failed (${handshake.seen.join(' -> ')}):\n${server.logTail()}`);
       const during = server.sampler.window(t0, t1);
@@ -685,6 +748,17 @@ async function commandCases(env: Env, subs: Subject[], chain: string): Promise<v
       else console.log(`  ${s.name} verify: no such command in etcd-backup-restore`);
       // A fresh S3 destination for each copy, so every copy copies the whole chain.
       const dest = await startS3rver({ bucket: 'copy' });
+      const destCredentials = path.join(dir, 's3-copy.json');
+      await writeFile(
+        destCredentials,
+        JSON.stringify({
+          accessKeyID: S3RVER_ACCESS_KEY,
+          secretAccessKey: S3RVER_SECRET_KEY,
+          region: 'us-east-1',
+          endpoint: dest.endpoint,
+          s3ForcePathStyle: true,
+        }),
+      );
       try {
         await measureCommand(
           s,
@@ -695,10 +769,9 @@ async function commandCases(env: Env, subs: Subject[], chain: string): Promise<v
             '--storage-provider=S3',
             '--store-container=copy',
             '--store-prefix=etcd-main',
-            `--store-endpoint-override=${dest.endpoint}`,
             `--snapstore-temp-directory=${path.join(dir, 'snaptmp')}`,
           ],
-          { SOURCE_STORAGE_CONTAINER: chain, AWS_APPLICATION_CREDENTIALS_JSON: env.s3CredentialsFile },
+          { SOURCE_STORAGE_CONTAINER: chain, AWS_APPLICATION_CREDENTIALS_JSON: destCredentials },
           dir,
         );
       } finally {

@@ -6,6 +6,7 @@
  * Exit codes: 0 success or help; 1 bad usage, invalid configuration or a failed command (as cobra and
  * upstream's Fatalf). A failure is one line on stderr (see failure.ts); its stack only at debug level.
  */
+import { systemClock } from '../clock.js';
 import { EtcdbrError } from '../errors.js';
 import os from 'node:os';
 import type { StoreConfig } from '@etcdbrctl/snapstore';
@@ -50,7 +51,12 @@ export interface MainOptions {
   homeDir?: string;
   /** Replaces command implementations (tests). */
   runners?: { [N in CommandName]?: CommandRunner<N> };
+  /** Hand freed native memory back to the OS while a long-lived command runs (native-heap.ts); default on. */
+  trimNativeHeap?: boolean;
 }
+
+/** The commands that stay up for the pod's lifetime (bin/etcdbrctl gives them the memory-first V8 flags too). */
+const LONG_LIVED: ReadonlySet<CommandName> = new Set(['server', 'snapshot']);
 
 /** The stores a command uses, by role, and the flags each is built from. */
 export function storesOf<N extends CommandName>(name: N, config: CommandConfigs[N]): Array<[StoreRole, SnapstoreConfig]> {
@@ -238,11 +244,17 @@ async function runCommand<N extends CommandName>(
     stores,
     resolveStore,
   };
+  const trimmer =
+    LONG_LIVED.has(name) && options.trimNativeHeap !== false
+      ? await (await import('../native-heap.js')).startNativeHeapTrimmer({ clock: systemClock, logger })
+      : undefined;
   try {
     const run = options.runners?.[name] ?? (await RUNNERS[name]());
     return await run(config, ctx);
   } catch (err) {
     return reportFailure(io, logger, `etcdbrctl ${name}`, err, { signal: ctx.signal });
+  } finally {
+    trimmer?.stop();
   }
 }
 

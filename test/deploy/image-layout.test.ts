@@ -162,7 +162,17 @@ describe('Dockerfile invariants', () => {
     const toApp = copies.filter((c) => stageOf(c.flags.from) === buildStage);
     const sources = toApp.flatMap((c) => copyPaths(c).sources).sort();
     expect(sources).toEqual(
-      ['/app/bin', '/app/dist', '/app/node_modules', '/app/package.json', '/app/snapstore/dist', '/app/snapstore/package.json'].sort(),
+      [
+        '/app/bin',
+        '/app/dist',
+        '/app/node_modules',
+        '/app/package.json',
+        '/app/snapstore/dist',
+        '/app/snapstore/package.json',
+        '/app/malloc-trim/package.json',
+        '/app/malloc-trim/index.cjs',
+        '/app/malloc-trim/build/Release/malloc_trim.node',
+      ].sort(),
     );
   });
 
@@ -181,7 +191,9 @@ describe('Dockerfile invariants', () => {
     const copiedBefore = instructions(build, 'COPY')
       .filter((c) => c.line < ciLine)
       .flatMap((c) => copyPaths(c).sources);
-    expect(copiedBefore).toEqual(expect.arrayContaining(['package.json', 'package-lock.json', 'snapstore/package.json']));
+    expect(copiedBefore).toEqual(
+      expect.arrayContaining(['package.json', 'package-lock.json', 'snapstore/package.json', 'malloc-trim/package.json', 'malloc-trim/binding.gyp', 'malloc-trim/src']),
+    );
   });
 
   it('keeps the build context to what the build stage copies', () => {
@@ -198,7 +210,7 @@ describe('Dockerfile invariants', () => {
         }
       }
     }
-    for (const out of ['node_modules', 'node_modules/vitest/package.json', 'dist/cli/main.js', 'snapstore/dist/index.js', '.git/HEAD', 'test/deploy/image-layout.test.ts', 'e2e', 'scripts/setup.mjs', '.local', 'tsconfig.build.tsbuildinfo']) {
+    for (const out of ['node_modules', 'node_modules/vitest/package.json', 'dist/cli/main.js', 'snapstore/dist/index.js', '.git/HEAD', 'test/deploy/image-layout.test.ts', 'e2e', 'scripts/setup.mjs', '.local', 'tsconfig.build.tsbuildinfo', 'malloc-trim/build/Release/malloc_trim.node']) {
       expect(inBuildContext(dockerignore, out), `${out} stays out of the build context`).toBe(false);
     }
   });
@@ -268,6 +280,8 @@ async function replayBuildCommand(command: string, cwd: string): Promise<void> {
     // files such as node_modules/.package-lock.json in place).
     await copyTree(join(ROOT, 'node_modules'), join(cwd, 'node_modules'));
     await rm(join(cwd, 'node_modules', '.cache'), { recursive: true, force: true });
+    // npm ci compiles the malloc-trim addon in its workspace (its install script): the one npm ci built here.
+    await copyTree(join(ROOT, 'malloc-trim', 'build'), join(cwd, 'malloc-trim', 'build'));
     return;
   }
   if (command === 'npm run build') {
@@ -405,8 +419,11 @@ describe('the final stage, replayed', () => {
 
   it('has only compiled code, manifests and production packages under /app', () => {
     const app = inRoot(finalRoot, '/app');
-    expect(readdirSync(app).sort()).toEqual(['bin', 'dist', 'node_modules', 'package.json', 'snapstore']);
+    expect(readdirSync(app).sort()).toEqual(['bin', 'dist', 'malloc-trim', 'node_modules', 'package.json', 'snapstore']);
     expect(readdirSync(join(app, 'snapstore')).sort()).toEqual(['dist', 'package.json']);
+    expect(readdirSync(join(app, 'malloc-trim'), { recursive: true }).sort()).toEqual(
+      ['build', 'build/Release', 'build/Release/malloc_trim.node', 'index.cjs', 'package.json'].sort(),
+    );
     // If npm ever nests packages under the workspace, the Dockerfile has to copy them too.
     expect(existsSync(join(buildRoot, 'app', 'snapstore', 'node_modules'))).toBe(false);
     const missing: string[] = [];
@@ -450,6 +467,18 @@ describe('the final stage, replayed', () => {
     expect(probe.stderr).toBe('');
     expect(probe.stdout).toBe(pathToFileURL(realpathSync(join(app, 'snapstore', 'dist', 'index.js'))).href);
     expect(existsSync(join(app, 'node_modules', 'zstd-napi', 'build', 'Release', 'binding.node'))).toBe(true);
+  });
+
+  it('keeps the compiled malloc-trim addon, which loads and trims from the production tree', () => {
+    const app = inRoot(finalRoot, '/app');
+    expect(readlinkSync(join(app, 'node_modules', '@etcdbrctl', 'malloc-trim'))).toBe('../../malloc-trim');
+    const probe = spawnSync(
+      process.execPath,
+      ['--input-type=module', '-e', "const { trim } = await import('@etcdbrctl/malloc-trim'); process.stdout.write(typeof trim())"],
+      { cwd: join(app, 'dist'), env: containerEnv(), encoding: 'utf8' },
+    );
+    expect(probe.stderr).toBe('');
+    expect(probe.stdout).toBe('boolean');
   });
 
   it('loads every package and module the compiled code imports, from the production tree alone', () => {
