@@ -4,8 +4,11 @@
  * full and a delta snapshot, and checks which packages are in the log: never a Kubernetes client library (our
  * own REST client in src/k8s loads when a Kubernetes feature is on), a store's SDK only for its provider, yaml,
  * age and zstd only when used. Each case
- * also asserts what must be loaded, so a hook that logged nothing could not pass.
+ * also asserts what must be loaded, so a hook that logged nothing could not pass. `etcdbrctl restore` of a
+ * Go-written chain: the offline replay loads neither the online replay nor any etcd client (no node:http2);
+ * `--delta-replay=online` of the same chain does, which shows the check sees them.
  */
+import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,7 +18,8 @@ import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver, type S3rverInstance 
 import { LEASES } from '../test/support/fake-kube.js';
 import { useFakeKube } from '../test/support/fake-kube-fixture.js';
 import { startTestEtcd, type TestEtcd } from '../test/support/etcd.js';
-import { LEASE_RENEWAL_FLAGS, localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+import { UPSTREAM_V023 } from '../test/support/fixtures.js';
+import { BIN, LEASE_RENEWAL_FLAGS, localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
 
 const HOOK = fileURLToPath(new URL('./support/module-log-hook.mjs', import.meta.url));
 
@@ -33,6 +37,29 @@ function packagesOf(log: string): Set<string> {
   }
   return found;
 }
+
+/** Our own modules (paths under dist/) and node: builtins a module log names, one each. */
+function ownModulesOf(log: string): Set<string> {
+  const found = new Set<string>();
+  for (const line of log.split('\n')) {
+    const m = /\/dist\/(.+\.js)$/.exec(line) ?? /^(node:.+)$/.exec(line);
+    if (m && !line.includes('/node_modules/')) found.add(m[1] as string);
+  }
+  return found;
+}
+
+/** What only the online replay needs: its own modules, our etcd clients, and Node's HTTP/2. */
+const ONLINE_ONLY = [
+  'restorer/online-replay.js',
+  'restorer/replay-etcd.js',
+  'etcd/client.js',
+  'etcd/h2-etcd-client.js',
+  'etcd/grpc-channel.js',
+  'etcd/h2-unary-client.js',
+  'etcd/replay-txns.js',
+  'etcd/txn-wire.js',
+  'node:http2',
+] as const;
 
 const loadedAny = (packages: Set<string>, prefix: string): string[] => [...packages].filter((p) => p === prefix || p.startsWith(prefix));
 
@@ -135,5 +162,51 @@ describe('etcdbrctl server loads only what its flags use', () => {
       expect(loadedAny(packages, '@aws-sdk/client-s3')).toEqual(['@aws-sdk/client-s3']);
       expect(['@azure/', '@google-cloud/', 'ali-oss'].flatMap((sdk) => loadedAny(packages, sdk))).toEqual([]);
     });
+  });
+});
+
+describe('etcdbrctl restore loads the online replay only when it replays online', () => {
+  let dir: string;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'etcdbr-e2e-restore-modules-'));
+  });
+
+  afterAll(async () => {
+    if (dir) await rm(dir, { recursive: true, force: true });
+  });
+
+  /** Restores the Go-written `gzip` chain with `--delta-replay=<mode>` and returns the modules the process loaded. */
+  async function modulesLoadedBy(mode: 'auto' | 'online'): Promise<Set<string>> {
+    const log = join(dir, `${mode}.modules`);
+    await writeFile(log, '');
+    const args = [
+      BIN,
+      'restore',
+      ...localStoreFlags(join(UPSTREAM_V023, 'gzip', 'snapstore'), join(dir, `${mode}-tmp`)),
+      `--data-dir=${join(dir, `${mode}-data`)}`,
+      `--restoration-temp-snapshots-dir=${join(dir, `${mode}-restore-tmp`)}`,
+      `--delta-replay=${mode}`,
+    ];
+    const env = { ...process.env, NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --import=${HOOK}`, ETCDBRCTL_MODULE_LOG: log };
+    await new Promise<void>((resolve, reject) =>
+      execFile(process.execPath, args, { env }, (err, _stdout, stderr) =>
+        err ? reject(new Error(`etcdbrctl restore --delta-replay=${mode} failed: ${stderr}`)) : resolve(),
+      ),
+    );
+    return ownModulesOf(await readFile(log, 'utf8'));
+  }
+
+  it('offline (auto on a chain it can write): no online replay, no etcd client, no node:http2', async () => {
+    const modules = await modulesLoadedBy('auto');
+    // The restore did run, and through the offline path.
+    expect(modules).toContain('restorer/offline-replay.js');
+    expect(modules).toContain('bbolt/writer.js');
+    expect(ONLINE_ONLY.filter((m) => modules.has(m))).toEqual([]);
+  });
+
+  it('online: the same chain loads them', async () => {
+    const modules = await modulesLoadedBy('online');
+    expect(ONLINE_ONLY.filter((m) => !modules.has(m))).toEqual([]);
   });
 });

@@ -1,10 +1,13 @@
 /**
  * A minimal HTTP/2 client for unary gRPC calls over cleartext TCP (h2c with prior knowledge, as gRPC
  * does): the restore's online replay sends its transactions through it to the replay etcd it started
- * (replay-txns.ts), and the benches' load generator (e2e/bench/support/put-load.ts) uses it too. Node's
- * http2 client costs about 130 µs of CPU per request, and etcd3's gRPC stack more (async-resource binding,
- * header objects, per-stream events); speaking the frames (RFC 9113) directly over a net.Socket costs a
- * fraction of that: a sequential replay transaction round trip drops from ~1.4 ms to ~0.8 ms.
+ * (replay-txns.ts), and the benches' load generator (e2e/bench/support/put-load.ts) and replay floor
+ * (e2e/bench/support/restore-chain.ts) use it too. Node's http2 client, and grpc-channel.ts on it, cost
+ * 2-3x the CPU per sequential call (measured on etcd 3.5 without fsync, loaded 2-core machine: ~190-260 µs
+ * bare node:http2, ~280-320 µs through grpc-channel, ~90-120 µs here), and etcd3's gRPC stack more
+ * (async-resource binding, header objects, per-stream events). Speaking the frames (RFC 9113) directly over
+ * a net.Socket is what makes the online replay on etcd 3.5 without fsync ~1.6x faster than through
+ * grpc-channel (README: "Why the online replay has a client of its own").
  *
  * What it does: one HEADERS frame pre-encoded per path (HPACK static-table indexes and literals without
  * indexing, so no dynamic table on our side) and the request body as DATA, within the server's flow

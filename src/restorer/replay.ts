@@ -5,15 +5,17 @@
  * - online (online-replay.ts): replayed through a local etcd on `.part` (replay-etcd.ts), upstream's way.
  * `auto` is offline, and online only when offline does not apply (the base backend is untouched then).
  * Both compact the history at the same revision, decided from the chain and the quota (quota-rule.ts).
+ * The online path (and through it the etcd client) is imported only when a restore takes it or keeps an
+ * etcd running: a restore that goes offline never loads it.
  */
 import { stat } from 'node:fs/promises';
 import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
 import { fetchDeltasInOrder } from './fetch.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable, replayDeltasOffline } from './offline-replay.js';
-import { readRevision, replayOnline, type ReplayCounts } from './online-replay.js';
+import type { ReplayCounts } from './online-replay.js';
 import type { RestorePlan } from './plan.js';
 import type { QuotaRule } from './quota-rule.js';
-import { startReplayEtcd, type ReplayEtcd, type ReplayEtcdOptions } from './replay-etcd.js';
+import type { ReplayEtcd, ReplayEtcdOptions } from './replay-etcd.js';
 import { logContinuedRevision, ReplayProgress } from './replay-progress.js';
 import { backendPath } from './work-dirs.js';
 
@@ -67,6 +69,10 @@ export async function replayDeltas(
   // The online path, or an etcd the caller keeps using.
   if (!(rewrite && !offline) && opts.keepEtcdRunning !== true) return replayed;
 
+  const [{ startReplayEtcd }, { readRevision, replayOnline }] = await Promise.all([
+    import('./replay-etcd.js'),
+    import('./online-replay.js'),
+  ]);
   const etcd = await startReplayEtcd(partDir, opts);
   try {
     const calls = { signal, callTimeoutMs: opts.callTimeoutMs };

@@ -19,7 +19,6 @@ import { recoverInterruptedSwap, swapInto } from './swap.js';
 import { openScratch, partDirOf, refuseNonEmptyDataDir } from './work-dirs.js';
 
 export { BaseSnapshotError } from './base.js';
-export { reenableAuth } from './replay-etcd.js';
 export type { DeltaReplayMode } from './replay.js';
 export { backendPath } from './work-dirs.js';
 
@@ -107,7 +106,7 @@ export interface RestoreResult {
   etcd?: LocalEtcd;
   /**
    * The base snapshot had etcd auth enabled and the replay etcd ran with it switched off. It is back on in
-   * the result, except with `keepEtcdRunning`: there the caller stops etcd, then calls `reenableAuth`.
+   * the result, except with `keepEtcdRunning`: there the caller stops etcd, then calls `reenableAuth` (replay-etcd.ts).
    * (Without deltas no etcd runs and auth is left as the base has it; this stays false.)
    */
   authDisabledForReplay: boolean;

@@ -1,5 +1,5 @@
 /**
- * The bench load generator's own HTTP/2 client (e2e/bench/support/h2-unary-client.ts) against a real
+ * The online replay's lean HTTP/2 client (src/etcd/h2-unary-client.ts, also the benches' load generator's) against a real
  * etcd: many concurrent streams each get their own answer, bodies larger than etcd's flow-control windows
  * go through, and a server that goes away fails pending calls instead of leaving them hanging.
  */

@@ -44,7 +44,7 @@ export const MEASURED_SECONDS: Readonly<Record<string, number>> = {
   'test/snapshotter/snapshotter.test.ts': 11,
   'snapstore/test/oss.test.ts': 11,
   'e2e/etcd-member-status.test.ts': 10,
-  'e2e/module-load.test.ts': 9,
+  'e2e/module-load.test.ts': 11,
   'snapstore/test/lzw.test.ts': 10,
   'test/restorer/auth-restore.test.ts': 10,
   'test/cluster/cleanup.test.ts': 7,
