@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from '../../snapstore/test/support/s3rver.js';
 import { cleanupAfterEach } from '../../test/support/cleanups.js';
 import { backupLive } from './support/backup-live.js';
@@ -15,7 +15,9 @@ import { localStore, restoreWith, runOk, withoutLeases, type Cleanups, type Tool
 
 const after = cleanupAfterEach();
 const cleanups: Cleanups = [];
-after.push(async () => {
+// Its own hook: one pushed onto `after` would run once, after the first test, and never again (each run of
+// `after` empties it), leaving every later test's etcds running. Registered after `after`'s, so it runs first.
+afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()?.();
 });
 

@@ -11,14 +11,16 @@
  */
 import { rename } from 'node:fs/promises';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { cleanupAfterEach } from '../../test/support/cleanups.js';
 import { backupLive, type Compression } from './support/backup-live.js';
 import { localSnapshots, localStore, restoreWith, runOk, withoutLeases, type Cleanups, type StoredSnapshot } from './support/tools.js';
 
 const after = cleanupAfterEach();
 const cleanups: Cleanups = [];
-after.push(async () => {
+// Its own hook: one pushed onto `after` would run once, after the first test, and never again (each run of
+// `after` empties it), leaving every later test's etcds running. Registered after `after`'s, so it runs first.
+afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()?.();
 });
 

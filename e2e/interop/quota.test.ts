@@ -12,7 +12,7 @@
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries } from '../../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../../test/support/etcd-dump.js';
@@ -23,7 +23,9 @@ import { localSnapshots, localStore, runOk, withoutLeases, type Cleanups, type T
 
 const after = cleanupAfterEach();
 const cleanups: Cleanups = [];
-after.push(async () => {
+// Its own hook: one pushed onto `after` would run once, after the first test, and never again (each run of
+// `after` empties it), leaving every later test's etcds running. Registered after `after`'s, so it runs first.
+afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()?.();
 });
 

@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { startTestEtcd } from '../../test/support/etcd.js';
 import { dumpEtcd } from '../../test/support/etcd-dump.js';
 import { cleanupAfterEach } from '../../test/support/cleanups.js';
@@ -17,7 +17,9 @@ import { mixedWrites } from './support/write-load.js';
 
 const after = cleanupAfterEach();
 const cleanups: Cleanups = [];
-after.push(async () => {
+// Its own hook: one pushed onto `after` would run once, after the first test, and never again (each run of
+// `after` empties it), leaving every later test's etcds running. Registered after `after`'s, so it runs first.
+afterEach(async () => {
   while (cleanups.length > 0) await cleanups.pop()?.();
 });
 
