@@ -3,6 +3,8 @@
  * (support/fake-gcs.ts; no GCS emulator exists here). The provider does not know it is a fake: it
  * gets an `http://` endpoint override, which upstream treats as an unauthenticated emulator.
  */
+import diagnostics from 'node:diagnostics_channel';
+import type { IncomingMessage } from 'node:http';
 import { tmpdir } from 'node:os';
 import { Readable } from 'node:stream';
 import { Storage } from '@google-cloud/storage';
@@ -15,6 +17,8 @@ import type { SnapStore } from '../src/store.js';
 import { describeSnapStoreConformance, expectCode, generatedStream, pseudoRandomBytes, readAll, testSnapshot } from './conformance.js';
 import { FakeGcsServer } from './support/fake-gcs.js';
 import { closedPort } from './support/ports.js';
+import { startStatusProxy } from './support/status-proxy.js';
+import { waitFor } from '../../test/support/wait.js';
 
 const MiB = 1024 * 1024;
 const BUCKET = 'snapshots';
@@ -226,6 +230,49 @@ describe('GCS provider on the fake', () => {
       await store.delete(got as Snapshot);
       expect(await store.list()).toEqual([]);
     });
+  });
+
+  // The library cannot take its read stream being destroyed before the answer: it then pipes the late answer
+  // into it, which throws ERR_STREAM_UNABLE_TO_PIPE out of its response handler and ends the process.
+  it('a fetch aborted before the answer came ends at once, and the late answer is dropped without an unhandled error', async () => {
+    const marker = `late-${Date.now().toString(36)}`;
+    const proxy = await startStatusProxy(fake.endpoint, marker);
+    const unhandled: unknown[] = [];
+    const onUnhandled = (err: unknown): void => void unhandled.push(err);
+    process.on('unhandledRejection', onUnhandled);
+    process.on('uncaughtException', onUnhandled);
+    const answers: IncomingMessage[] = [];
+    const onAnswer = (m: unknown): void => {
+      const { request, response } = m as { request: { path: string }; response: IncomingMessage };
+      if (request.path.includes(marker)) answers.push(response);
+    };
+    diagnostics.subscribe('http.client.response.finish', onAnswer);
+    try {
+      const store = await open({ endpointOverride: proxy.url }, FAST);
+      const snap = { ...testSnapshot('Full', 0, 1, 1_700_000_006), prefix: `${store.prefix}/`, snapDir: marker };
+      await store.save(snap, Readable.from([pseudoRandomBytes(200_000, 6)]));
+      proxy.stall = 'answer';
+      const caller = new AbortController();
+      const reason = new Error('stopped while waiting for the answer');
+      const read = store.fetch(snap, undefined, { signal: caller.signal });
+      read.catch(() => undefined);
+      await waitFor(() => proxy.stalled > 0, 'the fetch to be held', 10_000, 5);
+      caller.abort(reason);
+      await expect(read).rejects.toBe(reason);
+
+      proxy.releaseHeld();
+      const answer = await waitFor(() => answers[0], 'the late answer to reach the client', 10_000, 5);
+      // Dropped: the library closes its connections instead of reading it.
+      await waitFor(() => (answer.destroyed && proxy.connections() === 0) || unhandled.length > 0, 'the late answer to be dropped', 10_000, 5);
+      expect(unhandled).toEqual([]);
+      // The store still fetches the object whole.
+      expect(await readAll(await store.fetch(snap))).toHaveLength(200_000);
+    } finally {
+      diagnostics.unsubscribe('http.client.response.finish', onAnswer);
+      process.off('unhandledRejection', onUnhandled);
+      process.off('uncaughtException', onUnhandled);
+      await proxy.stop();
+    }
   });
 
   it('a missing bucket is E_CONFIG', async () => {

@@ -181,16 +181,15 @@ class GcsSnapStore implements SnapStore {
           decompress: false,
           ...(range ? { start: range.start, ...(range.end !== undefined ? { end: range.end } : {}) } : {}),
         });
-        // The library takes no signal: destroying its stream ends the request.
-        const onAbort = (): void => void stream.destroy(signal.reason as Error);
-        signal.addEventListener('abort', onAbort, { once: true });
         try {
-          await responseArrived(stream);
+          await responseArrived(stream, signal);
         } catch (err) {
+          if (signal.aborted) {
+            abandonBeforeResponse(stream);
+            throw signal.reason as Error;
+          }
           stream.destroy();
           throw this.mapError(err, `object ${key}`, 'fetch');
-        } finally {
-          signal.removeEventListener('abort', onAbort);
         }
         return stream;
       },
@@ -377,17 +376,22 @@ function firstLine(s: string): string {
  * Starts a read stream from the library and waits until the server answered, so that a missing
  * object rejects `fetch` itself instead of erroring the returned stream later. The library sends
  * the request on the first read and turns error statuses into a stream error after the response.
+ * The signal ends the wait (the stream is then the caller's to abandon).
  */
-function responseArrived(stream: Readable): Promise<void> {
+function responseArrived(stream: Readable, signal: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     const cleanup = (): void => {
       stream.off('response', onResponse);
       stream.off('error', onError);
+      signal.removeEventListener('abort', onAbort);
     };
     const onError = (err: unknown): void => {
       cleanup();
       reject(err);
     };
+    const onAbort = (): void => onError(signal.reason);
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
     const onResponse = (res: { statusCode?: number; status?: number }): void => {
       const status = res.statusCode ?? res.status ?? 200;
       // Error statuses are followed by an 'error' event carrying the API error.
@@ -401,6 +405,18 @@ function responseArrived(stream: Readable): Promise<void> {
     // Triggers the request without consuming data.
     stream.read(0);
   });
+}
+
+/**
+ * Lets go of a library read stream whose answer has not arrived. Destroying it now is what the library cannot
+ * take: when the answer comes it pipes the response into the destroyed stream, and that throws out of its
+ * response handler (ERR_STREAM_UNABLE_TO_PIPE) as an unhandled rejection, which ends the process. It has no way
+ * to cancel its request either, so the stream is destroyed just after the answer is wired into it (closing the
+ * connection), or ends with the request's own error or timeout; errors until then are swallowed here.
+ */
+function abandonBeforeResponse(stream: Readable): void {
+  stream.on('error', () => undefined);
+  stream.once('response', () => process.nextTick(() => stream.destroy()));
 }
 
 /** Reads from `source` until `limit` bytes are collected or it ends. */

@@ -6,6 +6,7 @@
  * codes checks. `stall` instead makes matching requests hang as a store that accepted them and then went
  * silent: `'answer'` never answers, `'body'` forwards the request and sends the backend's status and headers
  * but holds the body (the socket stays open, no byte follows), which is what the stall case checks.
+ * `releaseHeld()` forwards the requests `'answer'` holds, as a store whose answer comes late.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -21,18 +22,26 @@ export interface StatusProxy {
   stall: 'answer' | 'body' | undefined;
   /** Requests held by `stall` since the start. */
   stalled: number;
+  /** Client connections open now. */
+  connections(): number;
+  /** Forwards the requests held by `stall: 'answer'` (answered late) and stops holding new ones. */
+  releaseHeld(): void;
   stop(): Promise<void>;
 }
 
 export async function startStatusProxy(target: string, marker: string): Promise<StatusProxy> {
   const t = new URL(target);
   const upstreams = new Set<http.ClientRequest>();
+  const held: (() => void)[] = [];
   const server = http.createServer((req, res) => {
     const matches = (req.url ?? '').includes(marker);
     if (state.stall !== undefined && matches) {
       state.stalled++;
       req.resume();
-      if (state.stall === 'answer') return;
+      if (state.stall === 'answer') {
+        held.push(() => forward(req, res));
+        return;
+      }
       const upstream = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
         res.writeHead(up.statusCode ?? 502, up.headers);
         res.flushHeaders();
@@ -57,6 +66,9 @@ export async function startStatusProxy(target: string, marker: string): Promise<
       });
       return;
     }
+    forward(req, res);
+  });
+  const forward = (req: http.IncomingMessage, res: http.ServerResponse): void => {
     const upstream = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
       res.writeHead(up.statusCode ?? 502, up.headers);
       up.pipe(res);
@@ -67,7 +79,14 @@ export async function startStatusProxy(target: string, marker: string): Promise<
       if (!res.headersSent) res.writeHead(502);
       res.destroy();
     });
-    req.pipe(upstream);
+    // A held request's body was already drained (and is empty for the GETs held here).
+    if (req.readableEnded) upstream.end();
+    else req.pipe(upstream);
+  };
+  let open = 0;
+  server.on('connection', (socket) => {
+    open++;
+    socket.once('close', () => open--);
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -81,6 +100,11 @@ export async function startStatusProxy(target: string, marker: string): Promise<
     injected: 0,
     stall: undefined,
     stalled: 0,
+    connections: () => open,
+    releaseHeld() {
+      state.stall = undefined;
+      for (const go of held.splice(0)) go();
+    },
     async stop() {
       for (const u of upstreams) u.destroy();
       server.closeAllConnections();
