@@ -33,7 +33,7 @@ import { executeRestore } from '../../src/restorer/restore.js';
 import { etcdBinaries, SINGLE_MEMBER_RAFT_ARGS } from '../../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../../test/support/etcd-dump.js';
 import { benchLocalStore, benchRestoreOptions, smallBaseSnapshot } from './support/restore-setup.js';
-import { arg, median, round1 } from './support/measure.js';
+import { arg, flag, median, round1 } from './support/measure.js';
 import { writeChurnChain } from './support/restore-chain.js';
 
 const SECONDS_TARGET = 10;
@@ -142,7 +142,7 @@ async function check(binaries: EtcdBinaries, root: string, compacted: string, tm
 
 async function main(): Promise<void> {
   const runs = arg('runs', 3);
-  const doCheck = arg('check', 1) === 1;
+  const doCheck = flag('check', true);
   const revisions = Number(process.env.BENCH_MILLION ?? 1_000_000);
   const binaries = await etcdBinaries();
   const tmp = await mkdtemp(path.join(os.tmpdir(), 'etcdbr-bench-compact-'));

@@ -73,11 +73,13 @@ function digitsValue(buf: Uint8Array, start: number, end: number): number {
 export interface ElementReading {
   /** Decode keys and values (else they are checked, and left empty). */
   payloads: boolean;
+  /** With `payloads`, decode values too (else they are checked, and left empty: a reader of keys only). */
+  values: boolean;
   /** Keep the event's time (else it is left empty). */
   times: boolean;
 }
 
-const EVERYTHING: ElementReading = { payloads: true, times: true };
+const EVERYTHING: ElementReading = { payloads: true, values: true, times: true };
 
 /**
  * The event in buf[start, end) (one whole element, braces included) when it has the canonical shape,
@@ -107,7 +109,7 @@ export function readCanonicalElement(
   reading: ElementReading,
   at: { end: number },
 ): DeltaEvent | undefined {
-  const { payloads } = reading;
+  const { payloads, values } = reading;
   if (!startsWith(buf, start, end, HEAD)) return undefined;
   let p = start + HEAD.length;
   let type: DeltaEvent['type'] = 'PUT';
@@ -140,7 +142,8 @@ export function readCanonicalElement(
       let close = p;
       while (close < end && buf[close] !== QUOTE) close++;
       if (close >= end) return undefined;
-      const decoded = payloads ? decodeBase64(buf, p, close) : isBase64(buf, p, close) ? EMPTY : undefined;
+      const decode = payloads && (values || field === KEY);
+      const decoded = decode ? decodeBase64(buf, p, close) : isBase64(buf, p, close) ? EMPTY : undefined;
       if (decoded === undefined) return undefined;
       if (field === KEY) key = decoded;
       else value = decoded;

@@ -14,6 +14,7 @@
  * Deciding an entry at or below C needs the key's newest revision at or below C, which comes later in the
  * bucket than the entry: a first pass over the base's `key` bucket and the deltas fills `CompactionIndex`.
  */
+import { UNSEEN, type KeyStates } from './key-states.js';
 import { mainRevisionOf, revisionKey } from './mvcc.js';
 
 /** Where a `key` bucket key marks a tombstone: 17 revision bytes, then `t`. */
@@ -47,14 +48,20 @@ export function storedKeyId(value: Buffer): string | undefined {
 /**
  * Per key, the newest main revision at or below the compaction revision (first pass). A key is written at
  * most once per main revision (etcd refuses a transaction that touches a key twice), so the main revision
- * names the entry. Memory: one Map entry per distinct key written at or below C, its key as a latin1 string
- * and a number (see README "How a restore works" for the measured figure).
+ * names the entry. The keys are numbered by the replay's KeyStates (the rows are shared, so the replay decides
+ * an event with the lookup it makes anyway); this is one number per row. Memory: see README "How a restore
+ * works" for the measured figure per distinct key.
  */
 export class CompactionIndex {
-  private readonly newest = new Map<string, number>();
+  /** By row: the newest main revision noted, 0 for none (etcd's revisions start at 1). */
+  private newest = new Float64Array(1024);
+  private noted = 0;
 
   /** `revision` bounds the writes noted; `settle` may lower it once the passes know the result's revision. */
-  constructor(private at: number) {}
+  constructor(
+    private at: number,
+    private readonly keys: KeyStates,
+  ) {}
 
   get revision(): number {
     return this.at;
@@ -62,7 +69,15 @@ export class CompactionIndex {
 
   /** Notes a write of `keyId` at `main` (in revision order); writes above the compaction revision are ignored. */
   note(keyId: string, main: number): void {
-    if (main <= this.at) this.newest.set(keyId, main);
+    if (main > this.at) return;
+    const row = this.keys.ensureRow(keyId);
+    while (row >= this.newest.length) {
+      const grown = new Float64Array(this.newest.length * 2);
+      grown.set(this.newest);
+      this.newest = grown;
+    }
+    if (this.newest[row] === 0) this.noted++;
+    this.newest[row] = main;
   }
 
   /** Compacts at `revision` instead: at or above every write noted (the result's newest revision). */
@@ -71,16 +86,27 @@ export class CompactionIndex {
   }
 
   get distinctKeys(): number {
-    return this.newest.size;
+    return this.noted;
   }
 
-  /** Whether etcd's compaction keeps the `key` bucket entry `revKey` → `value`. */
+  /** Whether etcd's compaction keeps the `key` bucket entry `revKey` → `value` (an entry of the base). */
   keeps(revKey: Buffer, value: Buffer): boolean {
     const main = mainRevisionOf(revKey);
     if (main === undefined || main > this.at) return true;
     const keyId = storedKeyId(value);
     if (keyId === undefined) return true; // not an mvcc record: left as it is, as etcd's index never knew it
-    return this.newest.get(keyId) === main && !isTombstoneKey(revKey);
+    const row = this.keys.row(keyId);
+    return row !== UNSEEN && this.newestAt(row) === main && !isTombstoneKey(revKey);
+  }
+
+  /** Whether etcd's compaction keeps the event at `main` of the key at `row` (a delta's event, written by the replay). */
+  keepsEvent(row: number, main: number, deletion: boolean): boolean {
+    return main > this.at || (!deletion && this.newestAt(row) === main);
+  }
+
+  private newestAt(row: number): number {
+    // Rows numbered after the first pass (keys first written above the compaction revision) have no note.
+    return row < this.newest.length ? this.newest[row]! : 0;
   }
 }
 

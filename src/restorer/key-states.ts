@@ -7,12 +7,20 @@
  * (the key's string ~56 and its Map entry ~29 are the rest). A deleted key is a row with version 0 (etcd's
  * versions of a live key start at 1). Float64 holds etcd's int64 revisions and versions exactly up to 2^53,
  * as every number of the replay does.
+ *
+ * The rows are shared with the offline compaction (compaction.ts), which numbers the keys in its first pass
+ * (`ensureRow`) and keeps a column of its own by the same row: one Map lookup per event decides both the
+ * check and whether the compaction keeps the event. A row added that way is not yet seen by the replay
+ * (version NOT_SEEN) until its first event is written.
  */
 
 /** The row of a key not seen yet. */
 export const UNSEEN = -1;
 
 const FIRST_ROWS = 1024;
+
+/** The version of a row numbered before the replay wrote an event of its key. */
+const NOT_SEEN = -1;
 
 export class KeyStates {
   private readonly rows = new Map<string, number>();
@@ -29,6 +37,20 @@ export class KeyStates {
     return this.rows.get(id) ?? UNSEEN;
   }
 
+  /** The key's row, numbered now (not seen by the replay yet) when it has none. */
+  ensureRow(id: string): number {
+    const row = this.rows.get(id);
+    if (row !== undefined) return row;
+    const at = this.add(id);
+    this.versions[at] = NOT_SEEN;
+    return at;
+  }
+
+  /** Whether the replay wrote an event of the key (false for UNSEEN). */
+  seen(row: number): boolean {
+    return row !== UNSEEN && this.versions[row]! !== NOT_SEEN;
+  }
+
   /** Whether the key's newest event was a put (false for UNSEEN). */
   live(row: number): boolean {
     return row !== UNSEEN && this.versions[row]! > 0;
@@ -42,18 +64,20 @@ export class KeyStates {
     return this.versions[row]!;
   }
 
-  /** Records a put of the key (version >= 1) at `row` (UNSEEN: a new row). */
-  put(id: string, row: number, createRevision: number, version: number): void {
+  /** Records a put of the key (version >= 1) at `row` (UNSEEN: a new row); returns its row. */
+  put(id: string, row: number, createRevision: number, version: number): number {
     const at = row === UNSEEN ? this.add(id) : row;
     this.createRevisions[at] = createRevision;
     this.versions[at] = version;
+    return at;
   }
 
-  /** Records a delete of the key at `row` (UNSEEN: a new row). */
-  delete(id: string, row: number): void {
+  /** Records a delete of the key at `row` (UNSEEN: a new row); returns its row. */
+  delete(id: string, row: number): number {
     const at = row === UNSEEN ? this.add(id) : row;
     this.createRevisions[at] = 0;
     this.versions[at] = 0;
+    return at;
   }
 
   private add(id: string): number {

@@ -9,6 +9,7 @@ import { Cursor } from '../bbolt/cursor.js';
 import type { BoltDB, Bucket } from '../bbolt/db.js';
 import type { WriterEntry } from '../bbolt/writer.js';
 import { CompactionIndex, compactRevisionOf, compactRevisionValue, storedKeyId } from './compaction.js';
+import type { KeyStates } from './key-states.js';
 import { FINISHED_COMPACT_REV_KEY, KEY_BUCKET, META_BUCKET, SCHEDULED_COMPACT_REV_KEY } from '../etcd-schema.js';
 import { mainRevisionOf } from './mvcc.js';
 import type { FetchedDelta, OfflineReplayInput } from './offline-replay.js';
@@ -38,12 +39,13 @@ export async function prepareCompaction(
   baseRevision: number,
   input: Pick<OfflineReplayInput, 'targetRevision'> & { deltas: FetchedDelta[] },
   asked: number,
+  keys: KeyStates,
 ): Promise<PreparedCompaction> {
   const deltas = input.deltas;
   // Every write noted is at or below `limit`, and the compaction revision is at or above each of them (the
   // asked one, or the result's newest revision when lower), so one pass each suffices: base first, then deltas.
   const limit = Math.min(asked, input.targetRevision);
-  const index = new CompactionIndex(limit);
+  const index = new CompactionIndex(limit, keys);
   for await (const e of new Cursor(db, keyBucket)) {
     const main = mainRevisionOf(e.key);
     if (main === undefined) continue;
@@ -70,7 +72,8 @@ export async function prepareCompaction(
 }
 
 async function eachEvent(d: FetchedDelta, take: (ev: DeltaEvent) => void): Promise<void> {
-  const decoder = new DeltaPayloadDecoder(`delta snapshot ${d.snap.snapName}`, { hashChecked: true, times: false });
+  // Keys and revisions are all this pass needs: values are checked, not decoded (the replay decodes them).
+  const decoder = new DeltaPayloadDecoder(`delta snapshot ${d.snap.snapName}`, { hashChecked: true, times: false, values: false });
   const stream = createReadStream(d.file, { highWaterMark: DELTA_READ_BYTES });
   try {
     for await (const chunk of stream as AsyncIterable<Buffer>) decoder.write(chunk, take);
@@ -91,9 +94,9 @@ async function compactedAt(db: BoltDB, meta: Bucket): Promise<number> {
 }
 
 /**
- * A bucket's entries as the compaction leaves them: `key` without the revisions it removes, `meta` with the
- * compaction recorded as finished (scheduled and finished at the same revision, as etcd leaves it once its
- * background deletion is done); other buckets as they are.
+ * A base bucket's entries as the compaction leaves them: `key` without the revisions it removes (the replay
+ * leaves out the deltas' own), `meta` with the compaction recorded as finished (scheduled and finished at the
+ * same revision, as etcd leaves it once its background deletion is done); other buckets as they are.
  */
 export function withCompaction(
   bucket: Buffer,

@@ -22,7 +22,8 @@ import { storeRevisionOf } from '../bbolt/revision.js';
 import { BoltWriter, type WriterEntry } from '../bbolt/writer.js';
 import { KEY_BUCKET, META_BUCKET } from '../etcd-schema.js';
 import { RevisionMismatchError } from './apply.js';
-import { KeyStates, UNSEEN } from './key-states.js';
+import type { CompactionIndex } from './compaction.js';
+import { KeyStates } from './key-states.js';
 import { encodePutValue, encodeTombstoneValue, revisionKey } from './mvcc.js';
 import { fetchAll, prepareCompaction, withCompaction, type PreparedCompaction } from './offline-compaction.js';
 import { compactsForQuota, type QuotaRule } from './quota-rule.js';
@@ -103,6 +104,8 @@ export async function replayDeltasOffline(input: OfflineReplayInput): Promise<Of
       throw new OfflineReplayNotApplicable(`${dbPath}: no "key" or "meta" bucket: not an etcd v3 backend this replay knows`);
     }
     const baseRevision = await storeRevisionOf(db);
+    // One numbering of the keys for the compaction's first pass and the replay's checks (key-states.ts).
+    const keys = new KeyStates();
     let compactRevision = input.compactRevision;
     if (input.quotaRule || compactRevision !== undefined) {
       const deltas = await fetchAll(input.deltas);
@@ -117,14 +120,15 @@ export async function replayDeltasOffline(input: OfflineReplayInput): Promise<Of
       compaction =
         compactRevision === undefined
           ? { deltas }
-          : await prepareCompaction(db, keyBucket.bucket, metaBucket.bucket, baseRevision, { ...input, deltas }, compactRevision);
+          : await prepareCompaction(db, keyBucket.bucket, metaBucket.bucket, baseRevision, { ...input, deltas }, compactRevision, keys);
     }
-    const replay = new DeltaRevisions(baseRevision, compaction ? { ...input, deltas: compaction.deltas } : input);
+    const replay = new DeltaRevisions(baseRevision, compaction ? { ...input, deltas: compaction.deltas } : input, keys, compaction?.index);
     writer = await BoltWriter.create(tmp, { pageSize: db.pageSize, txid: Math.max(2, db.meta.txid + 1) });
     for (const b of buckets) {
       let entries: AsyncIterable<WriterEntry[]> = copyEntries(db, b, input.signal);
-      if (b.name.equals(KEY_BUCKET)) entries = concat(entries, replay.entries());
       if (compaction?.index) entries = withCompaction(b.name, entries, compaction.index);
+      // The replay itself leaves out the delta revisions the compaction removes.
+      if (b.name.equals(KEY_BUCKET)) entries = concat(entries, replay.entries());
       await writer.writeBucket(b.name, entries, b.sequence);
     }
     await writer.finish();
@@ -211,7 +215,6 @@ class DeltaRevisions {
   deltasApplied = 0;
   revisionsApplied = 0;
   eventsApplied = 0;
-  private readonly keys = new KeyStates();
   /** The revision whose events are being written (0 before the first delta event) and its next sub revision. */
   private openRevision = 0;
   private sub = 0;
@@ -219,6 +222,9 @@ class DeltaRevisions {
   constructor(
     private readonly baseRevision: number,
     private readonly input: OfflineReplayInput,
+    private readonly keys: KeyStates,
+    /** Events it removes are checked and counted, but not written. */
+    private readonly compaction: CompactionIndex | undefined,
   ) {
     this.revision = baseRevision;
   }
@@ -274,7 +280,8 @@ class DeltaRevisions {
         this.input.onContinued?.(snap, ev.modRevision);
       }
       first = false;
-      batch.push(this.entry(ev, this.sub++, what));
+      const entry = this.entry(ev, this.sub++, what);
+      if (entry) batch.push(entry);
       this.eventsApplied++;
     };
     // 64 KiB reads: a chunk's events are turned into entries at once, and a 1 MiB chunk's thousands of
@@ -296,22 +303,25 @@ class DeltaRevisions {
     }
   }
 
-  private entry(ev: DeltaEvent, sub: number, what: string): WriterEntry {
+  /** Checks the event against the key's state and records it; its entry, or undefined when the compaction removes it. */
+  private entry(ev: DeltaEvent, sub: number, what: string): WriterEntry | undefined {
     // A key's state is updated in place (key-states.ts): a new object per event would leave a million dead
     // objects in the old generation on a million-revision chain, and V8 grows the heap rather than collect them.
     const id = ev.key.toString('latin1');
     const row = this.keys.row(id);
+    const seen = this.keys.seen(row);
     const live = this.keys.live(row);
     if (ev.type === 'DELETE') {
-      if (row !== UNSEEN && !live) {
+      if (seen && !live) {
         throw new InconsistentDeltaError(
           `${what}: revision ${ev.modRevision} deletes key ${JSON.stringify(ev.key.toString())}, which is already deleted`,
         );
       }
-      this.keys.delete(id, row);
+      const at = this.keys.delete(id, row);
+      if (this.compaction && !this.compaction.keepsEvent(at, ev.modRevision, true)) return undefined;
       return { key: revisionKey(ev.modRevision, sub, true), value: encodeTombstoneValue(ev.key) };
     }
-    const fresh = !live && (row !== UNSEEN || ev.version === 1);
+    const fresh = !live && (seen || ev.version === 1);
     const consistent = live
       ? ev.createRevision === this.keys.createRevision(row) && ev.version === this.keys.version(row) + 1
       : fresh
@@ -323,7 +333,9 @@ class DeltaRevisions {
           `and version ${ev.version}, which etcd would not have written after what came before`,
       );
     }
-    this.keys.put(id, row, ev.createRevision, ev.version);
+    const at = this.keys.put(id, row, ev.createRevision, ev.version);
+    // Decided before the value is encoded: a compaction at the head removes most events of a long chain.
+    if (this.compaction && !this.compaction.keepsEvent(at, ev.modRevision, false)) return undefined;
     return {
       key: revisionKey(ev.modRevision, sub, false),
       value: encodePutValue({

@@ -98,6 +98,15 @@ export function arg(name: string, fallback: number): number {
   return value;
 }
 
+/** A `--name=0|1` switch (`--check=0` turns a default-on check off). */
+export function flag(name: string, fallback: boolean): boolean {
+  const hit = process.argv.find((a) => a.startsWith(`--${name}=`));
+  if (hit === undefined) return fallback;
+  const value = hit.slice(name.length + 3);
+  if (value !== '0' && value !== '1') throw new Error(`bad --${name}: ${value} (0 or 1)`);
+  return value === '1';
+}
+
 /** The AWS SDK prints a multi-line warning about Node 20 once; benches do not need it on every run. */
 export function quietAwsNodeWarning(): void {
   const original = process.emitWarning.bind(process);
