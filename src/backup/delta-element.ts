@@ -73,13 +73,24 @@ function digitsValue(buf: Uint8Array, start: number, end: number): number {
 export interface ElementReading {
   /** Decode keys and values (else they are checked, and left empty). */
   payloads: boolean;
-  /** With `payloads`, decode values too (else they are checked, and left empty: a reader of keys only). */
+  /**
+   * With `payloads`, decode values too. Else they are checked and left empty, and where the value lies is
+   * set in the element's `ElementEnd`: a reader decodes it then only if it needs it (see DeltaPayloadDecoder).
+   */
   values: boolean;
   /** Keep the event's time (else it is left empty). */
   times: boolean;
 }
 
 const EVERYTHING: ElementReading = { payloads: true, values: true, times: true };
+
+/** Where a canonical element ended, and where its value's base64 lies when it was not decoded. */
+export interface ElementEnd {
+  end: number;
+  /** -1 when the event's `value` is the value (decoded, or absent: empty). */
+  valueStart: number;
+  valueEnd: number;
+}
 
 /**
  * The event in buf[start, end) (one whole element, braces included) when it has the canonical shape,
@@ -90,8 +101,8 @@ export function decodeCanonicalElement(
   start: number,
   end: number,
   reading: ElementReading = EVERYTHING,
+  at: ElementEnd = { end: 0, valueStart: -1, valueEnd: -1 },
 ): DeltaEvent | undefined {
-  const at = { end: 0 };
   const ev = readCanonicalElement(buf, start, end, reading, at);
   return ev && at.end === end ? ev : undefined;
 }
@@ -107,9 +118,10 @@ export function readCanonicalElement(
   start: number,
   end: number,
   reading: ElementReading,
-  at: { end: number },
+  at: ElementEnd,
 ): DeltaEvent | undefined {
   const { payloads, values } = reading;
+  at.valueStart = -1;
   if (!startsWith(buf, start, end, HEAD)) return undefined;
   let p = start + HEAD.length;
   let type: DeltaEvent['type'] = 'PUT';
@@ -146,7 +158,11 @@ export function readCanonicalElement(
       const decoded = decode ? decodeBase64(buf, p, close) : isBase64(buf, p, close) ? EMPTY : undefined;
       if (decoded === undefined) return undefined;
       if (field === KEY) key = decoded;
-      else value = decoded;
+      else if (decode) value = decoded;
+      else if (payloads) {
+        at.valueStart = p;
+        at.valueEnd = close;
+      }
       p = close + 1;
     } else if (field === LEASE) {
       const e = numberEnd(buf, p, end, true);

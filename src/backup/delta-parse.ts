@@ -1,7 +1,8 @@
 import { CodedError } from '../errors.js';
 import { createHash, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
-import { decodeCanonicalElement, readCanonicalElement, type ElementReading } from './delta-element.js';
+import { decodeBase64 } from './base64.js';
+import { decodeCanonicalElement, readCanonicalElement, type ElementEnd, type ElementReading } from './delta-element.js';
 import type { DeltaEvent } from './delta-format.js';
 import { SHA256_SIZE } from './full-verify.js';
 
@@ -130,8 +131,10 @@ export class DeltaPayloadDecoder {
   private offset = 0;
 
   private readonly reading: ElementReading;
-  /** Where the fast path's last element ended. */
-  private readonly at = { end: 0 };
+  /** Where the fast path's last element ended, and where its value lies when it was not decoded. */
+  private readonly at: ElementEnd = { end: 0, valueStart: -1, valueEnd: -1 };
+  /** The bytes `at` points into, for `valueOf`. */
+  private elementBytes: Buffer = Buffer.alloc(0);
 
   /** Told each event, in order, as soon as its element is complete. */
   private emit: (ev: DeltaEvent) => void = () => undefined;
@@ -147,6 +150,16 @@ export class DeltaPayloadDecoder {
   /** Number of events emitted so far. */
   get events(): number {
     return this.count;
+  }
+
+  /**
+   * The value of `ev`, the event being emitted (call it from `emit` only: the bytes it is decoded from are the
+   * current chunk's). With `values: false` it is decoded only now, for a reader that needs few of the values.
+   */
+  valueOf(ev: DeltaEvent): Buffer {
+    if (this.at.valueStart < 0) return ev.value;
+    // The fast path checked it is base64.
+    return decodeBase64(this.elementBytes, this.at.valueStart, this.at.valueEnd) ?? ev.value;
   }
 
   /** Reads the next bytes of the payload, telling `emit` each event completed; throws DeltaPayloadError. */
@@ -228,6 +241,7 @@ export class DeltaPayloadDecoder {
             const ev = readCanonicalElement(buf, i, buf.length, this.reading, this.at);
             if (ev) {
               this.count++;
+              this.elementBytes = buf;
               this.emit(ev);
               i = this.at.end - 1;
               this.state = State.BetweenElements;
@@ -255,9 +269,12 @@ export class DeltaPayloadDecoder {
 
   /** Emits the event of the element in buf[start, end). */
   private emitElement(buf: Buffer, start: number, end: number): void {
-    const fast = decodeCanonicalElement(buf, start, end, this.reading);
+    const fast = decodeCanonicalElement(buf, start, end, this.reading, this.at);
+    // JSON.parse's event carries its value decoded.
+    if (!fast) this.at.valueStart = -1;
     const ev = fast ?? decodeElementJson(buf.toString('utf8', start, end), `${this.what}: event ${this.count}`);
     this.count++;
+    this.elementBytes = buf;
     this.emit(ev);
   }
 

@@ -3,6 +3,7 @@
  * bucket and the delta files that fills the CompactionIndex, and the filters the writer's buckets go through.
  */
 import { createReadStream } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { DELTA_READ_BYTES, DeltaPayloadDecoder } from '../backup/delta-parse.js';
 import { Cursor } from '../bbolt/cursor.js';
@@ -30,18 +31,18 @@ export async function fetchAll(deltas: AsyncIterable<FetchedDelta> | Iterable<Fe
 
 /**
  * Finds the compaction revision (the one asked for, or the result's revision when that
- * is lower) and notes each key's newest write at or below it, base first, then the deltas.
+ * is lower) and notes each key's newest write at or below it, base first, then the deltas: each delta as
+ * soon as it is fetched (the pass runs while the next ones are fetched and decompressed).
  */
 export async function prepareCompaction(
   db: BoltDB,
   keyBucket: Bucket,
   metaBucket: Bucket,
   baseRevision: number,
-  input: Pick<OfflineReplayInput, 'targetRevision'> & { deltas: FetchedDelta[] },
+  input: Pick<OfflineReplayInput, 'targetRevision'> & { deltas: AsyncIterable<FetchedDelta> | Iterable<FetchedDelta> },
   asked: number,
   keys: KeyStates,
 ): Promise<PreparedCompaction> {
-  const deltas = input.deltas;
   // Every write noted is at or below `limit`, and the compaction revision is at or above each of them (the
   // asked one, or the result's newest revision when lower), so one pass each suffices: base first, then deltas.
   const limit = Math.min(asked, input.targetRevision);
@@ -54,17 +55,22 @@ export async function prepareCompaction(
     if (id !== undefined) index.note(id, main);
   }
   let head = baseRevision;
-  if (limit > baseRevision) {
-    for (const d of deltas) {
+  const deltas: FetchedDelta[] = [];
+  try {
+    for await (const d of input.deltas) {
+      deltas.push(d);
       // A delta named from the revision after the limit may still continue the limit's revision (a cut
-      // transaction); one starting later holds nothing at or below it.
-      if (d.snap.startRevision > limit + 1) break;
+      // transaction); one starting later holds nothing at or below it (it is still fetched for the replay).
+      if (limit <= baseRevision || d.snap.startRevision > limit + 1) continue;
       await eachEvent(d, (ev) => {
         if (ev.modRevision <= baseRevision || ev.modRevision > limit) return;
         head = Math.max(head, ev.modRevision);
         index.note(ev.key.toString('latin1'), ev.modRevision);
       });
     }
+  } catch (err) {
+    for (const d of deltas) await rm(d.file, { force: true });
+    throw err;
   }
   index.settle(Math.min(asked, head));
   if (index.revision <= (await compactedAt(db, metaBucket))) return { deltas };

@@ -108,19 +108,32 @@ export async function replayDeltasOffline(input: OfflineReplayInput): Promise<Of
     const keys = new KeyStates();
     let compactRevision = input.compactRevision;
     if (input.quotaRule || compactRevision !== undefined) {
-      const deltas = await fetchAll(input.deltas);
-      logger.info({ deltas: deltas.length }, 'delta snapshots fetched to disk: writing the backend');
-      if (input.quotaRule && (await compactsForQuota(input.quotaRule, deltas))) {
-        compactRevision = input.targetRevision;
-        logger.info(
-          { quotaBytes: input.quotaRule.quotaBytes, targetRevision: input.targetRevision },
-          'base and deltas pass 80 % of the quota: compacting the restored history at its newest revision',
-        );
+      // The quota rule needs every delta's size before it decides; a compaction asked for notes each delta
+      // while the next ones are fetched.
+      let fetched: FetchedDelta[] | undefined;
+      if (input.quotaRule) {
+        fetched = await fetchAll(input.deltas);
+        if (await compactsForQuota(input.quotaRule, fetched)) {
+          compactRevision = input.targetRevision;
+          logger.info(
+            { quotaBytes: input.quotaRule.quotaBytes, targetRevision: input.targetRevision },
+            'base and deltas pass 80 % of the quota: compacting the restored history at its newest revision',
+          );
+        }
       }
       compaction =
         compactRevision === undefined
-          ? { deltas }
-          : await prepareCompaction(db, keyBucket.bucket, metaBucket.bucket, baseRevision, { ...input, deltas }, compactRevision, keys);
+          ? { deltas: fetched ?? [] }
+          : await prepareCompaction(
+              db,
+              keyBucket.bucket,
+              metaBucket.bucket,
+              baseRevision,
+              { targetRevision: input.targetRevision, deltas: fetched ?? input.deltas },
+              compactRevision,
+              keys,
+            );
+      logger.info({ deltas: compaction.deltas.length }, 'delta snapshots fetched to disk: writing the backend');
     }
     const replay = new DeltaRevisions(baseRevision, compaction ? { ...input, deltas: compaction.deltas } : input, keys, compaction?.index);
     writer = await BoltWriter.create(tmp, { pageSize: db.pageSize, txid: Math.max(2, db.meta.txid + 1) });
@@ -253,7 +266,8 @@ class DeltaRevisions {
   /** The delta's entries, one batch per read of its file (one await per batch, not per event). */
   private async *deltaEntries(snap: Snapshot, file: string, what: string): AsyncGenerator<WriterEntry[]> {
     // The fetch checked the file's sha256 on its way to disk; the replay has no use for the events' times.
-    const decoder = new DeltaPayloadDecoder(what, { hashChecked: true, times: false });
+    // Compacting, most events are checked but not written: their values are decoded only when written.
+    const decoder = new DeltaPayloadDecoder(what, { hashChecked: true, times: false, values: this.compaction === undefined });
     // The revision being written stays open across deltas: a snapshotter that cut inside a transaction
     // (the Go one does at its memory limit) left the rest of that revision at the start of the next delta.
     let first = true;
@@ -280,7 +294,7 @@ class DeltaRevisions {
         this.input.onContinued?.(snap, ev.modRevision);
       }
       first = false;
-      const entry = this.entry(ev, this.sub++, what);
+      const entry = this.entry(ev, this.sub++, what, decoder);
       if (entry) batch.push(entry);
       this.eventsApplied++;
     };
@@ -304,7 +318,7 @@ class DeltaRevisions {
   }
 
   /** Checks the event against the key's state and records it; its entry, or undefined when the compaction removes it. */
-  private entry(ev: DeltaEvent, sub: number, what: string): WriterEntry | undefined {
+  private entry(ev: DeltaEvent, sub: number, what: string, decoder: DeltaPayloadDecoder): WriterEntry | undefined {
     // A key's state is updated in place (key-states.ts): a new object per event would leave a million dead
     // objects in the old generation on a million-revision chain, and V8 grows the heap rather than collect them.
     const id = ev.key.toString('latin1');
@@ -343,7 +357,7 @@ class DeltaRevisions {
         createRevision: ev.createRevision,
         modRevision: ev.modRevision,
         version: ev.version,
-        value: ev.value,
+        value: decoder.valueOf(ev),
       }),
     };
   }

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { decodeBase64, isBase64 } from '../../src/backup/base64.js';
 import { decodeCanonicalElement } from '../../src/backup/delta-element.js';
 import { encodeDeltaEvent, type DeltaEvent } from '../../src/backup/delta-format.js';
-import { decodeElementJson, DeltaPayloadParser } from '../../src/backup/delta-parse.js';
+import { decodeElementJson, DeltaPayloadDecoder, DeltaPayloadParser } from '../../src/backup/delta-parse.js';
 
 /** A small deterministic generator, so a failure names its seed and can be replayed. */
 function random(seed: number): () => number {
@@ -171,6 +171,37 @@ describe('delta elements: the fast path agrees with JSON.parse', () => {
     const bare = await parse(json, { payloads: false });
     expect(full).toEqual(events);
     expect(bare).toEqual(events.map((e) => ({ ...e, key: Buffer.alloc(0), value: Buffer.alloc(0) })));
+  });
+
+  it('decodes keys only when told, and gives each value on request inside its event, wherever the chunks split', () => {
+    const rnd = random(11);
+    // All canonical (revisions the fast path reads), but the two spliced in.
+    const events = Array.from({ length: 40 }, () => randomEvent(rnd)).filter((e) => String(e.modRevision).length <= 15);
+    const texts = events.map(encodeDeltaEvent);
+    // Elements the fast path leaves to JSON.parse, whose events carry their value decoded.
+    texts.splice(3, 0, String.raw`{ "etcdEvent":{"kv":{"key":"YQ==","value":"Yg==","mod_revision":9}},"time":"x\"}\\ ] [ {"}`);
+    texts.splice(20, 0, '{"etcdEvent":{"kv":{"mod_revision":9,"value":"Yw==","key":"YQ=="}},"time":"t"}');
+    const expected = texts.map((t) => decodeElementJson(t, 'event'));
+    const body = Buffer.from(`[${texts.join(',')}]`);
+    const payload = Buffer.concat([body, createHash('sha256').update(body).digest()]);
+    for (const size of [1, 7, 100, 1000, 1 << 16]) {
+      const decoder = new DeltaPayloadDecoder('test', { values: false });
+      const keys: Buffer[] = [];
+      const values: Buffer[] = [];
+      const take = (ev: DeltaEvent): void => {
+        keys.push(ev.key);
+        values.push(decoder.valueOf(ev));
+      };
+      for (let at = 0; at < payload.length; at += size) decoder.write(payload.subarray(at, at + size), take);
+      decoder.end();
+      expect(keys, `chunks of ${size}`).toEqual(expected.map((e) => e.key));
+      expect(values, `chunks of ${size}`).toEqual(expected.map((e) => e.value));
+    }
+    // Not asked for, the value is left empty on the event.
+    const decoder = new DeltaPayloadDecoder('test', { values: false });
+    const seen: DeltaEvent[] = [];
+    decoder.write(payload, (ev) => seen.push(ev));
+    expect(seen.map((e) => e.value.toString())).toEqual(expected.map((e, i) => (i === 3 || i === 20 ? e.value.toString() : '')));
   });
 
   it('reads elements wherever the chunks split, canonical ones and the others mixed', async () => {
