@@ -306,7 +306,9 @@ function localFlags(root: string, tmp: string, prefix?: string): string[] {
   ];
 }
 
-const compressionFlags = (c: string): string[] => (c === 'none' ? [] : ['--compress-snapshots=true', `--compression-policy=${c}`]);
+// `none` says so: our default is compressed (gzip, as upstream since v0.40), the Go v0.23 default is not.
+const compressionFlags = (c: string): string[] =>
+  c === 'none' ? ['--compress-snapshots=false'] : ['--compress-snapshots=true', `--compression-policy=${c}`];
 
 async function needS3(env: Env): Promise<S3rverInstance> {
   if (env.s3 === undefined) {
