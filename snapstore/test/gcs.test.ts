@@ -263,7 +263,12 @@ describe('GCS provider on the fake', () => {
       proxy.releaseHeld();
       const answer = await waitFor(() => answers[0], 'the late answer to reach the client', 10_000, 5);
       // Dropped: the library closes its connections instead of reading it.
-      await waitFor(() => (answer.destroyed && proxy.connections() === 0) || unhandled.length > 0, 'the late answer to be dropped', 10_000, 5);
+      await waitFor(
+        () => (answer.destroyed && proxy.connections() === 0) || unhandled.length > 0,
+        'the late answer to be dropped',
+        10_000,
+        5,
+      );
       expect(unhandled).toEqual([]);
       // The store still fetches the object whole.
       expect(await readAll(await store.fetch(snap))).toHaveLength(200_000);
