@@ -99,8 +99,9 @@ export interface DeltaPayloadParserOptions {
    */
   payloads?: boolean;
   /**
-   * With payloads, decode values too (default). Without, values are checked and left empty: for a reader of
-   * keys and revisions only (the offline compaction's first pass), spared the larger half of the decoding.
+   * With payloads, decode values too (default). Without, values are checked and left empty, and `valueOf`
+   * decodes one on request: for a reader of keys and revisions (the offline compaction's first pass) or of few
+   * values (its replay, which writes one event in ten), spared the larger half of the decoding.
    */
   values?: boolean;
   /** Keep each event's time (default). Without, times are left empty: for readers that do not use them. */
