@@ -14,7 +14,7 @@
  * Deciding an entry at or below C needs the key's newest revision at or below C, which comes later in the
  * bucket than the entry: a first pass over the base's `key` bucket and the deltas fills `CompactionIndex`.
  */
-import { UNSEEN, type KeyStates } from './key-states.js';
+import { grown, UNSEEN, type KeyStates } from './key-states.js';
 import { mainRevisionOf, revisionKey } from './mvcc.js';
 
 /** Where a `key` bucket key marks a tombstone: 17 revision bytes, then `t`. */
@@ -71,11 +71,7 @@ export class CompactionIndex {
   note(keyId: string, main: number): void {
     if (main > this.at) return;
     const row = this.keys.ensureRow(keyId);
-    while (row >= this.newest.length) {
-      const grown = new Float64Array(this.newest.length * 2);
-      grown.set(this.newest);
-      this.newest = grown;
-    }
+    while (row >= this.newest.length) this.newest = grown(this.newest);
     if (this.newest[row] === 0) this.noted++;
     this.newest[row] = main;
   }

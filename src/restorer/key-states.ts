@@ -91,8 +91,11 @@ export class KeyStates {
   }
 }
 
-/** Twice the rows, for an amortized constant cost per key (the old array is garbage at once). */
-function grown(a: Float64Array<ArrayBuffer>): Float64Array<ArrayBuffer> {
+/**
+ * Twice the rows, for an amortized constant cost per key (the old array is garbage at once). Also grows the
+ * columns other modules keep by these rows (compaction.ts).
+ */
+export function grown(a: Float64Array<ArrayBuffer>): Float64Array<ArrayBuffer> {
   const next = new Float64Array(a.length * 2);
   next.set(a);
   return next;
