@@ -30,8 +30,11 @@ const CLUSTER = '/etcdserverpb.Cluster';
 const WATCH = '/etcdserverpb.Watch/Watch';
 const AUTHENTICATE = '/etcdserverpb.Auth/Authenticate';
 
-/** Snapshot messages (32 KiB each from etcd) read ahead of the consumer before reading pauses. */
-const SNAPSHOT_QUEUE_MESSAGES = 64;
+/**
+ * Snapshot messages (32 KiB each from etcd) read ahead of the consumer before reading pauses; the receive
+ * window (client.ts) holds more behind them. Small for the same reason as that window.
+ */
+const SNAPSHOT_QUEUE_MESSAGES = 16;
 
 /** How long a broken watch waits before it connects again (etcd restarting). */
 const WATCH_RETRY_MS = 500;
