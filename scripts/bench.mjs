@@ -17,7 +17,7 @@ import { basename, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 /** What bin/etcdbrctl sets for the real process; benches measure in-process, so they get it here
- * (BENCH_SEMI_SPACE_MB=16 measures with V8's default instead). */
+ * (BENCH_SEMI_SPACE_MB=16 measures with V8's default semi-space instead; NEW_SPACE_CAPACITY stays). */
 const SEMI_SPACE = `--max-semi-space-size=${process.env.BENCH_SEMI_SPACE_MB ?? 2}`;
 /** Also from bin/etcdbrctl: when V8 collects the young generation for the Buffers' sake (see there). */
 const NEW_SPACE_CAPACITY = '--scavenger-max-new-space-capacity-mb=1';
