@@ -19,8 +19,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 /** What bin/etcdbrctl sets for the real process; benches measure in-process, so they get it here
  * (BENCH_SEMI_SPACE_MB=16 measures with V8's default semi-space instead; NEW_SPACE_CAPACITY stays). */
 const SEMI_SPACE = `--max-semi-space-size=${process.env.BENCH_SEMI_SPACE_MB ?? 2}`;
-/** Also from bin/etcdbrctl: when V8 collects the young generation for the Buffers' sake (see there). */
-const NEW_SPACE_CAPACITY = '--scavenger-max-new-space-capacity-mb=1';
+/** Also from bin/etcdbrctl: when V8 collects the young generation for the Buffers' sake (see there); as there,
+ * only on Node 24 and later, whose V8 knows the flag (an older node refuses to start with it). */
+const NEW_SPACE_CAPACITY = Number(process.versions.node.split('.')[0]) >= 24 ? ['--scavenger-max-new-space-capacity-mb=1'] : [];
 const root = fileURLToPath(new URL('..', import.meta.url));
 const dir = join(root, 'e2e', 'bench');
 const compiled = process.argv.includes('--compiled');
@@ -67,8 +68,8 @@ let failed = 0;
 for (const f of files) {
   console.log(`\n=== ${f}${compiled ? ' (compiled)' : ''} ===`);
   const args = compiled
-    ? ['--expose-gc', SEMI_SPACE, NEW_SPACE_CAPACITY, await bundle(join(dir, f))]
-    : ['--expose-gc', SEMI_SPACE, NEW_SPACE_CAPACITY, '--conditions=development', '--import', 'tsx', join(dir, f)];
+    ? ['--expose-gc', SEMI_SPACE, ...NEW_SPACE_CAPACITY, await bundle(join(dir, f))]
+    : ['--expose-gc', SEMI_SPACE, ...NEW_SPACE_CAPACITY, '--conditions=development', '--import', 'tsx', join(dir, f)];
   // The bench finds its sources (support scripts it starts) through ETCDBR_BENCH_DIR when it runs bundled.
   const r = spawnSync(process.execPath, [...args, ...benchArgs], {
     cwd: root,
