@@ -1,7 +1,16 @@
 /** The soak's own pure parts: the seeded schedule replays, and the checker's ack rule catches what it must. */
 import { describe, expect, it } from 'vitest';
 import type { AckRecord } from './soak/ack-log.js';
-import { checkAcknowledged, firstDifference, type KeyState } from './soak/checker.js';
+import {
+  checkAcknowledged,
+  firstDifference,
+  pickRestorable,
+  restorableRanges,
+  unreachableRanges,
+  type KeyState,
+  type StoredSnapshot,
+} from './soak/checker.js';
+import { createPrng } from './soak/prng.js';
 import { buildSchedule } from './soak/schedule.js';
 
 const opts = { durationMs: 600_000, topology: 'three', store: 's3' } as const;
@@ -77,5 +86,54 @@ describe('soak checker: key by key', () => {
     expect(firstDifference(want, new Map([['k', st('v', 5, 3, 3)]]), 'x')).toMatch(/"k" is/);
     expect(firstDifference(want, new Map(), 'x')).toMatch(/missing/);
     expect(firstDifference(new Map(), want, 'x')).toMatch(/should not exist/);
+  });
+});
+
+describe('soak checker: points in time the store reaches', () => {
+  // The store of seed 16's failed run: the leader was killed before it uploaded a delta of 39–64.
+  const store: StoredSnapshot[] = [
+    { kind: 'Full', start: 0, last: 1 },
+    { kind: 'Incr', start: 2, last: 38 },
+    { kind: 'Full', start: 0, last: 65 },
+    { kind: 'Incr', start: 66, last: 90 },
+    { kind: 'Incr', start: 91, last: 161 },
+  ];
+
+  it('follows each full through the deltas that continue it, and leaves the gap out', () => {
+    expect(restorableRanges(store)).toEqual([
+      [1, 38],
+      [65, 161],
+    ]);
+    expect(unreachableRanges(restorableRanges(store), 161)).toEqual(['39–64']);
+  });
+
+  it('merges a full taken inside a chain into that chain', () => {
+    const ranges = restorableRanges([...store, { kind: 'Full', start: 0, last: 100 }, { kind: 'Incr', start: 162, last: 170 }]);
+    expect(ranges).toEqual([
+      [1, 38],
+      [65, 170],
+    ]);
+  });
+
+  it('does not follow a delta that starts after a gap', () => {
+    expect(
+      restorableRanges([
+        { kind: 'Full', start: 0, last: 10 },
+        { kind: 'Incr', start: 12, last: 20 },
+      ]),
+    ).toEqual([[10, 10]]);
+  });
+
+  it('picks only reachable revisions, each of them', () => {
+    const ranges = restorableRanges(store);
+    const seen = new Set<number>();
+    const rng = createPrng(16);
+    for (let i = 0; i < 5_000; i++) {
+      const rev = pickRestorable(ranges, 30, 161, rng.int)!;
+      expect(rev >= 30 && rev <= 161 && !(rev > 38 && rev < 65)).toBe(true);
+      seen.add(rev);
+    }
+    expect(seen.size).toBe(38 - 30 + 1 + 161 - 65 + 1);
+    expect(pickRestorable(ranges, 40, 60, rng.int)).toBeUndefined();
   });
 });

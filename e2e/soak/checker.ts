@@ -233,6 +233,83 @@ export function checkAcknowledged(log: AckRecord[], state: Map<string, KeyState>
   return { checked, lost };
 }
 
+export interface StoredSnapshot {
+  kind: 'Full' | 'Incr';
+  start: number;
+  last: number;
+}
+
+/** The complete snapshots in the store, from the object names alone (upstream's v2 names), in no order. */
+export function storedSnapshots(storeRoot: string): StoredSnapshot[] {
+  const out: StoredSnapshot[] = [];
+  const walk = (dir: string) => {
+    for (const name of readdirSync(dir)) {
+      const p = join(dir, name);
+      if (statSync(p).isDirectory()) walk(p);
+      else {
+        const m = /^(Full|Incr)-(\d{8})-(\d{8})-\d+/.exec(name);
+        if (m && !/\.part$/.test(name)) out.push({ kind: m[1] as 'Full' | 'Incr', start: Number(m[2]), last: Number(m[3]) });
+      }
+    }
+  };
+  walk(storeRoot);
+  return out;
+}
+
+/**
+ * The revisions a restore can reach, as merged [from, to] ranges: each full's revision up to the end of the
+ * deltas that continue it without a gap. A gap is legitimate (a leader killed before it uploaded its deltas;
+ * the next leader's full covers the gap's end state), but no point in time inside it can be restored.
+ */
+export function restorableRanges(snaps: readonly StoredSnapshot[]): Array<[number, number]> {
+  const deltaFrom = new Map<number, number>();
+  for (const s of snaps) if (s.kind === 'Incr') deltaFrom.set(s.start, Math.max(deltaFrom.get(s.start) ?? 0, s.last));
+  const ranges: Array<[number, number]> = [];
+  for (const f of snaps) {
+    if (f.kind !== 'Full') continue;
+    let end = f.last;
+    for (let next = deltaFrom.get(end + 1); next !== undefined; next = deltaFrom.get(end + 1)) end = next;
+    ranges.push([f.last, end]);
+  }
+  ranges.sort((a, b) => a[0] - b[0]);
+  const merged: Array<[number, number]> = [];
+  for (const r of ranges) {
+    const top = merged.at(-1);
+    if (top && r[0] <= top[1] + 1) top[1] = Math.max(top[1], r[1]);
+    else merged.push([r[0], r[1]]);
+  }
+  return merged;
+}
+
+/** A revision in [min, max] that `ranges` reach, uniformly among them; undefined when none is. */
+export function pickRestorable(
+  ranges: ReadonlyArray<readonly [number, number]>,
+  min: number,
+  max: number,
+  int: (lo: number, hi: number) => number,
+): number | undefined {
+  const clipped = ranges.map(([a, b]) => [Math.max(a, min), Math.min(b, max)] as const).filter(([a, b]) => a <= b);
+  const total = clipped.reduce((n, [a, b]) => n + b - a + 1, 0);
+  if (total === 0) return undefined;
+  let i = int(0, total - 1);
+  for (const [a, b] of clipped) {
+    if (i <= b - a) return a + i;
+    i -= b - a + 1;
+  }
+  return undefined;
+}
+
+/** The revisions between the first full and `last` that no restore reaches, as "from–to" strings. */
+export function unreachableRanges(ranges: ReadonlyArray<readonly [number, number]>, last: number): string[] {
+  const gaps: string[] = [];
+  for (let i = 1; i < ranges.length; i++) {
+    const from = ranges[i - 1]![1] + 1;
+    const to = Math.min(ranges[i]![0] - 1, last);
+    if (from <= to) gaps.push(from === to ? String(from) : `${from}–${to}`);
+  }
+  return gaps;
+}
+
 /** Check 5 (store side): objects a finished upload or an interrupted one must not leave behind. */
 export function leftoverObjects(storeRoot: string): string[] {
   const out: string[] = [];

@@ -19,6 +19,7 @@ export function resultTable(r: SoakResult, minutes: number): string {
     ['catch-up once quiet', `${(r.catchUpMs / 1000).toFixed(1)} s`],
     ['hashkv compared', r.leases ? 'no (leases in the workload; keys compared one by one)' : 'yes'],
     ['point-in-time restores checked', r.pointInTime.join(', ') || '-'],
+    ['revisions no restore reaches (delta gaps after a leader loss)', r.unreachable.join(', ') || '-'],
     ['crashes', String(r.crashes.length)],
     ['result', r.failures.length === 0 ? 'PASS' : `FAIL (${r.failures.length} differences)`],
   ];

@@ -2,7 +2,7 @@
  * One soak run: the cluster and its sidecars, the workload, the nemesis for the run's duration, then quiet,
  * catch-up and the checker. Every process it starts is stopped when it ends, also on failure.
  */
-import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -15,9 +15,13 @@ import {
   hashKv,
   headRevision,
   leftoverObjects,
+  pickRestorable,
   readAt,
+  restorableRanges,
   restoreAndStart,
+  storedSnapshots,
   storeLastRevision,
+  unreachableRanges,
   verifyStore,
   type CheckerEnv,
 } from './checker.js';
@@ -57,6 +61,8 @@ export interface SoakResult {
   /** Whether the workload wrote keys with leases (then hashkv is not compared). */
   leases: boolean;
   pointInTime: number[];
+  /** Revisions between the first full and the store's last one that no restore reaches (see `restorableRanges`). */
+  unreachable: string[];
   crashes: ExitRecord[];
   /** Empty when every check passed; else the checker's differences, the first one first. */
   failures: string[];
@@ -68,19 +74,7 @@ const DELTA_PERIOD_S = 2;
 
 /** Highest revision any complete snapshot in the store reaches, from the object names alone. */
 function backedUpRevision(storeRoot: string): number {
-  let max = 0;
-  const walk = (dir: string) => {
-    for (const name of readdirSync(dir)) {
-      const p = join(dir, name);
-      if (statSync(p).isDirectory()) walk(p);
-      else {
-        const m = /(?:^|\/)(Full|Incr)-(\d{8})-(\d{8})-\d+/.exec(name);
-        if (m && !/\.part$/.test(name)) max = Math.max(max, Number(m[3]));
-      }
-    }
-  };
-  walk(storeRoot);
-  return max;
+  return Math.max(0, ...storedSnapshots(storeRoot).map((s) => s.last));
 }
 
 function lastAckedRevision(path: string): number {
@@ -164,6 +158,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
     catchUpMs: 0,
     leases,
     pointInTime: [],
+    unreachable: [],
     crashes: [],
     failures,
     runDir,
@@ -284,11 +279,18 @@ async function check(
     await restored.stop();
   }
 
-  // 4. Point-in-time restores at seeded revisions in the middle of the run.
+  // 4. Point-in-time restores at seeded revisions in the middle of the run, among those the store's objects
+  // reach: a leader killed before it uploaded its deltas leaves a gap only the next full's revision covers.
   const rng = createPrng(opts.seed ^ 0x9e3779b9);
+  const reachable = restorableRanges(storedSnapshots(storeRoot));
+  result.unreachable = unreachableRanges(reachable, plan.last);
   for (let i = 0; i < opts.pointInTimeChecks; i++) {
     // The first full is taken before the first fault, in the first few percent of the run.
-    const rev = rng.int(Math.floor(plan.last * 0.2), plan.last);
+    const rev = pickRestorable(reachable, Math.floor(plan.last * 0.2), plan.last, rng.int);
+    if (rev === undefined) {
+      failures.push(`check 4: no revision in ${Math.floor(plan.last * 0.2)}–${plan.last} is reachable from the store's objects`);
+      break;
+    }
     result.pointInTime.push(rev);
     let pit;
     try {
