@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../src/clock.js';
 import { createLogger } from '../src/log.js';
-import { loadMallocTrim, startNativeHeapTrimmer, trimDecision, type MemoryReading } from '../src/native-heap.js';
+import { fullGc, loadMallocTrim, startNativeHeapTrimmer, trimDecision, type MemoryReading } from '../src/native-heap.js';
 
 const MiB = 1024 * 1024;
 const reading = (rssMiB: number, externalMiB = 10): MemoryReading => ({ rss: rssMiB * MiB, external: externalMiB * MiB });
@@ -61,6 +61,33 @@ describe('startNativeHeapTrimmer', () => {
     expect(clock.pending).toBe(0);
   });
 
+  it('runs a full garbage collection before each trim, and none while idle', async () => {
+    const clock = new FakeClock(0);
+    let now = reading(80);
+    const calls: string[] = [];
+    const trimmer = await startNativeHeapTrimmer({
+      clock,
+      logger,
+      intervalMs: 1000,
+      read: () => now,
+      collect: () => calls.push('collect'),
+      trim: () => {
+        calls.push('trim');
+        now = reading(80);
+      },
+    });
+    clock.advance(3000);
+    expect(calls).toEqual([]);
+    now = reading(95);
+    clock.advance(1000);
+    expect(calls).toEqual(['collect', 'trim']);
+    clock.advance(1000); // the first trim released 15 MiB: one more
+    expect(calls).toEqual(['collect', 'trim', 'collect', 'trim']);
+    clock.advance(5000);
+    expect(calls).toHaveLength(4);
+    trimmer.stop();
+  });
+
   it('does nothing, and says so once, when malloc_trim cannot be loaded', async () => {
     const lines: string[] = [];
     const clock = new FakeClock(0);
@@ -73,6 +100,23 @@ describe('startNativeHeapTrimmer', () => {
     expect(lines.join('')).toContain('malloc_trim is not available');
     expect(lines.join('')).toContain('not built');
     trimmer.stop();
+  });
+});
+
+describe('fullGc', () => {
+  it('collects an unreachable object, though this process was started without --expose-gc', async () => {
+    expect(process.execArgv.join(' ')).not.toContain('expose-gc');
+    const gc = fullGc();
+    expect(gc).toBeTypeOf('function');
+    let ref: WeakRef<object> | undefined;
+    (() => {
+      const big = { payload: new Array(10_000).fill(0) };
+      ref = new WeakRef(big);
+    })();
+    // A WeakRef keeps its target for the rest of the job that made it.
+    await new Promise((r) => setImmediate(r));
+    gc?.();
+    expect(ref?.deref()).toBeUndefined();
   });
 });
 

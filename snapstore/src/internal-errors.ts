@@ -21,6 +21,8 @@ export type InternalErrorCode =
   | 'E_CORRUPT_STREAM'
   /** A local store path names something that is not a regular file. */
   | 'E_NOT_A_FILE'
+  /** An upload part could not be written to the snapstore temp directory. */
+  | 'E_SPOOL'
   /** A multipart upload failed; the cause and where it came from are attached. */
   | 'E_UPLOAD_FAILED'
   /** An invariant of the package's own bookkeeping broke: a bug, reported instead of using unbounded memory. */

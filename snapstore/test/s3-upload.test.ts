@@ -1,18 +1,18 @@
 import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
+import { crc32 } from 'node:zlib';
 import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Logger } from '../src/logger.js';
 import { silentLogger } from '../src/logger.js';
 import { UploadFailedError, uploadStream } from '../src/providers/s3-upload.js';
 import type { PartRetryPolicy, StreamUploadOptions } from '../src/providers/s3-upload.js';
-import { CountingIdleBuffers } from './support/counting-idle.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from './support/s3rver.js';
 import type { S3rverInstance } from './support/s3rver.js';
 import { writeSelfSignedCert } from '../../test/support/certs.js';
@@ -29,6 +29,9 @@ interface Seen {
   /** Request body, kept for POSTs only (CompleteMultipartUpload lists the parts). */
   body?: string;
   bytes: number;
+  /** SHA-256 (hex) and CRC32 (base64, big-endian, as S3's checksum header) of the body as it arrived. */
+  sha256?: string;
+  crc32?: string;
   status?: number;
 }
 
@@ -60,14 +63,22 @@ async function startFaultProxy(target: string) {
     res.on('close', done);
     // Nothing reads the body until the verdict is in, so a delayed request loses none of it.
     const chunks: Buffer[] = [];
+    const bodyHash = createHash('sha256');
+    let bodyCrc = 0;
     const tap = new Transform({
       transform(c: Buffer, _enc, cb) {
         rec.bytes += c.length;
+        bodyHash.update(c);
+        bodyCrc = crc32(c, bodyCrc);
         if (rec.method === 'POST') chunks.push(c);
         cb(null, c);
       },
       flush(cb) {
         if (chunks.length > 0) rec.body = Buffer.concat(chunks).toString('utf8');
+        rec.sha256 = bodyHash.digest('hex');
+        const crc = Buffer.alloc(4);
+        crc.writeUInt32BE(bodyCrc >>> 0);
+        rec.crc32 = crc.toString('base64');
         cb();
       },
     });
@@ -189,7 +200,16 @@ async function failure(p: Promise<unknown>): Promise<UploadFailedError> {
 
 const FAST_RETRY: PartRetryPolicy = { retries: 2, baseDelayMs: 20, timeoutMs: 30_000 };
 
-describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () => {
+// Every upload's part files go here; each suite checks that none outlives its upload.
+let spool: string;
+beforeAll(async () => {
+  spool = await mkdtemp(path.join(os.tmpdir(), 's3-upload-spool-'));
+});
+afterAll(async () => {
+  if (spool) await rm(spool, { recursive: true, force: true });
+});
+
+describe('uploadStream (multipart through part files) against s3rver', () => {
   let srv: S3rverInstance;
   let proxy: Awaited<ReturnType<typeof startFaultProxy>>;
   let client: S3Client;
@@ -214,6 +234,8 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     await srv?.stop();
   });
   beforeEach(() => proxy.reset());
+  // No part file outlives its upload, whether it succeeded or failed.
+  afterEach(async () => expect(await readdir(spool)).toEqual([]));
 
   const options = (over: Partial<StreamUploadOptions> = {}): StreamUploadOptions => ({
     client,
@@ -221,6 +243,7 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     key: `up/${++n}`,
     partSize: PART,
     concurrency: 3,
+    spoolDir: spool,
     retry: FAST_RETRY,
     logger: silentLogger,
     ...over,
@@ -278,7 +301,7 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
       const src = source(size);
       const opts = options();
       const r = await uploadStream(src.stream, opts);
-      expect(r).toMatchObject({ bytes: size, parts: 0, buffersAllocated: 1 });
+      expect(r).toMatchObject({ bytes: size, parts: 0, maxPartFiles: 1 });
       expect(proxy.seen.map((s) => `${s.method} ${s.query.toString()}`)).toEqual(['PUT x-id=PutObject']);
       expect(await stored(opts.key)).toEqual({ size, hex: src.digest() });
     }
@@ -368,7 +391,7 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     expect(src.stream.destroyed).toBe(true);
   });
 
-  it('holds at most concurrency + 1 buffers, reuses them, and stops reading while all are busy', async () => {
+  it('holds at most concurrency + 1 part files, and stops reading while all slots are busy', async () => {
     let release: () => void = () => undefined;
     const gate = new Promise<void>((r) => (release = r));
     proxy.reset(async (s) => {
@@ -379,44 +402,18 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     const opts = options({ concurrency: 2 });
     const p = uploadStream(src.stream, opts);
     await waitFor(() => proxy.seen.filter(isPart).length >= 2, 'two parts held at the proxy', 20_000, 10);
-    // Two parts held at the proxy, one buffer full and waiting for a slot (the uploader stops reading there);
-    // the source is not read further than that plus the stream's own read-ahead. buffersAllocated below
-    // bounds the read-ahead over the whole upload.
-    await waitFor(() => src.produced >= 3 * PART, 'the third buffer filled', 20_000, 10);
+    // Two parts held at the proxy, a third written and waiting for a slot (the uploader stops reading there);
+    // the source is not read further than that plus the stream's own read-ahead.
+    await waitFor(() => src.produced >= 3 * PART, 'the third part written', 20_000, 10);
+    await waitFor(async () => (await readdir(spool)).length === 3, 'three part files', 20_000, 10);
     expect(src.produced).toBeLessThanOrEqual(3 * PART + 2 * 65_536);
     expect(proxy.seen.filter(isPart)).toHaveLength(2);
     release();
     const r = await p;
     expect(r).toMatchObject({ parts: 9, bytes: 8 * PART + 5 });
-    expect(r.buffersAllocated).toBeLessThanOrEqual(3);
+    expect(r.maxPartFiles).toBe(3);
     expect(proxy.maxPartsInFlight).toBeLessThanOrEqual(2);
     expect(await stored(opts.key)).toEqual({ size: 8 * PART + 5, hex: src.digest() });
-  });
-
-  it("frees the part buffers when the store has no upload running, after a failed upload too, and stores each upload's own bytes", async () => {
-    const idle = new CountingIdleBuffers(3);
-    proxy.reset(() => undefined);
-    const first = source(3 * PART + 7, { chunk: 65_536 });
-    const o1 = options({ concurrency: 2, idleBuffers: idle });
-    const r1 = await uploadStream(first.stream, o1);
-    expect(r1.buffersAllocated).toBeGreaterThan(0);
-    // Nothing kept for a later upload: a quiet sidecar holds no part buffers.
-    expect(idle.size).toBe(0);
-
-    proxy.reset((s) => (isPart(s) && partNo(s) === 2 ? { fail: 403, code: 'AccessDenied' } : undefined));
-    const failing = source(4 * PART, { chunk: 65_536, seed: 0x0badf00d });
-    await failure(uploadStream(failing.stream, options({ concurrency: 2, idleBuffers: idle })));
-    expect(idle.size).toBe(0);
-
-    proxy.reset(() => undefined);
-    const second = source(4 * PART + 3, { chunk: 65_536, seed: 0x7e57ab1e });
-    const o2 = options({ concurrency: 2, idleBuffers: idle });
-    const r2 = await uploadStream(second.stream, o2);
-    expect(r2.buffersAllocated).toBeGreaterThan(0);
-    expect(idle.hits).toBe(0);
-    expect(idle.size).toBe(0);
-    expect(await stored(o1.key)).toEqual({ size: 3 * PART + 7, hex: first.digest() });
-    expect(await stored(o2.key)).toEqual({ size: 4 * PART + 3, hex: second.digest() });
   });
 
   it('sends SSE-C parameters on create, parts and complete, and a CRC32 checksum by default', async () => {
@@ -432,6 +429,83 @@ describe('uploadStream (multipart with a fixed buffer pool) against s3rver', () 
     for (const h of headers) expect(h['x-amz-server-side-encryption-customer-key-md5']).toBe(ssec.SSECustomerKeyMD5);
     expect(headers[0]?.['x-amz-checksum-algorithm']).toBe('CRC32');
     expect(headers.slice(1, 3).every((h) => typeof h['x-amz-checksum-crc32'] === 'string')).toBe(true);
+  });
+
+  it('sends each part from its file with the CRC32 and, over http, the SHA-256 of the bytes that arrived', async () => {
+    let release: () => void = () => undefined;
+    const gate = new Promise<void>((r) => (release = r));
+    proxy.reset(async (s) => {
+      if (isPart(s)) await gate;
+      return undefined;
+    });
+    const size = 6 * PART + 12_345;
+    const src = source(size, { chunk: 65_536 });
+    const opts = options({ concurrency: 3, unsignedPayload: true });
+    const p = uploadStream(src.stream, opts);
+    // Three parts held at the proxy and a fourth written: four files, and the input read no further.
+    await waitFor(
+      async () => (await readdir(spool)).length === 4 && proxy.seen.filter(isPart).length === 3,
+      'three parts held',
+      20_000,
+      10,
+    );
+    await waitFor(() => src.produced >= 4 * PART, 'the fourth part written', 20_000, 10);
+    expect(src.produced).toBeLessThanOrEqual(4 * PART + 2 * 65_536);
+    release();
+    const r = await p;
+    expect(r).toMatchObject({ parts: 7, bytes: size, retries: 0, maxPartFiles: 4 });
+    expect(proxy.maxPartsInFlight).toBeLessThanOrEqual(3);
+    const parts = proxy.seen.filter(isPart);
+    expect(parts.map((x) => x.bytes).sort((a, b) => a - b)).toEqual([12_345, PART, PART, PART, PART, PART, PART]);
+    for (const x of parts) {
+      expect(x.headers['x-amz-checksum-crc32']).toBe(x.crc32);
+      expect(x.headers['x-amz-content-sha256']).toBe(x.sha256);
+      expect(x.headers['content-length']).toBe(String(x.bytes));
+      expect(x.headers['content-encoding']).toBeUndefined();
+    }
+    expect(await stored(opts.key)).toEqual({ size, hex: src.digest() });
+  });
+
+  it('sends a single PutObject from its file with the checksums of its bytes', async () => {
+    const src = source(PART - 1, { chunk: 65_536 });
+    const opts = options();
+    await uploadStream(src.stream, opts);
+    const [put] = proxy.seen;
+    expect(put?.headers['x-amz-checksum-crc32']).toBe(put?.crc32);
+    expect(put?.headers['x-amz-content-sha256']).toBe(put?.sha256);
+    expect(put?.bytes).toBe(PART - 1);
+  });
+
+  it('a retried part is read from its file again; a part that fails for good leaves no file and aborts the upload', async () => {
+    let failed = 0;
+    proxy.reset((s) => (isPart(s) && partNo(s) === 2 && failed++ === 0 ? { fail: 500, code: 'InternalError' } : undefined));
+    const src = source(3 * PART + 1);
+    const opts = options();
+    expect(await uploadStream(src.stream, opts)).toMatchObject({ parts: 4, retries: 1 });
+    expect(proxy.seen.filter((x) => isPart(x) && partNo(x) === 2).map((x) => [x.status, x.bytes])).toEqual([
+      [500, PART],
+      [200, PART],
+    ]);
+    expect(await stored(opts.key)).toEqual({ size: 3 * PART + 1, hex: src.digest() });
+
+    proxy.reset((s) => (isPart(s) && partNo(s) === 2 ? { fail: 403, code: 'AccessDenied' } : undefined));
+    const err = await failure(uploadStream(source(4 * PART).stream, options()));
+    expect(err.origin).toBe('s3');
+    expect(proxy.seen.filter(isAbort)).toHaveLength(1);
+    expect(proxy.seen.some(isComplete)).toBe(false);
+  });
+
+  it('a temp directory that cannot be created fails the upload as a spool failure naming the path, before any request', async () => {
+    const blocker = path.join(spool, 'not-a-directory');
+    await writeFile(blocker, 'x');
+    try {
+      const err = await failure(uploadStream(source(2 * PART + 1).stream, options({ spoolDir: path.join(blocker, 'spool') })));
+      expect(err.origin).toBe('spool');
+      expect(String((err.cause as Error).message)).toContain(`snapstore temp directory ${path.join(blocker, 'spool')}`);
+      expect(proxy.seen).toEqual([]);
+    } finally {
+      await rm(blocker, { force: true });
+    }
   });
 
   it('unsignedPayload leaves plain-http requests signed with the body hash', async () => {
@@ -489,9 +563,11 @@ describe('uploadStream over https', () => {
         key,
         partSize: PART,
         concurrency: 2,
+        spoolDir: spool,
         unsignedPayload: true,
         logger: silentLogger,
       });
+      expect(await readdir(spool)).toEqual([]);
       const bodies = sent.filter((r) => 'partNumber' in r.query || r.query['x-id'] === 'PutObject');
       expect(bodies).toHaveLength(size > PART ? 2 : 1);
       for (const b of bodies) expect(b.headers['x-amz-content-sha256']).toBe('UNSIGNED-PAYLOAD');
@@ -506,7 +582,7 @@ describe('uploadStream over https', () => {
 });
 
 describe('uploadStream over https, against a scripted request handler', () => {
-  it("hands each of the SDK's own retries a fresh sliced stream of the whole part", async () => {
+  it("hands each of the SDK's own retries a fresh stream of the whole part file", async () => {
     const attempts: Array<{ part: number; body: 'buffer' | 'stream'; sha: string; bytes: number; payload: string }> = [];
     let resets = 0;
     const xml = (body: string) => ({
@@ -553,13 +629,22 @@ describe('uploadStream over https, against a scripted request handler', () => {
     try {
       const src = source(PART + 10);
       const parts: Buffer[] = [];
-      const tee = src.stream.on('data', (c: Buffer) => parts.push(c));
+      // A tee that passes nothing on before the uploader reads (a 'data' listener would start the flow at once).
+      const tee = src.stream.pipe(
+        new Transform({
+          transform(c: Buffer, _enc, cb) {
+            parts.push(c);
+            cb(null, c);
+          },
+        }),
+      );
       const r = await uploadStream(tee, {
         client,
         bucket: 'b',
         key: 'k',
         partSize: PART,
         concurrency: 1,
+        spoolDir: spool,
         unsignedPayload: true,
         logger: silentLogger,
       });
@@ -570,8 +655,8 @@ describe('uploadStream over https, against a scripted request handler', () => {
         { part: 1, body: 'stream', sha: part1, bytes: PART, payload: 'UNSIGNED-PAYLOAD' },
         { part: 1, body: 'stream', sha: part1, bytes: PART, payload: 'UNSIGNED-PAYLOAD' },
       ]);
-      // 10 bytes: below one slice, sent as it is.
-      expect(attempts.find((a) => a.part === 2)).toMatchObject({ body: 'buffer', bytes: 10 });
+      expect(attempts.find((a) => a.part === 2)).toMatchObject({ body: 'stream', bytes: 10 });
+      expect(await readdir(spool)).toEqual([]);
     } finally {
       client.destroy();
     }

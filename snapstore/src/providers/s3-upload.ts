@@ -1,22 +1,26 @@
 /**
- * Streaming S3 upload with a fixed set of part buffers (replaces @aws-sdk/lib-storage's `Upload`).
+ * Streaming S3 upload through part files (replaces @aws-sdk/lib-storage's `Upload`).
  *
- * lib-storage concatenates a fresh buffer for every part, so its memory is bounded only by when the
- * garbage collector gets round to the old ones (~80 MB above baseline for 1 GiB at 5 x 5 MiB). Here
- * one upload never holds more than `concurrency + 1` buffers of `partSize` (one being filled, the
- * rest in flight); input chunks are copied into them and they are reused part after part. While no
- * buffer is free the input is not read, so a slow store slows the producer (etcd's stream) down
- * instead of growing memory.
+ * Each part is written to a file in `spoolDir` as its bytes arrive (part-file.ts), its CRC32 and, where the
+ * signature covers the body, its SHA-256 computed on the way; the file is then sent as the part's body, read
+ * afresh for every attempt. At most `concurrency` parts are in flight and one more is being written; while
+ * no slot is free the input is not read, so a slow store slows the producer (etcd's stream) down instead of
+ * filling the disk. Part buffers in memory (lib-storage, and this module until 2026-11) held
+ * `concurrency + 1` parts, 31.5 MiB at the default 5 × 5 MiB: more than the pod's memory could spare.
  *
- * Flow: fill the first buffer; an input that ends before it is full goes up as one PutObject.
- * Otherwise CreateMultipartUpload (sent when the first part is full, in parallel with reading the
- * second), UploadPart of exactly `partSize` bytes (the last one shorter), each retried on its own
- * with exponential backoff (upstream: after 1, 2, 4, 8, 16 s), then CompleteMultipartUpload with the
- * parts in order. Any failure or abort cancels the requests in flight, sends AbortMultipartUpload
- * (best effort; a failure there is logged) and rejects with an {@link UploadFailedError} that says
- * whether the input, the caller's signal or S3 caused it.
+ * Flow: an input that ends within the first part goes up as one PutObject. Otherwise CreateMultipartUpload
+ * (sent when the first part is written, in parallel with writing the second), UploadPart of exactly
+ * `partSize` bytes (the last one shorter), each retried on its own with exponential backoff (upstream: after
+ * 1, 2, 4, 8, 16 s), then CompleteMultipartUpload with the parts in order. Any failure or abort cancels the
+ * requests in flight, sends AbortMultipartUpload (best effort; a failure there is logged) and rejects with an
+ * {@link UploadFailedError} that says whether the input, the caller's signal, the spool directory or S3 caused
+ * it. No part file outlives the upload.
  */
-import { Readable } from 'node:stream';
+import { randomBytes } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Readable } from 'node:stream';
 import {
   AbortMultipartUploadCommand,
   ChecksumAlgorithm,
@@ -29,11 +33,13 @@ import type { CompletedPart, PutObjectCommandInput, S3Client, UploadPartCommandI
 import type { Logger } from '../logger.js';
 import { InternalError, TimeoutError } from '../internal-errors.js';
 import { abortReason, describeError } from './common.js';
-import { PartBufferPool } from './part-buffers.js';
-import type { IdleBuffers } from './part-buffers.js';
+import { PartFileWriter, STAGING_BYTES, type PartFile } from './part-file.js';
 
 /** S3's limit on the number of parts of one multipart upload. */
 export const MAX_PARTS = 10_000;
+
+/** Read size of a part file being sent: what one request in flight holds of it at a time. */
+const BODY_READ_BYTES = 256 * 1024;
 
 export interface PartRetryPolicy {
   /** Retries after the first attempt (upstream: 5). */
@@ -61,6 +67,11 @@ export interface StreamUploadOptions {
   partSize: number;
   /** UploadPart requests in flight at most (`--max-parallel-chunk-uploads`). */
   concurrency: number;
+  /**
+   * Where parts wait for their upload (`--snapstore-temp-directory`, created when first needed, as upstream
+   * creates it). Holds at most `concurrency + 1` part files of this upload at a time.
+   */
+  spoolDir: string;
   writeParams?: WriteParams;
   /**
    * Send part and object bodies over https with `x-amz-content-sha256: UNSIGNED-PAYLOAD` instead of
@@ -75,21 +86,20 @@ export interface StreamUploadOptions {
   logger: Logger;
   /** `s3://bucket/key`, for log messages. */
   where?: string;
-  /** Part buffers left by earlier uploads of the same store, taken before allocating and refilled at the end. */
-  idleBuffers?: IdleBuffers;
 }
 
 export interface StreamUploadResult {
   bytes: number;
   /** Parts of the multipart upload; 0 when the object went up as a single PutObject. */
   parts: number;
-  /** Part buffers this upload allocated; never more than `concurrency + 1`. */
-  buffersAllocated: number;
+  /** Part files on disk at once at most; never more than `concurrency + 1`. */
+  maxPartFiles: number;
   /** Part (or PutObject) attempts that failed and were retried. */
   retries: number;
 }
 
-export type UploadFailureOrigin = 'input' | 'aborted' | 's3';
+/** Where the upload failed: its input, the caller's signal, S3, or writing a part to the spool directory. */
+export type UploadFailureOrigin = 'input' | 'aborted' | 's3' | 'spool';
 
 /** Why an upload failed; `cause` is the original error, `origin` where it came from. */
 export class UploadFailedError extends InternalError {
@@ -102,9 +112,16 @@ export class UploadFailedError extends InternalError {
   }
 }
 
+/** Whether the client sends to a configured plain-http endpoint (AWS's own endpoints are https). */
+async function endpointIsPlainHttp(client: S3Client): Promise<boolean> {
+  const endpoint = (client.config as { endpoint?: () => Promise<{ protocol?: string }> }).endpoint;
+  if (typeof endpoint !== 'function') return false;
+  return (await endpoint()).protocol === 'http:';
+}
+
 /** Uploads `input` to `bucket/key`; the object exists only if this resolves. */
 export async function uploadStream(input: Readable, opts: StreamUploadOptions): Promise<StreamUploadResult> {
-  const { client, bucket, key, partSize, logger } = opts;
+  const { client, bucket, key, partSize, logger, spoolDir } = opts;
   const concurrency = Math.max(1, Math.floor(opts.concurrency));
   const retry = opts.retry ?? DEFAULT_PART_RETRY;
   const writeParams = opts.writeParams ?? {};
@@ -126,27 +143,27 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
   else signal?.addEventListener('abort', onAbort, { once: true });
   const detachSignal = (): void => signal?.removeEventListener('abort', onAbort);
 
-  const pool = new PartBufferPool(partSize, concurrency + 1, opts.idleBuffers);
   const inflight = new Set<Promise<void>>();
   const completed: CompletedPart[] = [];
   let retries = 0;
   let partNumber = 0;
   let bytes = 0;
+  let files = 0;
+  let maxPartFiles = 0;
   let uploadId: Promise<string> | undefined;
-
-  const signed = <C extends UploadPartCommand | PutObjectCommand>(cmd: C): C =>
-    withSlicedTlsBody(opts.unsignedPayload ? withUnsignedPayload(cmd) : cmd);
-
-  const attempt = <T>(what: string, run: (s: AbortSignal) => Promise<T>): Promise<T> =>
-    withRetry(what, retry, cancel.signal, logger, where, run, () => retries++);
 
   const checksumAlgorithm = async (): Promise<ChecksumAlgorithm | undefined> =>
     // As lib-storage does: declare CRC32 up front when the client adds checksums to every part, so
     // S3 can combine them; with when_required the parts carry none and neither does the upload.
     (await client.config.requestChecksumCalculation()) === 'WHEN_SUPPORTED' ? ChecksumAlgorithm.CRC32 : undefined;
+  const algorithm = await checksumAlgorithm();
+  // The signature covers the body's SHA-256 over plain http always, and over https unless unsignedPayload.
+  const signBody = !opts.unsignedPayload || (await endpointIsPlainHttp(client));
+
+  const attempt = <T>(what: string, run: (s: AbortSignal) => Promise<T>): Promise<T> =>
+    withRetry(what, retry, cancel.signal, logger, where, run, () => retries++);
 
   const createUpload = async (): Promise<string> => {
-    const algorithm = await checksumAlgorithm();
     // Not cancellable: if it succeeds after a failure we still need its id to abort it.
     const out = await client.send(
       new CreateMultipartUploadCommand({
@@ -160,10 +177,48 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
     return out.UploadId;
   };
 
-  const uploadPart = async (n: number, body: Buffer): Promise<void> => {
+  const spoolError = (err: unknown): InternalError =>
+    new InternalError('E_SPOOL', `cannot write an upload part to the snapstore temp directory ${spoolDir}: ${describeError(err)}`, {
+      cause: err,
+    });
+
+  // One staging buffer for the whole upload: only one part is written at a time.
+  const staging = Buffer.allocUnsafe(STAGING_BYTES);
+  const filePrefix = join(spoolDir, `.etcdbr-part-${randomBytes(6).toString('hex')}`);
+  let spoolReady: Promise<unknown> | undefined;
+  let fileSeq = 0;
+  const openPart = async (): Promise<PartFileWriter> => {
+    spoolReady ??= mkdir(spoolDir, { recursive: true });
+    await spoolReady;
+    const w = await PartFileWriter.create(`${filePrefix}-${++fileSeq}`, staging, {
+      crc32: algorithm === ChecksumAlgorithm.CRC32,
+      sha256: signBody,
+    });
+    maxPartFiles = Math.max(maxPartFiles, ++files);
+    return w;
+  };
+  const removePart = async (path: string): Promise<void> => {
+    files--;
+    await rm(path, { force: true }).catch((err: unknown) =>
+      logger.warn({ err: describeError(err), file: path }, 'could not remove a part file after its upload'),
+    );
+  };
+
+  const uploadPart = async (n: number, part: PartFile): Promise<void> => {
     const id = await (uploadId as Promise<string>);
-    const input: UploadPartCommandInput = { Bucket: bucket, Key: key, UploadId: id, PartNumber: n, Body: body, ...writeParams };
-    const out = await attempt(`part ${n}`, (s) => client.send(signed(new UploadPartCommand(input)), { abortSignal: s }));
+    const req: UploadPartCommandInput = {
+      Bucket: bucket,
+      Key: key,
+      UploadId: id,
+      PartNumber: n,
+      Body: EMPTY_BODY, // the file, opened afresh for every attempt by withFileBody
+      ContentLength: part.size,
+      ...(part.crc32 ? { ChecksumCRC32: part.crc32 } : {}),
+      ...writeParams,
+    };
+    const out = await attempt(`part ${n}`, (s) =>
+      client.send(withFileBody(withPayloadHash(new UploadPartCommand(req), part.sha256), part.path), { abortSignal: s }),
+    );
     if (!out.ETag) throw new InternalError('E_BAD_ANSWER', `UploadPart ${n} returned no ETag`);
     completed[n - 1] = {
       PartNumber: n,
@@ -176,28 +231,26 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
     };
   };
 
-  /** Starts uploading `body` (a view of `owner`) once a slot is free; `owner` returns to the pool when it settled. */
-  const dispatch = async (body: Buffer, owner: Buffer): Promise<void> => {
+  /** Starts uploading a written part once a slot is free; its file goes when the part has settled. */
+  const dispatch = async (part: PartFile): Promise<void> => {
     while (inflight.size >= concurrency && !failure) await Promise.race(inflight);
-    if (failure) {
-      pool.give(owner);
-      return;
-    }
     const n = ++partNumber;
-    if (n > MAX_PARTS) {
-      pool.give(owner);
+    if (!failure && n > MAX_PARTS) {
       fail('s3', new InternalError('E_TOO_LARGE', `object exceeds ${MAX_PARTS} parts of ${partSize} bytes; raise --min-chunk-size`));
+    }
+    if (failure) {
+      await removePart(part.path);
       return;
     }
     if (!uploadId) {
       uploadId = createUpload();
       uploadId.catch(() => undefined); // observed by every part and by the cleanup
     }
-    const p: Promise<void> = uploadPart(n, body)
+    const p: Promise<void> = uploadPart(n, part)
       .catch((err: unknown) => fail('s3', err))
-      .finally(() => {
+      .finally(async () => {
+        await removePart(part.path);
         inflight.delete(p);
-        pool.give(owner);
       });
     inflight.add(p);
   };
@@ -206,59 +259,85 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
     while (inflight.size > 0) await Promise.race(inflight);
   };
 
+  /** The part being written; undefined once it was sealed or discarded. */
+  let writer: PartFileWriter | undefined;
   try {
-    // undefined once handed to dispatch on a failure: dispatch has given it back already.
-    let buf: Buffer | undefined = pool.take();
-    let filled = 0;
+    try {
+      writer = await openPart();
+    } catch (err) {
+      fail('spool', spoolError(err));
+    }
     try {
       read: for await (const raw of input) {
+        if (failure) break;
         const chunk: Buffer = Buffer.isBuffer(raw) ? raw : Buffer.from(raw as Uint8Array);
         for (let off = 0; off < chunk.length;) {
-          const n = chunk.copy(buf, filled, off);
-          filled += n;
+          const w = writer as PartFileWriter;
+          const n = Math.min(partSize - w.bytes, chunk.length - off);
+          let part: PartFile | undefined;
+          try {
+            await w.append(off === 0 && n === chunk.length ? chunk : chunk.subarray(off, off + n));
+            if (w.bytes === partSize) part = await w.finish();
+          } catch (err) {
+            fail('spool', spoolError(err));
+            break read;
+          }
           off += n;
           bytes += n;
-          if (filled === partSize) {
-            await dispatch(buf, buf);
-            filled = 0;
-            if (failure) {
-              buf = undefined;
+          if (part) {
+            writer = undefined;
+            await dispatch(part);
+            if (failure) break read;
+            try {
+              writer = await openPart();
+            } catch (err) {
+              fail('spool', spoolError(err));
               break read;
             }
-            buf = pool.take();
           }
         }
-        if (failure) break;
       }
     } catch (err) {
       fail('input', err); // a no-op when the read failed because we destroyed the input
     }
 
-    if (!failure && partNumber === 0 && buf) {
+    let last: PartFile | undefined;
+    if (writer && !failure) {
+      try {
+        last = await writer.finish();
+        writer = undefined;
+      } catch (err) {
+        fail('spool', spoolError(err));
+      }
+    }
+
+    if (!failure && partNumber === 0 && last) {
       // Input ended within the first part: one PutObject. It is the commit, so the caller's signal no longer applies.
       detachSignal();
-      const body = buf.subarray(0, filled);
-      const algorithm = await checksumAlgorithm();
+      const part = last;
+      const req: PutObjectCommandInput = {
+        Bucket: bucket,
+        Key: key,
+        Body: EMPTY_BODY,
+        ContentLength: part.size,
+        ...(part.crc32 ? { ChecksumCRC32: part.crc32 } : {}),
+        ...writeParams,
+      };
       try {
-        const input: PutObjectCommandInput = {
-          Bucket: bucket,
-          Key: key,
-          Body: body,
-          ...writeParams,
-          ...(algorithm ? { ChecksumAlgorithm: algorithm } : {}),
-        };
-        await attempt('object', (s) => client.send(signed(new PutObjectCommand(input)), { abortSignal: s }));
+        await attempt('object', (s) =>
+          client.send(withFileBody(withPayloadHash(new PutObjectCommand(req), part.sha256), part.path), { abortSignal: s }),
+        );
       } catch (err) {
         fail('s3', err);
         throw failure ?? err;
       } finally {
-        pool.give(buf); // the request has ended either way
+        await removePart(part.path);
       }
-      return { bytes, parts: 0, buffersAllocated: pool.allocated, retries };
+      return { bytes, parts: 0, maxPartFiles, retries };
     }
 
-    if (buf && !failure && filled > 0) await dispatch(buf.subarray(0, filled), buf);
-    else if (buf) pool.give(buf);
+    if (last && !failure && last.size > 0) await dispatch(last);
+    else if (last) await removePart(last.path);
     await settle();
 
     if (!failure) {
@@ -273,7 +352,7 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
             ...writeParams,
           }),
         );
-        return { bytes, parts: partNumber, buffersAllocated: pool.allocated, retries };
+        return { bytes, parts: partNumber, maxPartFiles, retries };
       } catch (err) {
         fail('s3', err);
       }
@@ -284,69 +363,51 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
     throw failure as UploadFailedError;
   } finally {
     detachSignal();
-    // Only buffers no request can still read may serve another upload; an unexpected throw with requests
-    // in flight leaves them all to the garbage collector instead.
-    if (inflight.size === 0) pool.release();
-    else pool.abandon();
+    if (writer) {
+      files--;
+      await writer.discard();
+    }
   }
 }
 
+/** A placeholder body: the request gets the part file's stream in `withFileBody`. */
+const EMPTY_BODY = Buffer.alloc(0);
+
 /**
- * The SigV4 signer takes a preset x-amz-content-sha256 header as the payload hash instead of hashing
- * the body; set before the signing step, and only on requests that really go out over https (the
- * endpoint may also come from the SDK's own configuration, e.g. AWS_ENDPOINT_URL).
+ * The payload hash the signature covers, preset so the signer never hashes the (placeholder) body: the
+ * part's SHA-256 when one was computed, else UNSIGNED-PAYLOAD (https only, where TLS protects the body and
+ * S3 checks its CRC32).
  */
-function withUnsignedPayload<C extends UploadPartCommand | PutObjectCommand>(cmd: C): C {
+function withPayloadHash<C extends UploadPartCommand | PutObjectCommand>(cmd: C, sha256: string | undefined): C {
   (cmd.middlewareStack as { add(mw: unknown, opts: { step: 'build'; name: string }): void }).add(
     (next: (args: { request: unknown }) => Promise<unknown>) => async (args: { request: unknown }) => {
-      const req = args.request as { protocol?: string; headers?: Record<string, string> };
-      if (req.protocol === 'https:' && req.headers) req.headers['x-amz-content-sha256'] = 'UNSIGNED-PAYLOAD';
+      const req = args.request as { headers?: Record<string, string> };
+      if (req.headers) req.headers['x-amz-content-sha256'] = sha256 ?? 'UNSIGNED-PAYLOAD';
       return next(args);
     },
-    { step: 'build', name: 'etcdbrUnsignedPayload' },
+    { step: 'build', name: 'etcdbrPayloadHash' },
   );
   return cmd;
 }
 
 /**
- * Slices a TLS body is written in: TLS then holds at most about this much ciphertext per request
- * (measured here: 64 KiB to 1 MiB all save ~33 MB at 5 x 5 MiB; smaller slices cost time).
+ * Sends the part file as the body, opened afresh for every attempt: after the SDK's retry and signing steps,
+ * on a copy of the request, so a retry (the SDK's own included) reads the file from its start. A stream an
+ * attempt left unread is closed when the attempt ends.
  */
-const TLS_SLICE = 512 * 1024;
-
-/**
- * Over https a Buffer body is encrypted in one go into the TLS socket's buffer, a second copy of every
- * part in flight (~25 MB more RSS at 5 x 5 MiB). Handing the SDK a stream of slices instead lets TLS
- * encrypt as the socket drains. Done per attempt, after the SDK's retry and signing steps, on a copy of
- * the request: a retry starts from the intact Buffer, and checksum and Content-Length were computed from
- * it in the build step.
- */
-function withSlicedTlsBody<C extends UploadPartCommand | PutObjectCommand>(cmd: C): C {
+function withFileBody<C extends UploadPartCommand | PutObjectCommand>(cmd: C, path: string): C {
   (cmd.middlewareStack as { add(mw: unknown, opts: { step: 'finalizeRequest'; priority: 'low'; name: string }): void }).add(
     (next: (args: { request: unknown }) => Promise<unknown>) => async (args: { request: unknown }) => {
-      const req = args.request as { protocol?: string; body?: unknown };
-      if (req.protocol !== 'https:' || !Buffer.isBuffer(req.body) || req.body.length <= TLS_SLICE) return next(args);
-      return next({ ...args, request: { ...req, body: sliced(req.body) } });
+      const body = createReadStream(path, { highWaterMark: BODY_READ_BYTES });
+      try {
+        return await next({ ...args, request: { ...(args.request as object), body } });
+      } finally {
+        body.destroy();
+      }
     },
-    { step: 'finalizeRequest', priority: 'low', name: 'etcdbrSlicedTlsBody' },
+    { step: 'finalizeRequest', priority: 'low', name: 'etcdbrFileBody' },
   );
   return cmd;
-}
-
-function sliced(buf: Buffer): Readable {
-  let offset = 0;
-  return new Readable({
-    highWaterMark: TLS_SLICE,
-    read() {
-      if (offset >= buf.length) {
-        this.push(null);
-        return;
-      }
-      const end = Math.min(offset + TLS_SLICE, buf.length);
-      this.push(buf.subarray(offset, end));
-      offset = end;
-    },
-  });
 }
 
 /** Best effort: a failure here leaves parts behind (until a lifecycle rule removes them) and is logged, not thrown. */

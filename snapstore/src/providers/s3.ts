@@ -1,11 +1,11 @@
 /**
  * S3 provider (upstream `pkg/snapstore/s3_snapstore.go`) on @aws-sdk/client-s3.
  *
- * Save streams straight into a multipart upload (no temp copy of the snapshot on disk, unlike
- * upstream) through our own uploader (s3-upload.ts): parts of `minChunkSize`,
- * `maxParallelChunkUploads` in flight, at most that many + 1 part buffers, reused, so memory stays
- * fixed whatever the snapshot size. With 10,000 parts the largest object is 10,000 x minChunkSize
- * (>= 48.8 GiB at 5 MiB), far above etcd's 8 GiB quota.
+ * Save streams into a multipart upload through our own uploader (s3-upload.ts): parts of `minChunkSize`,
+ * written to files in `--snapstore-temp-directory` as they arrive and sent from there,
+ * `maxParallelChunkUploads` in flight. So memory stays small and fixed whatever the snapshot size, and the
+ * disk holds at most that many + 1 parts (upstream holds a temp copy of the whole snapshot). With 10,000
+ * parts the largest object is 10,000 x minChunkSize (>= 48.8 GiB at 5 MiB), far above etcd's 8 GiB quota.
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
@@ -33,7 +33,6 @@ import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnaps
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import { type StoreFailureCode, abortReason, classifyStoreFailure, describeError, isNetworkError, saveFailed } from './common.js';
-import { IdleBuffers } from './part-buffers.js';
 import { DEFAULT_FETCH_STALL_MS, guardedFetch } from './fetch-guard.js';
 import { DEFAULT_PART_RETRY, UploadFailedError, errorName, httpStatus, uploadStream } from './s3-upload.js';
 import type { PartRetryPolicy } from './s3-upload.js';
@@ -208,8 +207,8 @@ class S3SnapStore implements SnapStore {
   private readonly bucket: string;
   private readonly logger: Logger;
   private readonly partSize: number;
-  /** One upload's worth of part buffers, kept between uploads (see IdleBuffers). */
-  private readonly idleParts: IdleBuffers;
+  /** `--snapstore-temp-directory`: where parts wait for their upload. */
+  private readonly tempDir: string;
   private readonly queueSize: number;
   private warnedVersioning = false;
   private readonly stallMs: number;
@@ -226,8 +225,8 @@ class S3SnapStore implements SnapStore {
     this.bucket = config.container;
     this.logger = config.logger ?? silentLogger;
     this.partSize = Math.max(config.minChunkSize, S3_MIN_PART_SIZE);
+    this.tempDir = config.tempDir;
     this.queueSize = Math.max(1, config.maxParallelChunkUploads);
-    this.idleParts = new IdleBuffers(this.queueSize + 1);
     this.stallMs = config.fetchStallTimeoutMs ?? DEFAULT_FETCH_STALL_MS;
   }
 
@@ -409,7 +408,9 @@ class S3SnapStore implements SnapStore {
         key,
         partSize: this.partSize,
         concurrency: this.queueSize,
-        idleBuffers: this.idleParts,
+        // Parts wait for their upload as files, not buffers (s3-upload.ts): an uncompressed full snapshot fills
+        // all of them as fast as etcd sends, and 6 x 5 MiB in memory took it past the pod's 128 MiB.
+        spoolDir: this.tempDir,
         writeParams: this.ssec ?? {},
         unsignedPayload: true, // applied to https requests only; plain http keeps the signed body hash
         retry: this.partRetry,
