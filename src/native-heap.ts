@@ -19,11 +19,15 @@
  * The trim itself is glibc's malloc_trim through @etcdbrctl/malloc-trim (a small Node-API addon built by
  * `npm ci`). Without it (not built, or a C library other than glibc) nothing is trimmed; the log says so once.
  *
- * Before each trim, V8's full garbage collection (`fullGc`): Buffers that outlived two young-generation
- * collections during the burst (file reads waiting in a socket's queue, say) die in the old generation, and
+ * Before a trim, V8's full garbage collection (`fullGc`) when the RSS stands `collectBytes` or more above the
+ * reading after the last collection (`collectDecision`, pure): Buffers that outlived two young-generation
+ * collections during a burst (file reads waiting in a socket's queue, say) die in the old generation, and
  * only a full collection frees them. V8 runs one when the old generation grows, which a quiet sidecar may not
  * do for minutes: measured after an uncompressed 1.1 GiB full snapshot to S3 (parts sent from files), the RSS
- * stayed ~10 MiB above idle for 60-90 s without it. A full collection of the sidecar's small heap takes ~10 ms.
+ * stayed ~12 MiB above idle for 60-90 s without it. A full collection of the sidecar's small heap takes ~10 ms.
+ * Not on every trim: the RSS moves by a few MiB for a while after start, and a collection every 15 s then
+ * cost the idle sidecar 2-3 ms of CPU a second. Memory that stays live after a collection raises the mark, so
+ * a sidecar that holds more for good is not collected again and again.
  */
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
@@ -37,9 +41,11 @@ export interface TrimPolicy {
   movedBytes: number;
   /** What a trim must have released for the next tick to trim again. */
   releasedBytes: number;
+  /** How far the RSS must stand above the reading after the last full garbage collection for another one. */
+  collectBytes: number;
 }
 
-export const DEFAULT_TRIM_POLICY: TrimPolicy = { movedBytes: 2 * MiB, releasedBytes: 1 * MiB };
+export const DEFAULT_TRIM_POLICY: TrimPolicy = { movedBytes: 2 * MiB, releasedBytes: 1 * MiB, collectBytes: 8 * MiB };
 
 /** The process's memory as the trimmer reads it, in bytes. */
 export interface MemoryReading {
@@ -48,10 +54,19 @@ export interface MemoryReading {
   external: number;
 }
 
-/** What the trimmer knows of the last trim: the reading right after it, and how much RSS it released. */
+/**
+ * What the trimmer knows of the last trim: the reading right after it, how much RSS it released, and the
+ * reading after the last full garbage collection (at start: the first reading).
+ */
 export interface LastTrim {
   after: MemoryReading;
   released: number;
+  collected: MemoryReading;
+}
+
+/** Whether to run a full garbage collection (and then trim) on this tick. */
+export function collectDecision(now: MemoryReading, last: LastTrim, policy: TrimPolicy = DEFAULT_TRIM_POLICY): boolean {
+  return now.rss - last.collected.rss >= policy.collectBytes;
 }
 
 export function trimDecision(now: MemoryReading, last: LastTrim, policy: TrimPolicy = DEFAULT_TRIM_POLICY): boolean {
@@ -74,7 +89,7 @@ export interface NativeHeapTrimmerOptions {
   trim?: () => unknown;
   /** Where the trim comes from when `trim` is absent (default loadMallocTrim). */
   load?: () => Promise<{ trim?: () => unknown; problem?: string }>;
-  /** Runs before each trim (default `fullGc()`; nothing where it is not available). */
+  /** The full garbage collection `collectDecision` asks for (default `fullGc()`; none where it is not available). */
   collect?: () => void;
 }
 
@@ -130,19 +145,24 @@ export async function startNativeHeapTrimmer(opts: NativeHeapTrimmerOptions): Pr
   const collect = 'collect' in opts ? opts.collect : fullGc();
   const policy = opts.policy ?? DEFAULT_TRIM_POLICY;
   const intervalMs = opts.intervalMs ?? TRIM_INTERVAL_MS;
-  let last: LastTrim = { after: read(), released: 0 };
+  const first = read();
+  let last: LastTrim = { after: first, released: 0, collected: first };
   let timer: TimerHandle | undefined;
   let stopped = false;
   const tick = (): void => {
     timer = undefined;
     if (stopped) return;
     const before = read();
-    if (trimDecision(before, last, policy)) {
-      collect?.();
+    const collecting = collect !== undefined && collectDecision(before, last, policy);
+    if (collecting || trimDecision(before, last, policy)) {
+      if (collecting) collect();
       trim();
       const after = read();
-      last = { after, released: Math.max(0, before.rss - after.rss) };
-      logger.debug({ rssBeforeMiB: round1(before.rss / MiB), rssAfterMiB: round1(after.rss / MiB) }, 'native heap trimmed');
+      last = { after, released: Math.max(0, before.rss - after.rss), collected: collecting ? after : last.collected };
+      logger.debug(
+        { rssBeforeMiB: round1(before.rss / MiB), rssAfterMiB: round1(after.rss / MiB), collected: collecting },
+        'native heap trimmed',
+      );
     }
     timer = clock.setTimeout(tick, intervalMs);
   };

@@ -4,13 +4,13 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { FakeClock } from '../src/clock.js';
 import { createLogger } from '../src/log.js';
-import { fullGc, loadMallocTrim, startNativeHeapTrimmer, trimDecision, type MemoryReading } from '../src/native-heap.js';
+import { collectDecision, fullGc, loadMallocTrim, startNativeHeapTrimmer, trimDecision, type MemoryReading } from '../src/native-heap.js';
 
 const MiB = 1024 * 1024;
 const reading = (rssMiB: number, externalMiB = 10): MemoryReading => ({ rss: rssMiB * MiB, external: externalMiB * MiB });
 
 describe('trimDecision', () => {
-  const last = { after: reading(80), released: 0 };
+  const last = { after: reading(80), released: 0, collected: reading(80) };
 
   it('leaves an idle process alone', () => {
     expect(trimDecision(reading(80), last)).toBe(false);
@@ -28,8 +28,17 @@ describe('trimDecision', () => {
   });
 
   it('trims again while trims release memory', () => {
-    expect(trimDecision(reading(80), { after: reading(80), released: 6 * MiB })).toBe(true);
-    expect(trimDecision(reading(80), { after: reading(80), released: 0.5 * MiB })).toBe(false);
+    expect(trimDecision(reading(80), { ...last, released: 6 * MiB })).toBe(true);
+    expect(trimDecision(reading(80), { ...last, released: 0.5 * MiB })).toBe(false);
+  });
+});
+
+describe('collectDecision', () => {
+  it('asks for a full collection once the RSS stands 8 MiB above the reading after the last one', () => {
+    const last = { after: reading(85), released: 0, collected: reading(80) };
+    expect(collectDecision(reading(87.9), last)).toBe(false);
+    expect(collectDecision(reading(88), last)).toBe(true);
+    expect(collectDecision(reading(95), { ...last, collected: reading(90) })).toBe(false);
   });
 });
 
@@ -61,9 +70,10 @@ describe('startNativeHeapTrimmer', () => {
     expect(clock.pending).toBe(0);
   });
 
-  it('runs a full garbage collection before each trim, and none while idle', async () => {
+  it('runs a full garbage collection before the trim when the RSS stands 8 MiB above the last one, not for smaller moves', async () => {
     const clock = new FakeClock(0);
     let now = reading(80);
+    let live = 80; // what a collection and a trim leave
     const calls: string[] = [];
     const trimmer = await startNativeHeapTrimmer({
       clock,
@@ -73,18 +83,32 @@ describe('startNativeHeapTrimmer', () => {
       collect: () => calls.push('collect'),
       trim: () => {
         calls.push('trim');
-        now = reading(80);
+        now = reading(live);
       },
     });
     clock.advance(3000);
     expect(calls).toEqual([]);
-    now = reading(95);
+    now = reading(84); // warming up after start: a trim alone
+    live = 83;
+    clock.advance(1000);
+    expect(calls).toEqual(['trim']);
+    calls.length = 0;
+    now = reading(95); // a burst ended: 15 MiB above the start
+    live = 84;
     clock.advance(1000);
     expect(calls).toEqual(['collect', 'trim']);
-    clock.advance(1000); // the first trim released 15 MiB: one more
-    expect(calls).toEqual(['collect', 'trim', 'collect', 'trim']);
+    calls.length = 0;
+    clock.advance(1000); // that trim released 11 MiB: one more trim, but 84 is the new mark
+    expect(calls).toEqual(['trim']);
+    calls.length = 0;
+    now = reading(100); // memory that stays: one collection, then no more while it stays
+    live = 98;
+    clock.advance(1000);
+    expect(calls).toEqual(['collect', 'trim']);
+    calls.length = 0;
+    now = reading(101);
     clock.advance(5000);
-    expect(calls).toHaveLength(4);
+    expect(calls).not.toContain('collect');
     trimmer.stop();
   });
 
