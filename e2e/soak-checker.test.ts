@@ -1,11 +1,16 @@
 /** The soak's own pure parts: the seeded schedule replays, and the checker's ack rule catches what it must. */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { AckRecord } from './soak/ack-log.js';
 import {
   checkAcknowledged,
   firstDifference,
+  leftoverObjects,
   pickRestorable,
   restorableRanges,
+  storedSnapshots,
   unreachableRanges,
   type KeyState,
   type StoredSnapshot,
@@ -135,5 +140,26 @@ describe('soak checker: points in time the store reaches', () => {
     }
     expect(seen.size).toBe(38 - 30 + 1 + 161 - 65 + 1);
     expect(pickRestorable(ranges, 40, 60, rng.int)).toBeUndefined();
+  });
+});
+
+describe('soak checker: reading the store from its files', () => {
+  it('finds snapshots and leftovers at any depth, by their names', () => {
+    const root = mkdtempSync(join(tmpdir(), 'soak-store-'));
+    try {
+      mkdirSync(join(root, 'prefix', 'v2'), { recursive: true });
+      for (const f of ['Full-00000000-00000010-1.gz', 'Incr-00000011-00000020-2.gz', 'Incr-00000021-00000030-3.gz.part', '.etcd-backup-x'])
+        writeFileSync(join(root, 'prefix', 'v2', f), 'x');
+      expect(storedSnapshots(root).sort((a, b) => a.last - b.last)).toEqual([
+        { kind: 'Full', start: 0, last: 10 },
+        { kind: 'Incr', start: 11, last: 20 },
+      ]);
+      expect(leftoverObjects(root).sort()).toEqual([
+        join('prefix', 'v2', '.etcd-backup-x'),
+        join('prefix', 'v2', 'Incr-00000021-00000030-3.gz.part'),
+      ]);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
   });
 });

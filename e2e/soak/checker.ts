@@ -5,7 +5,7 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, readdirSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { basename, join } from 'node:path';
 import { promisify } from 'node:util';
 import { freePort } from '../../src/etcd/ports.js';
 import { waitFor } from '../../test/support/wait.js';
@@ -239,20 +239,18 @@ export interface StoredSnapshot {
   last: number;
 }
 
+/** Every file under `root`, as paths relative to it. */
+function filesUnder(root: string): string[] {
+  return (readdirSync(root, { recursive: true }) as string[]).filter((p) => !statSync(join(root, p)).isDirectory());
+}
+
 /** The complete snapshots in the store, from the object names alone (upstream's v2 names), in no order. */
 export function storedSnapshots(storeRoot: string): StoredSnapshot[] {
   const out: StoredSnapshot[] = [];
-  const walk = (dir: string) => {
-    for (const name of readdirSync(dir)) {
-      const p = join(dir, name);
-      if (statSync(p).isDirectory()) walk(p);
-      else {
-        const m = /^(Full|Incr)-(\d{8})-(\d{8})-\d+/.exec(name);
-        if (m && !/\.part$/.test(name)) out.push({ kind: m[1] as 'Full' | 'Incr', start: Number(m[2]), last: Number(m[3]) });
-      }
-    }
-  };
-  walk(storeRoot);
+  for (const name of filesUnder(storeRoot).map((p) => basename(p))) {
+    const m = /^(Full|Incr)-(\d{8})-(\d{8})-\d+/.exec(name);
+    if (m && !/\.part$/.test(name)) out.push({ kind: m[1] as 'Full' | 'Incr', start: Number(m[2]), last: Number(m[3]) });
+  }
   return out;
 }
 
@@ -312,14 +310,5 @@ export function unreachableRanges(ranges: ReadonlyArray<readonly [number, number
 
 /** Check 5 (store side): objects a finished upload or an interrupted one must not leave behind. */
 export function leftoverObjects(storeRoot: string): string[] {
-  const out: string[] = [];
-  const walk = (dir: string) => {
-    for (const name of readdirSync(dir)) {
-      const p = join(dir, name);
-      if (statSync(p).isDirectory()) walk(p);
-      else if (/\.part$|\.tmp|\.temp|^\./.test(name)) out.push(relative(storeRoot, p));
-    }
-  };
-  walk(storeRoot);
-  return out;
+  return filesUnder(storeRoot).filter((p) => /\.part$|\.tmp|\.temp|^\./.test(basename(p)));
 }

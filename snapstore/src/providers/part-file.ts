@@ -2,8 +2,8 @@
  * One upload part written to a file as its bytes arrive, with the CRC32 and SHA-256 its request must carry
  * computed on the way, so nothing reads the file again until the part is sent.
  *
- * Why files: an upload with `n` parts in flight held `n + 1` part buffers (31.5 MiB at upstream's default of
- * 5 × 5 MiB), which took an uncompressed full snapshot past the 128 MiB a pod gives the sidecar. Upstream
+ * Why files: an upload with `n` parts in flight held `n + 1` part buffers (30 MiB at upstream's default of
+ * 5 in flight of 5 MiB), which took an uncompressed full snapshot past the 128 MiB a pod gives the sidecar. Upstream
  * writes the whole snapshot to `--snapstore-temp-directory` before it uploads sections of that file; here only
  * the parts in flight and the one being filled are on disk, and each file goes once its part has settled.
  *

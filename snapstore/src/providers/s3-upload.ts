@@ -6,7 +6,7 @@
  * afresh for every attempt. At most `concurrency` parts are in flight and one more is being written; while
  * no slot is free the input is not read, so a slow store slows the producer (etcd's stream) down instead of
  * filling the disk. Part buffers in memory (lib-storage, and this module until 2026-11) held
- * `concurrency + 1` parts, 31.5 MiB at the default 5 × 5 MiB: more than the pod's memory could spare.
+ * `concurrency + 1` parts, 30 MiB at the default 5 in flight of 5 MiB: more than the pod's memory could spare.
  *
  * Flow: an input that ends within the first part goes up as one PutObject. Otherwise CreateMultipartUpload
  * (sent when the first part is written, in parallel with writing the second), UploadPart of exactly
