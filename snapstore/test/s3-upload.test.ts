@@ -301,7 +301,7 @@ describe('uploadStream (multipart through part files) against s3rver', () => {
       const src = source(size);
       const opts = options();
       const r = await uploadStream(src.stream, opts);
-      expect(r).toMatchObject({ bytes: size, parts: 0, maxPartFiles: 1 });
+      expect(r).toMatchObject({ bytes: size, parts: 0, maxPartFiles: 0 });
       expect(proxy.seen.map((s) => `${s.method} ${s.query.toString()}`)).toEqual(['PUT x-id=PutObject']);
       expect(await stored(opts.key)).toEqual({ size, hex: src.digest() });
     }
@@ -466,14 +466,22 @@ describe('uploadStream (multipart through part files) against s3rver', () => {
     expect(await stored(opts.key)).toEqual({ size, hex: src.digest() });
   });
 
-  it('sends a single PutObject from its file with the checksums of its bytes', async () => {
+  it('sends an object that fits one part from memory with the checksums of its bytes, without touching the temp directory', async () => {
     const src = source(PART - 1, { chunk: 65_536 });
-    const opts = options();
-    await uploadStream(src.stream, opts);
-    const [put] = proxy.seen;
-    expect(put?.headers['x-amz-checksum-crc32']).toBe(put?.crc32);
-    expect(put?.headers['x-amz-content-sha256']).toBe(put?.sha256);
-    expect(put?.bytes).toBe(PART - 1);
+    // A temp directory that cannot be created: a small object never needs it.
+    const blocker = path.join(spool, 'not-a-directory');
+    await writeFile(blocker, 'x');
+    try {
+      const opts = options({ spoolDir: path.join(blocker, 'spool') });
+      expect(await uploadStream(src.stream, opts)).toMatchObject({ parts: 0, maxPartFiles: 0, bytes: PART - 1 });
+      const [put] = proxy.seen;
+      expect(put?.headers['x-amz-checksum-crc32']).toBe(put?.crc32);
+      expect(put?.headers['x-amz-content-sha256']).toBe(put?.sha256);
+      expect(put?.bytes).toBe(PART - 1);
+      expect(await stored(opts.key)).toEqual({ size: PART - 1, hex: src.digest() });
+    } finally {
+      await rm(blocker, { force: true });
+    }
   });
 
   it('a retried part is read from its file again; a part that fails for good leaves no file and aborts the upload', async () => {

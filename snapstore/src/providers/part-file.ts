@@ -33,6 +33,13 @@ export interface PartFileOptions {
   sha256: boolean;
 }
 
+/** A CRC32 as S3's `x-amz-checksum-crc32` carries it: base64 of its four big-endian bytes. */
+export function crc32Base64(crc: number): string {
+  const be = Buffer.alloc(4);
+  be.writeUInt32BE(crc >>> 0);
+  return be.toString('base64');
+}
+
 export class PartFileWriter {
   private size = 0;
   private staged = 0;
@@ -75,11 +82,7 @@ export class PartFileWriter {
     await this.flush();
     await this.fh.close();
     const part: PartFile = { path: this.path, size: this.size };
-    if (this.opts.crc32) {
-      const be = Buffer.alloc(4);
-      be.writeUInt32BE(this.crc >>> 0);
-      part.crc32 = be.toString('base64');
-    }
+    if (this.opts.crc32) part.crc32 = crc32Base64(this.crc);
     if (this.hash) part.sha256 = this.hash.digest('hex');
     return part;
   }

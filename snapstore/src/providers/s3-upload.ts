@@ -8,7 +8,8 @@
  * filling the disk. Part buffers in memory (lib-storage, and this module until 2026-11) held
  * `concurrency + 1` parts, 30 MiB at the default 5 in flight of 5 MiB: more than the pod's memory could spare.
  *
- * Flow: an input that ends within the first part goes up as one PutObject. Otherwise CreateMultipartUpload
+ * Flow: the first part is held in memory until it is full; an input that ends within it (a delta snapshot,
+ * most copied objects) goes up from there as one PutObject and touches no disk. Otherwise CreateMultipartUpload
  * (sent when the first part is written, in parallel with writing the second), UploadPart of exactly
  * `partSize` bytes (the last one shorter), each retried on its own with exponential backoff (upstream: after
  * 1, 2, 4, 8, 16 s), then CompleteMultipartUpload with the parts in order. Any failure or abort cancels the
@@ -16,11 +17,12 @@
  * {@link UploadFailedError} that says whether the input, the caller's signal, the spool directory or S3 caused
  * it. No part file outlives the upload.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
+import { crc32 } from 'node:zlib';
 import {
   AbortMultipartUploadCommand,
   ChecksumAlgorithm,
@@ -33,7 +35,7 @@ import type { CompletedPart, PutObjectCommandInput, S3Client, UploadPartCommandI
 import type { Logger } from '../logger.js';
 import { InternalError, TimeoutError } from '../internal-errors.js';
 import { abortReason, describeError } from './common.js';
-import { PartFileWriter, STAGING_BYTES, type PartFile } from './part-file.js';
+import { PartFileWriter, STAGING_BYTES, crc32Base64, type PartFile } from './part-file.js';
 
 /** S3's limit on the number of parts of one multipart upload. */
 export const MAX_PARTS = 10_000;
@@ -261,44 +263,96 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
 
   /** The part being written; undefined once it was sealed or discarded. */
   let writer: PartFileWriter | undefined;
-  try {
+  /** Sends the part being written once it is full and opens the next one; false when that failed. */
+  const rollOver = async (): Promise<boolean> => {
+    const w = writer as PartFileWriter;
+    if (w.bytes < partSize) return true;
+    let part: PartFile;
+    try {
+      part = await w.finish();
+    } catch (err) {
+      fail('spool', spoolError(err));
+      return false;
+    }
+    writer = undefined;
+    await dispatch(part);
+    if (failure) return false;
     try {
       writer = await openPart();
     } catch (err) {
       fail('spool', spoolError(err));
+      return false;
     }
+    return true;
+  };
+
+  // The first part waits in memory while it may still be the whole object: a delta snapshot, or most objects
+  // a copy sends, goes up as one PutObject and touches no disk. Copies: the producer may reuse its chunks.
+  let head: Buffer[] | undefined = [];
+  let headBytes = 0;
+  try {
     try {
       read: for await (const raw of input) {
         if (failure) break;
         const chunk: Buffer = Buffer.isBuffer(raw) ? raw : Buffer.from(raw as Uint8Array);
         for (let off = 0; off < chunk.length;) {
-          const w = writer as PartFileWriter;
-          const n = Math.min(partSize - w.bytes, chunk.length - off);
-          let part: PartFile | undefined;
-          try {
-            await w.append(off === 0 && n === chunk.length ? chunk : chunk.subarray(off, off + n));
-            if (w.bytes === partSize) part = await w.finish();
-          } catch (err) {
-            fail('spool', spoolError(err));
-            break read;
-          }
-          off += n;
-          bytes += n;
-          if (part) {
-            writer = undefined;
-            await dispatch(part);
-            if (failure) break read;
+          if (head) {
+            const n = Math.min(partSize - headBytes, chunk.length - off);
+            head.push(Buffer.from(chunk.subarray(off, off + n)));
+            headBytes += n;
+            off += n;
+            bytes += n;
+            if (headBytes < partSize) continue;
+            // Larger than one part: from here on the object goes through part files, its first part included.
+            const first = head;
+            head = undefined;
             try {
               writer = await openPart();
+              for (const c of first) await writer.append(c);
             } catch (err) {
               fail('spool', spoolError(err));
               break read;
             }
+          } else {
+            const w = writer as PartFileWriter;
+            const n = Math.min(partSize - w.bytes, chunk.length - off);
+            try {
+              await w.append(off === 0 && n === chunk.length ? chunk : chunk.subarray(off, off + n));
+            } catch (err) {
+              fail('spool', spoolError(err));
+              break read;
+            }
+            off += n;
+            bytes += n;
           }
+          if (!(await rollOver())) break read;
         }
       }
     } catch (err) {
       fail('input', err); // a no-op when the read failed because we destroyed the input
+    }
+
+    if (!failure && head) {
+      // Input ended within the first part: one PutObject. It is the commit, so the caller's signal no longer applies.
+      detachSignal();
+      const body = Buffer.concat(head, headBytes);
+      head = undefined;
+      const req: PutObjectCommandInput = {
+        Bucket: bucket,
+        Key: key,
+        Body: body,
+        ContentLength: body.length,
+        ...(algorithm === ChecksumAlgorithm.CRC32 ? { ChecksumCRC32: crc32Base64(crc32(body)) } : {}),
+        ...writeParams,
+      };
+      const sha256 = signBody ? createHash('sha256').update(body).digest('hex') : undefined;
+      try {
+        await attempt('object', (s) => client.send(withPayloadHash(new PutObjectCommand(req), sha256), { abortSignal: s }));
+      } catch (err) {
+        fail('s3', err);
+        throw failure ?? err;
+      }
+      return { bytes, parts: 0, maxPartFiles, retries };
     }
 
     let last: PartFile | undefined;
@@ -309,31 +363,6 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
       } catch (err) {
         fail('spool', spoolError(err));
       }
-    }
-
-    if (!failure && partNumber === 0 && last) {
-      // Input ended within the first part: one PutObject. It is the commit, so the caller's signal no longer applies.
-      detachSignal();
-      const part = last;
-      const req: PutObjectCommandInput = {
-        Bucket: bucket,
-        Key: key,
-        Body: EMPTY_BODY,
-        ContentLength: part.size,
-        ...(part.crc32 ? { ChecksumCRC32: part.crc32 } : {}),
-        ...writeParams,
-      };
-      try {
-        await attempt('object', (s) =>
-          client.send(withFileBody(withPayloadHash(new PutObjectCommand(req), part.sha256), part.path), { abortSignal: s }),
-        );
-      } catch (err) {
-        fail('s3', err);
-        throw failure ?? err;
-      } finally {
-        await removePart(part.path);
-      }
-      return { bytes, parts: 0, maxPartFiles, retries };
     }
 
     if (last && !failure && last.size > 0) await dispatch(last);
