@@ -184,14 +184,15 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
       cause: err,
     });
 
-  // One staging buffer for the whole upload: only one part is written at a time.
-  const staging = Buffer.allocUnsafe(STAGING_BYTES);
+  // One staging buffer for the whole upload (only one part is written at a time), made when the first file is.
+  let staging: Buffer | undefined;
   const filePrefix = join(spoolDir, `.etcdbr-part-${randomBytes(6).toString('hex')}`);
   let spoolReady: Promise<unknown> | undefined;
   let fileSeq = 0;
   const openPart = async (): Promise<PartFileWriter> => {
     spoolReady ??= mkdir(spoolDir, { recursive: true });
     await spoolReady;
+    staging ??= Buffer.allocUnsafe(STAGING_BYTES);
     const w = await PartFileWriter.create(`${filePrefix}-${++fileSeq}`, staging, {
       crc32: algorithm === ChecksumAlgorithm.CRC32,
       sha256: signBody,
