@@ -39,12 +39,42 @@ export function encodeDeltaEvent(ev: DeltaEvent): string {
   if (ev.modRevision !== 0) add(`"mod_revision":${ev.modRevision}`);
   if (ev.version !== 0) add(`"version":${ev.version}`);
   if (ev.value.length > 0) add(`"value":"${ev.value.toString('base64')}"`);
-  if (ev.lease !== '0' && ev.lease !== '') {
-    if (!INT64_RE.test(ev.lease)) throw new EtcdbrError('E_INVALID_INPUT', `invalid lease ID ${JSON.stringify(ev.lease)}: not an int64`);
-    add(`"lease":${ev.lease}`);
-  }
+  if (hasLease(ev)) add(`"lease":${ev.lease}`);
   const type = ev.type === 'DELETE' ? '"type":1,' : '';
   return `{"etcdEvent":{${type}"kv":{${kv}}},"time":"${ev.time}"}`;
+}
+
+/**
+ * The UTF-8 length of `encodeDeltaEvent(ev)`, counted without building it: what the delta buffer accounts
+ * against the memory limit while it holds the event in a compact form. Throws as the encoder does.
+ */
+export function deltaEventJsonLength(ev: DeltaEvent): number {
+  let kv = 0;
+  let fields = 0;
+  const add = (bytes: number): void => {
+    kv += bytes;
+    fields += 1;
+  };
+  if (ev.key.length > 0) add(8 + base64Length(ev.key.length)); // "key":"…"
+  if (ev.createRevision !== 0) add(18 + String(ev.createRevision).length); // "create_revision":n
+  if (ev.modRevision !== 0) add(15 + String(ev.modRevision).length); // "mod_revision":n
+  if (ev.version !== 0) add(10 + String(ev.version).length); // "version":n
+  if (ev.value.length > 0) add(10 + base64Length(ev.value.length)); // "value":"…"
+  if (hasLease(ev)) add(8 + ev.lease.length); // "lease":n
+  if (fields > 1) kv += fields - 1; // the commas between fields
+  // {"etcdEvent":{ [type":1,] "kv":{ … }} ,"time":" … "}
+  return 14 + (ev.type === 'DELETE' ? 9 : 0) + 6 + kv + 2 + 9 + Buffer.byteLength(ev.time, 'utf8') + 2;
+}
+
+function base64Length(bytes: number): number {
+  return 4 * Math.ceil(bytes / 3);
+}
+
+/** Whether the event names a lease; throws for a lease ID that is not an int64 (it would break the JSON). */
+function hasLease(ev: DeltaEvent): boolean {
+  if (ev.lease === '0' || ev.lease === '') return false;
+  if (!INT64_RE.test(ev.lease)) throw new EtcdbrError('E_INVALID_INPUT', `invalid lease ID ${JSON.stringify(ev.lease)}: not an int64`);
+  return true;
 }
 
 /**

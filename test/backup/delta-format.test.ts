@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { encodeDeltaEvent, formatRfc3339Nano, type DeltaEvent } from '../../src/backup/delta-format.js';
+import { deltaEventJsonLength, encodeDeltaEvent, formatRfc3339Nano, type DeltaEvent } from '../../src/backup/delta-format.js';
 import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
 import { UPSTREAM_V023 } from '../support/fixtures.js';
 
@@ -117,6 +117,31 @@ describe('delta payload format', () => {
     await expect(parseAll([tampered], name)).rejects.toThrow(new RegExp(`${name}.*(sha256|JSON|unexpected)`));
     await expect(parseAll([payload.subarray(0, payload.length - 1000)], name)).rejects.toThrow(name);
     await expect(parseAll([Buffer.from('[]')], name)).rejects.toThrow(/missing hash/);
+  });
+
+  it('counts an element\'s length without building it, for every field combination and base64 padding', async () => {
+    const upstream = (await Promise.all(payloads.map((p) => parseAll([p.payload], p.name)))).flat();
+    expect(upstream.length).toBeGreaterThan(100);
+    // A small LCG, so a failure names a reproducible case.
+    let seed = 7;
+    const next = (n: number): number => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return seed % n;
+    };
+    const numbers = [0, 1, 9, 10, 99, 123_456, 2 ** 53 - 1];
+    const generated = Array.from({ length: 2_000 }, (): DeltaEvent => ({
+      type: next(2) === 0 ? 'PUT' : 'DELETE',
+      key: Buffer.alloc(next(7), 0x61 + next(26)),
+      value: Buffer.alloc(next(3) === 0 ? 0 : next(300), next(256)),
+      createRevision: numbers[next(numbers.length)]!,
+      modRevision: numbers[next(numbers.length)]!,
+      version: numbers[next(numbers.length)]!,
+      lease: ['0', '', '7', '-42', '7668682366694035557'][next(5)]!,
+      time: ['2026-01-02T03:04:05Z', '2026-11-21T00:03:00.91252605Z', 'zeit-\u00e4-\u2603'][next(3)]!,
+    }));
+    for (const ev of [...upstream, ...generated]) expect(deltaEventJsonLength(ev)).toBe(Buffer.byteLength(encodeDeltaEvent(ev), 'utf8'));
+    const bad: DeltaEvent = { ...generated[0]!, lease: '12x' };
+    expect(() => deltaEventJsonLength(bad)).toThrow(/invalid lease ID "12x"/);
   });
 
   it('formats times like Go RFC3339Nano', () => {

@@ -61,10 +61,40 @@ describe('delta buffer', () => {
     for (const batch of [1, 100, 4096, 1 << 20]) {
       const pieces = [...deltaPayloadBatches(p, batch)];
       expect(Buffer.concat(pieces).equals(expected)).toBe(true);
-      // Batches never exceed the batch size unless one piece alone does.
-      const largest = Math.max(...p.chunks.map((c) => c.length));
+      // Batches never exceed the batch size unless one event (with its separator and the closing bracket) does.
+      const largest = Math.max(...events.map((e) => encodeDeltaEvent(e).length)) + 2;
       for (const piece of pieces) expect(piece.length).toBeLessThanOrEqual(Math.max(batch, largest));
+      expect(pieces.at(-1)!.length).toBe(32);
     }
+    // Written out again, the same bytes: a save that starts over sends what the first attempt sent.
+    expect(deltaPayloadBytes(p).equals(expected)).toBe(true);
+  });
+
+  it('writes out every kind of event as the encoder does: deletes, leases, empty and large values, any time text', () => {
+    const events: DeltaEvent[] = [
+      { ...put(7, '', ''), createRevision: 0, version: 0 },
+      { type: 'DELETE', key: Buffer.from([0, 0xff, 1]), value: Buffer.alloc(0), createRevision: 0, modRevision: 8, version: 0, lease: '0', time: 't' },
+      { ...put(9, '/registry/leases/a', 'held'), lease: '7668682366694035557' },
+      { ...put(9, '/registry/leases/b', 'held'), lease: '' },
+      // Larger than a slab ever grows: a slab of its own.
+      { ...put(10, '/registry/configmaps/big', ''), value: Buffer.alloc(1_500_000, 0xa5), version: 2 ** 53 - 1 },
+      { ...put(11, '/registry/x', 'after the big one'), time: '2026-11-21T00:03:00.91252605Z \u00e4\u2603' },
+    ];
+    const b = new DeltaBuffer();
+    for (const e of events) b.append(e);
+    const json = Buffer.from(`[${events.map(encodeDeltaEvent).join(',')}]`);
+    expect(b.size).toBe(json.length - 1);
+    const p = b.take()!;
+    expect([p.firstRevision, p.lastRevision, p.events]).toEqual([7, 11, 6]);
+    expect(deltaPayloadBytes(p).equals(Buffer.concat([json, createHash('sha256').update(json).digest()]))).toBe(true);
+  });
+
+  it('refuses an event the JSON cannot carry and keeps what it had', () => {
+    const b = new DeltaBuffer();
+    b.append(put(5, 'a', 'x'));
+    expect(() => b.append({ ...put(6, 'b', 'y'), lease: '12x' })).toThrow(/invalid lease ID "12x"/);
+    expect(b.size).toBe(encodeDeltaEvent(put(5, 'a', 'x')).length + 1);
+    expect(deltaPayloadBytes(b.take()!).subarray(0, -32).toString()).toBe(`[${encodeDeltaEvent(put(5, 'a', 'x'))}]`);
   });
 
   it('starts a fresh hash after take', () => {
@@ -77,20 +107,20 @@ describe('delta buffer', () => {
     expect(deltaPayloadBytes(p).subarray(-32).equals(createHash('sha256').update(json).digest())).toBe(true);
   });
 
-  it('holds what it accounts: the serialised events in a few slabs, not one object per event', () => {
-    // ~3 MiB of kube-sized events: the memory the buffer holds is the accounted size plus at most one
-    // slab's unused tail (1 MiB), and the payload is a handful of pieces rather than one per event.
+  it('holds less than it accounts: compact records in a few slabs, not the JSON nor one object per event', () => {
+    // ~3 MiB of JSON in kube-sized events: the buffer holds the keys and values as they are (base64 makes
+    // them a third longer in the JSON) in a handful of slabs of up to 1 MiB, not one piece per event.
     const b = new DeltaBuffer();
     const events = Array.from({ length: 10_000 }, (_, i) => put(100 + i, `/registry/pods/ns/p${i}`, 'v'.repeat(200 + (i % 50))));
     for (const e of events) b.append(e);
-    expect(b.heldBytes).toBeGreaterThanOrEqual(b.size);
-    expect(b.heldBytes - b.size).toBeLessThanOrEqual(1024 * 1024);
+    const json = Buffer.from(`[${events.map(encodeDeltaEvent).join(',')}]`);
+    expect(b.size).toBe(json.length - 1);
+    expect(b.heldBytes).toBeLessThan(0.75 * b.size);
     const size = b.size;
     const p = b.take()!;
     expect(p.byteLength).toBe(size + 1 + 32);
     expect(p.events).toBe(10_000);
-    expect(p.chunks.length).toBeLessThanOrEqual(Math.ceil(size / (1024 * 1024)) + 8);
-    const json = Buffer.from(`[${events.map(encodeDeltaEvent).join(',')}]`);
+    expect(p.slabs.length).toBeLessThanOrEqual(Math.ceil(size / (1024 * 1024)) + 8);
     expect(deltaPayloadBytes(p).subarray(0, -32).equals(json)).toBe(true);
     expect(b.heldBytes).toBe(0);
   });
@@ -104,12 +134,11 @@ describe('delta buffer', () => {
     expect(slabs.length).toBeGreaterThan(1);
     releaseDeltaPayload(stored);
     releaseDeltaPayload(stored); // twice changes nothing
-    // Every slab (and every chunk cut from one) is empty now: its memory went back.
+    // Every slab (and every record view cut from one) is empty now: its memory went back.
     expect(slabs.map((s) => s.length)).toEqual(slabs.map(() => 0));
-    expect(stored.chunks.slice(0, -2).every((c) => c.length === 0)).toBe(true);
-    // The closing bracket and the digest were never slabs.
-    expect(stored.chunks.at(-2)!.toString()).toBe(']');
-    expect(stored.chunks.at(-1)!.length).toBe(32);
+    expect(stored.records.every((r) => r.length === 0)).toBe(true);
+    // A released payload is never written out as an empty delta.
+    expect(() => deltaPayloadBytes(stored)).toThrow(/revisions 100-5099 was released before it was written/);
     const next = b.take()!;
     expect(deltaPayloadBytes(next).subarray(0, -32).toString()).toBe(`[${encodeDeltaEvent(put(6_000, '/registry/next', 'n'))}]`);
   });
