@@ -52,7 +52,10 @@ export function deltaPayloadBytes(p: DeltaPayload): Buffer {
  */
 export function* deltaPayloadBatches(p: DeltaPayload, batchBytes = 64 * 1024): Generator<Buffer> {
   if (p.slabs.some((s) => isDetached(s.buffer)))
-    throw new EtcdbrError('E_INTERNAL', `delta payload of revisions ${p.firstRevision}-${p.lastRevision} was released before it was written`);
+    throw new EtcdbrError(
+      'E_INTERNAL',
+      `delta payload of revisions ${p.firstRevision}-${p.lastRevision} was released before it was written`,
+    );
   const hash = createHash('sha256');
   let parts: string[] = [];
   let size = 0;

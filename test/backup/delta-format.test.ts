@@ -119,7 +119,7 @@ describe('delta payload format', () => {
     await expect(parseAll([Buffer.from('[]')], name)).rejects.toThrow(/missing hash/);
   });
 
-  it('counts an element\'s length without building it, for every field combination and base64 padding', async () => {
+  it("counts an element's length without building it, for every field combination and base64 padding", async () => {
     const upstream = (await Promise.all(payloads.map((p) => parseAll([p.payload], p.name)))).flat();
     expect(upstream.length).toBeGreaterThan(100);
     // A small LCG, so a failure names a reproducible case.

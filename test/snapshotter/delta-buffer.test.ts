@@ -73,7 +73,16 @@ describe('delta buffer', () => {
   it('writes out every kind of event as the encoder does: deletes, leases, empty and large values, any time text', () => {
     const events: DeltaEvent[] = [
       { ...put(7, '', ''), createRevision: 0, version: 0 },
-      { type: 'DELETE', key: Buffer.from([0, 0xff, 1]), value: Buffer.alloc(0), createRevision: 0, modRevision: 8, version: 0, lease: '0', time: 't' },
+      {
+        type: 'DELETE',
+        key: Buffer.from([0, 0xff, 1]),
+        value: Buffer.alloc(0),
+        createRevision: 0,
+        modRevision: 8,
+        version: 0,
+        lease: '0',
+        time: 't',
+      },
       { ...put(9, '/registry/leases/a', 'held'), lease: '7668682366694035557' },
       { ...put(9, '/registry/leases/b', 'held'), lease: '' },
       // Larger than a slab ever grows: a slab of its own.
