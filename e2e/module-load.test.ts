@@ -92,7 +92,7 @@ describe('etcdbrctl server loads only what its flags use', () => {
     name: string,
     args: string[],
     env: NodeJS.ProcessEnv = {},
-  ): Promise<Set<string> & { ownKubeClient: boolean }> {
+  ): Promise<Set<string> & { ownKubeClient: boolean; builtins: Set<string> }> {
     const log = join(dir, `${name}.modules`);
     await writeFile(log, '');
     sidecar = await startSidecar([`--endpoints=${etcd.clientUrl}`, '--schedule=0 0 1 1 *', '--delta-snapshot-period=1s', ...args], {
@@ -114,7 +114,8 @@ describe('etcdbrctl server loads only what its flags use', () => {
     expect(await s.stop()).toBe(0);
     sidecar = undefined;
     const text = await readFile(log, 'utf8');
-    return Object.assign(packagesOf(text), { ownKubeClient: /\/k8s\/http\.js$/m.test(text) });
+    const builtins = new Set([...text.matchAll(/^builtin:(.+)$/gm)].map((m) => m[1] as string));
+    return Object.assign(packagesOf(text), { ownKubeClient: /\/k8s\/http\.js$/m.test(text), builtins });
   }
 
   it('Local store, Kubernetes off: neither the Kubernetes client nor any cloud SDK', async () => {
@@ -128,6 +129,11 @@ describe('etcdbrctl server loads only what its flags use', () => {
     expect(CLOUD_SDKS.flatMap((sdk) => loadedAny(packages, sdk))).toEqual([]);
     // No config file, no /config request, no encryption flags, gzip: none of their libraries.
     expect(['yaml', 'age-encryption', 'zstd-napi'].flatMap((p) => loadedAny(packages, p))).toEqual([]);
+    // Node's bundled undici (fetch, WebSocket) never loads: node:http reaches our ES modules through require
+    // (snapstore/src/node-http.ts). The list is Node's own, so what the server uses is on it.
+    expect(packages.builtins).toContain('http2');
+    expect(packages.builtins).toContain('http');
+    expect(packages.builtins).not.toContain('internal/deps/undici/undici');
   });
 
   describe('S3 store with lease renewal', () => {
@@ -160,6 +166,9 @@ describe('etcdbrctl server loads only what its flags use', () => {
       expect(loadedAny(packages, KUBE_CLIENT)).toEqual([]);
       expect(loadedAny(packages, 'yaml')).toEqual(['yaml']);
       expect(loadedAny(packages, '@aws-sdk/client-s3')).toEqual(['@aws-sdk/client-s3']);
+      // Our Kubernetes client and the S3 store reach node:http through require too: no undici.
+      expect(packages.builtins).toContain('https');
+      expect(packages.builtins).not.toContain('internal/deps/undici/undici');
       expect(['@azure/', '@google-cloud/', 'ali-oss'].flatMap((sdk) => loadedAny(packages, sdk))).toEqual([]);
     });
   });

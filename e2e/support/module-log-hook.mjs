@@ -1,5 +1,7 @@
 // Preloaded into a CLI process by the module-load test (node --import): appends the URL of every module the
-// process loads (ES modules, CommonJS files and node: builtins) to the file named by ETCDBRCTL_MODULE_LOG.
+// process loads (ES modules, CommonJS files and node: builtins) to the file named by ETCDBRCTL_MODULE_LOG, and
+// at exit every module of Node's own it loaded, internal ones included, as `builtin:<id>` (e.g.
+// `builtin:internal/deps/undici/undici`, which no hook sees load).
 import { appendFileSync } from 'node:fs';
 import { registerHooks } from 'node:module';
 
@@ -10,5 +12,9 @@ if (log) {
       appendFileSync(log, `${url}\n`);
       return nextLoad(url, context);
     },
+  });
+  process.once('exit', () => {
+    const builtins = process.moduleLoadList.filter((m) => m.startsWith('NativeModule ')).map((m) => `builtin:${m.slice(13)}`);
+    appendFileSync(log, `${builtins.join('\n')}\n`);
   });
 }

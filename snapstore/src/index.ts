@@ -14,3 +14,4 @@ export { readEcsCredentials, readOcsCredentials } from './credentials-s3-compati
 export * from './encryption.js';
 export * from './encrypting-store.js';
 export { DEFAULT_FETCH_STALL_MS } from './providers/fetch-guard.js';
+export { nodeHttp, nodeHttps } from './node-http.js';

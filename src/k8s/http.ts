@@ -5,8 +5,8 @@
  * KubeStatusError, which errors.ts turns into the typed codes callers branch on.
  */
 import { readFileSync, statSync } from 'node:fs';
-import http from 'node:http';
-import https from 'node:https';
+import type { Agent } from 'node:http';
+import { nodeHttp as http, nodeHttps as https } from '@etcdbrctl/snapstore';
 import { KubeError, KubeStatusError } from './errors.js';
 
 /** Answers of the calls we make are single small objects; anything larger is a wrong endpoint or a broken server. */
@@ -63,7 +63,7 @@ export class TokenFile {
 export class KubeTransport {
   readonly server: string;
   private readonly url: URL;
-  private readonly agent: http.Agent;
+  private readonly agent: Agent;
   private readonly tokenFile: TokenFile | undefined;
   private readonly timeoutMs: number;
   private readonly maxBytes: number;

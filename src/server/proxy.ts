@@ -4,11 +4,11 @@
  * Maintenance requests (ours) go the same way from a follower.
  */
 import { EtcdbrError } from '../errors.js';
-import http from 'node:http';
-import https from 'node:https';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
+import type { RequestOptions as HttpsRequestOptions } from 'node:https';
 import { pipeline } from 'node:stream/promises';
 import type { FastifyReply, FastifyRequest } from 'fastify';
+import { nodeHttp as http, nodeHttps as https } from '@etcdbrctl/snapstore';
 import type { Logger } from '../log.js';
 import { errorMessage, sendError } from './respond.js';
 import type { LeaderProxy } from './types.js';
@@ -77,7 +77,7 @@ function requestFn(url: URL): typeof http.request {
   throw new EtcdbrError('E_INVALID_INPUT', `unsupported scheme ${JSON.stringify(url.protocol)} in leader URL ${url.href}`);
 }
 
-function tlsOptions(url: URL, ca: Buffer | undefined, client?: { cert: Buffer; key: Buffer }): https.RequestOptions {
+function tlsOptions(url: URL, ca: Buffer | undefined, client?: { cert: Buffer; key: Buffer }): HttpsRequestOptions {
   if (url.protocol !== 'https:') return {};
   return { ...(ca !== undefined ? { ca } : {}), ...(client ? { cert: client.cert, key: client.key } : {}) };
 }

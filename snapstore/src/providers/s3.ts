@@ -8,8 +8,7 @@
  * parts the largest object is 10,000 x minChunkSize (>= 48.8 GiB at 5 MiB), far above etcd's 8 GiB quota.
  */
 import { createHash } from 'node:crypto';
-import http from 'node:http';
-import https from 'node:https';
+import type { AgentOptions as HttpsAgentOptions, Agent as HttpsAgent } from 'node:https';
 import { Readable } from 'node:stream';
 import tls from 'node:tls';
 import {
@@ -33,6 +32,7 @@ import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnaps
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import { type StoreFailureCode, abortReason, classifyStoreFailure, describeError, isNetworkError, saveFailed } from './common.js';
+import { nodeHttp, nodeHttps } from '../node-http.js';
 import { DEFAULT_FETCH_STALL_MS, guardedFetch } from './fetch-guard.js';
 import { DEFAULT_PART_RETRY, UploadFailedError, errorName, httpStatus, uploadStream } from './s3-upload.js';
 import type { PartRetryPolicy } from './s3-upload.js';
@@ -91,7 +91,7 @@ export async function openS3Store(config: S3StoreConfig, tuning: S3Tuning = {}, 
     requestHandler: {
       connectionTimeout: t.connectionTimeoutMs,
       socketTimeout: t.socketTimeoutMs,
-      httpAgent: new http.Agent({ keepAlive: true, maxSockets: 64 }),
+      httpAgent: new nodeHttp.Agent({ keepAlive: true, maxSockets: 64 }),
       httpsAgent: httpsAgent(creds),
     },
   };
@@ -133,15 +133,15 @@ function parseEndpoint(raw: string | undefined): string | undefined {
   return raw;
 }
 
-function httpsAgent(creds: S3Credentials | undefined): https.Agent {
-  const opts: https.AgentOptions = { keepAlive: true, maxSockets: 64 };
+function httpsAgent(creds: S3Credentials | undefined): HttpsAgent {
+  const opts: HttpsAgentOptions = { keepAlive: true, maxSockets: 64 };
   if (creds?.insecureSkipVerify) opts.rejectUnauthorized = false;
   if (creds?.trustedCaCert) {
     // In addition to, not instead of, the system roots; TLS 1.3 minimum as upstream sets it there.
     opts.ca = [...tls.rootCertificates, creds.trustedCaCert];
     opts.minVersion = 'TLSv1.3';
   }
-  return new https.Agent(opts);
+  return new nodeHttps.Agent(opts);
 }
 
 /**
