@@ -147,8 +147,8 @@ function* readRecords(records: readonly Buffer[]): Generator<DeltaEvent> {
  * revisions as numbers) in slabs of up to 1 MiB, and the JSON is written only when the delta is saved.
  * Base64 makes keys and values a third longer and the JSON names every field, so a kube-sized or 1 KiB event
  * is held in about three quarters of the bytes it accounts (measured on the footprint bench's delta case: at
- * etcd's top rate with a 100 MiB limit, the RSS over the figure before the load went from 115-120 MiB with the
- * JSON held to the figure in the README). Slabs rather than a Buffer per event: a Buffer is a heap object of
+ * etcd's top rate with a 100 MiB limit, the RSS over the figure before the load went from 118.0 MiB with the
+ * JSON held to 87.6). Slabs rather than a Buffer per event: a Buffer is a heap object of
  * its own (~100 bytes beside its bytes), a third more for kube-sized events.
  */
 export class DeltaBuffer {
