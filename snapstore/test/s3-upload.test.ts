@@ -11,6 +11,7 @@ import { GetObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import type { Logger } from '../src/logger.js';
 import { silentLogger } from '../src/logger.js';
+import { PartFileBody } from '../src/providers/part-file-body.js';
 import { UploadFailedError, uploadStream } from '../src/providers/s3-upload.js';
 import type { PartRetryPolicy, StreamUploadOptions } from '../src/providers/s3-upload.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from './support/s3rver.js';
@@ -441,6 +442,7 @@ describe('uploadStream (multipart through part files) against s3rver', () => {
     const size = 6 * PART + 12_345;
     const src = source(size, { chunk: 65_536 });
     const opts = options({ concurrency: 3, unsignedPayload: true });
+    const before = { ...PartFileBody.totals };
     const p = uploadStream(src.stream, opts);
     // Three parts held at the proxy and a fourth written: four files, and the input read no further.
     await waitFor(
@@ -464,6 +466,9 @@ describe('uploadStream (multipart through part files) against s3rver', () => {
       expect(x.headers['content-encoding']).toBeUndefined();
     }
     expect(await stored(opts.key)).toEqual({ size, hex: src.digest() });
+    // The SDK still pipes the body, so every part went through the body's reused buffers.
+    expect(PartFileBody.totals.piped - before.piped).toBe(7);
+    expect(PartFileBody.totals.readableChunks).toBe(before.readableChunks);
   });
 
   it('sends an object that fits one part from memory with the checksums of its bytes, without touching the temp directory', async () => {
@@ -565,6 +570,7 @@ describe('uploadStream over https', () => {
       sent.length = 0;
       const src = source(size);
       const key = `tls/${size}`;
+      const before = { ...PartFileBody.totals };
       await uploadStream(src.stream, {
         client,
         bucket: srv.bucket,
@@ -579,6 +585,8 @@ describe('uploadStream over https', () => {
       const bodies = sent.filter((r) => 'partNumber' in r.query || r.query['x-id'] === 'PutObject');
       expect(bodies).toHaveLength(size > PART ? 2 : 1);
       for (const b of bodies) expect(b.headers['x-amz-content-sha256']).toBe('UNSIGNED-PAYLOAD');
+      expect(PartFileBody.totals.piped - before.piped).toBe(size > PART ? 2 : 0);
+      expect(PartFileBody.totals.readableChunks).toBe(before.readableChunks);
       for (const r of sent.filter((x) => !bodies.includes(x))) expect(r.headers['x-amz-content-sha256']).toMatch(/^[0-9a-f]{64}$/);
 
       const out = await client.send(new GetObjectCommand({ Bucket: srv.bucket, Key: key }));

@@ -18,7 +18,6 @@
  * it. No part file outlives the upload.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import { createReadStream } from 'node:fs';
 import { mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Readable } from 'node:stream';
@@ -35,13 +34,11 @@ import type { CompletedPart, PutObjectCommandInput, S3Client, UploadPartCommandI
 import type { Logger } from '../logger.js';
 import { InternalError, TimeoutError } from '../internal-errors.js';
 import { abortReason, describeError } from './common.js';
+import { PartFileBody } from './part-file-body.js';
 import { PartFileWriter, STAGING_BYTES, crc32Base64, type PartFile } from './part-file.js';
 
 /** S3's limit on the number of parts of one multipart upload. */
 export const MAX_PARTS = 10_000;
-
-/** Read size of a part file being sent: what one request in flight holds of it at a time. */
-const BODY_READ_BYTES = 256 * 1024;
 
 export interface PartRetryPolicy {
   /** Retries after the first attempt (upstream: 5). */
@@ -220,7 +217,7 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
       ...writeParams,
     };
     const out = await attempt(`part ${n}`, (s) =>
-      client.send(withFileBody(withPayloadHash(new UploadPartCommand(req), part.sha256), part.path), { abortSignal: s }),
+      client.send(withFileBody(withPayloadHash(new UploadPartCommand(req), part.sha256), part), { abortSignal: s }),
     );
     if (!out.ETag) throw new InternalError('E_BAD_ANSWER', `UploadPart ${n} returned no ETag`);
     completed[n - 1] = {
@@ -423,12 +420,13 @@ function withPayloadHash<C extends UploadPartCommand | PutObjectCommand>(cmd: C,
 /**
  * Sends the part file as the body, opened afresh for every attempt: after the SDK's retry and signing steps,
  * on a copy of the request, so a retry (the SDK's own included) reads the file from its start. A stream an
- * attempt left unread is closed when the attempt ends.
+ * attempt left unread is closed when the attempt ends. The body reads the file into a few buffers it reuses
+ * once the request has written them (part-file-body.ts).
  */
-function withFileBody<C extends UploadPartCommand | PutObjectCommand>(cmd: C, path: string): C {
+function withFileBody<C extends UploadPartCommand | PutObjectCommand>(cmd: C, part: PartFile): C {
   (cmd.middlewareStack as { add(mw: unknown, opts: { step: 'finalizeRequest'; priority: 'low'; name: string }): void }).add(
     (next: (args: { request: unknown }) => Promise<unknown>) => async (args: { request: unknown }) => {
-      const body = createReadStream(path, { highWaterMark: BODY_READ_BYTES });
+      const body = new PartFileBody(part.path, part.size);
       try {
         return await next({ ...args, request: { ...(args.request as object), body } });
       } finally {
