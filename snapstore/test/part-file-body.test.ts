@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { PassThrough } from 'node:stream';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { BODY_CHUNKS, PartFileBody } from '../src/providers/part-file-body.js';
+import { BODY_CHUNKS, BodyBufferPool, PartFileBody } from '../src/providers/part-file-body.js';
 import { writeSelfSignedCert } from '../../test/support/certs.js';
 import { waitFor } from '../../test/support/wait.js';
 
@@ -138,6 +138,34 @@ describe('PartFileBody', () => {
       body.destroy();
     });
   }
+
+  it("bodies of one upload share its pool: the second part reuses the first part's buffers, and release frees them", async () => {
+    receiver = await startReceiver();
+    receiver.release();
+    const pool = new BodyBufferPool();
+    for (let part = 0; part < 2; part++) {
+      const body = new PartFileBody(file, content.length, pool);
+      const req = http.request(receiver.url, { method: 'PUT', headers: { 'content-length': String(content.length) } });
+      const answered = new Promise<void>((resolve, reject) => {
+        req.on('response', (res) => res.resume().on('end', resolve));
+        req.on('error', reject);
+      });
+      body.pipe(req);
+      expect(await receiver.next()).toEqual({ sha256: sha256(content), bytes: content.length });
+      await answered;
+      body.destroy();
+    }
+    expect(pool.made).toBeGreaterThan(0);
+    expect(pool.made).toBeLessThanOrEqual(BODY_CHUNKS);
+    const spare = pool.take();
+    expect(spare.length).toBeGreaterThan(0);
+    pool.give(spare);
+    pool.release();
+    expect(spare.length).toBe(0); // freed at once, not at the next major GC
+    const late = Buffer.allocUnsafeSlow(1024);
+    pool.give(late); // a write that calls back after the upload ended
+    expect(late.length).toBe(0);
+  });
 
   it('is an ordinary Readable for any other consumer, with a fresh buffer per chunk', async () => {
     const body = new PartFileBody(file, content.length);

@@ -77,7 +77,7 @@ export class PartBufferPool {
  * buffers of part size are mmapped pages that go straight back to the system. Only for a buffer that owns
  * its whole ArrayBuffer (allocUnsafeSlow's), never a slice of Node's shared pool. Afterwards `buf` is empty.
  */
-function freeNow(buf: Buffer): void {
+export function freeNow(buf: Buffer): void {
   const owned = buf.buffer;
   // ES2024's ArrayBuffer.prototype.transfer (Node 21+); the project's lib is ES2023.
   if (buf.byteOffset === 0 && owned.byteLength === buf.length && owned instanceof ArrayBuffer)

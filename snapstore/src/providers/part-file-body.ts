@@ -16,11 +16,44 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import { Readable, type Writable } from 'node:stream';
 import { InternalError } from '../internal-errors.js';
+import { freeNow } from './part-buffers.js';
 
 /** Bytes per read of the part file. */
 export const BODY_CHUNK_BYTES = 256 * 1024;
 /** Buffers one request holds at most: one being read while the others are being written. */
 export const BODY_CHUNKS = 4;
+
+/**
+ * The read buffers of one upload's bodies, reused part after part: allocated once, so they neither churn V8's
+ * young generation nor, living as long as a part takes to send, get promoted and wait for a full GC (measured:
+ * fresh buffers per body cost the GC threads ~0.25 s more per GiB than a read stream's chunks). A body gives a
+ * buffer back only when its write has called back; one that never calls back (its request was torn down) is
+ * left to the garbage collector. `release` frees the buffers at once when the upload ends.
+ */
+export class BodyBufferPool {
+  private readonly free: Buffer[] = [];
+  private released = false;
+  /** Buffers allocated over the pool's life; tests check it. */
+  made = 0;
+
+  take(): Buffer {
+    const buf = this.free.pop();
+    if (buf) return buf;
+    this.made++;
+    return Buffer.allocUnsafeSlow(BODY_CHUNK_BYTES);
+  }
+
+  give(buf: Buffer): void {
+    if (this.released) freeNow(buf);
+    else this.free.push(buf);
+  }
+
+  /** Frees every buffer given back, and each one given back from now on. */
+  release(): void {
+    this.released = true;
+    for (const buf of this.free.splice(0)) freeNow(buf);
+  }
+}
 
 /** Counters for tests: buffers made by the pipe path and chunks the ordinary Readable path pushed. */
 export interface PartFileBodyStats {
@@ -41,9 +74,11 @@ export class PartFileBody extends Readable {
    */
   static readonly totals = { piped: 0, readableChunks: 0 };
 
+  /** `buffers`: the upload's pool; without one the body has its own, freed when the body has been sent. */
   constructor(
     readonly path: string,
     readonly size: number,
+    private readonly buffers?: BodyBufferPool,
   ) {
     super({ highWaterMark: BODY_CHUNK_BYTES });
   }
@@ -103,7 +138,9 @@ export class PartFileBody extends Readable {
   }
 
   private async pump(dest: Writable): Promise<void> {
-    const free: Buffer[] = [];
+    const pool = this.buffers ?? new BodyBufferPool();
+    /** Buffers of this body that are being read into or written. */
+    let held = 0;
     let wake: (() => void) | undefined;
     let gone = false;
     const onClose = (): void => {
@@ -114,21 +151,31 @@ export class PartFileBody extends Readable {
     try {
       while (this.position < this.size) {
         if (gone || this.destroyed) return;
-        let buf = free.pop();
-        if (!buf) {
-          if (this.stats.buffersMade >= BODY_CHUNKS) {
-            await new Promise<void>((resolve) => (wake = resolve));
-            wake = undefined;
-            continue;
-          }
-          buf = Buffer.allocUnsafeSlow(BODY_CHUNK_BYTES);
-          this.stats.buffersMade++;
+        if (held >= BODY_CHUNKS) {
+          await new Promise<void>((resolve) => (wake = resolve));
+          wake = undefined;
+          continue;
         }
-        const owned = buf;
-        const chunk = await this.readAt(owned, Math.min(owned.length, this.size - this.position));
-        if (gone || this.destroyed) return;
+        const made = pool.made;
+        const owned = pool.take();
+        if (pool.made > made) this.stats.buffersMade++;
+        held++;
+        let chunk: Buffer;
+        try {
+          chunk = await this.readAt(owned, Math.min(owned.length, this.size - this.position));
+        } catch (err) {
+          held--;
+          pool.give(owned);
+          throw err;
+        }
+        if (gone || this.destroyed) {
+          held--;
+          pool.give(owned);
+          return;
+        }
         dest.write(chunk, () => {
-          free.push(owned);
+          held--;
+          pool.give(owned);
           wake?.();
         });
       }
@@ -141,6 +188,8 @@ export class PartFileBody extends Readable {
       this.destroy();
     } finally {
       dest.removeListener('close', onClose);
+      // A pool of its own is freed now; buffers still being written are freed as their writes call back.
+      if (!this.buffers) pool.release();
     }
   }
 }

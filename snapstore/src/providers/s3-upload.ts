@@ -34,7 +34,7 @@ import type { CompletedPart, PutObjectCommandInput, S3Client, UploadPartCommandI
 import type { Logger } from '../logger.js';
 import { InternalError, TimeoutError } from '../internal-errors.js';
 import { abortReason, describeError } from './common.js';
-import { PartFileBody } from './part-file-body.js';
+import { BodyBufferPool, PartFileBody } from './part-file-body.js';
 import { PartFileWriter, STAGING_BYTES, crc32Base64, type PartFile } from './part-file.js';
 
 /** S3's limit on the number of parts of one multipart upload. */
@@ -143,6 +143,7 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
   const detachSignal = (): void => signal?.removeEventListener('abort', onAbort);
 
   const inflight = new Set<Promise<void>>();
+  const bodyBuffers = new BodyBufferPool();
   const completed: CompletedPart[] = [];
   let retries = 0;
   let partNumber = 0;
@@ -217,7 +218,7 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
       ...writeParams,
     };
     const out = await attempt(`part ${n}`, (s) =>
-      client.send(withFileBody(withPayloadHash(new UploadPartCommand(req), part.sha256), part), { abortSignal: s }),
+      client.send(withFileBody(withPayloadHash(new UploadPartCommand(req), part.sha256), part, bodyBuffers), { abortSignal: s }),
     );
     if (!out.ETag) throw new InternalError('E_BAD_ANSWER', `UploadPart ${n} returned no ETag`);
     completed[n - 1] = {
@@ -390,6 +391,7 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
     throw failure as UploadFailedError;
   } finally {
     detachSignal();
+    bodyBuffers.release();
     if (writer) {
       files--;
       await writer.discard();
@@ -420,13 +422,13 @@ function withPayloadHash<C extends UploadPartCommand | PutObjectCommand>(cmd: C,
 /**
  * Sends the part file as the body, opened afresh for every attempt: after the SDK's retry and signing steps,
  * on a copy of the request, so a retry (the SDK's own included) reads the file from its start. A stream an
- * attempt left unread is closed when the attempt ends. The body reads the file into a few buffers it reuses
- * once the request has written them (part-file-body.ts).
+ * attempt left unread is closed when the attempt ends. The body reads the file into buffers of the upload's
+ * pool, each reused once the request has written it (part-file-body.ts).
  */
-function withFileBody<C extends UploadPartCommand | PutObjectCommand>(cmd: C, part: PartFile): C {
+function withFileBody<C extends UploadPartCommand | PutObjectCommand>(cmd: C, part: PartFile, buffers: BodyBufferPool): C {
   (cmd.middlewareStack as { add(mw: unknown, opts: { step: 'finalizeRequest'; priority: 'low'; name: string }): void }).add(
     (next: (args: { request: unknown }) => Promise<unknown>) => async (args: { request: unknown }) => {
-      const body = new PartFileBody(part.path, part.size);
+      const body = new PartFileBody(part.path, part.size, buffers);
       try {
         return await next({ ...args, request: { ...(args.request as object), body } });
       } finally {
