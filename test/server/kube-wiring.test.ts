@@ -29,6 +29,7 @@ let client: EtcdClient;
 const k8s = useFakeKube();
 let dir: string;
 let parts: KubeParts | undefined;
+let clock: FakeClock;
 
 beforeAll(async () => {
   [etcd, dir] = await Promise.all([startTestEtcd(), mkdtemp(join(tmpdir(), 'etcdbr-kube-wiring-'))]);
@@ -59,7 +60,7 @@ async function wireAndBeat(
     ]),
   }).config;
   config.etcdConnectionConfig.endpoints = [etcd.clientUrl];
-  const clock = new FakeClock('2026-11-25T00:00:00Z');
+  clock = new FakeClock('2026-11-25T00:00:00Z');
   const env = {
     KUBECONFIG: join(dir, 'kubeconfig'),
     POD_NAMESPACE: NS,
@@ -98,6 +99,24 @@ describe('peer TLS of this member (member lease annotation, EtcdMember status)',
       `  etcd-main-1: [http://etcd-main-1.etcd-main-peer.${NS}.svc:2380]`,
     ]);
     expect(await wireAndBeat(file, 'http://localhost:2380')).toEqual({ peerTLSEnabled: true, annotation: 'true' });
+  });
+
+  it('follows the file from heartbeat to heartbeat: druid turning peer TLS on, the file going away', async () => {
+    const file = await etcdConfig('changing.yaml', [`initial-advertise-peer-urls: http@etcd-main-peer@${NS}@2380`]);
+    expect(await wireAndBeat(file, 'https://localhost:2380')).toEqual({ peerTLSEnabled: false, annotation: 'false' });
+    const annotation = async (): Promise<string | undefined> => {
+      await clock.advanceAsync(HEARTBEAT_MS);
+      await parts!.memberLease!.whenIdle();
+      const lease = k8s.fake.read(LEASES, NS, POD) as { metadata: { annotations?: Record<string, string> } } | undefined;
+      return lease?.metadata.annotations?.[PEER_URL_TLS_ENABLED_ANNOTATION];
+    };
+    expect(await annotation()).toBe('false'); // unchanged file: the same answer
+    await etcdConfig('changing.yaml', [`initial-advertise-peer-urls: https@etcd-main-peer@${NS}@2380`]);
+    expect(await annotation()).toBe('true');
+    await rm(file);
+    expect(await annotation()).toBe('true'); // the flag says https
+    await etcdConfig('changing.yaml', [`initial-advertise-peer-urls: http@etcd-main-peer@${NS}@2380`]);
+    expect(await annotation()).toBe('false');
   });
 
   it('without an etcd config file: --initial-advertise-peer-urls decides', async () => {

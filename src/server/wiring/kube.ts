@@ -2,6 +2,7 @@
  * The sidecar's Kubernetes side, kept in one place because every part of it exists only when a flag turns
  * Kubernetes on: snapshot leases and their renewer, the member lease heartbeat, the EtcdMember status.
  */
+import { stat } from 'node:fs/promises';
 import { EtcdbrError } from '../../errors.js';
 import type { EtcdClient } from '../../etcd/etcd-client.js';
 import type { Snapshot } from '@etcdbrctl/snapstore';
@@ -47,7 +48,7 @@ export async function wireKube(input: {
   }
   const namespace = pod.podNamespace ?? '';
   if (kube && namespace === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAMESPACE must be set when lease renewal is enabled');
-  const peerTLS = () => peerTlsEnabled(pod, config.restorationConfig.initialAdvertisePeerURLs, logger);
+  const peerTLS = peerTlsReader(pod, config.restorationConfig.initialAdvertisePeerURLs, logger);
   const leases =
     kube && health.snapshotLeaseRenewalEnabled
       ? new SnapshotLeases({
@@ -84,17 +85,35 @@ export async function wireKube(input: {
 /**
  * Whether all of this member's peer URLs use https: from the etcd config file, as upstream reads them (any of
  * its URL forms, the legacy template included); without a usable file, from `--initial-advertise-peer-urls`.
+ * Asked at every member lease heartbeat, it parses the file again only when the file changed: the answer is
+ * kept with the file's device, inode, size, mtime and ctime (a ConfigMap update replaces the file through a
+ * symlink, a new inode), so an unchanged file is not parsed again every 10 s for the same answer.
  */
-async function peerTlsEnabled(pod: PodEnvironment, flagUrls: readonly string[], logger: Logger): Promise<boolean> {
+function peerTlsReader(pod: PodEnvironment, flagUrls: readonly string[], logger: Logger): () => Promise<boolean> {
   const path = pod.etcdConfigPath;
-  try {
-    const fromConfig = peerUrlsUseTls(await readEtcdConfigTemplate(path), pod.podName ?? '');
-    if (fromConfig !== undefined) return fromConfig;
-  } catch (err) {
-    // No file (a local run) or a malformed one (/config reports that, naming the line): the flags decide.
-    logger.debug({ err, path }, 'peer TLS: no usable peer URLs in the etcd config file; using --initial-advertise-peer-urls');
-  }
-  return flagUrls.every((u) => u.startsWith('https://'));
+  const fromFlags = flagUrls.every((u) => u.startsWith('https://'));
+  let last: { file: string; answer: boolean } | undefined;
+  return async () => {
+    let file: string;
+    try {
+      const st = await stat(path, { bigint: true });
+      file = `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+    } catch (err) {
+      last = undefined;
+      logger.debug({ err, path }, 'peer TLS: no etcd config file; using --initial-advertise-peer-urls');
+      return fromFlags;
+    }
+    if (last?.file === file) return last.answer;
+    let answer = fromFlags;
+    try {
+      answer = peerUrlsUseTls(await readEtcdConfigTemplate(path), pod.podName ?? '') ?? fromFlags;
+    } catch (err) {
+      // A malformed file (/config reports that, naming the line): the flags decide.
+      logger.debug({ err, path }, 'peer TLS: no usable peer URLs in the etcd config file; using --initial-advertise-peer-urls');
+    }
+    last = { file, answer };
+    return answer;
+  };
 }
 
 /**
