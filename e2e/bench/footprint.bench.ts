@@ -20,12 +20,13 @@
  *   full        an etcd filled with ~--full-mb MiB (support/fill-etcd.ts), then per store (Local, S3) and
  *               compression a `server` is started (delta snapshots off: nothing writes, and the figures are the
  *               full snapshot's alone), its start-up full snapshot awaited, and `GET /snapshot/full` measured:
- *               duration, peak RSS during it, RSS --settle-seconds after it (held against idle/local or
+ *               duration, CPU and peak RSS during it, RSS --settle-seconds after it (held against idle/local or
  *               idle/s3 of the same run, when measured).
  *   delta       `server` with --delta-snapshot-memory-limit=104857600 (the flag is a byte count, as upstream's
  *               uint flag) on an etcd on tmpfs; support/put-load.ts puts 1 KiB values as fast as etcd takes
- *               them (asked --delta-rate/s) for --delta-seconds. Peak RSS over the RSS just before the load;
- *               then every delta after the full is parsed: each revision up to etcd's last must be there once.
+ *               them (asked --delta-rate/s) for --delta-seconds. Peak RSS over the RSS just before the load, and
+ *               CPU from the first put to the last delta stored per 1,000 puts; then every delta after the full is
+ *               parsed: each revision up to etcd's last must be there once.
  *   restore     a base full snapshot plus --revisions single-put revisions in gzip deltas of 5,000
  *               (support/restore-chain.ts) in a Local store; `server` with no data dir restores it through
  *               the etcd-wrapper protocol (`/initialization/start?mode=full`, polling `/initialization/status`).
@@ -459,6 +460,7 @@ async function fullCases(env: Env, subs: Subject[]): Promise<void> {
             const after = server.sampler.window(server.sampler.now() - 1000).lastMiB;
             const idle = idleOf(s, store);
             record(s, name, 'seconds', 's', (t1 - t0) / 1000);
+            record(s, name, 'CPU', 's', during.cpuSeconds);
             record(s, name, 'RSS before', 'MiB', before);
             record(s, name, 'peak RSS', 'MiB', during.peakMiB, { max: 128, text: '<= 128' });
             record(s, name, 'start-up snapshot peak', 'MiB', startupPeak, { max: 128, text: '<= 128' });
@@ -578,6 +580,8 @@ async function deltaCase(env: Env, subs: Subject[]): Promise<void> {
         );
         const during = server.sampler.window(t0);
         record(s, 'delta', 'puts/s reached', '/s', load.putsPerSecond);
+        // CPU from the first put to the last delta stored, per 1,000 puts: what capturing a write costs.
+        record(s, 'delta', 'CPU per 1,000 puts', 's', (during.cpuSeconds * 1000) / load.puts);
         record(s, 'delta', 'RSS before load', 'MiB', before);
         record(s, 'delta', 'peak RSS', 'MiB', during.peakMiB, {
           max: round1(before + (1.2 * DELTA_MEMORY_LIMIT) / MiB),
