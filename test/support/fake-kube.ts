@@ -200,6 +200,10 @@ export class FakeKubeApiServer {
       (fake as FakeKubeApiServer).handle(req, res);
     };
     const server = opts.tls ? https.createServer({ cert: opts.tls.cert, key: opts.tls.key }, handler) : http.createServer(handler);
+    // An idle connection stays open 90 s, as kube-apiserver keeps it (IdleTimeout in k8s.io/apiserver's
+    // pkg/server/secure_serving.go), not Node's 5 s: a client heartbeating every 10 s reuses its connection
+    // there, and the idle-CPU bench would otherwise pay a new connection (over TLS, a handshake) per beat.
+    server.keepAliveTimeout = 90_000;
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(0, '127.0.0.1', () => resolve());
