@@ -581,7 +581,7 @@ async function deltaCase(env: Env, subs: Subject[]): Promise<void> {
         const during = server.sampler.window(t0);
         record(s, 'delta', 'puts/s reached', '/s', load.putsPerSecond);
         // CPU from the first put to the last delta stored, per 1,000 puts: what capturing a write costs.
-        record(s, 'delta', 'CPU per 1,000 puts', 's', (during.cpuSeconds * 1000) / load.puts);
+        record(s, 'delta', 'CPU per 1,000 puts', 'ms', (during.cpuSeconds * 1_000_000) / load.puts);
         record(s, 'delta', 'RSS before load', 'MiB', before);
         record(s, 'delta', 'peak RSS', 'MiB', during.peakMiB, {
           max: round1(before + (1.2 * DELTA_MEMORY_LIMIT) / MiB),
