@@ -70,6 +70,32 @@ describe('delta buffer', () => {
     expect(deltaPayloadBytes(p).equals(expected)).toBe(true);
   });
 
+  it('writes 2,000 generated events as the encoder does, every field combination, padding and number length, each event a piece of its own or batched', () => {
+    let seed = 11; // a small LCG, so a failure names a reproducible case
+    const next = (n: number): number => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return seed % n;
+    };
+    const bytes = (n: number): Buffer => Buffer.from(Array.from({ length: n }, () => next(256)));
+    const numbers = [0, 1, 9, 10, 99, 123_456, 2 ** 53 - 1];
+    const events = Array.from({ length: 2_000 }, (): DeltaEvent => ({
+      type: next(2) === 0 ? 'PUT' : 'DELETE',
+      key: bytes(next(7)),
+      value: bytes(next(3) === 0 ? 0 : next(300)),
+      createRevision: numbers[next(numbers.length)]!,
+      modRevision: numbers[next(numbers.length)]!,
+      version: numbers[next(numbers.length)]!,
+      lease: ['0', '', '7', '-42', '7668682366694035557', '-9223372036854775808'][next(6)]!,
+      time: ['2026-01-02T03:04:05Z', '2026-11-21T00:03:00.91252605Z', 'zeit-\u00e4-\u2603'][next(3)]!,
+    }));
+    const b = new DeltaBuffer();
+    for (const e of events) b.append(e);
+    const p = b.take()!;
+    const json = Buffer.from(`[${events.map(encodeDeltaEvent).join(',')}]`);
+    const expected = Buffer.concat([json, createHash('sha256').update(json).digest()]);
+    for (const batch of [1, 64 * 1024]) expect(Buffer.concat([...deltaPayloadBatches(p, batch)]).equals(expected)).toBe(true);
+  });
+
   it('writes out every kind of event as the encoder does: deletes, leases, empty and large values, any time text', () => {
     const events: DeltaEvent[] = [
       { ...put(7, '', ''), createRevision: 0, version: 0 },
