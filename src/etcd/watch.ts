@@ -5,7 +5,11 @@ import type { DeltaEvent } from '../backup/delta-format.js';
 import { EtcdError } from './errors.js';
 
 export interface WatchHandlers {
-  /** Called synchronously for each watch response, events in revision order, stamped with receive time. */
+  /**
+   * Called synchronously for each watch response, events in revision order, stamped with receive time. The
+   * events' keys and values are views of the response message: copy what is kept beyond the call (the delta
+   * buffer does), or it keeps the whole message alive.
+   */
   onEvents(events: DeltaEvent[], headerRevision: number): void;
   /** The watch ended with an error (e.g. compacted revision); it will not deliver more events. */
   onError(err: Error): void;

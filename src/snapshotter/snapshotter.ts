@@ -352,20 +352,27 @@ export class Snapshotter {
    * when the delta memory is full (holdBack); the events after it come again when the watch resumes.
    */
   private appendEvents(events: readonly DeltaEvent[], watch: PausableWatch, onCut?: (save: Promise<unknown>) => void): void {
+    let appended = false;
     for (const ev of events) {
-      if (this.timelineChanged || this.deltaSaveFailed) return;
+      if (this.timelineChanged || this.deltaSaveFailed) return this.noteAppended(appended);
       if (ev.modRevision > this.takenRevision) {
         this.cutAtLimit(onCut);
-        if (this.holdBack(watch)) return;
+        if (this.holdBack(watch)) return this.noteAppended(appended);
         this.takenRevision = ev.modRevision;
       }
       if (ev.modRevision <= this.prevLastRevision) continue;
       this.buffer.append(ev);
       this.deltaBytesPeak = Math.max(this.deltaBytesPeak, this.buffer.size + this.savingBytes);
-      this.deps.metrics.snapshotRequired.labels('Incr').set(1);
+      appended = true;
     }
+    this.noteAppended(appended);
     this.cutAtLimit(onCut);
     this.holdBack(watch);
+  }
+
+  /** Once per watch response, not per event: a labelled gauge's set costs a label lookup each time. */
+  private noteAppended(appended: boolean): void {
+    if (appended) this.deps.metrics.snapshotRequired.labels('Incr').set(1);
   }
 
   /** The buffered events and the deltas being saved reach the memory limit: taking more would exceed it. */
