@@ -81,7 +81,8 @@ export function* deltaPayloadBatches(p: DeltaPayload, batchBytes = 64 * 1024): G
       const end = o + bound;
       o = writeEventJson(r, at, out, o);
       // Writes past a Buffer's end are dropped silently: a bound that fell short must fail the save, not cut the JSON.
-      if (o > end) throw new EtcdbrError('E_INTERNAL', `delta event JSON at revision ${r.readDoubleLE(at + 17)} exceeds its bound`);
+      if (o > end)
+        throw new EtcdbrError('E_INTERNAL', `delta event JSON at revision ${r.readDoubleLE(at + FIELD.modRevision)} exceeds its bound`);
       at = nextRecord(r, at);
     }
   }
@@ -102,6 +103,17 @@ const MAX_SLAB_BYTES = 1024 * 1024;
  * key and the value. Revisions and versions are below 2^53 (etcd's are int64 counters that never get there).
  */
 const HEADER_BYTES = 1 + 4 + 4 + 8 + 8 + 8 + 1 + 2;
+/** Where each header field of a record starts, from the record's start (the order above). */
+const FIELD = {
+  type: 0,
+  keyLength: 1,
+  valueLength: 5,
+  createRevision: 9,
+  modRevision: 17,
+  version: 25,
+  leaseLength: 33,
+  timeLength: 34,
+} as const;
 
 function recordLength(ev: DeltaEvent, time: number): number {
   return HEADER_BYTES + ev.lease.length + time + ev.key.length + ev.value.length;
@@ -125,15 +137,29 @@ function writeRecord(ev: DeltaEvent, time: number, slab: Buffer, at: number): nu
 
 /** Offset of the record after the one at `at`. */
 function nextRecord(r: Buffer, at: number): number {
-  return at + HEADER_BYTES + r.readUInt8(at + 33) + r.readUInt16LE(at + 34) + r.readUInt32LE(at + 1) + r.readUInt32LE(at + 5);
+  return (
+    at +
+    HEADER_BYTES +
+    r.readUInt8(at + FIELD.leaseLength) +
+    r.readUInt16LE(at + FIELD.timeLength) +
+    r.readUInt32LE(at + FIELD.keyLength) +
+    r.readUInt32LE(at + FIELD.valueLength)
+  );
 }
 
 /** At least the length of the JSON `writeEventJson` writes for the record at `at` (its numbers counted at 17 digits). */
 function eventJsonBound(r: Buffer, at: number): number {
-  const keyLength = r.readUInt32LE(at + 1);
-  const valueLength = r.readUInt32LE(at + 5);
+  const keyLength = r.readUInt32LE(at + FIELD.keyLength);
+  const valueLength = r.readUInt32LE(at + FIELD.valueLength);
   // 116 bytes of names, braces, quotes and commas when every field is there.
-  return 128 + 3 * 17 + 4 * Math.ceil(keyLength / 3) + 4 * Math.ceil(valueLength / 3) + r.readUInt8(at + 33) + r.readUInt16LE(at + 34);
+  return (
+    128 +
+    3 * 17 +
+    4 * Math.ceil(keyLength / 3) +
+    4 * Math.ceil(valueLength / 3) +
+    r.readUInt8(at + FIELD.leaseLength) +
+    r.readUInt16LE(at + FIELD.timeLength)
+  );
 }
 
 const ASCII = (text: string): Buffer => Buffer.from(text, 'latin1');
@@ -156,19 +182,19 @@ const BASE64 = ASCII('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345
  * into `out` at `o`, which must have room for `eventJsonBound`; returns the offset after it.
  */
 function writeEventJson(r: Buffer, at: number, out: Buffer, o: number): number {
-  const keyLength = r.readUInt32LE(at + 1);
-  const valueLength = r.readUInt32LE(at + 5);
-  const createRevision = r.readDoubleLE(at + 9);
-  const modRevision = r.readDoubleLE(at + 17);
-  const version = r.readDoubleLE(at + 25);
-  const leaseLength = r.readUInt8(at + 33);
-  const timeLength = r.readUInt16LE(at + 34);
+  const keyLength = r.readUInt32LE(at + FIELD.keyLength);
+  const valueLength = r.readUInt32LE(at + FIELD.valueLength);
+  const createRevision = r.readDoubleLE(at + FIELD.createRevision);
+  const modRevision = r.readDoubleLE(at + FIELD.modRevision);
+  const version = r.readDoubleLE(at + FIELD.version);
+  const leaseLength = r.readUInt8(at + FIELD.leaseLength);
+  const timeLength = r.readUInt16LE(at + FIELD.timeLength);
   const lease = at + HEADER_BYTES;
   const time = lease + leaseLength;
   const key = time + timeLength;
   const value = key + keyLength;
   o = put(OPEN, out, o);
-  if (r.readUInt8(at) === 1) o = put(DELETE_TYPE, out, o);
+  if (r.readUInt8(at + FIELD.type) === 1) o = put(DELETE_TYPE, out, o);
   o = put(KV, out, o);
   const start = o;
   if (keyLength > 0) {
