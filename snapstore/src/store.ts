@@ -45,6 +45,13 @@ export interface OpenOptions {
    * Cloud providers never create their bucket or container, so this changes nothing for them.
    */
   readOnly?: boolean;
+  /**
+   * Who writes through this store, when at most one process with this name runs at a time (the sidecar of
+   * one etcd member: its pod name). A Local store names its temp files with it, and opening removes this
+   * writer's temp files of any age: they belong to its previous process, killed mid-save. Without it only
+   * temp files older than an hour are removed, as another process may still be writing them.
+   */
+  tempOwner?: string;
 }
 
 export interface SnapStore {

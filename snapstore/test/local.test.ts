@@ -138,6 +138,41 @@ describe('Local provider specifics', () => {
     expect((await store.list()).map((x) => x.snapName)).toEqual(['Full-00000000-00000001-1700000000']);
   });
 
+  it("a writer with a tempOwner removes its own earlier temp files of any age on open, never another's or its live save", async () => {
+    const dir = path.join(root, 'owned', 'v2');
+    const m0 = await openLocalStore(localConfig(root, 'owned/v2'), { tempOwner: 'server/m0' });
+    stores.push(m0);
+    // A save under way in this process: its temp file carries the owner's tag.
+    const input = new PassThrough();
+    const snap = testSnapshot('Full', 0, 3, 1_700_000_003);
+    const saving = m0.save(snap, input);
+    input.write(Buffer.alloc(100, 1));
+    const live = await waitFor(
+      async () => (await filesUnder(dir)).find((f) => f.startsWith('.etcd-backup-')),
+      'the save to open its temp file',
+      10_000,
+      10,
+    );
+    const tag = /^\.etcd-backup-[0-9a-f]{12}\.([0-9a-f]{16})$/.exec(live)?.[1];
+    expect(tag, live).toBeDefined();
+    // What a killed predecessor of m0 left (fresh: it died a moment ago), another member's save under way,
+    // and an untagged save (a snapshot or compact command) under way.
+    const files = {
+      deadOwn: `.etcd-backup-aaaaaaaaaaaa.${tag}`,
+      otherOwner: '.etcd-backup-bbbbbbbbbbbb.0123456789abcdef',
+      untagged: '.etcd-backup-cccccccccccc',
+    };
+    for (const f of Object.values(files)) await writeFile(path.join(dir, f), 'x');
+    stores.push(await openLocalStore(localConfig(root, 'owned/v2'), { tempOwner: 'server/m0' }));
+    expect(await filesUnder(dir)).toEqual([files.otherOwner, files.untagged, live].sort());
+    // Another owner's opening removes none of m0's files.
+    stores.push(await openLocalStore(localConfig(root, 'owned/v2'), { tempOwner: 'server/m1' }));
+    expect(await filesUnder(dir)).toContain(live);
+    input.end(Buffer.alloc(24, 2));
+    await saving;
+    expect(await filesUnder(dir)).toEqual([files.otherOwner, files.untagged, snap.snapName].sort());
+  });
+
   it('delete removes an emptied v1 snapshot directory but keeps one that still has objects', async () => {
     const store = await open('q/v2');
     const dir = path.join(root, 'q', 'v1', 'Backup-1600000000');

@@ -25,6 +25,8 @@ export class RotatingStore {
       env: CredentialEnv;
       envPrefix: CredentialEnvPrefix;
       logger: Logger;
+      /** This process is the only one writing as this name (OpenOptions.tempOwner): the sidecar's member. */
+      tempOwner?: string;
     },
   ) {}
 
@@ -42,7 +44,7 @@ export class RotatingStore {
     const config = await this.opts.resolve();
     if (!config) throw new EtcdbrError('E_INVALID_INPUT', 'no storage provider configured');
     const seen = await this.credentialsMtime(config.provider);
-    const fresh = await openSnapStore(config);
+    const fresh = await openSnapStore(config, this.opts.tempOwner === undefined ? {} : { tempOwner: this.opts.tempOwner });
     if (this.store) {
       this.opts.logger.info({ provider: config.provider }, 'snapstore credentials changed; re-created the store client');
       await this.store.close().catch(() => undefined);

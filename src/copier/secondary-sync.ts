@@ -234,6 +234,8 @@ export function secondarySyncFromConfig(input: {
   secondary: StoreConfig | undefined;
   /** Resolves it again, re-reading credential files. */
   resolveSecondary: () => Promise<StoreConfig | undefined>;
+  /** Names this sidecar's temp files in a Local secondary store (OpenOptions.tempOwner). */
+  tempOwner?: string;
   env: CredentialEnv;
   /** The primary store, undefined when the server runs without one. */
   primary: (() => Promise<SnapStore>) | undefined;
@@ -247,7 +249,13 @@ export function secondarySyncFromConfig(input: {
     logger.warn({}, '--secondary-backup-sync-enabled is set but there is no primary store (--storage-provider): nothing to sync');
     return undefined;
   }
-  const store = new RotatingStore({ resolve: input.resolveSecondary, env: input.env, envPrefix: STORE_ENV_PREFIX.secondary, logger });
+  const store = new RotatingStore({
+    resolve: input.resolveSecondary,
+    env: input.env,
+    envPrefix: STORE_ENV_PREFIX.secondary,
+    logger,
+    ...(input.tempOwner !== undefined ? { tempOwner: input.tempOwner } : {}),
+  });
   const sc = config.snapshotterConfig;
   const sync = new SecondarySync(
     {

@@ -38,12 +38,16 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   const storeConfigured = ctx.stores.primary !== undefined;
   const verifyProblem = scheduledVerificationProblem(config.verifySchedule, ctx.stores.primary?.encryption);
   if (verifyProblem !== undefined) throw new EtcdbrError('E_INVALID_INPUT', verifyProblem);
+  // One sidecar per member runs at a time (its pod), so the temp files a store holds under this name were
+  // left by this member's previous sidecar, killed mid-save, and can go at once.
+  const tempOwner = `server/${ctx.pod.podName ?? config.restorationConfig.name}`;
   const store = storeConfigured
     ? new RotatingStore({
         resolve: () => ctx.resolveStore('primary'),
         env: ctx.env,
         envPrefix: STORE_ENV_PREFIX.primary,
         logger,
+        tempOwner,
       })
     : undefined;
   const client = await createEtcdClientFromFlags(conn);
@@ -122,6 +126,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     shutdown: ctx.signal,
     secondaryStore: ctx.stores.secondary,
     resolveSecondary: () => ctx.resolveStore('secondary'),
+    tempOwner,
     client,
     singleMember: size === 1,
     store,

@@ -3,7 +3,7 @@
  * A save streams into a hidden temp file next to the target, fsyncs it, renames it into place and
  * fsyncs the directory, so a crash leaves either the old object or the new one, never half a file.
  */
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { constants as fsConstants, createReadStream, createWriteStream } from 'node:fs';
 import type { WriteStream } from 'node:fs';
 import { mkdir, open, readdir, rename, rmdir, stat, unlink } from 'node:fs/promises';
@@ -29,6 +29,26 @@ export const LOCAL_TEMP_PREFIX = '.etcd-backup-';
  */
 export const STALE_TEMP_AGE_MS = 60 * 60 * 1000;
 
+/**
+ * Temp file names: `.etcd-backup-<12 random hex>`, followed by `.<16 hex of the owner's sha256>` when the
+ * store was opened with `tempOwner`. A hash keeps the name short and free of any character the owner's
+ * name might hold.
+ */
+function ownerTag(owner: string): string {
+  return createHash('sha256').update(owner).digest('hex').slice(0, 16);
+}
+
+function tempFileName(tag: string | undefined): string {
+  const name = `${LOCAL_TEMP_PREFIX}${randomBytes(6).toString('hex')}`;
+  return tag === undefined ? name : `${name}.${tag}`;
+}
+
+/**
+ * Temp files this process is writing now. The owner's sweep skips them: a store opened again in the same
+ * process (new credentials, a second store on the same folder) must not remove a save under way.
+ */
+const writing = new Set<string>();
+
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
 
@@ -36,7 +56,8 @@ export async function openLocalStore(config: LocalStoreConfig, options: OpenOpti
   if (!path.isAbsolute(config.rootDir)) {
     throw new SnapStoreError('E_CONFIG', `local store root ${JSON.stringify(config.rootDir)} must be an absolute path`);
   }
-  const store = new LocalSnapStore(config);
+  const tag = options.tempOwner === undefined ? undefined : ownerTag(options.tempOwner);
+  const store = new LocalSnapStore(config, tag);
   if (options.readOnly) {
     // Reading never creates or removes anything: a mistyped path is an error, not an empty store.
     await requireDirectory(config.rootDir, config.flagPrefix ?? '');
@@ -52,9 +73,9 @@ export async function openLocalStore(config: LocalStoreConfig, options: OpenOpti
   }
   // v1 snapshots (a folder per full snapshot) are saved beside v2, in the sibling `v1` folder.
   const prefixDir = store.resolve(config.prefix);
-  const staleBefore = Date.now() - STALE_TEMP_AGE_MS;
-  await sweepStaleTempFiles(prefixDir, staleBefore, store.log);
-  if (path.basename(prefixDir) === 'v2') await sweepStaleTempFiles(path.join(path.dirname(prefixDir), 'v1'), staleBefore, store.log);
+  const sweep = { olderThanMs: Date.now() - STALE_TEMP_AGE_MS, ...(tag !== undefined ? { ownerTag: tag } : {}) };
+  await sweepStaleTempFiles(prefixDir, sweep, store.log);
+  if (path.basename(prefixDir) === 'v2') await sweepStaleTempFiles(path.join(path.dirname(prefixDir), 'v1'), sweep, store.log);
   return store;
 }
 
@@ -76,11 +97,17 @@ async function requireDirectory(dir: string, flagPrefix: string): Promise<void> 
 }
 
 /**
- * Removes temp files of saves that died, below `dir` (v2 is flat; v1 has a folder per full snapshot).
- * They are never listed, so nothing else would ever reclaim their space. Best effort: a failure is logged,
- * never fatal.
+ * Removes temp files of saves that died, below `dir` (v2 is flat; v1 has a folder per full snapshot):
+ * those untouched since `olderThanMs`, and those named with `ownerTag` (the opening writer's own, left by
+ * its previous process) of any age. They are never listed, so nothing else would ever reclaim their space.
+ * Best effort: a failure is logged, never fatal.
  */
-export async function sweepStaleTempFiles(dir: string, olderThanMs: number, logger: Logger): Promise<string[]> {
+export async function sweepStaleTempFiles(
+  dir: string,
+  rule: { olderThanMs: number; ownerTag?: string },
+  logger: Logger,
+): Promise<string[]> {
+  const ownSuffix = rule.ownerTag === undefined ? undefined : `.${rule.ownerTag}`;
   const removed: string[] = [];
   const walk = async (d: string, depth: number): Promise<void> => {
     let entries;
@@ -95,7 +122,8 @@ export async function sweepStaleTempFiles(dir: string, olderThanMs: number, logg
       if (e.isDirectory() && depth < 2) await walk(p, depth + 1);
       else if (e.isFile() && e.name.startsWith(LOCAL_TEMP_PREFIX)) {
         try {
-          if ((await stat(p)).mtimeMs >= olderThanMs) continue;
+          const own = ownSuffix !== undefined && e.name.endsWith(ownSuffix) && !writing.has(p);
+          if (!own && (await stat(p)).mtimeMs >= rule.olderThanMs) continue;
           await unlink(p);
           removed.push(p);
         } catch (err) {
@@ -116,13 +144,16 @@ class LocalSnapStore implements SnapStore {
   /** Begins the flags named in messages (StoreConfigBase.flagPrefix). */
   private readonly flagPrefix: string;
   private readonly logger: Logger;
+  /** Ends the names of this store's temp files (see `tempFileName`). */
+  private readonly tempTag: string | undefined;
   private closed = false;
 
   get log(): Logger {
     return this.logger;
   }
 
-  constructor(config: LocalStoreConfig) {
+  constructor(config: LocalStoreConfig, tempTag: string | undefined) {
+    this.tempTag = tempTag;
     this.prefix = config.prefix;
     this.root = path.resolve(config.rootDir);
     this.flagPrefix = config.flagPrefix ?? '';
@@ -216,9 +247,10 @@ class LocalSnapStore implements SnapStore {
       throw err;
     }
     const dir = path.dirname(target);
-    const tmp = path.join(dir, `${LOCAL_TEMP_PREFIX}${randomBytes(6).toString('hex')}`);
+    const tmp = path.join(dir, tempFileName(this.tempTag));
     let renamed = false;
     let out: WriteStream | undefined;
+    writing.add(tmp);
     try {
       if (signal?.aborted) throw abortReason(signal);
       await mkdir(dir, { recursive: true, mode: DIR_MODE });
@@ -249,6 +281,8 @@ class LocalSnapStore implements SnapStore {
         if (!isCode(e, 'ENOENT')) this.logger.warn({ err: e, file: tmp }, 'could not remove temp file of a failed save');
       });
       throw saveFailed(err, what);
+    } finally {
+      writing.delete(tmp);
     }
   }
 

@@ -31,6 +31,8 @@ export interface LeaderWorkOptions {
   /** The resolved secondary store, and how to resolve it again (credential rotation). */
   secondaryStore: StoreConfig | undefined;
   resolveSecondary: () => Promise<StoreConfig | undefined>;
+  /** Names this sidecar's temp files in a Local store (OpenOptions.tempOwner). */
+  tempOwner: string;
   client: EtcdClient;
   /** The cluster has one member (its etcd config's initial-cluster): no other sidecar can take over. */
   singleMember: boolean;
@@ -70,6 +72,7 @@ export class LeaderWork {
       config,
       secondary: opts.secondaryStore,
       resolveSecondary: opts.resolveSecondary,
+      tempOwner: opts.tempOwner,
       env: opts.env,
       primary: store ? () => store.get() : undefined,
       clock,
