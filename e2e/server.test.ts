@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { SnapStore } from '@etcdbrctl/snapstore';
+import { freePort } from '../src/etcd/ports.js';
 import { startEtcdWithClient, type EtcdWithClient, type TestEtcd } from '../test/support/etcd.js';
 import { openLocalStore } from '../test/support/local-store.js';
 import { localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
@@ -93,18 +94,23 @@ describe('etcdbrctl server (process) with a Local store', () => {
     expect(list.at(-1)?.lastRevision).toBe(last);
   });
 
-  it("removes the temp files its member's killed sidecar left in the store, and no other writer's", async () => {
+  it("removes at start the temp files its member's killed sidecar left in the store, and no other writer's", async () => {
     // The naming rule (snapstore/src/providers/local.ts): `.etcd-backup-<12 hex>.<16 hex of sha256(owner)>`,
     // the owner of a server being `server/<POD_NAME>`. Both files are fresh, as after a kill a moment ago.
+    const noEtcdPort = await freePort();
     const tag = (owner: string) => createHash('sha256').update(owner).digest('hex').slice(0, 16);
     const v2 = join(dir, 'store', 'v2');
     await mkdir(v2, { recursive: true });
     const mine = `.etcd-backup-0123456789ab.${tag('server/etcd-main-0')}`;
     const others = [`.etcd-backup-0123456789ab.${tag('server/etcd-main-1')}`, '.etcd-backup-0123456789ab'];
     for (const f of [mine, ...others]) await writeFile(join(v2, f), 'half a snapshot');
-    sidecar = await startSidecar(flags(), { POD_NAME: 'etcd-main-0' });
-    await waitFor(async () => ((await store.list()).some((x) => x.kind === 'Full') ? true : undefined), 'initial full');
-    expect((await readdir(v2)).filter((f) => f.startsWith('.etcd-backup-')).sort()).toEqual(others.sort());
+    // Without an etcd to lead (nothing listens there): every member sweeps at start, not only the leader.
+    const noEtcd = flags().map((f) => (f.startsWith('--endpoints=') ? `--endpoints=http://127.0.0.1:${noEtcdPort}` : f));
+    sidecar = await startSidecar(noEtcd, { POD_NAME: 'etcd-main-0' });
+    const temps = async () => (await readdir(v2)).filter((f) => f.startsWith('.etcd-backup-')).sort();
+    await waitFor(async () => ((await temps()).includes(mine) ? undefined : true), 'its own temp file removed');
+    expect(await temps()).toEqual(others.sort());
+    expect(await store.list()).toEqual([]);
   });
 
   it('Ctrl-C under npm (two SIGINTs at once) is one orderly shutdown: the last delta is still written', async () => {

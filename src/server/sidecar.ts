@@ -50,6 +50,12 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
         tempOwner,
       })
     : undefined;
+  // A Local store is opened now, so that every member removes its killed predecessor's temp files, not only
+  // the next leader. A cloud store waits for its first use: opening it would load its SDK on members that
+  // may never use it.
+  if (store && ctx.stores.primary?.provider === 'Local') {
+    store.get().catch((err: unknown) => logger.warn({ err }, 'cannot open the Local store at start; it is tried again when used'));
+  }
   const client = await createEtcdClientFromFlags(conn);
   let active: Snapshotter | undefined;
 
