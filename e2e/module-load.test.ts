@@ -121,9 +121,11 @@ describe('etcdbrctl server loads only what its flags use', () => {
   it('Local store, Kubernetes off: neither the Kubernetes client nor any cloud SDK', async () => {
     const packages = await packagesLoadedBy('local', localStoreFlags(join(dir, 'local-store'), join(dir, 'tmp')));
     // What the server does use is in the log: the hook saw the process load its packages.
-    expect(loadedAny(packages, 'fastify')).toContain('fastify');
+    expect(loadedAny(packages, 'prom-client')).toContain('prom-client');
     // Our own etcd client (src/etcd/h2-etcd-client.ts) and our own cron walk: no gRPC library, no cron library.
     expect(['etcd3', '@grpc/', 'protobufjs', 'cron-parser', 'luxon'].flatMap((p) => loadedAny(packages, p))).toEqual([]);
+    // The HTTP API is Node's own server (src/server/http-router.ts): no framework, no schema validator.
+    expect(['fastify', 'ajv', 'avvio', 'find-my-way'].flatMap((p) => loadedAny(packages, p))).toEqual([]);
     expect(loadedAny(packages, KUBE_CLIENT)).toEqual([]);
     expect(packages.ownKubeClient).toBe(false);
     expect(CLOUD_SDKS.flatMap((sdk) => loadedAny(packages, sdk))).toEqual([]);

@@ -2,11 +2,12 @@
  * `--enable-profiling`. Upstream mounts Go's net/http/pprof; Node has no pprof, so the same paths serve
  * what V8 offers instead: a heap snapshot and a CPU profile, both in the formats Chrome DevTools opens.
  */
+import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { getHeapSnapshot } from 'node:v8';
-import type { FastifyInstance } from 'fastify';
 import type { Logger } from '../log.js';
-import { errorMessage, queryParam, sendError } from './respond.js';
+import type { Routes } from './http-router.js';
+import { errorMessage, send, sendError } from './respond.js';
 
 const INDEX = `etcdbrctl profiling (Node.js ${process.version}); Go's pprof profiles do not exist in this implementation.
 
@@ -20,60 +21,80 @@ const DEFAULT_SECONDS = 30;
 const MAX_SECONDS = 60;
 
 export interface Profiling {
-  /** Ends running CPU profiles early (server shutdown); their requests answer with what was sampled. */
-  abortAll(): void;
+  /**
+   * Ends running CPU profiles early (server shutdown); resolves once their requests have answered with what
+   * was sampled, so that the server closes their connections only after.
+   */
+  abortAll(): Promise<void>;
 }
 
 function stamp(): string {
   return new Date().toISOString().replace(/[:.]/g, '-');
 }
 
-export function registerProfilingRoutes(app: FastifyInstance, logger: Logger): Profiling {
-  const running = new Set<AbortController>();
+export function registerProfilingRoutes(routes: Routes, logger: Logger): Profiling {
+  /** Each running profile's abort, and the end of its request. */
+  const running = new Map<AbortController, Promise<void>>();
 
-  // Go's ServeMux redirects a subtree root without its slash.
-  app.all('/debug/pprof', async (_request, reply) => reply.redirect('/debug/pprof/', 301));
-
-  app.all('/debug/pprof/', async (_request, reply) => reply.code(200).header('content-type', 'text/plain; charset=utf-8').send(INDEX));
-
-  app.all('/debug/pprof/heap', async (_request, reply) => {
-    logger.info('writing a V8 heap snapshot for /debug/pprof/heap');
-    return reply
-      .code(200)
-      .header('content-type', 'application/json')
-      .header('content-disposition', `attachment; filename="heap-${stamp()}.heapsnapshot"`)
-      .send(getHeapSnapshot());
+  // Go's ServeMux redirects a subtree root without its slash (http.Redirect: a small HTML body for GET and HEAD).
+  routes.all('/debug/pprof', async (x) => {
+    const body = x.method === 'GET' || x.method === 'HEAD' ? '<a href="/debug/pprof/">Moved Permanently</a>.\n\n' : '';
+    send(x.res, 301, 'text/html; charset=utf-8', body, { location: '/debug/pprof/' });
   });
 
-  app.all('/debug/pprof/profile', async (request, reply) => {
-    const raw = queryParam(request, 'seconds');
+  routes.all('/debug/pprof/', async (x) => send(x.res, 200, 'text/plain; charset=utf-8', INDEX));
+
+  routes.all('/debug/pprof/heap', async (x) => {
+    logger.info('writing a V8 heap snapshot for /debug/pprof/heap');
+    x.res.writeHead(200, {
+      'content-type': 'application/json',
+      'content-disposition': `attachment; filename="heap-${stamp()}.heapsnapshot"`,
+    });
+    // Streamed: the snapshot is of the order of the heap. A client that goes away ends the pipeline.
+    await pipeline(getHeapSnapshot(), x.res).catch((err: unknown) => logger.warn({ err }, 'sending the heap snapshot failed'));
+  });
+
+  routes.all('/debug/pprof/profile', async (x) => {
+    const { res } = x;
+    const raw = x.query('seconds');
     let seconds = DEFAULT_SECONDS;
     if (raw !== '') {
       seconds = /^[0-9]{1,3}$/.test(raw) ? Number(raw) : NaN;
       if (!(seconds >= 1 && seconds <= MAX_SECONDS)) {
-        return sendError(
-          reply,
+        sendError(
+          res,
           400,
           `invalid value ${JSON.stringify(raw)} for query parameter "seconds": want a whole number from 1 to ${MAX_SECONDS}`,
         );
+        return;
       }
     }
     // One at a time: profiles would otherwise sample each other's overhead, and this bounds the cost.
-    if (running.size > 0) return sendError(reply, 409, 'a CPU profile is already being taken; try again later');
+    if (running.size > 0) {
+      sendError(res, 409, 'a CPU profile is already being taken; try again later');
+      return;
+    }
 
     let inspector: typeof import('node:inspector/promises');
     try {
       inspector = await import('node:inspector/promises');
     } catch (err) {
-      return sendError(reply, 501, `CPU profiling needs the Node.js inspector, which this runtime lacks: ${errorMessage(err)}`);
+      sendError(res, 501, `CPU profiling needs the Node.js inspector, which this runtime lacks: ${errorMessage(err)}`);
+      return;
     }
     const controller = new AbortController();
-    running.add(controller);
+    let answered!: () => void;
+    running.set(
+      controller,
+      new Promise<void>((resolve) => {
+        answered = resolve;
+      }),
+    );
     // A client that hangs up does not need the rest of the profile.
     const onClose = (): void => {
-      if (!reply.raw.writableFinished) controller.abort();
+      if (!res.writableFinished) controller.abort();
     };
-    reply.raw.once('close', onClose);
+    res.once('close', onClose);
     const session = new inspector.Session();
     try {
       session.connect();
@@ -86,23 +107,28 @@ export function registerProfilingRoutes(app: FastifyInstance, logger: Logger): P
         // Aborted: stop now and answer with what was sampled so far.
       }
       const { profile } = await session.post('Profiler.stop');
-      return reply
-        .code(200)
-        .header('content-type', 'application/json; charset=utf-8')
-        .header('content-disposition', `attachment; filename="cpu-${stamp()}.cpuprofile"`)
-        .send(JSON.stringify(profile));
+      send(res, 200, 'application/json; charset=utf-8', JSON.stringify(profile), {
+        'content-disposition': `attachment; filename="cpu-${stamp()}.cpuprofile"`,
+      });
     } catch (err) {
-      return sendError(reply, 500, `taking a CPU profile failed: ${errorMessage(err)}`);
+      sendError(res, 500, `taking a CPU profile failed: ${errorMessage(err)}`);
     } finally {
-      reply.raw.off('close', onClose);
+      res.off('close', onClose);
       running.delete(controller);
+      // Answered once the bytes are out: 'close' follows 'finish', or a connection that went away.
+      if (res.writableFinished) answered();
+      else res.once('close', answered);
       session.disconnect();
     }
   });
 
   return {
-    abortAll() {
-      for (const c of running) c.abort();
+    async abortAll() {
+      const ends = [...running].map(([controller, end]) => {
+        controller.abort();
+        return end;
+      });
+      await Promise.all(ends);
     },
   };
 }

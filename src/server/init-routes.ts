@@ -1,10 +1,10 @@
 import { EtcdbrError } from '../errors.js';
-import type { FastifyInstance } from 'fastify';
 import { yaml } from '../config/yaml.js';
 import type { PodEnvironment } from '../config/pod-environment.js';
 import { readEtcdConfigTemplate, renderMemberConfig, type ClusterView } from '../config/etcd-config.js';
 import type { InitializationState } from './initialization.js';
-import { GO_SNIFFED_TEXT, errorMessage, queryParam, sendError } from './respond.js';
+import type { Routes } from './http-router.js';
+import { GO_SNIFFED_TEXT, errorMessage, send, sendError } from './respond.js';
 
 export interface InitRoutesDeps {
   state: InitializationState;
@@ -13,43 +13,28 @@ export interface InitRoutesDeps {
   clusterView: () => Promise<ClusterView>;
 }
 
-const ANY_METHOD = ['GET', 'POST', 'PUT', 'DELETE', 'PATCH', 'HEAD', 'OPTIONS'] as const;
-
 /**
  * The etcd-wrapper protocol (upstream `pkg/server/httpAPI.go`; etcd-wrapper `internal/brclient/brclient.go`): `/initialization/start`, `/initialization/status` and
- * `/config`. Bodies are small strings sent in one write; the status body has no newline (the wrapper
- * compares it exactly).
+ * `/config`, for every method. Bodies are small strings sent in one write; the status body has no newline
+ * (the wrapper compares it exactly).
  */
-export function registerInitRoutes(app: FastifyInstance, deps: InitRoutesDeps): void {
-  app.route({
-    method: [...ANY_METHOD],
-    url: '/initialization/start',
-    handler: async (request, reply) => {
-      // Upstream: anything but "sanity" means a full validation.
-      deps.state.start(queryParam(request, 'mode') === 'sanity' ? 'sanity' : 'full');
-      return reply.code(200).header('content-type', GO_SNIFFED_TEXT).send('');
-    },
+export function registerInitRoutes(routes: Routes, deps: InitRoutesDeps): void {
+  routes.all('/initialization/start', async (x) => {
+    // Upstream: anything but "sanity" means a full validation.
+    deps.state.start(x.query('mode') === 'sanity' ? 'sanity' : 'full');
+    send(x.res, 200, GO_SNIFFED_TEXT, '');
   });
-  app.route({
-    method: [...ANY_METHOD],
-    url: '/initialization/status',
-    handler: async (_request, reply) => reply.code(200).header('content-type', GO_SNIFFED_TEXT).send(deps.state.read()),
-  });
-  app.route({
-    method: [...ANY_METHOD],
-    url: '/config',
-    handler: async (_request, reply) => {
-      try {
-        const template = await readEtcdConfigTemplate(deps.pod.etcdConfigPath);
-        const podName = deps.pod.podName ?? '';
-        if (podName === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAME is not set: cannot tell which member this is');
-        const view = await deps.clusterView().catch(() => ({ existingMembers: [], learnerPresent: false }));
-        const config = renderMemberConfig(template, podName, view);
-        const body = yaml().stringify(config, { sortMapEntries: true, lineWidth: 0 });
-        return reply.code(200).header('content-type', 'application/yaml').send(body);
-      } catch (err) {
-        return sendError(reply, 500, `cannot serve the etcd config: ${errorMessage(err)}`);
-      }
-    },
+  routes.all('/initialization/status', async (x) => send(x.res, 200, GO_SNIFFED_TEXT, deps.state.read()));
+  routes.all('/config', async (x) => {
+    try {
+      const template = await readEtcdConfigTemplate(deps.pod.etcdConfigPath);
+      const podName = deps.pod.podName ?? '';
+      if (podName === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAME is not set: cannot tell which member this is');
+      const view = await deps.clusterView().catch(() => ({ existingMembers: [], learnerPresent: false }));
+      const config = renderMemberConfig(template, podName, view);
+      send(x.res, 200, 'application/yaml', yaml().stringify(config, { sortMapEntries: true, lineWidth: 0 }));
+    } catch (err) {
+      sendError(x.res, 500, `cannot serve the etcd config: ${errorMessage(err)}`);
+    }
   });
 }

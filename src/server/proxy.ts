@@ -7,9 +7,9 @@ import { EtcdbrError } from '../errors.js';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import type { RequestOptions as HttpsRequestOptions } from 'node:https';
 import { pipeline } from 'node:stream/promises';
-import type { FastifyReply, FastifyRequest } from 'fastify';
 import { nodeHttp as http, nodeHttps as https } from '@etcdbrctl/snapstore';
 import type { Logger } from '../log.js';
+import type { Exchange } from './http-router.js';
 import { errorMessage, sendError } from './respond.js';
 import type { LeaderProxy } from './types.js';
 
@@ -35,6 +35,9 @@ export const FORWARDED_HEADER = 'x-etcdbrctl-forwarded';
 
 /** Proxied answers up to this size are buffered and sent in one write, like our own answers. */
 const BUFFER_LIMIT = 1024 * 1024;
+
+/** Longest request body forwarded to the leader (the API's requests carry none). */
+const REQUEST_BODY_LIMIT = 1024 * 1024;
 
 /** Longest `/healthz` body we read from a leader; the real one is 16 bytes. */
 const HEALTH_BODY_LIMIT = 64 * 1024;
@@ -140,15 +143,11 @@ export interface Refusal {
 const NO_SNAPSHOTTER: Refusal = { reason: 'no snapshotter runs in this sidecar', status: 405 };
 
 /** Forwards the request to the leader if it is healthy; a failure before forwarding answers `why.status`. */
-export async function delegateToLeader(
-  request: FastifyRequest,
-  reply: FastifyReply,
-  opts: DelegationOptions,
-  why: Refusal = NO_SNAPSHOTTER,
-): Promise<FastifyReply> {
-  const refuse = (message: string): FastifyReply => {
-    opts.logger.warn({ url: request.url }, message);
-    return sendError(reply, why.status, message);
+export async function delegateToLeader(x: Exchange, opts: DelegationOptions, why: Refusal = NO_SNAPSHOTTER): Promise<void> {
+  const request = x.req;
+  const refuse = (message: string): void => {
+    opts.logger.warn({ url: x.url }, message);
+    sendError(x.res, why.status, message);
   };
   if (request.headers[FORWARDED_HEADER] !== undefined) {
     return refuse(`${why.reason} and the request was already forwarded once; not forwarding again`);
@@ -172,23 +171,49 @@ export async function delegateToLeader(
   } catch (err) {
     return refuse(`${why.reason} and the health of the leading sidecar ${leader} is unknown: ${errorMessage(err)}`);
   }
-  opts.logger.info({ leader, url: request.url }, 'forwarding the request to the leading backup-restore sidecar');
-  return forward(request, reply, leader, opts);
+  opts.logger.info({ leader, url: x.url }, 'forwarding the request to the leading backup-restore sidecar');
+  return forward(x, leader, opts);
+}
+
+/**
+ * The request body to forward: undefined when the request has none or is a GET or HEAD (Go's ReverseProxy
+ * would pass it on; nothing in the API sends one).
+ */
+async function requestBody(request: IncomingMessage): Promise<Buffer | undefined> {
+  if (request.method === 'GET' || request.method === 'HEAD') return undefined;
+  if (request.headers['content-length'] === undefined && request.headers['transfer-encoding'] === undefined) return undefined;
+  const tooLarge = () => new EtcdbrError('E_INVALID_INPUT', `the request body is larger than ${REQUEST_BODY_LIMIT} bytes`);
+  if (Number(request.headers['content-length']) > REQUEST_BODY_LIMIT) throw tooLarge();
+  // Read to the end even past the limit: the connection stays usable for the 413.
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of request as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size <= REQUEST_BODY_LIMIT) chunks.push(chunk);
+  }
+  if (size > REQUEST_BODY_LIMIT) throw tooLarge();
+  return Buffer.concat(chunks);
 }
 
 /**
  * Reverse-proxies the request (method, path, query, body) and relays the answer. A failure to reach the
  * leader is a 502, as Go's ReverseProxy answers; a failure after the answer started aborts the connection.
  */
-async function forward(request: FastifyRequest, reply: FastifyReply, leader: string, opts: DelegationOptions): Promise<FastifyReply> {
-  const target = new URL(`${trimBase(leader)}${request.raw.url ?? '/'}`);
+async function forward(x: Exchange, leader: string, opts: DelegationOptions): Promise<void> {
+  const { req: request, res: reply } = x;
+  const target = new URL(`${trimBase(leader)}${x.url}`);
   const headers = withoutHopByHop(request.headers);
   delete headers['host'];
   const prior = request.headers['x-forwarded-for'];
-  headers['x-forwarded-for'] = prior === undefined ? request.ip : `${String(prior)}, ${request.ip}`;
+  headers['x-forwarded-for'] = prior === undefined ? x.ip : `${String(prior)}, ${x.ip}`;
   headers[FORWARDED_HEADER] = '1';
-  // The body was read by our catch-all parser; GET/HEAD bodies are never read and not forwarded.
-  const body = Buffer.isBuffer(request.body) ? request.body : undefined;
+  let body: Buffer | undefined;
+  try {
+    body = await requestBody(request);
+  } catch (err) {
+    sendError(reply, 413, `not forwarded to the leading sidecar: ${errorMessage(err)}`);
+    return;
+  }
   if (body !== undefined) headers['content-length'] = String(body.length);
   else delete headers['content-length'];
 
@@ -200,9 +225,9 @@ async function forward(request: FastifyRequest, reply: FastifyReply, leader: str
   });
   // A client that goes away must not leave a request to the leader behind.
   const onClientGone = (): void => {
-    if (!reply.raw.writableFinished) upstream.destroy();
+    if (!reply.writableFinished) upstream.destroy();
   };
-  reply.raw.once('close', onClientGone);
+  reply.once('close', onClientGone);
 
   let res: IncomingMessage;
   try {
@@ -212,10 +237,11 @@ async function forward(request: FastifyRequest, reply: FastifyReply, leader: str
       upstream.end(body);
     });
   } catch (err) {
-    reply.raw.off('close', onClientGone);
+    reply.off('close', onClientGone);
     const message = `forwarding the request to the leading sidecar ${leader} failed: ${errorMessage(err)}`;
-    opts.logger.warn({ url: request.url }, message);
-    return sendError(reply, 502, message);
+    opts.logger.warn({ url: x.url }, message);
+    sendError(reply, 502, message);
+    return;
   }
 
   // Raw writes from here on: the leader's headers and bytes go out unchanged, plus ours (security headers).
@@ -224,26 +250,24 @@ async function forward(request: FastifyRequest, reply: FastifyReply, leader: str
   Object.assign(outHeaders, withoutHopByHop(res.headers));
   const status = res.statusCode ?? 502;
   const length = Number(res.headers['content-length']);
-  reply.hijack();
   try {
     if (Number.isSafeInteger(length) && length <= BUFFER_LIMIT) {
       const buffered = await readLimited(res, BUFFER_LIMIT);
-      reply.raw.writeHead(status, outHeaders);
-      reply.raw.end(request.method === 'HEAD' ? undefined : buffered);
+      reply.writeHead(status, outHeaders);
+      reply.end(request.method === 'HEAD' ? undefined : buffered);
     } else {
-      reply.raw.writeHead(status, outHeaders);
-      await pipeline(res, reply.raw);
+      reply.writeHead(status, outHeaders);
+      await pipeline(res, reply);
     }
   } catch (err) {
-    opts.logger.warn({ url: request.url, err }, "relaying the leading sidecar's answer failed");
-    if (!reply.raw.headersSent) {
-      reply.raw.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' });
-      reply.raw.end(`relaying the answer of the leading sidecar ${leader} failed: ${errorMessage(err)}\n`);
+    opts.logger.warn({ url: x.url, err }, "relaying the leading sidecar's answer failed");
+    if (!reply.headersSent) {
+      reply.writeHead(502, { 'content-type': 'text/plain; charset=utf-8' });
+      reply.end(`relaying the answer of the leading sidecar ${leader} failed: ${errorMessage(err)}\n`);
     } else {
-      reply.raw.destroy();
+      reply.destroy();
     }
   } finally {
-    reply.raw.off('close', onClientGone);
+    reply.off('close', onClientGone);
   }
-  return reply;
 }

@@ -1,9 +1,10 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 
 /**
  * Response helpers that reproduce what upstream's Go handlers put on the wire. Every body is sent as one
  * string with Content-Length, so headers and body leave in a single write (etcd-wrapper reads fail when
- * they are split, docs/design-decisions.md "Wire rules etcd-wrapper depends on").
+ * they are split, docs/design-decisions.md "Wire rules etcd-wrapper depends on"). For a HEAD request Node
+ * sends the headers alone.
  */
 
 /**
@@ -12,22 +13,19 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
  */
 export const GO_SNIFFED_TEXT = 'text/plain; charset=utf-8';
 
-export function sendJson(reply: FastifyReply, status: number, value: unknown): FastifyReply {
-  return reply.code(status).header('content-type', GO_SNIFFED_TEXT).send(JSON.stringify(value));
+/** The whole answer at once; headers set earlier on `res` (security headers) go along. */
+export function send(res: ServerResponse, status: number, contentType: string, body: string, headers: OutgoingHttpHeaders = {}): void {
+  res.writeHead(status, { ...headers, 'content-type': contentType, 'content-length': Buffer.byteLength(body) });
+  res.end(body);
+}
+
+export function sendJson(res: ServerResponse, status: number, value: unknown): void {
+  send(res, status, GO_SNIFFED_TEXT, JSON.stringify(value));
 }
 
 /** Go's `http.Error`: the message plus a newline, as text, not to be sniffed. */
-export function sendError(reply: FastifyReply, status: number, message: string): FastifyReply {
-  return reply.code(status).header('content-type', GO_SNIFFED_TEXT).header('x-content-type-options', 'nosniff').send(`${message}\n`);
-}
-
-/**
- * The first value of a query parameter, '' when absent (Go's `URL.Query().Get`). Parsed from the raw
- * URL so repeated keys behave as in Go and not as fastify's array form.
- */
-export function queryParam(request: FastifyRequest, name: string): string {
-  const url = new URL(request.raw.url ?? '/', 'http://localhost');
-  return url.searchParams.get(name) ?? '';
+export function sendError(res: ServerResponse, status: number, message: string): void {
+  send(res, status, GO_SNIFFED_TEXT, `${message}\n`, { 'x-content-type-options': 'nosniff' });
 }
 
 const GO_TRUE = new Set(['1', 't', 'T', 'TRUE', 'true', 'True']);

@@ -1,5 +1,4 @@
 import type { Snapshot, SnapStore } from '@etcdbrctl/snapstore';
-import type { FastifyInstance } from 'fastify';
 import type { HttpServerConfig } from '../config/types.js';
 import type { Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
@@ -27,6 +26,7 @@ export interface LeaderProxy {
 }
 
 import type { BackupScrubber } from '../verifier/scrubber.js';
+import type { Routes } from './http-router.js';
 import type { ApiAuthOptions } from './api-auth.js';
 import type { OnDemandMaintenance } from '../cluster/on-demand.js';
 
@@ -55,6 +55,6 @@ export interface HttpServerDeps {
   host?: string;
   /** Timeout of the leader's `/healthz` check before forwarding; default 5 s. */
   leaderHealthTimeoutMs?: number;
-  /** Registers more routes on the root instance (for example `/initialization/*` and `/config`). */
-  extraRoutes?: (app: FastifyInstance) => void;
+  /** Registers more routes (for example `/initialization/*` and `/config`). */
+  extraRoutes?: (routes: Routes) => void;
 }

@@ -4,6 +4,7 @@ import type { SnapStore } from '@etcdbrctl/snapstore';
 import { Metrics } from '../../src/metrics.js';
 import { buildHttpServer } from '../../src/server/app.js';
 import { HealthState } from '../../src/server/health.js';
+import { send } from '../../src/server/respond.js';
 import { Resources, fakeSnapshotter, httpConfig, localStore, request, saveSnapshot, silentLogger, snap, startServer } from './support.js';
 
 const res = new Resources();
@@ -315,7 +316,7 @@ describe('other routes', () => {
   it('lets the caller add routes', async () => {
     const { url } = await startServer(res, {
       extraRoutes: (app) => {
-        app.get('/initialization/status', async (_req, reply) => reply.send('New'));
+        app.all('/initialization/status', async (x) => send(x.res, 200, 'text/plain; charset=utf-8', 'New'));
       },
     });
     const a = await request(`${url}/initialization/status`);
