@@ -221,6 +221,32 @@ describe('delegation to the leading sidecar', () => {
     });
   });
 
+  it('refuses to forward a body over 1 MiB with 413, declared or chunked, and forwards nothing', async () => {
+    let forwarded = 0;
+    const url = await startFakeLeader((_req, resp) => {
+      forwarded++;
+      resp.end('accepted by leader');
+    });
+    const store = await localStore(res);
+    const follower = await startServer(res, { store: () => store, leaderProxy: { findLeaderUrl: async () => url } });
+    const big = 'x'.repeat(1024 * 1024 + 1);
+    const declared = await request(`${follower.url}/snapshot/delta`, { method: 'POST', body: big });
+    const chunked = await request(`${follower.url}/snapshot/delta`, {
+      method: 'POST',
+      body: big,
+      headers: { 'transfer-encoding': 'chunked' },
+    });
+    for (const a of [declared, chunked]) {
+      expect(a.status).toBe(413);
+      expect(a.body).toBe('not forwarded to the leading sidecar: the request body is larger than 1048576 bytes\n');
+    }
+    expect(forwarded).toBe(0);
+    // Exactly the limit goes through.
+    const atLimit = await request(`${follower.url}/snapshot/delta`, { method: 'POST', body: big.slice(1) });
+    expect(atLimit.status).toBe(200);
+    expect(forwarded).toBe(1);
+  });
+
   it('streams large answers from the leader', async () => {
     const big = 'x'.repeat(3 * 1024 * 1024);
     const url = await startFakeLeader((_req, resp) => {

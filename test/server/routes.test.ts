@@ -5,6 +5,8 @@ import { Metrics } from '../../src/metrics.js';
 import { buildHttpServer } from '../../src/server/app.js';
 import { HealthState } from '../../src/server/health.js';
 import { send } from '../../src/server/respond.js';
+import { Routes } from '../../src/server/http-router.js';
+import { EtcdbrError } from '../../src/errors.js';
 import { Resources, fakeSnapshotter, httpConfig, localStore, request, saveSnapshot, silentLogger, snap, startServer } from './support.js';
 
 const res = new Resources();
@@ -305,6 +307,56 @@ describe('other routes', () => {
       expect(a.status, path).toBe(404);
       expect(a.body).toBe('404 page not found\n');
     }
+  });
+
+  it('reads the path as Go does: escapes decoded, a malformed escape is a 400', async () => {
+    const { url } = await startServer(res);
+    const escaped = await request(`${url}/heal%74hz`);
+    expect(escaped.status).toBe(503);
+    expect(escaped.body).toBe('{"health":false}');
+    const malformed = await request(`${url}/%zz`);
+    expect(malformed.status).toBe(400);
+    expect(malformed.body).toBe('invalid URL escape in "/%zz"\n');
+  });
+
+  it('answers HEAD with the headers of GET and no body', async () => {
+    const { url } = await startServer(res);
+    const a = await request(`${url}/healthz`, { method: 'HEAD' });
+    expect(a.status).toBe(503);
+    expect(a.headers['content-length']).toBe('16');
+    expect(a.body).toBe('');
+  });
+
+  it('ignores request bodies, as Go: a malformed JSON or unknown body type changes nothing', async () => {
+    const { url } = await startServer(res);
+    for (const type of ['application/json', 'application/x-unknown']) {
+      const a = await request(`${url}/healthz`, { method: 'POST', body: '{', headers: { 'content-type': type } });
+      expect(a.status, type).toBe(503);
+      expect(a.body, type).toBe('{"health":false}');
+    }
+  });
+
+  it("turns a handler's typed error into its status and message", async () => {
+    const { url } = await startServer(res, {
+      extraRoutes: (routes) => {
+        routes.all('/bad', async () => {
+          throw new EtcdbrError('E_INVALID_INPUT', 'the request names no member');
+        });
+        routes.all('/broken', async () => {
+          throw new EtcdbrError('E_INTERNAL', 'an invariant broke');
+        });
+      },
+    });
+    const bad = await request(`${url}/bad`);
+    expect([bad.status, bad.body]).toEqual([400, 'the request names no member\n']);
+    const broken = await request(`${url}/broken`);
+    expect([broken.status, broken.body]).toEqual([500, 'an invariant broke\n']);
+  });
+
+  it('refuses a route registered twice', () => {
+    const routes = new Routes();
+    routes.all('/x', async () => undefined);
+    expect(() => routes.all('/x', async () => undefined)).toThrow('route /x is registered twice');
   });
 
   it("listens on all interfaces by default, as upstream's :<port>", async () => {
