@@ -11,6 +11,7 @@ import type { EtcdConnectionConfig } from '../config/types.js';
 import type { PodEnvironment } from '../config/pod-environment.js';
 import {
   memberName,
+  initialClusterMembers,
   memberUrls,
   parseInitialCluster,
   readEtcdConfigTemplate,
@@ -88,17 +89,17 @@ export class MultiNode {
   /** This member as the etcd config describes it now; undefined for a single-node cluster. */
   async member(): Promise<MemberContext | undefined> {
     const template = await readEtcdConfigTemplate(this.opts.pod.etcdConfigPath);
-    const cluster = parseInitialCluster(template['initial-cluster']);
-    if (cluster.length <= 1) return undefined;
+    const cluster = initialClusterMembers(template['initial-cluster']);
+    if (cluster.size <= 1) return undefined;
     const podName = this.opts.pod.podName ?? '';
     if (podName === '')
       throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAME is not set: a member of a multi-node cluster cannot tell which member it is');
     const name = memberName(template, podName);
     const peerUrls = memberUrls(template, 'initial-advertise-peer-urls', name, podName);
-    const inInitialCluster = cluster.some(([n]) => n === name);
-    // Without its own peer URLs the member cannot be added; fall back to its initial-cluster entry.
-    const ownEntry = cluster.find(([n]) => n === name)?.[1];
-    const peers = peerUrls.length > 0 ? peerUrls : ownEntry ? [ownEntry] : [];
+    const ownEntries = cluster.get(name);
+    const inInitialCluster = ownEntries !== undefined;
+    // Without its own peer URLs the member cannot be added; fall back to its initial-cluster entries.
+    const peers = peerUrls.length > 0 ? peerUrls : (ownEntries ?? []);
     const members = new MemberControl({
       endpoints: memberOpEndpoints(this.opts.connection.serviceEndpoints, template),
       newClient: this.newClient,
@@ -109,7 +110,7 @@ export class MultiNode {
       clock: this.opts.clock,
       ...this.opts.retries,
     });
-    return { template, clusterSize: cluster.length, podName, memberName: name, peerUrls: peers, inInitialCluster, members };
+    return { template, clusterSize: cluster.size, podName, memberName: name, peerUrls: peers, inInitialCluster, members };
   }
 
   /** The initializer's multi-node options, or undefined for a single-node cluster. */

@@ -63,9 +63,29 @@ export function parseInitialCluster(value: unknown): Array<[string, string]> {
   });
 }
 
+/**
+ * `initial-cluster` as etcd reads it (`types.NewURLsMap`): one member per distinct name, each with every URL
+ * its entries give, in the order they first appear. etcd-druid v0.37 writes a member's name once per peer URL
+ * (`spec.etcd.additionalAdvertisePeerURLs`), so entries are not members.
+ */
+export function initialClusterMembers(value: unknown): Map<string, string[]> {
+  const members = new Map<string, string[]>();
+  for (const [name, url] of parseInitialCluster(value)) {
+    const urls = members.get(name);
+    if (urls === undefined) members.set(name, [url]);
+    else if (!urls.includes(url)) urls.push(url);
+  }
+  return members;
+}
+
+/** Number of members (distinct names) in an `initial-cluster` value (upstream `GetClusterSize`). */
+export function initialClusterSize(value: unknown): number {
+  return initialClusterMembers(value).size;
+}
+
 /** Number of members in the template's `initial-cluster` (upstream GetClusterSize). */
 export function clusterSize(template: EtcdConfigTemplate): number {
-  return parseInitialCluster(template['initial-cluster']).length;
+  return initialClusterSize(template['initial-cluster']);
 }
 
 /** `POD_NAME`, or `<member-name-prefix>-<POD_NAME>` when the template sets a prefix (upstream v0.43). */
@@ -192,6 +212,30 @@ export function renderMemberConfig(template: EtcdConfigTemplate, podName: string
       .map(([n, u]) => `${n}=${u}`)
       .join(',');
   }
-  out['initial-cluster-state'] = cluster.length <= 1 ? 'new' : view.learnerPresent ? 'existing' : 'new';
+  out['initial-cluster-state'] = clusterSize(template) <= 1 ? 'new' : view.learnerPresent ? 'existing' : 'new';
   return out;
+}
+
+/** Who a restored single member is: its name, peer URLs and the `initial-cluster` etcd's restore writes. */
+export interface RestoreIdentity {
+  name: string;
+  initialCluster: string;
+  peerUrls: string[];
+}
+
+/**
+ * The identity a single-member restore gives the data dir when the etcd config names this member: the
+ * config's member name and every peer URL it advertises (etcd-druid's `additionalAdvertisePeerURLs`
+ * included), so etcd starts on the restored dir advertising what its config says, with no MemberUpdate and
+ * restart afterwards. Upstream restores with the restoration flags (defaults `default` and
+ * `http://localhost:2380`) and corrects the peer URLs once etcd runs. Undefined when the config does not
+ * list this member with URLs: the flags are used then.
+ */
+export function restoreIdentityFromConfig(template: EtcdConfigTemplate, podName: string): RestoreIdentity | undefined {
+  const name = memberName(template, podName);
+  const entries = initialClusterMembers(template['initial-cluster']).get(name);
+  if (entries === undefined) return undefined;
+  const advertised = memberUrls(template, 'initial-advertise-peer-urls', name, podName);
+  const peerUrls = advertised.length > 0 ? advertised : entries;
+  return { name, initialCluster: peerUrls.map((u) => `${name}=${u}`).join(','), peerUrls };
 }

@@ -6,12 +6,15 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { memberOpEndpoints } from '../../src/cluster/members.js';
 import {
+  clusterSize,
   EtcdConfigError,
+  initialClusterMembers,
   memberUrls,
   parseLegacyUrlTemplate,
   peerUrlsUseTls,
   readEtcdConfigTemplate,
   renderMemberConfig,
+  restoreIdentityFromConfig,
 } from '../../src/config/etcd-config.js';
 import { InitializationState } from '../../src/server/initialization.js';
 import { registerInitRoutes } from '../../src/server/init-routes.js';
@@ -133,6 +136,56 @@ describe('legacy URL template <scheme>@<service>@<namespace>@<port>', () => {
     expect(out['initial-advertise-peer-urls']).toBe('http://etcd-main-0.etcd-main-peer.shoot--dev--one.svc:2380');
     expect(out['advertise-client-urls']).toBe('https://etcd-main-0.etcd-main-client.shoot--dev--one.svc:2379');
     expect(out.name).toBe('etcd-main-0');
+  });
+});
+
+/**
+ * What etcd-druid v0.37 writes for an Etcd with `additionalAdvertisePeerURLs` (configmap/etcdconfig.go,
+ * prepareInitialCluster and getAdvertiseURLs): the member's name once per peer URL.
+ */
+const DRUID_V037_EXTRA_PEER = {
+  name: 'etcd-config',
+  'initial-cluster': 'etcd-main-0=http://etcd-main-0.etcd-main-peer.ns.svc:2380,etcd-main-0=http://10.0.0.1:2380',
+  'initial-advertise-peer-urls': { 'etcd-main-0': ['http://etcd-main-0.etcd-main-peer.ns.svc:2380', 'http://10.0.0.1:2380'] },
+  'advertise-client-urls': { 'etcd-main-0': ['http://etcd-main-0.etcd-main-peer.ns.svc:2379'] },
+};
+
+describe('one member per name, several URLs per member (etcd types.NewURLsMap)', () => {
+  it("counts distinct names, keeping each member's URLs in order", () => {
+    expect(clusterSize(DRUID_V037_EXTRA_PEER)).toBe(1);
+    expect([...initialClusterMembers(DRUID_V037_EXTRA_PEER['initial-cluster'])]).toEqual([
+      ['etcd-main-0', ['http://etcd-main-0.etcd-main-peer.ns.svc:2380', 'http://10.0.0.1:2380']],
+    ]);
+    const three = 'a=http://a:2380,b=http://b:2380,a=http://a2:2380,c=http://c:2380,b=http://b:2380';
+    expect(clusterSize({ 'initial-cluster': three })).toBe(3);
+    expect(initialClusterMembers(three).get('b')).toEqual(['http://b:2380']);
+    expect(clusterSize({})).toBe(0);
+  });
+
+  it('a single member with two peer URLs renders as a new single-member cluster advertising both', () => {
+    const out = renderMemberConfig(DRUID_V037_EXTRA_PEER, 'etcd-main-0', { existingMembers: [], learnerPresent: true });
+    expect(out['initial-cluster-state']).toBe('new');
+    expect(out['initial-advertise-peer-urls']).toBe('http://etcd-main-0.etcd-main-peer.ns.svc:2380,http://10.0.0.1:2380');
+    expect(out['initial-cluster']).toBe(DRUID_V037_EXTRA_PEER['initial-cluster']);
+  });
+
+  it('a restore takes the member name and every advertised peer URL from the config', () => {
+    expect(restoreIdentityFromConfig(DRUID_V037_EXTRA_PEER, 'etcd-main-0')).toEqual({
+      name: 'etcd-main-0',
+      peerUrls: ['http://etcd-main-0.etcd-main-peer.ns.svc:2380', 'http://10.0.0.1:2380'],
+      initialCluster: 'etcd-main-0=http://etcd-main-0.etcd-main-peer.ns.svc:2380,etcd-main-0=http://10.0.0.1:2380',
+    });
+    // The legacy template and a prefix resolve as everywhere else.
+    expect(restoreIdentityFromConfig(LEGACY, 'etcd-main-1')?.peerUrls).toEqual([
+      'http://etcd-main-1.etcd-main-peer.shoot--dev--one.svc:2380',
+    ]);
+    expect(restoreIdentityFromConfig({ 'member-name-prefix': 'p', 'initial-cluster': 'p-etcd-0=http://x:2380' }, 'etcd-0')).toEqual({
+      name: 'p-etcd-0',
+      peerUrls: ['http://x:2380'],
+      initialCluster: 'p-etcd-0=http://x:2380',
+    });
+    // Not listed: the restoration flags apply.
+    expect(restoreIdentityFromConfig(DRUID_V037_EXTRA_PEER, 'etcd-main-1')).toBeUndefined();
   });
 });
 

@@ -9,6 +9,12 @@ import { join } from 'node:path';
 export const UPSTREAM_V023 = join(import.meta.dirname, '..', 'fixtures', 'upstream-v0.23');
 
 /**
+ * Snapstores written by the Go etcd-backup-restore v0.43.0 on etcd 3.5.16 (what etcd-druid v0.37 runs), with
+ * the exact state and the source's `hashkv` each restores to (test/fixtures/upstream-v0.43/README.md).
+ */
+export const UPSTREAM_V043 = join(import.meta.dirname, '..', 'fixtures', 'upstream-v0.43');
+
+/**
  * The age format's test vectors from C2SP/CCTV (age/testdata), the subset without passphrases and ASCII
  * armor (test/fixtures/cctv-age/README.md).
  */

@@ -7,7 +7,13 @@ import { etcdBinaryLookup, type PodEnvironment } from '../../config/pod-environm
 import type { MultiNode } from '../../cluster/multinode.js';
 import type { ServerConfig } from '../../config/types.js';
 import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/binaries.js';
-import { clusterSize, parseInitialCluster, readEtcdConfigTemplate } from '../../config/etcd-config.js';
+import {
+  clusterSize,
+  initialClusterSize,
+  readEtcdConfigTemplate,
+  restoreIdentityFromConfig,
+  type RestoreIdentity,
+} from '../../config/etcd-config.js';
 import type { InitializationOutcome } from '../../initializer/initializer.js';
 import { recordInitialization, type EtcdMemberStatusPublisher } from '../../cluster/member-status-publisher.js';
 import type { Logger } from '../../log.js';
@@ -62,6 +68,7 @@ export function wireInitialization(input: {
       import('../../initializer/initializer.js'),
       import('../../restorer/restore.js'),
     ]);
+    const identity = mn ? undefined : await singleMemberRestoreIdentity(pod, logger);
     return initializeDataDir(mode, {
       dataDir: rc.dataDir,
       ...(pod.podNamespace ? { podNamespace: pod.podNamespace } : {}),
@@ -70,7 +77,11 @@ export function wireInitialization(input: {
       ...(store ? { store: () => store.get() } : {}),
       ...(primaryStore ? { snapstoreTempDir: primaryStore.tempDir } : {}),
       binaries: () => (binaries ??= findEtcdBinaries(etcdBinaryLookup(pod))),
-      restore: { ...restoreSettings(rc), tempDir: rc.tempDir },
+      restore: {
+        ...restoreSettings(rc),
+        ...(identity ? { name: identity.name, initialCluster: identity.initialCluster, initialAdvertisePeerUrls: identity.peerUrls } : {}),
+        tempDir: rc.tempDir,
+      },
       logger,
       metrics,
       ...(etcdMemberStatus ? { onProgress: (p) => etcdMemberStatus.onInitializationProgress(p) } : {}),
@@ -92,6 +103,24 @@ export async function resolveClusterSize(
     return clusterSize(await readEtcdConfigTemplate(path));
   } catch (err) {
     logger.warn({ err, path }, 'cannot read the etcd config file; taking the cluster size from --initial-cluster');
-    return Math.max(1, parseInitialCluster(initialCluster).length);
+    return Math.max(1, initialClusterSize(initialCluster));
+  }
+}
+
+/**
+ * A single member restores as its etcd config names it (restoreIdentityFromConfig), read at each
+ * initialization as druid may have rewritten the file; the restoration flags when there is no usable file
+ * or POD_NAME (a plain local run).
+ */
+async function singleMemberRestoreIdentity(pod: PodEnvironment, logger: Logger): Promise<RestoreIdentity | undefined> {
+  if (pod.podName === undefined || pod.podName === '') return undefined;
+  try {
+    const identity = restoreIdentityFromConfig(await readEtcdConfigTemplate(pod.etcdConfigPath), pod.podName);
+    if (identity)
+      logger.debug({ member: identity.name, peerURLs: identity.peerUrls }, 'a restore takes its member identity from the etcd config');
+    return identity;
+  } catch (err) {
+    logger.debug({ err, path: pod.etcdConfigPath }, 'no usable etcd config: a restore takes its member identity from the flags');
+    return undefined;
   }
 }
