@@ -111,6 +111,11 @@ export interface DeltaPayloadParserOptions {
    * still told apart from the JSON, but not hashed again.
    */
   hashChecked?: boolean;
+  /**
+   * Read and check the first this many events, but do not emit them: the events a delta shares with the one
+   * before it in a chain, already applied from that one (restorer/overlap.ts).
+   */
+  skipEvents?: number;
 }
 
 /**
@@ -132,6 +137,7 @@ export class DeltaPayloadDecoder {
   private offset = 0;
 
   private readonly reading: ElementReading;
+  private readonly skipEvents: number;
   /** Where the fast path's last element ended, and where its value lies when it was not decoded. */
   private readonly at: ElementEnd = { end: 0, valueStart: -1, valueEnd: -1 };
   /** The bytes `at` points into, for `valueOf`. */
@@ -146,6 +152,7 @@ export class DeltaPayloadDecoder {
   ) {
     this.reading = { payloads: opts.payloads ?? true, values: opts.values ?? true, times: opts.times ?? true };
     this.hash = opts.hashChecked ? undefined : createHash('sha256');
+    this.skipEvents = opts.skipEvents ?? 0;
   }
 
   /** Number of events emitted so far. */
@@ -241,9 +248,8 @@ export class DeltaPayloadDecoder {
             // Most elements are canonical and lie inside the chunk: read them and find their end in one pass.
             const ev = readCanonicalElement(buf, i, buf.length, this.reading, this.at);
             if (ev) {
-              this.count++;
               this.elementBytes = buf;
-              this.emit(ev);
+              if (++this.count > this.skipEvents) this.emit(ev);
               i = this.at.end - 1;
               this.state = State.BetweenElements;
               break;
@@ -274,9 +280,8 @@ export class DeltaPayloadDecoder {
     // JSON.parse's event carries its value decoded.
     if (!fast) this.at.valueStart = -1;
     const ev = fast ?? decodeElementJson(buf.toString('utf8', start, end), `${this.what}: event ${this.count}`);
-    this.count++;
     this.elementBytes = buf;
-    this.emit(ev);
+    if (++this.count > this.skipEvents) this.emit(ev);
   }
 
   private fail(msg: string): never {

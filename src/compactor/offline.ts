@@ -20,6 +20,7 @@ import { BoltError } from '../bbolt/db.js';
 import { fetchDeltasInOrder } from '../restorer/fetch.js';
 import { replayDeltasOffline } from '../restorer/offline-replay.js';
 import type { RestorePlan } from '../restorer/plan.js';
+import { logOverlap } from '../restorer/replay-progress.js';
 import { verifyRestoredBackend } from '../restorer/verify-backend.js';
 
 /** The full snapshot the compaction starts from is corrupt (its trailer, its codec or its bbolt structure). */
@@ -79,7 +80,12 @@ export async function writeCompactedBackend(
     replayed = await replayDeltasOffline({
       dbPath,
       deltas: untilAborted(
-        fetchDeltasInOrder(store, plan.deltas, { maxFetchers: opts.maxFetchers, tempDir: opts.scratch, ...(signal ? { signal } : {}) }),
+        fetchDeltasInOrder(store, plan.deltas, {
+          maxFetchers: opts.maxFetchers,
+          tempDir: opts.scratch,
+          onOverlap: (d, prev, n) => logOverlap(logger, d, prev, n),
+          ...(signal ? { signal } : {}),
+        }),
         signal,
       ),
       targetRevision: plan.targetRevision,

@@ -37,6 +37,8 @@ export interface DeltaApply {
   holdLast?: boolean;
   /** Told when this delta's first events continue the carried revision. */
   onContinued?: (revision: number) => void;
+  /** Leading events already applied from the delta before (FetchedDelta.skipEvents). */
+  skipEvents?: number;
 }
 
 /**
@@ -52,7 +54,7 @@ export async function applyDeltaFile(
   opts: DeltaApply,
 ): Promise<ApplyResult & { open?: OpenRevision }> {
   // The fetch checked the file's sha256 on its way to disk; the replay has no use for the events' times.
-  const parser = new DeltaPayloadParser(what, { hashChecked: true, times: false });
+  const parser = new DeltaPayloadParser(what, { hashChecked: true, times: false, skipEvents: opts.skipEvents ?? 0 });
   // 64 KiB reads: the parser turns a whole chunk into events at once, and a 1 MiB chunk's thousands of
   // events outlived V8's young generation, so the old one filled with dead events (1M revisions: +90 MB RSS).
   createReadStream(file, { highWaterMark: DELTA_READ_BYTES })

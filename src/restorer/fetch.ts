@@ -4,11 +4,59 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { PayloadVerifier } from '../backup/full-verify.js';
+import { overlapOf, payloadFile } from './overlap.js';
 
 export interface FetchedDelta {
   snap: Snapshot;
   /** The decompressed, hash-checked payload on local disk; the consumer deletes it. */
   file: string;
+  /**
+   * Leading events the delta shares with the one before it in the chain (overlap.ts), checked identical:
+   * a reader skips them (DeltaPayloadParserOptions.skipEvents). 0 or absent: none.
+   */
+  skipEvents?: number;
+}
+
+export interface FetchOptions {
+  maxFetchers: number;
+  tempDir: string;
+  signal?: AbortSignal;
+  /** Told of each delta that overlaps the one before it (the events both hold are applied once). */
+  onOverlap?: (delta: Snapshot, previous: Snapshot, sharedEvents: number) => void;
+}
+
+/**
+ * The chain's deltas on local disk, in order, each with the events it shares with the one before it marked
+ * (see FetchedDelta.skipEvents), so that every reader applies each revision once. A delta is handed out only
+ * after the next one was compared with it (one file more on disk); a mismatch rejects with
+ * DeltaOverlapMismatchError naming both objects.
+ */
+export async function* fetchDeltasInOrder(store: SnapStore, deltas: readonly Snapshot[], opts: FetchOptions): AsyncGenerator<FetchedDelta> {
+  let held: FetchedDelta | undefined;
+  try {
+    for await (const fetched of fetchEach(store, deltas, opts)) {
+      const next: FetchedDelta = { ...fetched };
+      if (held) {
+        const p = held;
+        const { skip } = await overlapOf(
+          payloadFile(p.snap.snapName, p.snap.lastRevision, p.file),
+          payloadFile(next.snap.snapName, next.snap.lastRevision, next.file),
+        );
+        if (skip > 0) {
+          next.skipEvents = skip;
+          opts.onOverlap?.(next.snap, p.snap, skip);
+        }
+      }
+      const ready = held;
+      held = next;
+      if (ready) yield ready;
+    }
+    const last = held;
+    held = undefined;
+    if (last) yield last;
+  } finally {
+    if (held) await rm(held.file, { force: true });
+  }
 }
 
 /**
@@ -16,11 +64,7 @@ export interface FetchedDelta {
  * the way to a temp file, and hands them out strictly in chain order. At most `maxFetchers` files wait
  * on disk at any time, so disk use is bounded by the largest deltas, not by the chain.
  */
-export async function* fetchDeltasInOrder(
-  store: SnapStore,
-  deltas: readonly Snapshot[],
-  opts: { maxFetchers: number; tempDir: string; signal?: AbortSignal },
-): AsyncGenerator<FetchedDelta> {
+async function* fetchEach(store: SnapStore, deltas: readonly Snapshot[], opts: FetchOptions): AsyncGenerator<FetchedDelta> {
   const inFlight = new Map<number, Promise<FetchedDelta>>();
   let next = 0;
   const start = (i: number) => {

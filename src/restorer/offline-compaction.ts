@@ -13,7 +13,8 @@ import { CompactionIndex, compactRevisionOf, compactRevisionValue, storedKeyId }
 import type { KeyStates } from './key-states.js';
 import { FINISHED_COMPACT_REV_KEY, KEY_BUCKET, META_BUCKET, SCHEDULED_COMPACT_REV_KEY } from '../etcd-schema.js';
 import { mainRevisionOf } from './mvcc.js';
-import type { FetchedDelta, OfflineReplayInput } from './offline-replay.js';
+import type { FetchedDelta } from './fetch.js';
+import type { OfflineReplayInput } from './offline-replay.js';
 
 export interface PreparedCompaction {
   /** The deltas, all fetched to disk (the replay reads them again, and removes each once read). */
@@ -79,7 +80,12 @@ export async function prepareCompaction(
 
 async function eachEvent(d: FetchedDelta, take: (ev: DeltaEvent) => void): Promise<void> {
   // Keys and revisions are all this pass needs: values are checked, not decoded (the replay decodes them).
-  const decoder = new DeltaPayloadDecoder(`delta snapshot ${d.snap.snapName}`, { hashChecked: true, times: false, values: false });
+  const decoder = new DeltaPayloadDecoder(`delta snapshot ${d.snap.snapName}`, {
+    hashChecked: true,
+    times: false,
+    values: false,
+    skipEvents: d.skipEvents ?? 0,
+  });
   const stream = createReadStream(d.file, { highWaterMark: DELTA_READ_BYTES });
   try {
     for await (const chunk of stream as AsyncIterable<Buffer>) decoder.write(chunk, take);

@@ -23,6 +23,7 @@ import { BoltWriter, type WriterEntry } from '../bbolt/writer.js';
 import { KEY_BUCKET, META_BUCKET } from '../etcd-schema.js';
 import { RevisionMismatchError } from './apply.js';
 import type { CompactionIndex } from './compaction.js';
+import type { FetchedDelta } from './fetch.js';
 import { KeyStates } from './key-states.js';
 import { encodePutValue, encodeTombstoneValue, revisionKey } from './mvcc.js';
 import { fetchAll, prepareCompaction, withCompaction, type PreparedCompaction } from './offline-compaction.js';
@@ -38,12 +39,6 @@ export class OfflineReplayNotApplicable extends CodedError {
 export class InconsistentDeltaError extends CodedError {
   override readonly name = 'InconsistentDeltaError';
   readonly code = 'E_DELTA_INCONSISTENT';
-}
-
-export interface FetchedDelta {
-  snap: Snapshot;
-  /** The decompressed payload (JSON ‖ sha256); the replay removes it once read. */
-  file: string;
 }
 
 export interface OfflineReplayInput {
@@ -243,12 +238,12 @@ class DeltaRevisions {
   }
 
   async *entries(): AsyncGenerator<WriterEntry[]> {
-    for await (const { snap, file } of this.input.deltas) {
+    for await (const { snap, file, skipEvents } of this.input.deltas) {
       const what = `delta snapshot ${snap.snapName}`;
       try {
         this.input.signal?.throwIfAborted();
         if (this.revision >= this.input.targetRevision) continue;
-        yield* this.deltaEntries(snap, file, what);
+        yield* this.deltaEntries(snap, file, what, skipEvents ?? 0);
       } finally {
         await rm(file, { force: true });
       }
@@ -264,10 +259,11 @@ class DeltaRevisions {
   }
 
   /** The delta's entries, one batch per read of its file (one await per batch, not per event). */
-  private async *deltaEntries(snap: Snapshot, file: string, what: string): AsyncGenerator<WriterEntry[]> {
+  private async *deltaEntries(snap: Snapshot, file: string, what: string, skipEvents: number): AsyncGenerator<WriterEntry[]> {
     // The fetch checked the file's sha256 on its way to disk; the replay has no use for the events' times.
     // Compacting, most events are checked but not written: their values are decoded only when written.
-    const decoder = new DeltaPayloadDecoder(what, { hashChecked: true, times: false, values: this.compaction === undefined });
+    // Events shared with the delta before (overlap.ts) were written from that one.
+    const decoder = new DeltaPayloadDecoder(what, { hashChecked: true, times: false, values: this.compaction === undefined, skipEvents });
     // The revision being written stays open across deltas: a snapshotter that cut inside a transaction
     // (the Go one does at its memory limit) left the rest of that revision at the start of the next delta.
     let first = true;

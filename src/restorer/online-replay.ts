@@ -14,7 +14,7 @@ import { fetchDeltasInOrder } from './fetch.js';
 import type { RestorePlan } from './plan.js';
 import { passesQuota, type QuotaRule } from './quota-rule.js';
 import type { ReplayEtcd } from './replay-etcd.js';
-import { logContinuedRevision, ReplayProgress } from './replay-progress.js';
+import { logContinuedRevision, logOverlap, ReplayProgress } from './replay-progress.js';
 
 /** How the replay etcd is reached: the restore's signal and the deadline of each call. */
 export interface ReplayCalls {
@@ -61,9 +61,10 @@ export async function replayOnline(
     /** Delta payload bytes so far (the quota rule's count) and the revision the replay etcd is compacted at. */
     let deltaBytes = 0;
     let compactedAt = 0;
-    for await (const { snap, file } of fetchDeltasInOrder(store, plan.deltas, {
+    for await (const { snap, file, skipEvents } of fetchDeltasInOrder(store, plan.deltas, {
       maxFetchers: opts.maxFetchers,
       tempDir: opts.scratchDir,
+      onOverlap: (d, prev, n) => logOverlap(logger, d, prev, n),
       ...(signal ? { signal } : {}),
     })) {
       signal?.throwIfAborted();
@@ -77,6 +78,7 @@ export async function replayOnline(
           // The last delta's last revision has nothing after it to continue it.
           holdLast: snap.snapName !== plan.deltas.at(-1)?.snapName,
           onContinued: (rev) => logContinuedRevision(logger, snap.snapName, rev),
+          ...(skipEvents ? { skipEvents } : {}),
         });
         revision = r.lastRevision;
         revisionsApplied += r.revisions;

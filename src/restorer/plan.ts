@@ -14,7 +14,7 @@ export interface RestoreTarget {
 export interface RestorePlan {
   /** The full snapshot to restore from; undefined when the store has none (upstream: nothing to do). */
   base: Snapshot | undefined;
-  /** Deltas to replay in order after the base; each covers revisions after the previous. */
+  /** Deltas to replay in order after the base; each reaches further than the previous, overlapping at most it. */
   deltas: Snapshot[];
   /** The store revision the restored data dir will have (the target revision if it cuts the chain). */
   targetRevision: number;
@@ -33,7 +33,8 @@ export class RestorePlanError extends CodedError {
  * store fails before anything is written (upstream finds a gap only while applying).
  *
  * Deltas may overlap the full snapshot: the full's name carries the revision read before its stream was
- * opened, so the first delta may start at or below it (only its newer events are applied).
+ * opened, so the first delta may start at or below it (only its newer events are applied). Deltas may
+ * overlap each other after a leadership change: the plan takes the fewest that cover the chain.
  */
 export function planRestore(listing: readonly Snapshot[], target: RestoreTarget = {}): RestorePlan {
   const all = sortSnapshots(listing.filter((s) => !s.isChunk));
@@ -80,6 +81,10 @@ export function planRestore(listing: readonly Snapshot[], target: RestoreTarget 
         `gap in the delta chain: ${s.snapName} starts at revision ${s.startRevision}, but the snapshots before it end at ${covered}`,
       );
     }
+    // Overlapping deltas (two leaders wrote from the same revision) are one history: the one that reaches
+    // furthest stands for the others, so a delta that follows on from the one before the last makes the last
+    // redundant, and each delta of the plan overlaps at most the one before it (fetch.ts checks that overlap).
+    while (deltas.length > 0 && s.startRevision <= (deltas.at(-2)?.lastRevision ?? base.lastRevision) + 1) deltas.pop();
     deltas.push(s);
     covered = s.lastRevision;
   }

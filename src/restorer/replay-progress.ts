@@ -10,6 +10,14 @@ export function logContinuedRevision(logger: Logger, snapName: string, revision:
   );
 }
 
+/** Said once per delta that shares events with the one before it (overlap.ts): they are applied once. */
+export function logOverlap(logger: Logger, delta: Snapshot, previous: Snapshot, sharedEvents: number): void {
+  logger.info(
+    { snapshot: delta.snapName, previous: previous.snapName, sharedEvents },
+    'delta snapshot overlaps the previous one (two leaders wrote the same revisions); the shared events are identical and applied once',
+  );
+}
+
 /** Logs deltas and revisions applied, the rate, and an estimate of the time left, every few seconds. */
 export class ReplayProgress {
   private readonly started = Date.now();

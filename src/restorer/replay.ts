@@ -16,7 +16,7 @@ import type { ReplayCounts } from './online-replay.js';
 import type { RestorePlan } from './plan.js';
 import type { QuotaRule } from './quota-rule.js';
 import type { ReplayEtcd, ReplayEtcdOptions } from './replay-etcd.js';
-import { logContinuedRevision, ReplayProgress } from './replay-progress.js';
+import { logContinuedRevision, logOverlap, ReplayProgress } from './replay-progress.js';
 import { backendPath } from './work-dirs.js';
 
 export type DeltaReplayMode = 'auto' | 'offline' | 'online';
@@ -117,7 +117,12 @@ async function replayOffline(
     const r = await replayDeltasOffline({
       dbPath: backendPath(partDir),
       deltas: untilAborted(
-        fetchDeltasInOrder(store, plan.deltas, { maxFetchers: opts.maxFetchers, tempDir: scratchDir, ...(signal ? { signal } : {}) }),
+        fetchDeltasInOrder(store, plan.deltas, {
+          maxFetchers: opts.maxFetchers,
+          tempDir: scratchDir,
+          onOverlap: (d, prev, n) => logOverlap(logger, d, prev, n),
+          ...(signal ? { signal } : {}),
+        }),
         signal,
       ),
       targetRevision: plan.targetRevision,

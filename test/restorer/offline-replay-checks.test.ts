@@ -14,7 +14,8 @@ import { encodeDeltaEvent, type DeltaEvent } from '../../src/backup/delta-format
 import { BoltWriter } from '../../src/bbolt/writer.js';
 import { KEY_BUCKET, META_BUCKET } from '../../src/etcd-schema.js';
 import { encodePutValue, revisionKey } from '../../src/restorer/mvcc.js';
-import { InconsistentDeltaError, replayDeltasOffline, type FetchedDelta } from '../../src/restorer/offline-replay.js';
+import type { FetchedDelta } from '../../src/restorer/fetch.js';
+import { InconsistentDeltaError, replayDeltasOffline } from '../../src/restorer/offline-replay.js';
 
 /** The base holds `/base` put at revision 2 (create 2, version 1). */
 const BASE_REVISION = 2;
