@@ -242,7 +242,8 @@ class DeltaRevisions {
       const what = `delta snapshot ${snap.snapName}`;
       try {
         this.input.signal?.throwIfAborted();
-        if (this.revision >= this.input.targetRevision) continue;
+        // Past the target; a delta named from the revision after it may still hold the rest of its transaction.
+        if (this.revision > this.input.targetRevision || snap.startRevision > this.input.targetRevision + 1) continue;
         yield* this.deltaEntries(snap, file, what, skipEvents ?? 0);
       } finally {
         await rm(file, { force: true });

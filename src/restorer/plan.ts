@@ -74,7 +74,9 @@ export function planRestore(listing: readonly Snapshot[], target: RestoreTarget 
     }
     if (!inTime(s)) break;
     if (s.lastRevision <= covered) continue; // entirely inside what we have (e.g. inside the full)
-    if (target.revision !== undefined && s.startRevision > target.revision) break;
+    // A delta named from the revision after the target may still hold the rest of the target's revision (a
+    // transaction the Go snapshotter cut); only the events up to the target are applied.
+    if (target.revision !== undefined && s.startRevision > target.revision + 1) break;
     if (s.startRevision > covered + 1) {
       if (steppedOverFull) break;
       throw new RestorePlanError(

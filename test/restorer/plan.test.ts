@@ -40,6 +40,33 @@ describe('restore plan', () => {
     }
   });
 
+  it('overlapping deltas (two leaders): the fewest that cover the chain, each overlapping at most the one before', () => {
+    // Seed 4242's store: two deltas with one start in one second, one a prefix of the other.
+    const same = planRestore([full(2022, 100), incr(2023, 2078, 200), incr(2023, 2081, 200), incr(2082, 2100, 210)]);
+    expect(same.deltas.map((d) => [d.startRevision, d.lastRevision])).toEqual([
+      [2023, 2081],
+      [2082, 2100],
+    ]);
+    // A later delta starting inside the last one stays (its shared events are compared when fetched); one that
+    // spans two makes the one between them redundant.
+    const partial = planRestore([full(99, 100), incr(100, 200, 110), incr(201, 300, 120), incr(150, 350, 130), incr(340, 400, 140)]);
+    expect(partial.deltas.map((d) => [d.startRevision, d.lastRevision])).toEqual([
+      [100, 200],
+      [150, 350],
+      [340, 400],
+    ]);
+    expect(partial.targetRevision).toBe(400);
+    // A point in time inside the overlap takes what reaches it.
+    const pitr = planRestore([full(2022, 100), incr(2023, 2078, 200), incr(2023, 2081, 200)], { revision: 2050 });
+    expect(pitr.deltas.map((d) => d.lastRevision)).toEqual([2081]);
+    expect(pitr.targetRevision).toBe(2050);
+  });
+
+  it('a transaction cut by the Go snapshotter (the next delta named from the revision after) keeps both', () => {
+    const p = planRestore([full(10, 100), incr(11, 20, 110), incr(21, 30, 120)]);
+    expect(p.deltas).toHaveLength(2);
+  });
+
   it('fails on a gap before anything is fetched', () => {
     expect(() => planRestore([full(10, 100), incr(11, 20, 110), incr(22, 30, 120)])).toThrow(
       /gap in the delta chain: Incr-00000022-00000030-120.gz starts at revision 22, but the snapshots before it end at 20/,

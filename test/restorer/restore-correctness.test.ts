@@ -25,6 +25,8 @@ import { restoreOptions } from '../support/restore.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
 import { client, copyFullAs, dump, dumpDataDir, exists, fingerprint, recordingLogger, writeDelta, type Dump } from './support.js';
 import { waitFor } from '../support/wait.js';
+import { planVerification } from '../../src/verifier/chains.js';
+import { verifyBackups } from '../../src/verifier/verify.js';
 
 const MiB = 1024 * 1024;
 
@@ -252,6 +254,101 @@ describe('restore of stores written by our snapshotter', () => {
     expect(result.deltasApplied).toBe(2);
     expect(result.revisionsApplied).toBe(finalDump.revision - sideRevision);
     expect(await dumpDataDir(binaries, join(d, 'data'))).toEqual(finalDump);
+    await s.close();
+    await rm(d, { recursive: true, force: true });
+  }, 120_000);
+
+  /**
+   * A store as two leaders leave it (soak seed 4242), plus a transaction the Go snapshotter cut: A and B start
+   * at one revision in one second and B reaches further; C starts inside B; D continues the revision C ends
+   * inside of. Returns the store and the revisions around each seam.
+   */
+  async function overlappingStore(d: string, alter?: (ev: DeltaEvent, m2: number) => DeltaEvent) {
+    const s = await openLocalStore(join(d, 'store'), d);
+    const S = sideRevision;
+    const F = finalDump.revision;
+    const counts = new Map<number, number>();
+    for (const e of eventsIn(S + 1, F)) counts.set(e.modRevision, (counts.get(e.modRevision) ?? 0) + 1);
+    const R = Math.max(...[...counts].filter(([, n]) => n >= 2).map(([r]) => r));
+    const m2 = S + Math.floor((R - S) / 2);
+    const m1 = S + Math.floor((m2 - S) / 2);
+    const c0 = m2 - 3;
+    expect(c0).toBeGreaterThan(S + 1);
+    const atR = eventsIn(R, R);
+    const half = Math.floor(atR.length / 2);
+    const base = await copyFullAs(side, sideFull, s, S);
+    const t = base.createdOn.getTime();
+    const inOneSecond = new Date(t + 1000);
+    await writeDelta(s, eventsIn(S + 1, m1), S + 1, inOneSecond);
+    await writeDelta(s, eventsIn(S + 1, m2), S + 1, inOneSecond, 'zlib');
+    const c = [...eventsIn(c0, R - 1), ...atR.slice(0, half)].map((e) => (alter ? alter(e, m2) : e));
+    await writeDelta(s, c, c0, new Date(t + 2000), 'none');
+    await writeDelta(s, [...atR.slice(half), ...eventsIn(R + 1, F)], R + 1, new Date(t + 3000));
+    return { s, S, F, R, m1, m2, c0 };
+  }
+
+  it('overlapping deltas after leader changes and a cut transaction restore to every revision, offline and online; verify finds the store healthy', async () => {
+    const d = await sub('two-leaders');
+    const { s, F, R, m1, m2, c0 } = await overlappingStore(d);
+    const plan = planRestore(await s.list());
+    expect(plan.deltas).toHaveLength(3);
+    const runs: Array<[number, 'offline' | 'online']> = [
+      [m1, 'offline'],
+      [c0 - 1, 'offline'],
+      [c0, 'offline'],
+      [m2, 'offline'],
+      [m2, 'online'],
+      [R - 1, 'offline'],
+      [R, 'offline'],
+      [R, 'online'],
+      [F, 'offline'],
+      [F, 'online'],
+    ];
+    for (const [revision, deltaReplay] of runs) {
+      const r = join(d, `r-${revision}-${deltaReplay}`);
+      const logger = recordingLogger();
+      const result = await executeRestore(
+        s,
+        planRestore(await s.list(), { revision }),
+        restoreOptions(binaries, r, { deltaReplay, logger }),
+      );
+      expect(result.revision).toBe(revision);
+      const expected = revision === F ? finalDump : await dump(c, revision);
+      expect(await dumpDataDir(binaries, join(r, 'data')), `${deltaReplay} restore to revision ${revision}`).toEqual(expected);
+      if (revision > m2) expect(logger.messages.join('\n')).toMatch(/overlaps the previous one/);
+      await rm(r, { recursive: true, force: true });
+    }
+    const report = await verifyBackups(s, planVerification(await s.list(), { all: true }), { maxFetchers: 4 });
+    expect(report.firstBroken).toBeUndefined();
+    expect(report.restorable).toBe(true);
+    expect(report.chains.at(-1)!.restorableRevision).toBe(F);
+    await s.close();
+    await rm(d, { recursive: true, force: true });
+  }, 240_000);
+
+  it('overlapping deltas whose shared events differ: restore and verify name both objects, the data dir is not created', async () => {
+    const d = await sub('two-histories');
+    let altered = false;
+    const { s, m2 } = await overlappingStore(d, (e, m2) => {
+      if (altered || e.modRevision !== m2 - 1 || e.type !== 'PUT') return e;
+      altered = true;
+      return { ...e, value: Buffer.concat([e.value, Buffer.from('!')]) };
+    });
+    expect(altered).toBe(true);
+    const names = (await s.list()).filter((x) => x.kind === 'Incr').map((x) => x.snapName);
+    const [b, c2] = [
+      names.find((n) => n.includes(`-${String(m2).padStart(8, '0')}-`))!,
+      names.find((n) => n.includes(`Incr-${String(m2 - 3).padStart(8, '0')}`))!,
+    ];
+    for (const deltaReplay of ['offline', 'online'] as const) {
+      await expect(executeRestore(s, planRestore(await s.list()), restoreOptions(binaries, d, { deltaReplay }))).rejects.toThrow(
+        new RegExp(`delta snapshots ${b}.* and ${c2}.* both hold revision ${m2 - 1}`),
+      );
+      expect(await exists(join(d, 'data'))).toBe(false);
+    }
+    const report = await verifyBackups(s, planVerification(await s.list(), { all: true }), { maxFetchers: 4 });
+    expect(report.restorable).toBe(false);
+    expect(report.firstBroken?.problem).toMatch(new RegExp(`delta snapshots ${b}.* and ${c2}.* both hold revision ${m2 - 1}`));
     await s.close();
     await rm(d, { recursive: true, force: true });
   }, 120_000);
