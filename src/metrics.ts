@@ -156,6 +156,14 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // Ours: a leader that could not continue the chain with deltas (etcd compacted the history, or the watch
+  // failed) took a full snapshot instead; no point in time between the chain's end and that full restores.
+  readonly snapshotChainGaps = new Counter({
+    name: 'etcdbr_snapshot_chain_gaps_total',
+    help: 'Times a leader could not back up the revisions since the last snapshot as deltas and took a full snapshot instead: no point in time between the two can be restored.',
+    registers: [this.registry],
+  });
+
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     // The event-loop-lag histogram samples with a timer, and each wakeup of an idle process costs: alone in a
     // bare Node 24 here, the timer took 1.2 ms/s of CPU at 100 ms and 0.14 ms/s at 1 s (prom-client's default,

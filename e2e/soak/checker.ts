@@ -260,13 +260,18 @@ export function storedSnapshots(storeRoot: string): StoredSnapshot[] {
  * the next leader's full covers the gap's end state), but no point in time inside it can be restored.
  */
 export function restorableRanges(snaps: readonly StoredSnapshot[]): Array<[number, number]> {
-  const deltaFrom = new Map<number, number>();
-  for (const s of snaps) if (s.kind === 'Incr') deltaFrom.set(s.start, Math.max(deltaFrom.get(s.start) ?? 0, s.last));
+  // As the restore plan joins them: a delta continues the chain when it starts at or before the revision after
+  // its end (deltas of two leaders overlap), and the one that reaches furthest is taken.
+  const deltas = snaps.filter((s) => s.kind === 'Incr');
   const ranges: Array<[number, number]> = [];
   for (const f of snaps) {
     if (f.kind !== 'Full') continue;
     let end = f.last;
-    for (let next = deltaFrom.get(end + 1); next !== undefined; next = deltaFrom.get(end + 1)) end = next;
+    for (;;) {
+      const reach = Math.max(end, ...deltas.filter((d) => d.start <= end + 1 && d.last > end).map((d) => d.last));
+      if (reach === end) break;
+      end = reach;
+    }
     ranges.push([f.last, end]);
   }
   ranges.sort((a, b) => a[0] - b[0]);

@@ -80,6 +80,7 @@ const OUR_METRICS = new Set([
   'etcdbr_snapshot_size_bytes',
   'etcdbr_backup_last_verified_revision',
   'etcdbr_backup_verify_failures_total',
+  'etcdbr_snapshot_chain_gaps_total',
   'etcdbr_backup_latest_restorable_timestamp_seconds',
 ]);
 

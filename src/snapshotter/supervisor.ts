@@ -76,16 +76,24 @@ export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSi
       revisions: { etcd: etcdRevision, store: snapshotter.chain.prevSnapshot?.lastRevision ?? 0 },
     });
     let startWithFull = decision.required;
-    if (!decision.required) {
+    if (decision.required) logger.info({ reason: decision.reason, etcdRevision }, 'full snapshot required at start-up');
+    // The chain goes on from the store's newest revision first, also when a full snapshot follows (upstream
+    // takes the full at once: the revisions since the last delta would be in no delta, and no point in time
+    // between them restorable). Not when etcd is behind the store: its history is another one.
+    const continueChain = snapshotter.chain.prevFull !== undefined && decision.reason !== 'etcd-behind-store';
+    if (continueChain) {
       try {
-        if (await snapshotter.catchUpWithDeltas(signal)) deps.backoff.reset();
-        else startWithFull = true;
+        if (await snapshotter.catchUpWithDeltas(signal)) {
+          if (!decision.required) deps.backoff.reset();
+        } else startWithFull = true;
       } catch (err) {
-        logger.warn({ err }, 'initial delta snapshot failed; taking a full snapshot instead');
+        deps.metrics.snapshotChainGaps.inc();
+        logger.warn(
+          { err, chainEnd: snapshotter.chain.prevSnapshot?.lastRevision, etcdRevision },
+          'cannot back up the revisions since the last snapshot as deltas (history compacted or the watch failed); taking a full snapshot: no point in time between them can be restored',
+        );
         startWithFull = true;
       }
-    } else {
-      logger.info({ reason: decision.reason, etcdRevision }, 'full snapshot required at start-up');
     }
     if (signal.aborted) break;
 

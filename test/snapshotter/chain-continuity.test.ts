@@ -1,0 +1,110 @@
+/**
+ * A leader that must start with a full snapshot first backs up, as deltas, the revisions since the store's
+ * newest snapshot, so no point in time between them is lost; only where etcd compacted that history away is
+ * there a gap, logged and counted (etcdbr_snapshot_chain_gaps_total).
+ */
+import { join } from 'node:path';
+import type { Etcd3 } from 'etcd3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
+import { FakeClock } from '../../src/clock.js';
+import { Metrics } from '../../src/metrics.js';
+import { ExponentialBackoff } from '../../src/snapshotter/backoff.js';
+import { GarbageCollector } from '../../src/snapshotter/garbage-collector.js';
+import type { Snapshotter } from '../../src/snapshotter/snapshotter.js';
+import { superviseSnapshotter } from '../../src/snapshotter/supervisor.js';
+import { etcdClient } from '../support/etcd-client.js';
+import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
+import { openLocalStore } from '../support/local-store.js';
+import { createTestSnapshotter } from '../support/snapshotter.js';
+import { waitFor } from '../support/wait.js';
+
+describe('a new leader continues the chain before a full snapshot required at start-up', () => {
+  let etcdEnv: EtcdWithClient;
+  let client: Etcd3;
+  let store: SnapStore;
+
+  beforeEach(async () => {
+    etcdEnv = await startEtcdWithClient('etcdbr-chain-continuity-');
+    client = etcdEnv.client;
+    store = await openLocalStore(join(etcdEnv.dir, 'store'), etcdEnv.dir);
+  });
+
+  afterEach(async () => {
+    await store.close();
+    await etcdEnv.cleanup();
+  });
+
+  const rev = async () => Number((await client.get('x').exec()).header.revision);
+
+  /** A final full at the current revision (its successor must start with a full), then writes only etcd has. */
+  async function finalFullThenWrites(): Promise<{ finalAt: number; head: number }> {
+    const s = await createTestSnapshotter({ client, store }, { deltaSnapshotPeriodMs: 600_000 });
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    await waitFor(() => s.chain.prevFull, 'the first full');
+    await client.put('before-final').value('v');
+    const final = await s.triggerFullSnapshot(true);
+    stop.abort();
+    await running;
+    for (let i = 0; i < 5; i++) await client.put(`after-final/${i}`).value(`v${i}`);
+    return { finalAt: final.lastRevision, head: await rev() };
+  }
+
+  /** The leader's work until its first full snapshot after `after` is stored; returns its metrics. */
+  async function leadUntilFullAfter(after: number): Promise<Metrics> {
+    const metrics = new Metrics({ defaultMetrics: false });
+    const clock = new FakeClock(Date.now());
+    const make = (): Promise<Snapshotter> => createTestSnapshotter({ client, store, metrics, clock }, { deltaSnapshotPeriodMs: 600_000 });
+    const stop = new AbortController();
+    const running = superviseSnapshotter(
+      {
+        createSnapshotter: make,
+        createGarbageCollector: (s) =>
+          new GarbageCollector(
+            { policy: 'Exponential', maxBackups: 7, deltaRetentionMs: 0, periodMs: 3_600_000 },
+            {
+              store: async () => store,
+              latestSnapshotRevision: () => s.chain.prevSnapshot?.lastRevision ?? 0,
+              clock,
+              logger: silentLogger,
+              metrics,
+            },
+          ),
+        probeEtcd: async () => undefined,
+        setHealthy: () => undefined,
+        onActiveSnapshotter: () => undefined,
+        backoff: new ExponentialBackoff(),
+        schedule: '0 0 1 1 *',
+        clock,
+        logger: silentLogger,
+        metrics,
+      },
+      stop.signal,
+    );
+    try {
+      await waitFor(async () => (await store.list()).some((x) => x.kind === 'Full' && x.lastRevision > after), 'the start-up full');
+    } finally {
+      stop.abort();
+      await running;
+    }
+    return metrics;
+  }
+
+  it('the revisions since the final full are stored as a delta before the new full', async () => {
+    const { finalAt, head } = await finalFullThenWrites();
+    const metrics = await leadUntilFullAfter(finalAt);
+    const deltas = (await store.list()).filter((x) => x.kind === 'Incr');
+    expect(deltas.map((d) => [d.startRevision, d.lastRevision])).toEqual([[finalAt + 1, head]]);
+    expect((await metrics.snapshotChainGaps.get()).values[0]?.value ?? 0).toBe(0);
+  });
+
+  it('where etcd compacted them away: a full snapshot, the gap logged and counted', async () => {
+    const { finalAt, head } = await finalFullThenWrites();
+    const compacting = etcdClient(etcdEnv.etcd.clientUrl);
+    await compacting.compact(head).finally(() => compacting.close());
+    const metrics = await leadUntilFullAfter(finalAt);
+    expect((await store.list()).filter((x) => x.kind === 'Incr')).toEqual([]);
+    expect((await metrics.snapshotChainGaps.get()).values[0]?.value).toBe(1);
+  });
+});
