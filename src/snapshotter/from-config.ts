@@ -21,11 +21,13 @@ export interface SnapshotterFactoryInput {
   metrics: Metrics;
   /** After every stored snapshot (Kubernetes leases, EtcdMember status). */
   onSnapshot?: (snap: Snapshot, info: StoredSnapshotInfo) => Promise<void> | void;
+  /** Before every delta write (SnapshotterDeps.stillLeads). */
+  stillLeads?: () => Promise<boolean | undefined>;
 }
 
 /** Builds snapshotters and garbage collectors from the flag groups; shared by `server` and `snapshot`. */
 export function snapshotterFactory(input: SnapshotterFactoryInput) {
-  const { connection, snapshotter: sc, compression, client, store, clock, logger, metrics, onSnapshot } = input;
+  const { connection, snapshotter: sc, compression, client, store, clock, logger, metrics, onSnapshot, stillLeads } = input;
   return {
     createSnapshotter: () =>
       Snapshotter.create(
@@ -38,7 +40,7 @@ export function snapshotterFactory(input: SnapshotterFactoryInput) {
           compression: compression.enabled ? compression.policy : undefined,
           finalDeltaTimeoutMs: FINAL_DELTA_TIMEOUT_MS,
         },
-        { client, store, clock, logger, metrics, ...(onSnapshot ? { onSnapshot } : {}) },
+        { client, store, clock, logger, metrics, ...(onSnapshot ? { onSnapshot } : {}), ...(stillLeads ? { stillLeads } : {}) },
       ),
     createGarbageCollector: (s: Snapshotter) =>
       new GarbageCollector(

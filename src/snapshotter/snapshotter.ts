@@ -33,6 +33,13 @@ export interface SnapshotterDeps {
   metrics: Metrics;
   /** Called after every stored snapshot (leases, status). Errors are logged, never fatal. */
   onSnapshot?: (snap: Snapshot, info: StoredSnapshotInfo) => Promise<void> | void;
+  /**
+   * Asked right before a delta is written (a multi-member cluster): false when another member leads now. The
+   * delta is then not written and the run ends with LeadershipLost: the new leader stores those events from
+   * the store's newest revision, and a write of ours landing after it read the store would only overlap it.
+   * Undefined (no answer) counts as leading: the events are written, as upstream would.
+   */
+  stillLeads?: () => Promise<boolean | undefined>;
 }
 
 /** What the snapshotter knows about a snapshot it just stored, besides its name. */
@@ -437,6 +444,11 @@ export class Snapshotter {
         releaseDeltaPayload(taken.payload);
         return undefined;
       }
+      if ((await this.deps.stillLeads?.()) === false) {
+        throw new LeadershipLost(
+          `another member leads now: not writing the delta of revisions ${taken.payload.firstRevision}-${taken.payload.lastRevision} (the new leader stores them)`,
+        );
+      }
       return await this.saveDelta(taken.payload);
     } catch (err) {
       // The chain now ends before these events: nothing taken after them may be stored (it would leave a gap).
@@ -708,7 +720,8 @@ export class Snapshotter {
 
   private fail(err: unknown): void {
     const e = asError(err);
-    this.deps.metrics.snapshotterFailure.labels(failureLabel(e)).inc();
+    // Not a failure: leadership moved between two checks of the leadership watcher.
+    if (!(e instanceof LeadershipLost)) this.deps.metrics.snapshotterFailure.labels(failureLabel(e)).inc();
     this.fatal?.(e);
   }
 

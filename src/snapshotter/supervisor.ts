@@ -4,7 +4,7 @@ import { failureLabel, type Metrics } from '../metrics.js';
 import type { ExponentialBackoff } from './backoff.js';
 import type { GarbageCollector } from './garbage-collector.js';
 import { fullSnapshotMaxTimeWindowHours } from '../config/schedule.js';
-import type { Snapshotter } from './snapshotter.js';
+import { LeadershipLost, type Snapshotter } from './snapshotter.js';
 import { decideFullSnapshotAtStartup } from './startup.js';
 
 export interface SupervisorDeps {
@@ -108,8 +108,15 @@ export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSi
       await snapshotter.run(runAbort.signal, startWithFull);
       deps.backoff.reset();
     } catch (err) {
-      logger.error({ err }, 'snapshotter failed; restarting with backoff');
-      deps.backoff.start();
+      if (err instanceof LeadershipLost) {
+        // The leadership watcher ends the term shortly; should this member lead again, a new snapshotter
+        // continues from what the store holds then.
+        logger.info({ reason: err.message }, 'snapshotter stopped: another member leads now');
+        await clock.sleep(1000, signal).catch(() => undefined);
+      } else {
+        logger.error({ err }, 'snapshotter failed; restarting with backoff');
+        deps.backoff.start();
+      }
     } finally {
       deps.onActiveSnapshotter(undefined);
       signal.removeEventListener('abort', stopRun);

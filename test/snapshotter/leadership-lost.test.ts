@@ -96,6 +96,35 @@ describe('snapshotter stop: leadership lost vs shutdown', () => {
     expect(deltas.map((d) => [d.startRevision, d.lastRevision])).toEqual([[revision, revision]]);
   });
 
+  it('a delta is not written once another member leads (asked right before the write); no failure is counted', async () => {
+    const metrics = new Metrics({ defaultMetrics: false });
+    let leads: boolean | undefined = true;
+    const s = await createTestSnapshotter(
+      { client, store, metrics, clock: new FakeClock(Date.now()), stillLeads: async () => leads },
+      { deltaSnapshotPeriodMs: 600_000 },
+    );
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    running.catch(() => undefined);
+    await waitFor(() => s.chain.prevFull, 'the full snapshot');
+    const first = Number((await client.put('while-leading').value('v')).header.revision);
+    await waitFor(async () => ((await s.triggerDeltaSnapshot())?.lastRevision === first ? true : undefined), 'a delta while leading');
+    // etcd could not be asked: written, as upstream would.
+    leads = undefined;
+    const second = Number((await client.put('unknown').value('v')).header.revision);
+    await waitFor(async () => ((await s.triggerDeltaSnapshot())?.lastRevision === second ? true : undefined), 'a delta when unsure');
+    leads = false;
+    await client.put('after-the-move').value('v');
+    await waitFor(
+      async () => ((await metrics.snapshotRequired.get()).values.some((v) => v.labels.kind === 'Incr' && v.value === 1) ? true : undefined),
+      'the event buffered',
+    );
+    await expect(s.triggerDeltaSnapshot()).rejects.toThrow(LeadershipLost);
+    await expect(running).rejects.toThrow(LeadershipLost);
+    expect((await store.list()).filter((x) => x.kind === 'Incr').map((d) => d.lastRevision)).toEqual([first, second]);
+    expect((await metrics.snapshotterFailure.get()).values.reduce((n, v) => n + v.value, 0)).toBe(0);
+  });
+
   it('shutdown: the buffered events are written as one last delta', async () => {
     const revision = await runAndStop(undefined);
     const deltas = (await store.list()).filter((x) => x.kind === 'Incr');

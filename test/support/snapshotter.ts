@@ -32,11 +32,12 @@ export interface TestSnapshotterDeps {
   onSnapshot?: SnapshotterDeps['onSnapshot'];
   /** The system clock when not given; a `FakeClock` makes the delta and full timers fire only when advanced. */
   clock?: Clock;
+  stillLeads?: SnapshotterDeps['stillLeads'];
 }
 
 /** A snapshotter on `client` and `store` with the given clock (system clock by default) and a silent logger. */
 export function createTestSnapshotter(deps: TestSnapshotterDeps, overrides: Partial<SnapshotterConfig> = {}): Promise<Snapshotter> {
-  const { client, store, metrics = new Metrics({ defaultMetrics: false }), onSnapshot, clock = systemClock } = deps;
+  const { client, store, metrics = new Metrics({ defaultMetrics: false }), onSnapshot, clock = systemClock, stillLeads } = deps;
   return Snapshotter.create(testSnapshotterConfig(overrides), {
     client: ours(client),
     store: async () => store,
@@ -44,5 +45,6 @@ export function createTestSnapshotter(deps: TestSnapshotterDeps, overrides: Part
     logger: silentLogger,
     metrics,
     ...(onSnapshot ? { onSnapshot } : {}),
+    ...(stillLeads ? { stillLeads } : {}),
   });
 }

@@ -167,6 +167,9 @@ export class LeaderWork {
         etcdMemberStatus?.onSnapshot(snap, info);
         await leaseHook?.(snap);
       },
+      // With other members, leadership may have moved since the watcher's last check: ask etcd before each
+      // delta write, so a former leader does not write after the new one read the store (docs/design-decisions.md).
+      ...(this.opts.singleMember ? {} : { stillLeads: () => stillLeadsNow(client, config.etcdConnectionConfig.connectionTimeout) }),
     });
     renewer?.start();
     // The previous term's snapshotter may still be finishing a write (an upload under way, the last delta on
@@ -217,5 +220,15 @@ export class LeaderWork {
     await this.secondarySync?.close();
     await this.scrubDone;
     await this.maintenanceDone;
+  }
+}
+
+/** Whether the local etcd member leads; undefined when it cannot be asked (the write goes ahead then). */
+async function stillLeadsNow(client: EtcdClient, timeoutMs: number): Promise<boolean | undefined> {
+  try {
+    const status = await memberStatus(client, Math.min(timeoutMs, 5_000));
+    return status.leaderId === '0' ? undefined : status.memberId === status.leaderId;
+  } catch {
+    return undefined;
   }
 }
