@@ -10,6 +10,7 @@ import {
   leftoverObjects,
   pickRestorable,
   restorableRanges,
+  seamRevisions,
   storedSnapshots,
   unreachableRanges,
   type KeyState,
@@ -118,6 +119,31 @@ describe('soak checker: points in time the store reaches', () => {
       [1, 38],
       [65, 170],
     ]);
+  });
+
+  it('follows deltas of two leaders that overlap, as the restore joins them (seed 4242)', () => {
+    const two: StoredSnapshot[] = [
+      { kind: 'Full', start: 0, last: 2000 },
+      { kind: 'Incr', start: 2001, last: 2022 },
+      { kind: 'Incr', start: 2023, last: 2078 },
+      { kind: 'Incr', start: 2023, last: 2081 },
+      { kind: 'Incr', start: 2070, last: 2100 },
+    ];
+    expect(restorableRanges(two)).toEqual([[2000, 2100]]);
+    expect(unreachableRanges(restorableRanges(two), 2100)).toEqual([]);
+  });
+
+  it('restores both sides of each fault and of each overlap, where the store reaches them', () => {
+    const two: StoredSnapshot[] = [
+      { kind: 'Full', start: 0, last: 2000 },
+      { kind: 'Incr', start: 2001, last: 2022 },
+      { kind: 'Incr', start: 2023, last: 2078 },
+      { kind: 'Incr', start: 2023, last: 2081 },
+      { kind: 'Incr', start: 2070, last: 2100 },
+    ];
+    const ranges = restorableRanges(two);
+    expect(seamRevisions([1500, 2050], two, ranges, 2100)).toEqual([2022, 2023, 2049, 2051, 2069, 2070, 2078, 2079, 2081, 2082]);
+    expect(seamRevisions([2050], two, ranges, 2100, 3)).toHaveLength(3);
   });
 
   it('does not follow a delta that starts after a gap', () => {

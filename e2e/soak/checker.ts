@@ -302,6 +302,32 @@ export function pickRestorable(
   return undefined;
 }
 
+/**
+ * The revisions check 4 restores around each seam: one before and one after the acknowledged revision at
+ * each fault that may move leadership, and both sides of each place where a delta overlaps the objects
+ * before it (two writers met there); only those the store reaches, at most `limit`, in ascending order.
+ */
+export function seamRevisions(
+  faultRevisions: readonly number[],
+  snaps: readonly StoredSnapshot[],
+  ranges: ReadonlyArray<readonly [number, number]>,
+  last: number,
+  limit = 24,
+): number[] {
+  const wanted = new Set<number>();
+  for (const r of faultRevisions) for (const x of [r - 1, r + 1]) wanted.add(x);
+  let covered = 0;
+  for (const d of [...snaps].sort((a, b) => a.last - b.last || a.start - b.start)) {
+    if (d.kind === 'Incr' && d.start <= covered) for (const x of [d.start - 1, d.start, covered, covered + 1]) wanted.add(x);
+    covered = Math.max(covered, d.last);
+  }
+  const reached = (x: number) => x <= last && ranges.some(([a, b]) => x >= a && x <= b);
+  const all = [...wanted].filter(reached).sort((a, b) => a - b);
+  if (all.length <= limit) return all;
+  // Spread over the run rather than the first `limit`.
+  return Array.from({ length: limit }, (_, i) => all[Math.floor((i * all.length) / limit)]!);
+}
+
 /** The revisions between the first full and `last` that no restore reaches, as "from–to" strings. */
 export function unreachableRanges(ranges: ReadonlyArray<readonly [number, number]>, last: number): string[] {
   const gaps: string[] = [];

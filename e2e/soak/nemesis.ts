@@ -20,6 +20,11 @@ export interface NemesisReport {
   journal: string[];
   /** The largest (last acknowledged − last backed-up revision) seen when a fault struck. */
   maxRecoveryPoint: number;
+  /**
+   * The last acknowledged revision when a fault that may move leadership or leave an upload ambiguous struck:
+   * the seams where two writers' deltas meet, which check 4 restores on both sides of.
+   */
+  seams: number[];
 }
 
 export interface NemesisDeps {
@@ -34,7 +39,7 @@ let dataFaultActive = false;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function runNemesis(schedule: Fault[], deps: NemesisDeps, startedAt: number): Promise<NemesisReport> {
-  const report: NemesisReport = { injected: {}, skipped: {}, journal: [], maxRecoveryPoint: 0 };
+  const report: NemesisReport = { injected: {}, skipped: {}, journal: [], maxRecoveryPoint: 0, seams: [] };
   const note = (s: string) => {
     const line = `[${((Date.now() - startedAt) / 1000).toFixed(1)}s] ${s}`;
     report.journal.push(line);
@@ -87,6 +92,8 @@ async function inject(f: Fault, deps: NemesisDeps, report: NemesisReport, note: 
   const { acked, backedUp } = await deps.revisions();
   report.maxRecoveryPoint = Math.max(report.maxRecoveryPoint, acked - backedUp);
   if (dataFault) dataFaultActive = true;
+  // Every fault but a follower's sidecar may move leadership or cut an upload short.
+  if (!(f.kind.startsWith('sidecar') && 'role' in f.target && f.target.role === 'follower')) report.seams.push(acked);
   count('injected');
   note(`inject ${describeFault(f)} on ${m.name} (acked ${acked}, backed up ${backedUp})`);
   switch (f.kind) {

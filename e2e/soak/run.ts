@@ -16,6 +16,7 @@ import {
   headRevision,
   leftoverObjects,
   pickRestorable,
+  seamRevisions,
   readAt,
   restorableRanges,
   restoreAndStart,
@@ -143,7 +144,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakResult> {
   );
   const env: CheckerEnv = { etcdPath: opts.etcdPath, etcdctlPath: opts.etcdctlPath, storeFlags, storeEnv, workDir: join(runDir, 'check') };
   mkdirSync(env.workDir);
-  let nemesis: NemesisReport = { injected: {}, skipped: {}, journal: [], maxRecoveryPoint: 0 };
+  let nemesis: NemesisReport = { injected: {}, skipped: {}, journal: [], maxRecoveryPoint: 0, seams: [] };
   const result: SoakResult = {
     seed: opts.seed,
     topology: opts.topology,
@@ -284,9 +285,12 @@ async function check(
   const rng = createPrng(opts.seed ^ 0x9e3779b9);
   const reachable = restorableRanges(storedSnapshots(storeRoot));
   result.unreachable = unreachableRanges(reachable, plan.last);
-  for (let i = 0; i < opts.pointInTimeChecks; i++) {
+  // Both sides of every seam (a leadership move, an upload cut short) where the store reaches them, then
+  // seeded revisions anywhere.
+  const seams = seamRevisions(result.nemesis.seams, storedSnapshots(storeRoot), reachable, plan.last);
+  for (let i = 0; i < seams.length + opts.pointInTimeChecks; i++) {
     // The first full is taken before the first fault, in the first few percent of the run.
-    const rev = pickRestorable(reachable, Math.floor(plan.last * 0.2), plan.last, rng.int);
+    const rev = i < seams.length ? seams[i] : pickRestorable(reachable, Math.floor(plan.last * 0.2), plan.last, rng.int);
     if (rev === undefined) {
       failures.push(`check 4: no revision in ${Math.floor(plan.last * 0.2)}–${plan.last} is reachable from the store's objects`);
       break;
