@@ -1,5 +1,14 @@
+import { delimiter } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 import LongestFirstSequencer from './test/support/sequencer.js';
+
+/**
+ * etcd 3.5, which etcd-druid runs, as Debian trixie packages it; `npm test`'s setup unpacks it
+ * (scripts/setup.mjs). The end-to-end tests find it first on PATH; the others use the machine's etcd (3.4 on
+ * Debian bookworm), and the restore tests run on both (test/support/etcd.ts etcd35Binaries).
+ */
+const ETCD35_BIN_DIR = fileURLToPath(new URL('./node_modules/.cache/etcd-3.5.16/usr/bin', import.meta.url));
 
 export default defineConfig({
   resolve: {
@@ -7,9 +16,19 @@ export default defineConfig({
     conditions: ['development'],
   },
   test: {
-    include: ['snapstore/test/**/*.test.ts', 'test/**/*.test.ts', 'e2e/**/*.test.ts'],
     // e2e/interop needs the Go binary (ETCDBRCTL_PEER): `npm run interop` runs it, vitest.interop.config.ts.
     exclude: ['e2e/bench/**', 'e2e/interop/**', '**/node_modules/**'],
+    projects: [
+      { extends: true, test: { name: 'unit', include: ['snapstore/test/**/*.test.ts', 'test/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: {
+          name: 'e2e-etcd-3.5',
+          include: ['e2e/**/*.test.ts'],
+          env: { PATH: `${ETCD35_BIN_DIR}${delimiter}${process.env.PATH ?? ''}` },
+        },
+      },
+    ],
     globalSetup: ['./test/support/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
