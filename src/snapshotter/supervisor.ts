@@ -87,6 +87,13 @@ export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSi
           if (!decision.required) deps.backoff.reset();
         } else startWithFull = true;
       } catch (err) {
+        if (err instanceof LeadershipLost) {
+          // Leadership moved on while catching up: the new leader continues the chain; a full snapshot taken
+          // here would end it at this revision and leave the catch-up's revisions in no delta.
+          logger.info({ reason: err.message }, 'snapshotter not started: another member leads now');
+          await clock.sleep(1000, signal).catch(() => undefined);
+          continue;
+        }
         deps.metrics.snapshotChainGaps.inc();
         logger.warn(
           { err, chainEnd: snapshotter.chain.prevSnapshot?.lastRevision, etcdRevision },

@@ -18,6 +18,7 @@ import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
 import { openLocalStore } from '../support/local-store.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
 import { waitFor } from '../support/wait.js';
+import { recordingLogger } from '../restorer/support.js';
 
 describe('a new leader continues the chain before a full snapshot required at start-up', () => {
   let etcdEnv: EtcdWithClient;
@@ -52,10 +53,27 @@ describe('a new leader continues the chain before a full snapshot required at st
   }
 
   /** The leader's work until its first full snapshot after `after` is stored; returns its metrics. */
-  async function leadUntilFullAfter(after: number): Promise<Metrics> {
+  function leadUntilFullAfter(after: number): Promise<Metrics> {
+    return lead(
+      async () => ((await store.list()).some((x) => x.kind === 'Full' && x.lastRevision > after) ? true : undefined),
+      'the start-up full',
+    );
+  }
+
+  /** The leader's work until `done` says so; returns its metrics. */
+  async function lead(
+    done: () => Promise<true | undefined>,
+    what: string,
+    opts: { stillLeads?: () => Promise<boolean | undefined>; logger?: ReturnType<typeof recordingLogger> } = {},
+  ): Promise<Metrics> {
     const metrics = new Metrics({ defaultMetrics: false });
     const clock = new FakeClock(Date.now());
-    const make = (): Promise<Snapshotter> => createTestSnapshotter({ client, store, metrics, clock }, { deltaSnapshotPeriodMs: 600_000 });
+    const logger = opts.logger ?? silentLogger;
+    const make = (): Promise<Snapshotter> =>
+      createTestSnapshotter(
+        { client, store, metrics, clock, ...(opts.stillLeads ? { stillLeads: opts.stillLeads } : {}) },
+        { deltaSnapshotPeriodMs: 600_000 },
+      );
     const stop = new AbortController();
     const running = superviseSnapshotter(
       {
@@ -77,13 +95,13 @@ describe('a new leader continues the chain before a full snapshot required at st
         backoff: new ExponentialBackoff(),
         schedule: '0 0 1 1 *',
         clock,
-        logger: silentLogger,
+        logger,
         metrics,
       },
       stop.signal,
     );
     try {
-      await waitFor(async () => (await store.list()).some((x) => x.kind === 'Full' && x.lastRevision > after), 'the start-up full');
+      await waitFor(done, what);
     } finally {
       stop.abort();
       await running;
@@ -96,6 +114,20 @@ describe('a new leader continues the chain before a full snapshot required at st
     const metrics = await leadUntilFullAfter(finalAt);
     const deltas = (await store.list()).filter((x) => x.kind === 'Incr');
     expect(deltas.map((d) => [d.startRevision, d.lastRevision])).toEqual([[finalAt + 1, head]]);
+    expect((await metrics.snapshotChainGaps.get()).values[0]?.value ?? 0).toBe(0);
+  });
+
+  it('leadership moved on while catching up: neither the delta nor a full is written, and no gap is counted', async () => {
+    const { finalAt } = await finalFullThenWrites();
+    const before = (await store.list()).map((x) => x.snapName);
+    const logger = recordingLogger();
+    const metrics = await lead(
+      async () => (logger.messages.includes('snapshotter not started: another member leads now') ? true : undefined),
+      'the supervisor to see another leader',
+      { stillLeads: async () => false, logger },
+    );
+    expect((await store.list()).map((x) => x.snapName)).toEqual(before);
+    expect((await store.list()).some((x) => x.lastRevision > finalAt)).toBe(false);
     expect((await metrics.snapshotChainGaps.get()).values[0]?.value ?? 0).toBe(0);
   });
 
