@@ -66,10 +66,24 @@ describe('etcdbrctl server renews snapshot and member leases in Kubernetes', () 
     for (let i = 0; i < 5; i++) await client.put(`k${i}`).value('v');
     const rev = Number((await client.get('foo').exec()).header.revision);
     client.close();
-    await waitFor(async () => {
-      const l = k8s.fake.read(LEASES, ns, 'etcd-main-delta-snap');
-      return specOf(l).holderIdentity === String(rev) ? true : undefined;
+    const afterDelta = await waitFor(async () => {
+      const l = specOf(k8s.fake.read(LEASES, ns, 'etcd-main-delta-snap'));
+      return l.holderIdentity === String(rev) ? l : undefined;
     }, `delta lease holder ${rev}`);
+    // No more writes: every idle delta period still renews the delta lease (druid's BackupReady wants its
+    // renewTime within two delta periods), and the holder stays the last delta's revision.
+    let renewTime = String(afterDelta.renewTime);
+    for (let i = 0; i < 2; i++) {
+      const renewed = await waitFor(
+        async () => {
+          const l = specOf(k8s.fake.read(LEASES, ns, 'etcd-main-delta-snap'));
+          return l.renewTime !== undefined && Date.parse(l.renewTime) > Date.parse(renewTime) ? l : undefined;
+        },
+        `idle renewal ${i + 1} of the delta lease`,
+      );
+      expect(renewed.holderIdentity).toBe(String(rev));
+      renewTime = String(renewed.renewTime);
+    }
 
     const member = await waitFor(async () => {
       const l = k8s.fake.read(LEASES, ns, 'etcd-main-0');

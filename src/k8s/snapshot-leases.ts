@@ -120,12 +120,19 @@ export class SnapshotLeases {
           (patch.spec ??= {}).holderIdentity = '0';
         }
         const updated = await mergePatchLease(kube, ref, patch, sig);
-        return { patched: true, holderIdentity: updated.spec?.holderIdentity ?? undefined };
+        return {
+          patched: true,
+          holderIdentity: updated.spec?.holderIdentity ?? undefined,
+          holderChanged: patch.spec?.holderIdentity !== undefined,
+        };
       },
       signal,
     );
-    logger.info({ lease: `${ref.namespace}/${ref.name}`, holderIdentity: result.holderIdentity }, 'Delta snapshot lease renewed');
-    return result;
+    // Renewed every delta period, also on an idle etcd: only a new revision is worth an info line.
+    const fields = { lease: `${ref.namespace}/${ref.name}`, holderIdentity: result.holderIdentity };
+    if (result.holderChanged) logger.info(fields, 'Delta snapshot lease renewed');
+    else logger.debug(fields, 'Delta snapshot lease renewed');
+    return { patched: result.patched, holderIdentity: result.holderIdentity };
   }
 }
 
@@ -262,27 +269,53 @@ export interface SnapshotLeaseHookOptions {
   leases: SnapshotLeases;
   renewer: FullSnapshotLeaseRenewer;
   /**
-   * Deltas of the latest set, read after the delta was stored (upstream re-lists the store:
-   * `latestSet(await store.list()).deltas`, or the snapshotter's own chain).
+   * Deltas of the latest set, read after the delta was stored or the period ended (upstream's
+   * DeltaSnapshotCaseLeaseUpdate lists the store each time: `latestSet(await store.list()).deltas`).
    */
   latestDeltas: () => Promise<readonly Snapshot[]> | readonly Snapshot[];
   logger: Logger;
 }
 
+/** The snapshotter hooks that keep the snapshot leases current. Neither throws: lease failures are warnings, as upstream. */
+export interface SnapshotLeaseHooks {
+  /** `onSnapshot`: a full snapshot triggers the full-lease renewer, a delta updates the delta lease. */
+  onSnapshot(snap: Snapshot): Promise<void>;
+  /**
+   * `onIdleDeltaPeriod`: a delta period that stored nothing renews the delta lease all the same (upstream
+   * calls DeltaSnapshotCaseLeaseUpdate on every delta tick): renewTime := now, the holder stays unless the
+   * store's latest deltas are above it (a renewal that failed before) or there is none yet ("0").
+   */
+  onIdleDeltaPeriod(signal: AbortSignal): Promise<void>;
+}
+
 /**
- * The snapshotter's `onSnapshot` hook: a full snapshot triggers the full-lease renewer, a delta updates the
- * delta lease. Never throws: lease failures are warnings, as upstream.
+ * Builds the hooks. Delta lease updates run one at a time, in the order they were asked for: an idle
+ * renewal and the update after a delta never interleave (the update of a lease with no holder yet could
+ * otherwise write "0" over the revision the other just wrote).
  */
-export function snapshotLeaseHook(opts: SnapshotLeaseHookOptions): (snap: Snapshot) => Promise<void> {
-  return async (snap) => {
-    if (snap.kind === 'Full') {
-      opts.renewer.trigger();
-      return;
-    }
-    try {
-      await opts.leases.updateDelta(await opts.latestDeltas());
-    } catch (err) {
-      opts.logger.warn({ err, snapshot: snap.snapName }, 'Delta snapshot lease update failed');
-    }
+export function snapshotLeaseHooks(opts: SnapshotLeaseHookOptions): SnapshotLeaseHooks {
+  let queue: Promise<unknown> = Promise.resolve();
+  const updateDelta = (signal: AbortSignal | undefined, what: string): Promise<void> => {
+    const run = queue.then(async () => {
+      try {
+        await opts.leases.updateDelta(await opts.latestDeltas(), signal);
+      } catch (err) {
+        // The snapshotter stopped (leadership lost, shutdown): not a failure worth a warning.
+        if (signal?.aborted === true) opts.logger.debug({ err }, 'Delta snapshot lease renewal aborted: the snapshotter stopped');
+        else opts.logger.warn({ err, ...(what === '' ? {} : { snapshot: what }) }, 'Delta snapshot lease update failed');
+      }
+    });
+    queue = run;
+    return run;
+  };
+  return {
+    onSnapshot: async (snap) => {
+      if (snap.kind === 'Full') {
+        opts.renewer.trigger();
+        return;
+      }
+      await updateDelta(undefined, snap.snapName);
+    },
+    onIdleDeltaPeriod: (signal) => updateDelta(signal, ''),
   };
 }

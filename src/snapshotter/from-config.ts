@@ -5,7 +5,7 @@ import type { Metrics } from '../metrics.js';
 import type { EtcdClient } from '../etcd/etcd-client.js';
 import { GarbageCollector } from './garbage-collector.js';
 import { CronSchedule } from '../config/schedule.js';
-import { Snapshotter, type StoredSnapshotInfo } from './snapshotter.js';
+import { Snapshotter, type SnapshotterDeps, type StoredSnapshotInfo } from './snapshotter.js';
 
 /** How long SIGTERM waits for the last delta snapshot before the process exits. */
 export const FINAL_DELTA_TIMEOUT_MS = 20_000;
@@ -23,11 +23,25 @@ export interface SnapshotterFactoryInput {
   onSnapshot?: (snap: Snapshot, info: StoredSnapshotInfo) => Promise<void> | void;
   /** Before every delta write (SnapshotterDeps.stillLeads). */
   stillLeads?: () => Promise<boolean | undefined>;
+  /** After every delta period that stored nothing (the delta snapshot lease is renewed all the same). */
+  onIdleDeltaPeriod?: SnapshotterDeps['onIdleDeltaPeriod'];
 }
 
 /** Builds snapshotters and garbage collectors from the flag groups; shared by `server` and `snapshot`. */
 export function snapshotterFactory(input: SnapshotterFactoryInput) {
-  const { connection, snapshotter: sc, compression, client, store, clock, logger, metrics, onSnapshot, stillLeads } = input;
+  const {
+    connection,
+    snapshotter: sc,
+    compression,
+    client,
+    store,
+    clock,
+    logger,
+    metrics,
+    onSnapshot,
+    stillLeads,
+    onIdleDeltaPeriod,
+  } = input;
   return {
     createSnapshotter: () =>
       Snapshotter.create(
@@ -40,7 +54,16 @@ export function snapshotterFactory(input: SnapshotterFactoryInput) {
           compression: compression.enabled ? compression.policy : undefined,
           finalDeltaTimeoutMs: FINAL_DELTA_TIMEOUT_MS,
         },
-        { client, store, clock, logger, metrics, ...(onSnapshot ? { onSnapshot } : {}), ...(stillLeads ? { stillLeads } : {}) },
+        {
+          client,
+          store,
+          clock,
+          logger,
+          metrics,
+          ...(onSnapshot ? { onSnapshot } : {}),
+          ...(stillLeads ? { stillLeads } : {}),
+          ...(onIdleDeltaPeriod ? { onIdleDeltaPeriod } : {}),
+        },
       ),
     createGarbageCollector: (s: Snapshotter) =>
       new GarbageCollector(

@@ -40,6 +40,16 @@ export interface SnapshotterDeps {
    * Undefined (no answer) counts as leading: the events are written, as upstream would.
    */
   stillLeads?: () => Promise<boolean | undefined>;
+  /**
+   * Called when a delta period ends without a stored delta: a delta timer tick or an on-demand delta with
+   * nothing buffered, and the start-up catch-up with nothing to catch up. Upstream renews the delta snapshot
+   * lease on every delta tick, events or not (DeltaSnapshotCaseLeaseUpdate), and etcd-druid's BackupReady
+   * condition wants that lease renewed within two delta periods: an idle etcd must still renew it. A stored
+   * delta goes to `onSnapshot` instead. Runs beside the snapshot queue (a slow API server never holds up a
+   * snapshot); `signal` aborts when the run ends. At most one call runs at a time: a period that ends while
+   * the previous call still runs is skipped. Errors are logged, never fatal.
+   */
+  onIdleDeltaPeriod?: (signal: AbortSignal) => Promise<void> | void;
 }
 
 /** What the snapshotter knows about a snapshot it just stored, besides its name. */
@@ -130,6 +140,8 @@ export class Snapshotter {
   private timeline: TimelinePoint | undefined;
   /** Set when etcd left the chain's history; events are ignored until a full snapshot starts a new chain. */
   private timelineChanged = false;
+  /** The `onIdleDeltaPeriod` call in flight, if any, and how to abort it. */
+  private idleCall: { abort: AbortController; done: Promise<void> } | undefined;
 
   private constructor(
     private readonly config: SnapshotterConfig,
@@ -228,6 +240,8 @@ export class Snapshotter {
       try {
         const snap = await this.saveBufferedDelta();
         this.armDeltaTimer();
+        // Upstream renews the delta lease after an on-demand delta too, whether one was stored or not.
+        if (!snap) this.idleDeltaPeriod();
         return snap;
       } catch (err) {
         this.fail(err);
@@ -274,6 +288,7 @@ export class Snapshotter {
       this.clearTimers();
       await this.closeWatch();
       this.buffer.clear();
+      await this.endIdleCall();
     }
   }
 
@@ -285,7 +300,11 @@ export class Snapshotter {
   async catchUpWithDeltas(signal: AbortSignal): Promise<boolean> {
     if (!this.deltasEnabled) return false;
     const target = await this.deps.client.currentRevision(this.config.connectionTimeoutMs);
-    if (target <= this.prevLastRevision) return true;
+    if (target <= this.prevLastRevision) {
+      // Nothing to catch up: upstream renews the delta lease after its start-up delta, taken or not.
+      this.idleDeltaPeriod(signal);
+      return true;
+    }
     let watchError: Error | undefined;
     let reached!: () => void;
     const done = new Promise<void>((resolve) => {
@@ -347,7 +366,8 @@ export class Snapshotter {
       throw watchError;
     }
     if (signal.aborted) return false;
-    await this.serial(() => this.saveBufferedDelta());
+    const saved = await this.serial(() => this.saveBufferedDelta());
+    if (!saved) this.idleDeltaPeriod(signal);
     return true;
   }
 
@@ -705,10 +725,50 @@ export class Snapshotter {
     this.deltaTimer = this.deps.clock.setTimeout(() => {
       this.deltaTimer = undefined;
       void this.serial(() => this.saveBufferedDelta()).then(
-        () => this.armDeltaTimer(),
+        (snap) => {
+          this.armDeltaTimer();
+          if (!snap) this.idleDeltaPeriod();
+        },
         (err: unknown) => this.fail(err),
       );
     }, this.config.deltaSnapshotPeriodMs);
+  }
+
+  /**
+   * A delta period stored nothing: tells `onIdleDeltaPeriod` (the delta lease renewal), beside the snapshot
+   * queue. `until` also ends the call (the supervisor's term, for the start-up catch-up before `run`).
+   */
+  private idleDeltaPeriod(until?: AbortSignal): void {
+    const hook = this.deps.onIdleDeltaPeriod;
+    if (!hook) return;
+    if (this.idleCall) {
+      this.deps.logger.debug({}, 'Delta period ended while the previous one is still being reported; skipping this one');
+      return;
+    }
+    const abort = new AbortController();
+    const onUntil = (): void => abort.abort(until?.reason);
+    if (until?.aborted) return;
+    until?.addEventListener('abort', onUntil, { once: true });
+    const call = { abort, done: Promise.resolve() };
+    call.done = (async () => {
+      try {
+        await hook(abort.signal);
+      } catch (err) {
+        this.deps.logger.warn({ err }, 'post-delta-period hook failed');
+      } finally {
+        until?.removeEventListener('abort', onUntil);
+        if (this.idleCall === call) this.idleCall = undefined;
+      }
+    })();
+    this.idleCall = call;
+  }
+
+  /** Aborts the `onIdleDeltaPeriod` call in flight and waits for it to end. */
+  private async endIdleCall(): Promise<void> {
+    const call = this.idleCall;
+    if (!call) return;
+    call.abort.abort(new SnapshotterStoppedError('snapshotter stopped'));
+    await call.done;
   }
 
   private clearTimers(): void {

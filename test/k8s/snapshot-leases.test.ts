@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { FakeClock, systemClock } from '../../src/clock.js';
 import { createKubeClient } from '../../src/k8s/client.js';
 import { isKubeError } from '../../src/k8s/errors.js';
-import { FullSnapshotLeaseRenewer, SnapshotLeases, snapshotLeaseHook } from '../../src/k8s/snapshot-leases.js';
+import { FullSnapshotLeaseRenewer, SnapshotLeases, snapshotLeaseHooks } from '../../src/k8s/snapshot-leases.js';
 import { FakeKubeApiServer, LEASES } from '../support/fake-kube.js';
 import { deltaSnapshot, fullSnapshot, micro, recordingLogger, seedLease } from './support.js';
 import { waitFor } from '../support/wait.js';
@@ -215,25 +215,25 @@ describe('delta snapshot lease', () => {
   });
 });
 
-describe('snapshot lease hook (the snapshotter onSnapshot)', () => {
+describe('snapshot lease hooks (the snapshotter onSnapshot and onIdleDeltaPeriod)', () => {
   it('after a delta: updates the delta lease from the latest delta set; failures are only warned', async () => {
     seedLease(k8s.fake, NS, DELTA);
     const logger = recordingLogger();
     const l = leases({ logger });
     const renewer = new FullSnapshotLeaseRenewer({ leases: l, latestFull: () => undefined, clock: new FakeClock(0), logger });
     const delta = deltaSnapshot(11, 42, created);
-    const hook = snapshotLeaseHook({ leases: l, renewer, latestDeltas: async () => [delta], logger });
-    await hook(delta);
+    const hooks = snapshotLeaseHooks({ leases: l, renewer, latestDeltas: async () => [delta], logger });
+    await hooks.onSnapshot(delta);
     expect(spec(DELTA)).toMatchObject({ holderIdentity: '42' });
 
     k8s.fake.remove(LEASES, NS, DELTA);
-    await expect(hook(delta)).resolves.toBeUndefined();
+    await expect(hooks.onSnapshot(delta)).resolves.toBeUndefined();
     expect(logger.warnings().join('\n')).toContain(
       `Delta snapshot lease update failed: lease ${NS}/${DELTA} (delta snapshot lease) does not exist`,
     );
 
-    const failing = snapshotLeaseHook({ leases: l, renewer, latestDeltas: () => Promise.reject(new Error('store list failed')), logger });
-    await expect(failing(delta)).resolves.toBeUndefined();
+    const failing = snapshotLeaseHooks({ leases: l, renewer, latestDeltas: () => Promise.reject(new Error('store list failed')), logger });
+    await expect(failing.onSnapshot(delta)).resolves.toBeUndefined();
     expect(logger.warnings().at(-1)).toContain('store list failed');
   });
 
@@ -244,12 +244,95 @@ describe('snapshot lease hook (the snapshotter onSnapshot)', () => {
     const l = leases({ clock, logger });
     const full = fullSnapshot(77, created);
     const renewer = new FullSnapshotLeaseRenewer({ leases: l, latestFull: () => full, clock, logger });
-    const hook = snapshotLeaseHook({ leases: l, renewer, latestDeltas: () => [], logger });
-    await hook(full);
+    const hooks = snapshotLeaseHooks({ leases: l, renewer, latestDeltas: () => [], logger });
+    await hooks.onSnapshot(full);
     await renewer.whenIdle();
     expect(spec(FULL)).toEqual({ holderIdentity: '77', renewTime: micro(created) });
     expect(renewer.pending).toBe(false);
     await renewer.stop();
+  });
+
+  it('an idle delta period renews renewTime with the holder unchanged, quietly; the full lease is left alone', async () => {
+    // What the lease holds after the last delta on a now idle etcd (druid's BackupReady reads renewTime).
+    seedLease(k8s.fake, NS, DELTA, { holderIdentity: '42', renewTime: micro(created) });
+    seedLease(k8s.fake, NS, FULL, { holderIdentity: '10', renewTime: micro(created) });
+    const fullBefore = k8s.fake.read(LEASES, NS, FULL);
+    const clock = new FakeClock('2026-01-02T03:09:05.500Z');
+    const logger = recordingLogger();
+    const l = leases({ clock, logger });
+    const renewer = new FullSnapshotLeaseRenewer({ leases: l, latestFull: () => undefined, clock, logger });
+    const hooks = snapshotLeaseHooks({ leases: l, renewer, latestDeltas: () => [deltaSnapshot(11, 42, created)], logger });
+    for (const step of [0, 20_000, 20_000]) {
+      clock.advance(step);
+      await hooks.onIdleDeltaPeriod(new AbortController().signal);
+      expect(spec(DELTA)).toEqual({ holderIdentity: '42', renewTime: micro(clock.now()) });
+    }
+    // Only renewTime is sent: the holder is the revision of the last delta, and no new one was stored.
+    const patches = k8s.fake.requestsMatching({ method: 'PATCH', path: deltaPath });
+    expect(patches.map((p) => p.body)).toEqual(
+      [0, 20_000, 40_000].map((ms) => ({ spec: { renewTime: micro(new Date(Date.parse('2026-01-02T03:09:05.500Z') + ms)) } })),
+    );
+    expect(k8s.fake.read(LEASES, NS, FULL)).toEqual(fullBefore);
+    expect(logger.warnings()).toEqual([]);
+    // An idle etcd's log stays quiet: the renewal of an unchanged holder is a debug line.
+    expect(logger.lines.filter((x) => x.msg === 'Delta snapshot lease renewed').map((x) => x.level)).toEqual(['debug', 'debug', 'debug']);
+  });
+
+  it('an idle delta period raises a holder the store is above (a failed renewal before), and writes "0" into an empty lease', async () => {
+    // Upstream lists the store on every tick: the latest deltas decide, as after a delta.
+    seedLease(k8s.fake, NS, DELTA, { holderIdentity: '30' });
+    const logger = recordingLogger();
+    const l = leases({ clock: new FakeClock(created), logger });
+    const renewer = new FullSnapshotLeaseRenewer({ leases: l, latestFull: () => undefined, clock: new FakeClock(created), logger });
+    let deltas = [deltaSnapshot(11, 30, created), deltaSnapshot(31, 42, created)];
+    const hooks = snapshotLeaseHooks({ leases: l, renewer, latestDeltas: () => deltas, logger });
+    await hooks.onIdleDeltaPeriod(new AbortController().signal);
+    expect(spec(DELTA)).toEqual({ holderIdentity: '42', renewTime: micro(created) });
+    expect(logger.lines.find((x) => x.msg === 'Delta snapshot lease renewed')?.level).toBe('info');
+
+    // A new full snapshot starts a set without deltas: the holder stays (upstream), only renewTime moves.
+    deltas = [];
+    await hooks.onIdleDeltaPeriod(new AbortController().signal);
+    expect(spec(DELTA)).toMatchObject({ holderIdentity: '42' });
+
+    k8s.fake.remove(LEASES, NS, DELTA);
+    seedLease(k8s.fake, NS, DELTA);
+    await hooks.onIdleDeltaPeriod(new AbortController().signal);
+    expect(spec(DELTA)).toEqual({ holderIdentity: '0', renewTime: micro(created) });
+  });
+
+  it('runs delta lease updates one at a time; an aborted idle renewal (the snapshotter stopped) is no warning', async () => {
+    seedLease(k8s.fake, NS, DELTA);
+    const logger = recordingLogger();
+    const l = leases({ logger });
+    const renewer = new FullSnapshotLeaseRenewer({ leases: l, latestFull: () => undefined, clock: new FakeClock(0), logger });
+    const delta = deltaSnapshot(11, 42, created);
+    let listed = 0;
+    const hooks = snapshotLeaseHooks({
+      leases: l,
+      renewer,
+      latestDeltas: () => {
+        listed++;
+        return [delta];
+      },
+      logger,
+    });
+    k8s.fake.stallNext(1, { method: 'PATCH', path: deltaPath });
+    const stop = new AbortController();
+    const idle = hooks.onIdleDeltaPeriod(stop.signal);
+    await waitFor(() => k8s.fake.requestsMatching({ method: 'PATCH', path: deltaPath }).length === 1, 'the stalled idle renewal');
+    const afterDelta = hooks.onSnapshot(delta);
+    // The update after the delta waits for the renewal in flight: it has not even listed the store yet.
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(listed).toBe(1);
+    expect(k8s.fake.requestsMatching({ path: deltaPath })).toHaveLength(2);
+    stop.abort();
+    await idle;
+    await afterDelta;
+    expect(spec(DELTA)).toMatchObject({ holderIdentity: '42' });
+    expect(k8s.fake.requestsMatching({ path: deltaPath }).map((r) => r.method)).toEqual(['GET', 'PATCH', 'GET', 'PATCH']);
+    expect(logger.warnings()).toEqual([]);
+    expect(logger.lines.some((x) => x.level === 'debug' && x.msg.includes('renewal aborted'))).toBe(true);
   });
 });
 

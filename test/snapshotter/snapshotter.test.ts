@@ -299,6 +299,95 @@ describe('snapshotter against a real etcd and a Local store', () => {
     }
   });
 
+  it('reports every delta period that stored nothing to onIdleDeltaPeriod (the delta lease renewal), a stored delta to onSnapshot', async () => {
+    // Upstream renews the delta lease on every delta tick, events or not; druid's BackupReady wants it renewed
+    // within two delta periods, so an idle etcd must renew it too.
+    const seen: string[] = [];
+    const s = await createTestSnapshotter(
+      {
+        client,
+        store,
+        metrics,
+        clock,
+        onSnapshot: (snap) => void seen.push(snap.kind),
+        onIdleDeltaPeriod: () => void seen.push('idle'),
+      },
+      { deltaSnapshotPeriodMs: PERIOD_MS },
+    );
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    await waitFor(() => seen.length === 1, 'the full snapshot');
+    const period = async (n: number) => {
+      await clock.advanceAsync(PERIOD_MS);
+      await waitFor(() => seen.length === n, `${n} reports`);
+    };
+    await period(2);
+    await period(3);
+    await client.put('one').value('write');
+    await buffered();
+    await period(4);
+    await period(5);
+    // On demand with nothing buffered: renewed as well (upstream's deltaSnapshotReqCh case).
+    expect(await s.triggerDeltaSnapshot()).toBeUndefined();
+    await waitFor(() => seen.length === 6, 'the on-demand report');
+    expect(seen).toEqual(['Full', 'idle', 'idle', 'Incr', 'idle', 'idle']);
+    stop.abort();
+    await running;
+  });
+
+  it('a slow onIdleDeltaPeriod holds up no snapshot, skips the periods it overlaps, and is aborted when the run ends', async () => {
+    const calls: AbortSignal[] = [];
+    let kinds: string[] = [];
+    const s = await createTestSnapshotter(
+      {
+        client,
+        store,
+        metrics,
+        clock,
+        onSnapshot: (snap) => void kinds.push(snap.kind),
+        // Never answers on its own: a stalled API server.
+        onIdleDeltaPeriod: (signal) => {
+          calls.push(signal);
+          return new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+        },
+      },
+      { deltaSnapshotPeriodMs: PERIOD_MS },
+    );
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    await waitFor(() => kinds.length === 1, 'the full snapshot');
+    kinds = [];
+    await clock.advanceAsync(PERIOD_MS);
+    await waitFor(() => calls.length === 1, 'the first idle period');
+    // Deltas go on while the renewal hangs.
+    await client.put('during').value('stall');
+    await buffered();
+    await clock.advanceAsync(PERIOD_MS);
+    await waitFor(() => kinds.length === 1, 'the delta stored beside the stalled renewal');
+    // The next idle period while the first call still runs: skipped, not stacked.
+    expect(await s.triggerDeltaSnapshot()).toBeUndefined();
+    expect(calls).toHaveLength(1);
+    stop.abort();
+    await running;
+    expect(calls[0]!.aborted).toBe(true);
+  });
+
+  it('after a start-up catch-up with nothing to catch up, reports the period (upstream renews the delta lease there)', async () => {
+    const first = await make();
+    const stop = new AbortController();
+    const running = first.run(stop.signal, true);
+    await full();
+    stop.abort();
+    await running;
+    let idle = 0;
+    const s = await createTestSnapshotter(
+      { client, store, metrics, clock, onIdleDeltaPeriod: () => void idle++ },
+      { deltaSnapshotPeriodMs: PERIOD_MS },
+    );
+    expect(await s.catchUpWithDeltas(new AbortController().signal)).toBe(true);
+    await waitFor(() => idle === 1, 'the start-up report');
+  });
+
   it('rejects on-demand deltas when delta snapshots are disabled', async () => {
     const s = await make({ deltaSnapshotPeriodMs: 0 });
     const stop = new AbortController();

@@ -30,6 +30,7 @@ export interface TestSnapshotterDeps {
   /** A fresh registry when not given. */
   metrics?: Metrics;
   onSnapshot?: SnapshotterDeps['onSnapshot'];
+  onIdleDeltaPeriod?: SnapshotterDeps['onIdleDeltaPeriod'];
   /** The system clock when not given; a `FakeClock` makes the delta and full timers fire only when advanced. */
   clock?: Clock;
   stillLeads?: SnapshotterDeps['stillLeads'];
@@ -37,7 +38,15 @@ export interface TestSnapshotterDeps {
 
 /** A snapshotter on `client` and `store` with the given clock (system clock by default) and a silent logger. */
 export function createTestSnapshotter(deps: TestSnapshotterDeps, overrides: Partial<SnapshotterConfig> = {}): Promise<Snapshotter> {
-  const { client, store, metrics = new Metrics({ defaultMetrics: false }), onSnapshot, clock = systemClock, stillLeads } = deps;
+  const {
+    client,
+    store,
+    metrics = new Metrics({ defaultMetrics: false }),
+    onSnapshot,
+    onIdleDeltaPeriod,
+    clock = systemClock,
+    stillLeads,
+  } = deps;
   return Snapshotter.create(testSnapshotterConfig(overrides), {
     client: ours(client),
     store: async () => store,
@@ -46,5 +55,6 @@ export function createTestSnapshotter(deps: TestSnapshotterDeps, overrides: Part
     metrics,
     ...(onSnapshot ? { onSnapshot } : {}),
     ...(stillLeads ? { stillLeads } : {}),
+    ...(onIdleDeltaPeriod ? { onIdleDeltaPeriod } : {}),
   });
 }

@@ -11,7 +11,7 @@ import type { ClusterMaintenance } from '../../cluster/maintenance.js';
 import type { ServerConfig } from '../../config/types.js';
 import { secondarySyncFromConfig, type SecondarySyncHandle } from '../../copier/secondary-sync.js';
 import type { EtcdMemberStatusPublisher } from '../../cluster/member-status-publisher.js';
-import { snapshotLeaseHook, type FullSnapshotLeaseRenewer, type SnapshotLeases } from '../../k8s/snapshot-leases.js';
+import { snapshotLeaseHooks, type FullSnapshotLeaseRenewer, type SnapshotLeases } from '../../k8s/snapshot-leases.js';
 import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
 import { ExponentialBackoff } from '../../snapshotter/backoff.js';
@@ -145,9 +145,9 @@ export class LeaderWork {
       health.setHealthy(true);
       return;
     }
-    const leaseHook =
+    const leaseHooks =
       leases && renewer
-        ? snapshotLeaseHook({
+        ? snapshotLeaseHooks({
             leases,
             renewer,
             latestDeltas: async () => latestSet(await (await store.get()).list()).deltas,
@@ -165,11 +165,12 @@ export class LeaderWork {
       metrics,
       onSnapshot: async (snap, info) => {
         etcdMemberStatus?.onSnapshot(snap, info);
-        await leaseHook?.(snap);
+        await leaseHooks?.onSnapshot(snap);
       },
       // With other members, leadership may have moved since the watcher's last check: ask etcd before each
       // delta write, so a former leader does not write after the new one read the store (docs/design-decisions.md).
       ...(this.opts.singleMember ? {} : { stillLeads: () => stillLeadsNow(client, config.etcdConnectionConfig.connectionTimeout) }),
+      ...(leaseHooks ? { onIdleDeltaPeriod: leaseHooks.onIdleDeltaPeriod } : {}),
     });
     renewer?.start();
     // The previous term's snapshotter may still be finishing a write (an upload under way, the last delta on
