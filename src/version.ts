@@ -22,7 +22,7 @@ function readText(url: URL): string | undefined {
 }
 
 /** `../package.json` resolves to the project root both from `src/` and from the built `dist/`. */
-function packageVersion(): string {
+export function packageVersion(): string {
   const text = readText(new URL('../package.json', import.meta.url));
   if (text === undefined) return 'unknown';
   try {

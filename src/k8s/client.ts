@@ -9,11 +9,21 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { isIPv6 } from 'node:net';
 import path from 'node:path';
+import { packageVersion } from '../version.js';
 import { KubeError } from './errors.js';
 import type { RequestOptions, TransportOptions } from './http.js';
 
 /** Where a pod's service account credentials are mounted. */
 export const SERVICE_ACCOUNT_DIR = '/var/run/secrets/kubernetes.io/serviceaccount';
+
+/**
+ * The `User-Agent` of every request: `etcdbrctl/<version>`, the program name and version upstream's client
+ * starts its agent with (client-go names the binary), so audit logs and apiserver metrics tell the sidecar
+ * apart from other clients (Node's HTTP client sends none).
+ */
+export function kubeUserAgent(): string {
+  return `etcdbrctl/${packageVersion()}`;
+}
 
 export type KubeConnection =
   | {
@@ -152,7 +162,7 @@ export async function createKubeClient(conn: KubeConnection): Promise<KubeClient
   }
   // Loaded here, not at import: the CLI imports this module for resolveKubeConnection with Kubernetes off too.
   const { KubeTransport } = await import('./http.js');
-  const t = new KubeTransport(transport);
+  const t = new KubeTransport({ ...transport, userAgent: kubeUserAgent() });
   const enc = encodeURIComponent;
   const leasePath = (r: ObjectRef): string => `/apis/coordination.k8s.io/v1/namespaces/${enc(r.namespace)}/leases/${enc(r.name)}`;
   const customPath = (r: CustomObjectRef): string =>

@@ -28,6 +28,8 @@ export interface TransportOptions {
   tokenFile?: string;
   requestTimeoutMs?: number;
   maxResponseBytes?: number;
+  /** Sent as `User-Agent` on every request, so API server audit logs and metrics name the sidecar. */
+  userAgent?: string;
 }
 
 export interface RequestOptions {
@@ -95,6 +97,7 @@ export class KubeTransport {
   /** Sends one request; resolves with the parsed JSON answer of a 2xx, rejects with a KubeStatusError otherwise. */
   async request(method: string, path: string, body: unknown, options: RequestOptions = {}): Promise<unknown> {
     const headers: Record<string, string> = { Accept: 'application/json' };
+    if (this.opts.userAgent !== undefined) headers['User-Agent'] = this.opts.userAgent;
     const token = this.tokenFile?.token() ?? this.opts.token;
     if (token !== undefined && token !== '') headers.Authorization = `Bearer ${token}`;
     let payload: Buffer | undefined;

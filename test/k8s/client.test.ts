@@ -37,6 +37,27 @@ describe('createKubeClient', () => {
     expect(plain!.requests.at(-1)?.authorization).toBe('Bearer plain-token');
   });
 
+  it('names itself on every request: User-Agent etcdbrctl/<package version>, however it connects', async () => {
+    const version = (JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+    const file = join(dir.path, 'ua-kubeconfig');
+    await writeFile(file, secured!.kubeconfig());
+    for (const kube of [
+      await createKubeClient({ kind: 'server', server: plain!.url, token: 'plain-token' }),
+      await createKubeClient({ kind: 'kubeconfig', paths: [file] }),
+    ]) {
+      const fake = kube.server === plain!.url ? plain! : secured!;
+      const before = fake.requests.length;
+      await kube.coordination.readNamespacedLease({ name: fake === plain ? 'lease-a' : 'lease-b', namespace: NS });
+      await kube.coordination
+        .patchNamespacedLease({ name: 'missing', namespace: NS, body: { spec: {} } }, { contentType: 'application/merge-patch+json' })
+        .catch(() => undefined);
+      const sent = fake.requests.slice(before);
+      expect(sent).toHaveLength(2);
+      for (const r of sent) expect(r.userAgent).toBe(`etcdbrctl/${version}`);
+      kube.close();
+    }
+  });
+
   it('kubeconfig file: context namespace, token, and an explicit context', async () => {
     const file = join(dir.path, 'kubeconfig');
     await writeFile(file, plain!.kubeconfig({ namespace: NS }));

@@ -94,6 +94,7 @@ export interface RecordedRequest {
   query: URLSearchParams;
   contentType: string | undefined;
   authorization: string | undefined;
+  userAgent: string | undefined;
   /** Parsed JSON body, or undefined when there was none. */
   body: unknown;
   /** Status code the fake answered with (undefined while the request is stalled). */
@@ -343,6 +344,7 @@ export class FakeKubeApiServer {
         query: url.searchParams,
         contentType: req.headers['content-type']?.split(';')[0]?.trim(),
         authorization: req.headers.authorization,
+        userAgent: req.headers['user-agent'],
         body: undefined,
       };
       this.requests.push(record);
