@@ -308,3 +308,120 @@ describe('fake kube-apiserver: test controls', () => {
     });
   });
 });
+
+describe('fake kube-apiserver: RBAC and resources that are not served', () => {
+  const SA = `system:serviceaccount:${NS}:etcd-main`;
+  /** etcd-druid v0.37.1's Role for the etcd pods (internal/component/role/role.go). */
+  const druidRules = [
+    { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'patch', 'update', 'watch'] },
+    { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['get', 'list', 'patch', 'update', 'watch'] },
+    { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
+  ];
+  let rbac: FakeKubeApiServer;
+
+  beforeAll(async () => {
+    rbac = await FakeKubeApiServer.start({ rbac: { user: SA, roles: [{ namespace: NS, rules: druidRules }] }, omit: [ETCD_MEMBERS] });
+  });
+  afterAll(async () => {
+    await rbac?.stop();
+  });
+  beforeEach(() => {
+    rbac.reset();
+    seedLease(rbac, NS, 'r1');
+  });
+
+  const at = async (method: string, path: string, body?: unknown, contentType = 'application/merge-patch+json') => {
+    const res = await fetch(`${rbac.url}${path}`, {
+      method,
+      headers: body === undefined ? {} : { 'content-type': contentType },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+
+  it('allows what the Role grants in its namespace and answers anything else 403 with the authorizer’s Status', async () => {
+    expect((await at('GET', leasePath('r1'))).status).toBe(200);
+    expect((await at('PATCH', leasePath('r1'), { spec: { holderIdentity: '1' } })).status).toBe(200);
+    // No create in druid's Role: a lease cannot be created by the pods.
+    const create = await at(
+      'POST',
+      `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`,
+      { metadata: { name: 'new' } },
+      'application/json',
+    );
+    expect(create).toEqual({
+      status: 403,
+      body: {
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Failure',
+        message: `leases.coordination.k8s.io is forbidden: User "${SA}" cannot create resource "leases" in API group "coordination.k8s.io" in the namespace "${NS}"`,
+        reason: 'Forbidden',
+        details: { group: 'coordination.k8s.io', kind: 'leases' },
+        code: 403,
+      },
+    });
+    // Another namespace: the Role does not reach it.
+    const other = await at('GET', leasePath('r1', 'kube-system'));
+    expect(other.status).toBe(403);
+    expect(other.body.message).toBe(
+      `leases.coordination.k8s.io "r1" is forbidden: User "${SA}" cannot get resource "leases" in API group "coordination.k8s.io" in the namespace "kube-system"`,
+    );
+    expect(other.body.details).toEqual({ name: 'r1', group: 'coordination.k8s.io', kind: 'leases' });
+  });
+
+  it('authorizes before routing: a resource that is not served is 403 when not allowed, 404 with empty details when allowed', async () => {
+    const status = await at('PATCH', `${memberPath('etcd-main-0')}/status`, { status: {} });
+    expect(status.status).toBe(403);
+    expect(status.body).toMatchObject({
+      reason: 'Forbidden',
+      message: `etcdmembers.druid.gardener.cloud "etcd-main-0" is forbidden: User "${SA}" cannot patch resource "etcdmembers/status" in API group "druid.gardener.cloud" in the namespace "${NS}"`,
+      details: { name: 'etcd-main-0', group: 'druid.gardener.cloud', kind: 'etcdmembers' },
+    });
+    rbac.setRbac({
+      user: SA,
+      roles: [
+        {
+          namespace: NS,
+          rules: [
+            ...druidRules,
+            { apiGroups: ['druid.gardener.cloud'], resources: ['etcdmembers', 'etcdmembers/status'], verbs: ['get', 'patch'] },
+          ],
+        },
+      ],
+    });
+    const missing = await at('GET', memberPath('etcd-main-0'));
+    expect(missing).toEqual({
+      status: 404,
+      body: {
+        kind: 'Status',
+        apiVersion: 'v1',
+        metadata: {},
+        status: 'Failure',
+        message: 'the server could not find the requested resource',
+        reason: 'NotFound',
+        details: {},
+        code: 404,
+      },
+    });
+    // Installed (the CRD): an EtcdMember that does not exist is the object's NotFound, naming it.
+    rbac.setServed(ETCD_MEMBERS, true);
+    const absent = await at('GET', memberPath('etcd-main-0'));
+    expect(absent.status).toBe(404);
+    expect(absent.body).toMatchObject({
+      message: 'etcdmembers.druid.gardener.cloud "etcd-main-0" not found',
+      details: { name: 'etcd-main-0', group: 'druid.gardener.cloud', kind: 'etcdmembers' },
+    });
+  });
+
+  it('leaves discovery open to every authenticated user, and reset restores the options’ Roles and resources', async () => {
+    const discovery = await at('GET', '/apis/druid.gardener.cloud/v1alpha1');
+    expect(discovery.status).toBe(200);
+    expect((discovery.body.resources as Array<{ name: string }>).map((r) => r.name)).not.toContain('etcdmembers');
+    rbac.setRbac(undefined);
+    rbac.setServed(ETCD_MEMBERS, true);
+    rbac.reset();
+    expect((await at('GET', memberPath('x'))).status).toBe(403);
+  });
+});

@@ -17,6 +17,12 @@
  * - Lease fields are type-checked the way the apiserver decodes them: MicroTime must be RFC 3339 with exactly
  *   six fractional digits, numbers must be integers, annotations must be strings ⇒ 400 BadRequest otherwise.
  *
+ * - RBAC (option `rbac`): authorization comes after authentication and before routing, as in kube-apiserver, so
+ *   a request the Roles do not allow answers 403 Forbidden (a `Status` with reason Forbidden and the
+ *   authorizer's message) even for a resource the server does not serve; discovery is open to everyone (the
+ *   `system:discovery` binding). Resource types can be left out (`omit`: e.g. no EtcdMember CRD installed),
+ *   which answers 404 "the server could not find the requested resource" with empty details.
+ *
  * Tests seed and read objects directly, inject failures (next N matching requests answer with an error
  * status, or stall), and run a "concurrent writer" just before a matching request to force a 409.
  */
@@ -114,6 +120,34 @@ export interface InjectedFailure {
   message?: string;
 }
 
+/** An rbac.authorization.k8s.io/v1 PolicyRule (resource rules only). */
+export interface PolicyRule {
+  apiGroups: readonly string[];
+  resources: readonly string[];
+  verbs: readonly string[];
+  resourceNames?: readonly string[];
+}
+
+/** Who the requests come from and the Roles bound to them (RoleBindings are implied). */
+export interface FakeRbac {
+  /** The authenticated user, e.g. `system:serviceaccount:<namespace>:<name>`. */
+  user: string;
+  roles: ReadonlyArray<{ namespace: string; rules: readonly PolicyRule[] }>;
+}
+
+/** The RBAC attributes of a request, as kube-apiserver's RequestInfoFactory derives them from method and path. */
+export interface RequestAttributes {
+  /** false for discovery and other non-resource paths. */
+  resourceRequest: boolean;
+  verb: string;
+  apiGroup: string;
+  apiVersion: string;
+  resource: string;
+  subresource: string;
+  namespace: string;
+  name: string;
+}
+
 export interface FakeKubeOptions {
   /** When set, every request needs `Authorization: Bearer <token>`, else 401. */
   token?: string;
@@ -121,6 +155,10 @@ export interface FakeKubeOptions {
   tls?: { cert: string | Buffer; key: string | Buffer };
   /** Resource types served in addition to Leases, EtcdMembers and Etcds. */
   resources?: readonly ResourceType[];
+  /** Resource types not served (a CRD that is not installed). */
+  omit?: readonly ResourceType[];
+  /** Enforce these Roles (see the file comment); without it every request is allowed. */
+  rbac?: FakeRbac;
 }
 
 interface FailureRule {
@@ -178,7 +216,8 @@ const MICRO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}(Z|[+-]\d{2}:\d{2
 
 export class FakeKubeApiServer {
   readonly requests: RecordedRequest[] = [];
-  private readonly types: ResourceType[];
+  private types: ResourceType[];
+  private rbac: FakeRbac | undefined;
   private readonly objects = new Map<string, KubeObject>();
   private revision = 0;
   private failures: FailureRule[] = [];
@@ -191,7 +230,12 @@ export class FakeKubeApiServer {
     readonly url: string,
     private readonly opts: FakeKubeOptions,
   ) {
-    this.types = [LEASES, ETCD_MEMBERS, ETCDS, ...(opts.resources ?? [])];
+    this.types = this.servedTypes();
+    this.rbac = opts.rbac;
+  }
+
+  private servedTypes(): ResourceType[] {
+    return [LEASES, ETCD_MEMBERS, ETCDS, ...(this.opts.resources ?? [])].filter((t) => !(this.opts.omit ?? []).includes(t));
   }
 
   /** Listens on 127.0.0.1, port 0. */
@@ -318,10 +362,23 @@ export class FakeKubeApiServer {
     this.requests.length = 0;
   }
 
+  /** Enforces other Roles from now on (undefined: allow everything); `reset` goes back to the options'. */
+  setRbac(rbac: FakeRbac | undefined): void {
+    this.rbac = rbac;
+  }
+
+  /** Serves a resource type or stops serving it (a CRD installed or removed); `reset` goes back to the options'. */
+  setServed(type: ResourceType, served: boolean): void {
+    this.types = this.types.filter((t) => t !== type);
+    if (served) this.types.push(type);
+  }
+
   /** Forgets every object as well as the injections and the request log: an empty server again. */
   reset(): void {
     this.objects.clear();
     this.resetInjections();
+    this.types = this.servedTypes();
+    this.rbac = this.opts.rbac;
   }
 
   /** Requests received so far that match. */
@@ -364,6 +421,7 @@ export class FakeKubeApiServer {
         if (this.opts.token !== undefined && req.headers.authorization !== `Bearer ${this.opts.token}`) {
           throw new ApiError(401, 'Unauthorized', 'Unauthorized');
         }
+        if (this.rbac) authorize(this.rbac, requestAttributes(record.method, record.path, record.query));
         const stall = this.stalls.find((s) => s.remaining > 0 && matches(s.match, record.method, record.path));
         if (stall) {
           stall.remaining--;
@@ -693,6 +751,111 @@ export class FakeKubeApiServer {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// RBAC
+
+/**
+ * The request attributes kube-apiserver authorizes (k8s.io/apiserver's RequestInfoFactory): `/api/v1/...` is the
+ * core group, `/apis/<group>/<version>/...` the others; `namespaces/<ns>/` scopes the rest; then resource,
+ * name, subresource. Anything shorter (`/apis/<group>/<version>`) is a non-resource (discovery) request.
+ */
+export function requestAttributes(method: string, path: string, query: URLSearchParams): RequestAttributes {
+  const parts = path
+    .split('/')
+    .filter((x) => x !== '')
+    .map(decodeURIComponent);
+  const attrs: RequestAttributes = {
+    resourceRequest: false,
+    verb: method.toLowerCase(),
+    apiGroup: '',
+    apiVersion: '',
+    resource: '',
+    subresource: '',
+    namespace: '',
+    name: '',
+  };
+  let rest: string[];
+  if (parts[0] === 'api' && parts.length >= 2) {
+    attrs.apiVersion = parts[1] as string;
+    rest = parts.slice(2);
+  } else if (parts[0] === 'apis' && parts.length >= 3) {
+    attrs.apiGroup = parts[1] as string;
+    attrs.apiVersion = parts[2] as string;
+    rest = parts.slice(3);
+  } else {
+    return attrs;
+  }
+  if (rest.length === 0) return attrs;
+  attrs.resourceRequest = true;
+  if (rest[0] === 'namespaces' && rest.length >= 2) {
+    attrs.namespace = rest[1] as string;
+    // `namespaces/<ns>` alone (or its status/finalize) is the Namespace itself; anything else is scoped by it.
+    if (rest.length > 2 && rest[2] !== 'status' && rest[2] !== 'finalize') rest = rest.slice(2);
+  }
+  attrs.resource = rest[0] ?? '';
+  attrs.name = rest[1] ?? '';
+  attrs.subresource = rest[2] ?? '';
+  const m = method.toUpperCase();
+  attrs.verb =
+    m === 'GET' || m === 'HEAD'
+      ? attrs.name !== ''
+        ? 'get'
+        : query.get('watch') === 'true' || query.get('watch') === '1'
+          ? 'watch'
+          : 'list'
+      : m === 'POST'
+        ? 'create'
+        : m === 'PUT'
+          ? 'update'
+          : m === 'PATCH'
+            ? 'patch'
+            : m === 'DELETE'
+              ? attrs.name !== ''
+                ? 'delete'
+                : 'deletecollection'
+              : m.toLowerCase();
+  return attrs;
+}
+
+/** Whether one of the Roles allows the request (RBAC's rule matching: groups, resources, verbs, names, wildcards). */
+export function rbacAllows(rbac: FakeRbac, a: RequestAttributes): boolean {
+  // Discovery and other non-resource paths: the system:discovery ClusterRole, bound to every authenticated user.
+  if (!a.resourceRequest) return true;
+  const resource = a.subresource === '' ? a.resource : `${a.resource}/${a.subresource}`;
+  return rbac.roles.some(
+    (role) =>
+      role.namespace === a.namespace &&
+      role.rules.some(
+        (r) =>
+          (r.apiGroups.includes(a.apiGroup) || r.apiGroups.includes('*')) &&
+          (r.resources.includes(resource) ||
+            r.resources.includes('*') ||
+            (a.subresource !== '' && (r.resources.includes(`*/${a.subresource}`) || r.resources.includes(`${a.resource}/*`)))) &&
+          (r.verbs.includes(a.verb) || r.verbs.includes('*')) &&
+          (r.resourceNames === undefined || r.resourceNames.length === 0 || r.resourceNames.includes(a.name)),
+      ),
+  );
+}
+
+/**
+ * Throws kube-apiserver's 403 when the Roles do not allow the request: `responsewriters.Forbidden` with the
+ * message of `forbiddenMessage` inside `apierrors.NewForbidden` (the RBAC authorizer gives no reason of its own).
+ */
+function authorize(rbac: FakeRbac, a: RequestAttributes): void {
+  if (rbacAllows(rbac, a)) return;
+  const resource = a.subresource === '' ? a.resource : `${a.resource}/${a.subresource}`;
+  const scope = a.namespace === '' ? 'at the cluster scope' : `in the namespace ${JSON.stringify(a.namespace)}`;
+  const why = `User ${JSON.stringify(rbac.user)} cannot ${a.verb} resource ${JSON.stringify(resource)} in API group ${JSON.stringify(a.apiGroup)} ${scope}`;
+  const qualified = a.apiGroup === '' ? a.resource : `${a.resource}.${a.apiGroup}`;
+  const message = a.name === '' ? `${qualified} is forbidden: ${why}` : `${qualified} ${JSON.stringify(a.name)} is forbidden: ${why}`;
+  // StatusDetails fields are omitempty.
+  const details: JsonObject = {};
+  if (a.name !== '') details.name = a.name;
+  if (a.apiGroup !== '') details.group = a.apiGroup;
+  if (a.resource !== '') details.kind = a.resource;
+  throw new ApiError(403, 'Forbidden', message, details);
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Helpers
 
 function apiVersionOf(type: ResourceType): string {
@@ -722,8 +885,9 @@ function statusBody(err: ApiError): JsonObject {
   return body;
 }
 
+/** kube-apiserver's answer for a path nothing serves (no such group, version or resource): empty details. */
 function notFoundPath(): ApiError {
-  return new ApiError(404, 'NotFound', 'the server could not find the requested resource');
+  return new ApiError(404, 'NotFound', 'the server could not find the requested resource', {});
 }
 
 function invalid(type: ResourceType, name: string, message: string): ApiError {
