@@ -4,8 +4,10 @@
  *
  * Updates are coalesced: at most one request is in flight, and whatever the model holds when it ends is
  * what goes next, so a burst of events costs one or two requests. Publishing is best effort (DEP-04 asks
- * druid to tolerate stale status): failures are warned and retried with backoff, never fatal. A missing
- * EtcdMember (older druid, CRD not installed, not created yet) is reported once and looked for again later.
+ * druid to tolerate stale status): failures are warned and retried with backoff, never fatal. An EtcdMember
+ * not created yet is reported once and looked for again later. A resource this sidecar cannot use at all
+ * (etcd-druid v0.37's Role has no rule for it, or no CRD is installed) ends publishing for good: the access
+ * check (src/k8s/etcd-member-access.ts) logs that once, and nothing is sent or retried after it.
  * Before the first write the existing `status.transitions` are read, so the history survives restarts.
  */
 import type { Logger, Snapshot } from '@etcdbrctl/snapstore';
@@ -25,12 +27,13 @@ import {
 } from './member-status.js';
 import type { InitializationOutcome, InitializationProgress } from '../initializer/initializer.js';
 import type { StoredSnapshotInfo } from '../snapshotter/snapshotter.js';
-import type { KubeClient } from '../k8s/client.js';
+import type { EtcdMemberAccess } from '../k8s/etcd-member-access.js';
 import { KubeError, toKubeError } from '../k8s/errors.js';
 import { patchEtcdMemberStatus, readEtcdMemberStatus } from '../k8s/etcd-member-status.js';
 
 export interface EtcdMemberStatusPublisherOptions {
-  kube: KubeClient;
+  /** EtcdMember requests, shared with the create-as-learner annotation: one verdict on whether they work. */
+  etcdMembers: EtcdMemberAccess;
   /** POD_NAMESPACE. */
   namespace: string;
   /** POD_NAME: etcd-druid names each EtcdMember after its pod. */
@@ -69,6 +72,8 @@ export class EtcdMemberStatusPublisher {
   private failures = 0;
   private missingReported = false;
   private stopped = false;
+  /** The resource cannot be used (E_KUBE_UNAVAILABLE): the model still follows events, nothing is sent. */
+  private unavailable = false;
   private readonly what: string;
 
   constructor(private readonly opts: EtcdMemberStatusPublisherOptions) {
@@ -169,7 +174,7 @@ export class EtcdMemberStatusPublisher {
   }
 
   private kick(): void {
-    if (this.inFlight !== undefined || this.timer !== undefined) return;
+    if (this.unavailable || this.inFlight !== undefined || this.timer !== undefined) return;
     if (this.sizeTimer !== undefined) this.opts.clock.clearTimeout(this.sizeTimer);
     this.sizeTimer = undefined;
     this.inFlight = this.loop().finally(() => {
@@ -210,8 +215,8 @@ export class EtcdMemberStatusPublisher {
   }
 
   private async hydrate(): Promise<void> {
-    const { kube, namespace, name, clock } = this.opts;
-    const status = await readEtcdMemberStatus(kube, { namespace, name }, clock, this.requestTimeoutMs);
+    const { etcdMembers, namespace, name, clock } = this.opts;
+    const status = await readEtcdMemberStatus(etcdMembers, { namespace, name }, clock, this.requestTimeoutMs);
     this.model = reduceMemberStatus(this.model, {
       type: 'HistoryLoaded',
       at: clock.now(),
@@ -226,8 +231,8 @@ export class EtcdMemberStatusPublisher {
   }
 
   private async patchStatus(body: EtcdMemberStatusBody): Promise<void> {
-    const { kube, namespace, name, clock } = this.opts;
-    await patchEtcdMemberStatus(kube, { namespace, name }, body, clock, this.requestTimeoutMs);
+    const { etcdMembers, namespace, name, clock } = this.opts;
+    await patchEtcdMemberStatus(etcdMembers, { namespace, name }, body, clock, this.requestTimeoutMs);
   }
 
   private get requestTimeoutMs(): number {
@@ -236,6 +241,11 @@ export class EtcdMemberStatusPublisher {
 
   private onFailure(err: KubeError): void {
     const { logger } = this.opts;
+    if (err.code === 'E_KUBE_UNAVAILABLE') {
+      // Reported once by the access check, with the rule to grant; asking again would get the same answer.
+      this.unavailable = true;
+      return;
+    }
     if (err.code === 'E_KUBE_NOT_FOUND') {
       // Deleted or not created yet: when it comes back it has a fresh history to read, and nothing we sent.
       this.hydrated = false;
@@ -246,8 +256,8 @@ export class EtcdMemberStatusPublisher {
         this.missingReported = true;
         logger.warn(
           { etcdMember: this.what, retryInMs: wait, err },
-          `${this.what} does not exist (etcd-druid creates it; older druid versions have no EtcdMember resource): ` +
-            `its status is published once it exists; looking again every ${wait / 1000} s`,
+          `${this.what} does not exist yet (etcd-druid creates it): its status is published once it exists; ` +
+            `looking again every ${wait / 1000} s`,
         );
       }
       this.arm(wait);

@@ -24,6 +24,7 @@ import type { KubeClient } from '../k8s/client.js';
 import { memberLeaseHasHolder } from '../k8s/member-lease.js';
 import type { Metrics } from '../metrics.js';
 import { clearCreateAsLearner, readCreateAsLearner } from '../k8s/etcd-member.js';
+import type { EtcdMemberAccess } from '../k8s/etcd-member-access.js';
 import type { EtcdMemberStatus } from './leadership.js';
 import {
   clusterClientFactory,
@@ -40,6 +41,8 @@ export interface MultiNodeOptions {
   connection: EtcdConnectionConfig;
   /** Present when Kubernetes is enabled (lease renewal flags). */
   kube?: KubeClient;
+  /** The EtcdMember requests (create-as-learner annotation), with Kubernetes; shared with the status publisher. */
+  etcdMembers?: EtcdMemberAccess;
   namespace: string;
   clock: Clock;
   logger: Logger;
@@ -118,7 +121,7 @@ export class MultiNode {
     const m = await this.member();
     if (!m) return undefined;
     this.lastDecision = undefined;
-    const { kube, namespace, clock } = this.opts;
+    const { kube, etcdMembers, namespace, clock } = this.opts;
     const ref = { namespace, name: m.podName };
     return {
       clusterSize: m.clusterSize,
@@ -127,12 +130,10 @@ export class MultiNode {
         inInitialCluster: m.inInitialCluster,
         peerUrls: m.peerUrls,
         members: m.members,
-        ...(kube && namespace !== ''
-          ? {
-              createAsLearner: () => readCreateAsLearner(kube, ref, clock, KUBE_TIMEOUT_MS),
-              memberLeaseHeld: () => memberLeaseHasHolder(kube, ref, clock, KUBE_TIMEOUT_MS),
-            }
+        ...(etcdMembers && namespace !== ''
+          ? { createAsLearner: () => readCreateAsLearner(etcdMembers, ref, clock, KUBE_TIMEOUT_MS) }
           : {}),
+        ...(kube && namespace !== '' ? { memberLeaseHeld: () => memberLeaseHasHolder(kube, ref, clock, KUBE_TIMEOUT_MS) } : {}),
         onDecision: (d) => {
           this.lastDecision = d;
         },
@@ -191,7 +192,7 @@ export class MultiNode {
     if (this.promoter) return this.promoter;
     const m = await this.member();
     if (!m) return undefined;
-    const { kube, namespace, clock, logger, metrics } = this.opts;
+    const { etcdMembers, namespace, clock, logger, metrics } = this.opts;
     this.promoter ??= new LearnerPromoter({
       members: m.members,
       clusterSize: m.clusterSize,
@@ -199,8 +200,8 @@ export class MultiNode {
       logger,
       metrics,
       ...(this.opts.stuckAfterMs === undefined ? {} : { stuckAfterMs: this.opts.stuckAfterMs }),
-      ...(kube && namespace !== ''
-        ? { onPromoted: () => clearCreateAsLearner(kube, { namespace, name: m.podName }, clock, KUBE_TIMEOUT_MS) }
+      ...(etcdMembers && namespace !== ''
+        ? { onPromoted: () => clearCreateAsLearner(etcdMembers, { namespace, name: m.podName }, clock, KUBE_TIMEOUT_MS) }
         : {}),
     });
     return this.promoter;

@@ -20,20 +20,36 @@ export type KubeErrorCode =
   /** Any other error answer of the API server. */
   | 'E_KUBE_REQUEST'
   /** The object holds a value we cannot interpret (e.g. a non-numeric snapshot lease holder). */
-  | 'E_KUBE_BAD_OBJECT';
+  | 'E_KUBE_BAD_OBJECT'
+  /**
+   * An optional resource this sidecar cannot use: the API server does not serve it (no CRD) or RBAC forbids
+   * the call. Found out once (src/k8s/etcd-member-access.ts) and not asked again.
+   */
+  | 'E_KUBE_UNAVAILABLE';
+
+/** The parts of a Kubernetes `Status` error body callers branch on (metav1.Status reason and details). */
+export interface ApiStatus {
+  /** e.g. `NotFound`, `Forbidden`, `Conflict`. */
+  reason?: string;
+  /** The object the answer is about; empty when the path itself is not served. */
+  details?: { name?: string; group?: string; kind?: string };
+}
 
 export class KubeError extends CodedError {
   override readonly name = 'KubeError';
   constructor(
     readonly code: KubeErrorCode,
     message: string,
-    options?: { cause?: unknown; status?: number },
+    options?: { cause?: unknown; status?: number; apiStatus?: ApiStatus },
   ) {
     super(message, options);
     this.status = options?.status;
+    this.apiStatus = options?.apiStatus;
   }
   /** HTTP status of the API answer, when there was one. */
   readonly status: number | undefined;
+  /** Reason and details of the API server's `Status` answer, when it sent one. */
+  readonly apiStatus: ApiStatus | undefined;
 }
 
 export function isKubeError(err: unknown, code?: KubeErrorCode): err is KubeError {
@@ -49,8 +65,21 @@ export class KubeStatusError extends KubeError {
     status: number,
     readonly body: string,
   ) {
-    super(statusCode(status), `${statusMessage(body) ?? `HTTP ${status}`} (HTTP ${status})`, { status });
+    const apiStatus = parseApiStatus(body);
+    super(statusCode(status), `${statusMessage(body) ?? `HTTP ${status}`} (HTTP ${status})`, {
+      status,
+      ...(apiStatus === undefined ? {} : { apiStatus }),
+    });
   }
+}
+
+/**
+ * A 404 for the path itself rather than for an object: the API server does not serve the group, version or
+ * resource (a CRD that is not installed). kube-apiserver answers that with a `Status` whose details name no
+ * object ("the server could not find the requested resource"); a missing object's details carry its name.
+ */
+export function isResourceNotServed(err: KubeError): boolean {
+  return err.status === 404 && err.apiStatus?.reason === 'NotFound' && (err.apiStatus.details?.name ?? '') === '';
 }
 
 function statusCode(status: number): KubeErrorCode {
@@ -72,7 +101,11 @@ function statusCode(status: number): KubeErrorCode {
 export function toKubeError(err: unknown, what: string, signal?: AbortSignal): KubeError {
   if (err instanceof KubeStatusError) {
     const status = err.status ?? 0;
-    return new KubeError(err.code, `${what}: ${statusMessage(err.body) ?? `HTTP ${status}`} (HTTP ${status})`, { cause: err, status });
+    return new KubeError(err.code, `${what}: ${statusMessage(err.body) ?? `HTTP ${status}`} (HTTP ${status})`, {
+      cause: err,
+      status,
+      ...(err.apiStatus === undefined ? {} : { apiStatus: err.apiStatus }),
+    });
   }
   if (err instanceof KubeError) return err;
   if (signal?.aborted) {
@@ -95,6 +128,29 @@ function transportDetail(err: unknown): string {
     e = e instanceof Error ? e.cause : undefined;
   }
   return parts.length === 0 ? 'unknown error' : parts.join(': ');
+}
+
+/** Reason and details of a `Status` body (JSON text of kind Status); undefined for anything else. */
+function parseApiStatus(body: string): ApiStatus | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(body) as unknown;
+  } catch {
+    return undefined;
+  }
+  if (typeof value !== 'object' || value === null || (value as { kind?: unknown }).kind !== 'Status') return undefined;
+  const { reason, details } = value as { reason?: unknown; details?: unknown };
+  const out: ApiStatus = {};
+  if (typeof reason === 'string') out.reason = reason;
+  if (typeof details === 'object' && details !== null) {
+    const d: NonNullable<ApiStatus['details']> = {};
+    for (const key of ['name', 'group', 'kind'] as const) {
+      const v = (details as Record<string, unknown>)[key];
+      if (typeof v === 'string') d[key] = v;
+    }
+    out.details = d;
+  }
+  return out;
 }
 
 /** The `message` of a Kubernetes `Status` body (JSON text); other text is shown trimmed. */

@@ -68,6 +68,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     pod: ctx.pod,
     connection: conn,
     ...(k8s.kube ? { kube: k8s.kube } : {}),
+    ...(k8s.etcdMembers ? { etcdMembers: k8s.etcdMembers } : {}),
     namespace: k8s.namespace,
     clock,
     logger,

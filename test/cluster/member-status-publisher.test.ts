@@ -10,6 +10,7 @@ import {
   recordInitialization,
   type EtcdMemberStatusPublisherOptions,
 } from '../../src/cluster/member-status-publisher.js';
+import { EtcdMemberAccess } from '../../src/k8s/etcd-member-access.js';
 import { ETCD_MEMBERS } from '../support/fake-kube.js';
 import { recordingLogger } from '../k8s/support.js';
 import { waitFor } from '../support/wait.js';
@@ -42,7 +43,7 @@ function publisher(overrides: Partial<EtcdMemberStatusPublisherOptions> = {}) {
   const clock = new FakeClock('2026-05-06T07:00:00.000Z');
   const logger = recordingLogger();
   const pub = new EtcdMemberStatusPublisher({
-    kube: k8s.kube,
+    etcdMembers: new EtcdMemberAccess(k8s.kube, logger),
     namespace: NS,
     name: NAME,
     clusterSize: 1,

@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify } from 'yaml';
 import { FakeClock, systemClock } from '../../src/clock.js';
 import { CREATE_AS_LEARNER_ANNOTATION, clearCreateAsLearner, readCreateAsLearner } from '../../src/k8s/etcd-member.js';
+import { EtcdMemberAccess } from '../../src/k8s/etcd-member-access.js';
 import type { ClusterClientFactory } from '../../src/cluster/members.js';
 import type { EtcdMember } from '../../src/etcd/etcd-client.js';
 import { MultiNode } from '../../src/cluster/multinode.js';
@@ -118,17 +119,18 @@ describe('EtcdMember create-as-learner annotation', () => {
   it('reads it, clears it after promotion, and treats a missing EtcdMember as "no annotation"', async () => {
     const clock = new FakeClock(0);
     const ref = { namespace: 'shoot--a', name: 'etcd-main-2' };
-    expect(await readCreateAsLearner(k8s.kube, ref, clock, 5_000)).toBe(false);
+    const access = new EtcdMemberAccess(k8s.kube, collectingLogger().logger);
+    expect(await readCreateAsLearner(access, ref, clock, 5_000)).toBe(false);
     k8s.fake.seed(ETCD_MEMBERS, {
       apiVersion: 'druid.gardener.cloud/v1alpha1',
       kind: 'EtcdMember',
       metadata: { name: ref.name, namespace: ref.namespace, annotations: { [CREATE_AS_LEARNER_ANNOTATION]: 'true', other: 'kept' } },
     });
-    expect(await readCreateAsLearner(k8s.kube, ref, clock, 5_000)).toBe(true);
-    await clearCreateAsLearner(k8s.kube, ref, clock, 5_000);
+    expect(await readCreateAsLearner(access, ref, clock, 5_000)).toBe(true);
+    await clearCreateAsLearner(access, ref, clock, 5_000);
     const obj = k8s.fake.read(ETCD_MEMBERS, ref.namespace, ref.name)!;
     expect((obj.metadata as { annotations?: Record<string, string> }).annotations).toEqual({ other: 'kept' });
-    expect(await readCreateAsLearner(k8s.kube, ref, clock, 5_000)).toBe(false);
-    await clearCreateAsLearner(k8s.kube, { namespace: 'shoot--a', name: 'missing' }, clock, 5_000);
+    expect(await readCreateAsLearner(access, ref, clock, 5_000)).toBe(false);
+    await clearCreateAsLearner(access, { namespace: 'shoot--a', name: 'missing' }, clock, 5_000);
   });
 });

@@ -27,6 +27,7 @@ import type { ServerConfig } from '../../src/config/types.js';
 import { DEFAULT_ETCD_CONFIG_PATH, memberName, parseInitialCluster, renderMemberConfig } from '../../src/config/etcd-config.js';
 import type { EtcdConfigTemplate } from '../../src/config/etcd-config.js';
 import { createKubeClient } from '../../src/k8s/client.js';
+import { EtcdMemberAccess } from '../../src/k8s/etcd-member-access.js';
 import { EtcdMemberStatusPublisher } from '../../src/cluster/member-status-publisher.js';
 import { memberLeaseHasHolder, renewMemberLease } from '../../src/k8s/member-lease.js';
 import { SnapshotLeases } from '../../src/k8s/snapshot-leases.js';
@@ -475,11 +476,12 @@ describe('the Role', () => {
     await leases.updateDelta([deltaSnapshot(101, 120, clock.now())]);
 
     // Scale-up: the create-as-learner annotation, read at bootstrap and cleared after promotion.
-    expect(await readCreateAsLearner(kube, { namespace: NS, name: member }, clock, 5_000)).toBe(true);
-    await clearCreateAsLearner(kube, { namespace: NS, name: member }, clock, 5_000);
+    const etcdMembers = new EtcdMemberAccess(kube, logger);
+    expect(await readCreateAsLearner(etcdMembers, { namespace: NS, name: member }, clock, 5_000)).toBe(true);
+    await clearCreateAsLearner(etcdMembers, { namespace: NS, name: member }, clock, 5_000);
 
     // EtcdMember status (DEP-04): read the existing history, then merge-patch /status.
-    const publisher = new EtcdMemberStatusPublisher({ kube, namespace: NS, name: member, clusterSize: replicas, peerTLSEnabled: false, clock, logger });
+    const publisher = new EtcdMemberStatusPublisher({ etcdMembers, namespace: NS, name: member, clusterSize: replicas, peerTLSEnabled: false, clock, logger });
     publisher.start();
     await publisher.whenIdle();
     await publisher.stop();

@@ -12,6 +12,7 @@ import type { ServerConfig } from '../../config/types.js';
 import { peerUrlsUseTls, readEtcdConfigTemplate } from '../../config/etcd-config.js';
 import { createKubeClient, resolveKubeConnection, type KubeClient } from '../../k8s/client.js';
 import { EtcdMemberStatusPublisher } from '../../cluster/member-status-publisher.js';
+import { EtcdMemberAccess } from '../../k8s/etcd-member-access.js';
 import { MemberLeaseHeartbeat } from '../../k8s/member-lease.js';
 import { FullSnapshotLeaseRenewer, SnapshotLeases } from '../../k8s/snapshot-leases.js';
 import type { Logger } from '../../log.js';
@@ -24,6 +25,11 @@ export interface KubeParts {
   leases: SnapshotLeases | undefined;
   renewer: FullSnapshotLeaseRenewer | undefined;
   memberLease: MemberLeaseHeartbeat | undefined;
+  /**
+   * EtcdMember requests (status, create-as-learner annotation), one verdict for all of them on whether the
+   * API server serves the resource and lets the sidecar use it; undefined without Kubernetes.
+   */
+  etcdMembers: EtcdMemberAccess | undefined;
   /** Whether this member's peer URLs use TLS, as the sidecar started (for the EtcdMember status). */
   peerTLSEnabled: boolean;
 }
@@ -79,7 +85,8 @@ export async function wireKube(input: {
           timeoutMs: config.etcdConnectionConfig.connectionTimeout,
         })
       : undefined;
-  return { kube, namespace, leases, renewer, memberLease, peerTLSEnabled: kube ? await peerTLS() : false };
+  const etcdMembers = kube ? new EtcdMemberAccess(kube, logger) : undefined;
+  return { kube, namespace, leases, renewer, memberLease, etcdMembers, peerTLSEnabled: kube ? await peerTLS() : false };
 }
 
 /**
@@ -124,12 +131,12 @@ export function startEtcdMemberStatus(
   parts: KubeParts,
   input: { config: ServerConfig; pod: PodEnvironment; clusterSize: number; clock: Clock; logger: Logger },
 ): EtcdMemberStatusPublisher | undefined {
-  const { kube, namespace } = parts;
+  const { etcdMembers, namespace } = parts;
   const { config, clock, logger } = input;
   const rc = config.restorationConfig;
-  const publisher = kube
+  const publisher = etcdMembers
     ? new EtcdMemberStatusPublisher({
-        kube,
+        etcdMembers,
         namespace,
         name: input.pod.podName ?? rc.name,
         clusterSize: input.clusterSize,
