@@ -11,7 +11,7 @@ import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKubeClient } from '../../src/k8s/client.js';
-import { isKubeError, KubeStatusError, toKubeError } from '../../src/k8s/errors.js';
+import { isKubeError, isResourceNotServed, KubeStatusError, toKubeError } from '../../src/k8s/errors.js';
 import { KubeTransport, TokenFile } from '../../src/k8s/http.js';
 import { loadKubeconfig } from '../../src/k8s/kubeconfig.js';
 import { FakeKubeApiServer } from '../support/fake-kube.js';
@@ -147,6 +147,31 @@ describe('Status errors', () => {
   ])('HTTP %i', (status, body, code, message) => {
     const e = toKubeError(new KubeStatusError(status, body), 'x');
     expect([e.code, e.message, e.status]).toEqual([code, message, status]);
+  });
+
+  it('keeps the Status reason and details, which tell a missing object from a resource that is not served', () => {
+    const object = toKubeError(
+      new KubeStatusError(
+        404,
+        '{"kind":"Status","status":"Failure","message":"etcdmembers.druid.gardener.cloud \\"m\\" not found","reason":"NotFound","details":{"name":"m","group":"druid.gardener.cloud","kind":"etcdmembers"},"code":404}',
+      ),
+      'x',
+    );
+    expect(object.apiStatus).toEqual({ reason: 'NotFound', details: { name: 'm', group: 'druid.gardener.cloud', kind: 'etcdmembers' } });
+    expect(isResourceNotServed(object)).toBe(false);
+    const path = toKubeError(
+      new KubeStatusError(
+        404,
+        '{"kind":"Status","status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}',
+      ),
+      'x',
+    );
+    expect(path.apiStatus).toEqual({ reason: 'NotFound', details: {} });
+    expect(isResourceNotServed(path)).toBe(true);
+    // Not a Status (a proxy's page): no reason to go by, so not taken for "not served".
+    const proxy = toKubeError(new KubeStatusError(404, '404 page not found'), 'x');
+    expect(proxy.apiStatus).toBeUndefined();
+    expect(isResourceNotServed(proxy)).toBe(false);
   });
 });
 
