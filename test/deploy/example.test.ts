@@ -5,16 +5,19 @@
  *   credentials read from the backup Secret's keys);
  * - ports, hosts, paths and names agree between the ConfigMap, the StatefulSet, the Services, the Leases,
  *   the RBAC objects and the Dockerfile;
- * - the Role allows every Kubernetes request the sidecar's code makes: its lease and EtcdMember calls run
- *   against the fake API server, seeded with the example's own Leases, and each recorded request is
- *   checked against the Role's rules as the RBAC authorizer would.
+ * - the ServiceAccount, Role and RoleBinding are the ones etcd-druid v0.37.1 creates (test/support/etcd-druid-rbac.ts),
+ *   and the EtcdMember rule lives apart, in optional/etcdmember-rbac.yaml;
+ * - the sidecar's lease and EtcdMember calls run against the fake API server enforcing the Roles bound to the
+ *   pods' ServiceAccount, seeded with the example's own Leases: under etcd-druid's Role alone every lease
+ *   request is allowed and the EtcdMember calls stop after one refused request; with the optional Role too,
+ *   everything is allowed.
  */
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import type { StoreConfig } from '@etcdbrctl/snapstore';
 import type { CommandContext } from '../../src/config/context.js';
@@ -27,12 +30,13 @@ import type { ServerConfig } from '../../src/config/types.js';
 import { DEFAULT_ETCD_CONFIG_PATH, memberName, parseInitialCluster, renderMemberConfig } from '../../src/config/etcd-config.js';
 import type { EtcdConfigTemplate } from '../../src/config/etcd-config.js';
 import { createKubeClient } from '../../src/k8s/client.js';
-import { EtcdMemberAccess } from '../../src/k8s/etcd-member-access.js';
+import { EtcdMemberAccess, ETCD_MEMBER_RBAC_RULES } from '../../src/k8s/etcd-member-access.js';
 import { EtcdMemberStatusPublisher } from '../../src/cluster/member-status-publisher.js';
 import { memberLeaseHasHolder, renewMemberLease } from '../../src/k8s/member-lease.js';
-import { SnapshotLeases } from '../../src/k8s/snapshot-leases.js';
-import { ETCD_MEMBERS, FakeKubeApiServer, LEASES } from '../support/fake-kube.js';
-import type { RecordedRequest, SeedObject } from '../support/fake-kube.js';
+import { FullSnapshotLeaseRenewer, SnapshotLeases, snapshotLeaseHooks } from '../../src/k8s/snapshot-leases.js';
+import { ETCD_MEMBERS, FakeKubeApiServer, LEASES, requestAttributes } from '../support/fake-kube.js';
+import type { FakeRbac, PolicyRule, SeedObject } from '../support/fake-kube.js';
+import { druidV037EtcdRbac } from '../support/etcd-druid-rbac.js';
 import { deltaSnapshot, fullSnapshot, recordingLogger } from '../k8s/support.js';
 import { parseDockerfile } from './dockerfile.js';
 
@@ -358,32 +362,22 @@ describe('the sidecar command line', () => {
 // ------------------------------------------------------------------------------------------------
 // RBAC
 
-interface Attributes {
-  verb: string;
-  apiGroup: string;
-  resource: string;
-  namespace: string | undefined;
-  name: string | undefined;
-}
+const optionalRbac: Obj[] = parseAllDocuments(readFileSync(join(EXAMPLE, 'optional', 'etcdmember-rbac.yaml'), 'utf8')).map((d) => {
+  if (d.errors.length > 0) throw new Error(`optional/etcdmember-rbac.yaml: ${d.errors.map((e) => e.message).join('; ')}`);
+  return d.toJS() as Obj;
+});
+const serviceAccount = the('ServiceAccount', pod.serviceAccountName);
+const podUser = `system:serviceaccount:${NS}:${serviceAccount.metadata.name}`;
 
-/** The RBAC request attributes of an API request, as the apiserver derives them from method and path. */
-function attributesOf(r: RecordedRequest): Attributes {
-  const m = /^\/(?:api\/v1|apis\/([^/]+)\/[^/]+)(?:\/namespaces\/([^/]+))?\/([^/]+)(?:\/([^/]+))?(?:\/([^/]+))?$/.exec(r.path);
-  if (!m) throw new Error(`cannot read the resource of ${r.method} ${r.path}`);
-  const [, group = '', namespace, plural, name, sub] = m;
-  const verbs: Record<string, string> = { GET: name === undefined ? (r.query.get('watch') === 'true' ? 'watch' : 'list') : 'get', PUT: 'update', PATCH: 'patch', POST: 'create', DELETE: name === undefined ? 'deletecollection' : 'delete' };
-  return { verb: verbs[r.method]!, apiGroup: group, resource: sub === undefined ? plural! : `${plural}/${sub}`, namespace, name };
-}
-
-function roleAllows(a: Attributes): boolean {
-  if (a.namespace !== role.metadata.namespace) return false;
-  return (role.rules as Obj[]).some(
-    (rule) =>
-      (rule.apiGroups.includes(a.apiGroup) || rule.apiGroups.includes('*')) &&
-      (rule.resources.includes(a.resource) || rule.resources.includes('*')) &&
-      (rule.verbs.includes(a.verb) || rule.verbs.includes('*')) &&
-      (rule.resourceNames === undefined || (a.name !== undefined && rule.resourceNames.includes(a.name))),
-  );
+/** The Roles among `objects` that a RoleBinding binds to the pods' ServiceAccount: what RBAC grants the sidecar. */
+function rolesOfPods(objects: Obj[]): FakeRbac {
+  const roles = objects
+    .filter((b) => b.kind === 'RoleBinding')
+    .filter((b) => (b.subjects as Obj[]).some((x) => x.kind === 'ServiceAccount' && x.name === serviceAccount.metadata.name && x.namespace === NS))
+    .map((b) => objects.find((r) => r.kind === 'Role' && r.metadata.name === b.roleRef.name && r.metadata.namespace === b.metadata.namespace))
+    .filter((r): r is Obj => r !== undefined)
+    .map((r) => ({ namespace: r.metadata.namespace as string, rules: r.rules as PolicyRule[] }));
+  return { user: podUser, roles };
 }
 
 /** Every Kubernetes API method the sidecar's code calls, by client, from the sources. */
@@ -403,7 +397,7 @@ function kubeCallsInSources(): Set<string> {
   return calls;
 }
 
-/** What the replay below exercises; a new call in src/ must be added to it (and the Role checked). */
+/** What the replay below exercises; a new call in src/ must be added to it (and the Roles checked). */
 const EXERCISED = new Set([
   'coordination.readNamespacedLease',
   'coordination.patchNamespacedLease',
@@ -412,99 +406,146 @@ const EXERCISED = new Set([
   'customObjects.patchNamespacedCustomObjectStatus',
 ]);
 
-/**
- * Granted beyond what the code calls today: reading the Etcd the pods belong to, and lease updates, which
- * etcd-druid's own Role grants as well (etcdbrctl itself reads and merge-patches leases).
- */
-const GRANTED_AHEAD = [
-  { apiGroup: 'druid.gardener.cloud', resource: 'etcds', verb: 'get' },
-  { apiGroup: 'coordination.k8s.io', resource: 'leases', verb: 'update' },
-];
+/** Every Kubernetes request the sidecar's code makes for a member, through its own client; returns the log. */
+async function replaySidecarCalls(fake: FakeKubeApiServer, member: string) {
+  const kube = await createKubeClient({ kind: 'server', server: fake.url });
+  const clock = new FakeClock('2026-05-06T07:08:09.123Z');
+  const logger = recordingLogger();
 
-describe('the Role', () => {
-  let fake: FakeKubeApiServer;
-
-  beforeAll(async () => {
-    fake = await FakeKubeApiServer.start();
-    // The example's own leases, as kubectl apply would create them.
-    for (const lease of all('Lease')) fake.seed(LEASES, lease as SeedObject);
-    fake.seed(ETCD_MEMBERS, {
-      apiVersion: 'druid.gardener.cloud/v1alpha1',
-      kind: 'EtcdMember',
-      metadata: { name: podNames[2]!, namespace: NS, annotations: { [CREATE_AS_LEARNER_ANNOTATION]: 'true' } },
-    });
+  // Member lease heartbeat (--enable-member-lease-renewal) and the initializer's "was I a member" read.
+  await renewMemberLease({
+    kube,
+    namespace: NS,
+    memberName: member,
+    memberIdentity: async () => ({ memberId: '8e9e05c52164694d', clusterId: 'cdf818194e3a8c32', isLeader: false }),
+    peerTLSEnabled: false,
+    clock,
+    logger,
+    heartbeatMs: 10_000,
+    timeoutMs: 5_000,
   });
-  afterAll(async () => {
-    await fake?.stop();
+  expect(await memberLeaseHasHolder(kube, { namespace: NS, name: member }, clock, 5_000)).toBe(true);
+
+  // Snapshot leases (--enable-snapshot-lease-renewal) with the names the sidecar is given: after a full, after a
+  // delta, and on a delta period that stored nothing.
+  const leases = new SnapshotLeases({
+    kube,
+    namespace: NS,
+    fullSnapshotLeaseName: sidecarFlags.get('full-snapshot-lease-name')!,
+    deltaSnapshotLeaseName: sidecarFlags.get('delta-snapshot-lease-name')!,
+    clock,
+    logger,
+  });
+  const delta = deltaSnapshot(101, 120, clock.now());
+  await leases.updateFull(fullSnapshot(100, clock.now()));
+  const renewer = new FullSnapshotLeaseRenewer({ leases, latestFull: () => undefined, clock, logger });
+  const hooks = snapshotLeaseHooks({ leases, renewer, latestDeltas: () => [delta], logger });
+  await hooks.onSnapshot(delta);
+  await hooks.onIdleDeltaPeriod(new AbortController().signal);
+
+  // Scale-up: the create-as-learner annotation, read at bootstrap and cleared after promotion; and the
+  // EtcdMember status (DEP-04): read the existing history, then merge-patch /status. One access check for all.
+  const etcdMembers = new EtcdMemberAccess(kube, logger);
+  const learner = await readCreateAsLearner(etcdMembers, { namespace: NS, name: member }, clock, 5_000);
+  await clearCreateAsLearner(etcdMembers, { namespace: NS, name: member }, clock, 5_000);
+  const publisher = new EtcdMemberStatusPublisher({ etcdMembers, namespace: NS, name: member, clusterSize: replicas, peerTLSEnabled: false, clock, logger });
+  publisher.start();
+  await publisher.whenIdle();
+  await clock.advanceAsync(10 * 60_000);
+  await publisher.stop();
+  kube.close();
+  return { logger, learner };
+}
+
+const attributes = (fake: FakeKubeApiServer) =>
+  fake.requests.map((r) => {
+    const a = requestAttributes(r.method, r.path, r.query);
+    return { what: `${a.verb} ${a.apiGroup}/${a.subresource === '' ? a.resource : `${a.resource}/${a.subresource}`}`, status: r.status };
+  });
+
+describe('RBAC', () => {
+  it('is what etcd-druid v0.37.1 creates for the etcd pods: the same ServiceAccount, Role and RoleBinding', () => {
+    const druid = druidV037EtcdRbac(sts.metadata.name, NS);
+    expect(serviceAccount).toEqual(druid.serviceAccount);
+    expect(role).toEqual(druid.role);
+    expect(the('RoleBinding')).toEqual(druid.roleBinding);
+    expect(rolesOfPods(manifests.map((m) => m.obj)).roles).toEqual([{ namespace: NS, rules: druid.role.rules }]);
+  });
+
+  it('keeps the EtcdMember rule apart: optional/etcdmember-rbac.yaml, outside the kustomization, a Role of its own with exactly the rules the sidecar needs', () => {
+    const kustomization = parseAllDocuments(readFileSync(join(EXAMPLE, 'kustomization.yaml'), 'utf8'))[0]!.toJS() as { resources: string[] };
+    expect(kustomization.resources.filter((r) => r.includes('optional'))).toEqual([]);
+    const optionalRole = optionalRbac.find((o) => o.kind === 'Role')!;
+    const binding = optionalRbac.find((o) => o.kind === 'RoleBinding')!;
+    expect(optionalRbac.map((o) => o.kind)).toEqual(['Role', 'RoleBinding']);
+    for (const o of optionalRbac) expect(o.metadata.namespace).toBe(NS);
+    // Not etcd-druid's Role: druid rewrites the rules of the Role it manages.
+    expect(optionalRole.metadata.name).not.toBe(role.metadata.name);
+    expect(optionalRole.rules).toEqual(ETCD_MEMBER_RBAC_RULES.map((r) => ({ apiGroups: [...r.apiGroups], resources: [...r.resources], verbs: [...r.verbs] })));
+    expect(binding.roleRef).toEqual({ apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: optionalRole.metadata.name });
+    expect(binding.subjects).toEqual([{ kind: 'ServiceAccount', name: serviceAccount.metadata.name, namespace: NS }]);
   });
 
   it('knows every Kubernetes call in src/', () => {
     const unknown = [...kubeCallsInSources()].filter((c) => !EXERCISED.has(c));
-    expect(unknown, 'calls this test does not replay: add them below and check deploy/example/01-rbac.yaml').toEqual([]);
+    expect(unknown, 'calls this test does not replay: add them to replaySidecarCalls and check the Roles').toEqual([]);
   });
 
-  it('allows every request the sidecar makes for leases and EtcdMembers, and nothing it does not need', async () => {
-    const kube = await createKubeClient({ kind: 'server', server: fake.url });
-    const clock = new FakeClock('2026-05-06T07:08:09.123Z');
-    const logger = recordingLogger();
-    const member = podNames[2]!;
-
-    // Member lease heartbeat (--enable-member-lease-renewal) and the initializer's "was I a member" read.
-    await renewMemberLease({
-      kube,
-      namespace: NS,
-      memberName: member,
-      memberIdentity: async () => ({ memberId: '8e9e05c52164694d', clusterId: 'cdf818194e3a8c32', isLeader: false }),
-      peerTLSEnabled: false,
-      clock,
-      logger,
-      heartbeatMs: 10_000,
-      timeoutMs: 5_000,
+  describe('against a fake API server that enforces the Roles', () => {
+    let fake: FakeKubeApiServer | undefined;
+    afterEach(async () => {
+      await fake?.stop();
+      fake = undefined;
     });
-    expect(await memberLeaseHasHolder(kube, { namespace: NS, name: member }, clock, 5_000)).toBe(true);
 
-    // Snapshot leases (--enable-snapshot-lease-renewal) with the names the sidecar is given.
-    const leases = new SnapshotLeases({
-      kube,
-      namespace: NS,
-      fullSnapshotLeaseName: sidecarFlags.get('full-snapshot-lease-name')!,
-      deltaSnapshotLeaseName: sidecarFlags.get('delta-snapshot-lease-name')!,
-      clock,
-      logger,
+    it('under etcd-druid v0.37.1 (its Role, no EtcdMember CRD): every lease request is allowed, nothing is created, EtcdMember calls end after one refused request and one log line', async () => {
+      fake = await FakeKubeApiServer.start({ rbac: rolesOfPods(manifests.map((m) => m.obj)), omit: [ETCD_MEMBERS] });
+      // The example's own leases, as kubectl apply would create them.
+      for (const lease of all('Lease')) fake.seed(LEASES, lease as SeedObject);
+      const { logger, learner } = await replaySidecarCalls(fake, podNames[2]!);
+      const requests = attributes(fake);
+      const leaseRequests = requests.filter((r) => r.what.endsWith('coordination.k8s.io/leases'));
+      expect(leaseRequests.length).toBeGreaterThan(0);
+      expect(leaseRequests.filter((r) => r.status !== 200), 'lease requests the Role refused or that failed').toEqual([]);
+      expect(new Set(leaseRequests.map((r) => r.what))).toEqual(new Set(['get coordination.k8s.io/leases', 'patch coordination.k8s.io/leases']));
+      expect(requests.filter((r) => r.what.startsWith('create ')), 'the sidecar creates nothing').toEqual([]);
+      expect(requests.filter((r) => r.what.includes('etcdmembers'))).toEqual([{ what: 'get druid.gardener.cloud/etcdmembers', status: 403 }]);
+      expect(learner).toBe(false);
+      expect(logger.lines.filter((l) => l.msg.includes('EtcdMember')).map((l) => l.level)).toEqual(['info']);
+      expect(logger.warnings()).toEqual([]);
     });
-    await leases.updateFull(fullSnapshot(100, clock.now()));
-    await leases.updateDelta([deltaSnapshot(101, 120, clock.now())]);
 
-    // Scale-up: the create-as-learner annotation, read at bootstrap and cleared after promotion.
-    const etcdMembers = new EtcdMemberAccess(kube, logger);
-    expect(await readCreateAsLearner(etcdMembers, { namespace: NS, name: member }, clock, 5_000)).toBe(true);
-    await clearCreateAsLearner(etcdMembers, { namespace: NS, name: member }, clock, 5_000);
-
-    // EtcdMember status (DEP-04): read the existing history, then merge-patch /status.
-    const publisher = new EtcdMemberStatusPublisher({ etcdMembers, namespace: NS, name: member, clusterSize: replicas, peerTLSEnabled: false, clock, logger });
-    publisher.start();
-    await publisher.whenIdle();
-    await publisher.stop();
-
-    const requests = fake.requests.map(attributesOf);
-    const denied = requests.filter((a) => !roleAllows(a));
-    expect(denied, 'requests the Role does not allow').toEqual([]);
-    expect(new Set(requests.map((a) => `${a.verb} ${a.apiGroup}/${a.resource}`))).toEqual(
-      new Set([
-        'get coordination.k8s.io/leases',
-        'patch coordination.k8s.io/leases',
-        'get druid.gardener.cloud/etcdmembers',
-        'patch druid.gardener.cloud/etcdmembers',
-        'patch druid.gardener.cloud/etcdmembers/status',
-      ]),
-    );
-
-    // Least privilege: every grant is used above or listed as granted ahead.
-    const used = new Set(requests.map((a) => `${a.verb} ${a.apiGroup}/${a.resource}`));
-    for (const a of GRANTED_AHEAD) used.add(`${a.verb} ${a.apiGroup}/${a.resource}`);
-    const granted = (role.rules as Obj[]).flatMap((r) =>
-      (r.apiGroups as string[]).flatMap((g) => (r.resources as string[]).flatMap((res) => (r.verbs as string[]).map((v) => `${v} ${g}/${res}`))),
-    );
-    expect(granted.filter((g) => !used.has(g)), 'grants nothing uses').toEqual([]);
+    it('with optional/etcdmember-rbac.yaml applied and the CRD installed: every EtcdMember call is allowed too, and every optional grant is used', async () => {
+      const rbac = rolesOfPods([...manifests.map((m) => m.obj), ...optionalRbac]);
+      expect(rbac.roles).toHaveLength(2);
+      fake = await FakeKubeApiServer.start({ rbac });
+      for (const lease of all('Lease')) fake.seed(LEASES, lease as SeedObject);
+      fake.seed(ETCD_MEMBERS, {
+        apiVersion: 'druid.gardener.cloud/v1alpha1',
+        kind: 'EtcdMember',
+        metadata: { name: podNames[2]!, namespace: NS, annotations: { [CREATE_AS_LEARNER_ANNOTATION]: 'true' } },
+      });
+      const { logger, learner } = await replaySidecarCalls(fake, podNames[2]!);
+      expect(learner).toBe(true);
+      const requests = attributes(fake);
+      expect(requests.filter((r) => r.status !== 200)).toEqual([]);
+      const used = new Set(requests.map((r) => r.what));
+      expect(used).toEqual(
+        new Set([
+          'get coordination.k8s.io/leases',
+          'patch coordination.k8s.io/leases',
+          'get druid.gardener.cloud/etcdmembers',
+          'patch druid.gardener.cloud/etcdmembers',
+          'patch druid.gardener.cloud/etcdmembers/status',
+        ]),
+      );
+      const optionalRole = optionalRbac.find((o) => o.kind === 'Role')!;
+      const granted = (optionalRole.rules as Obj[]).flatMap((r) =>
+        (r.apiGroups as string[]).flatMap((g) => (r.resources as string[]).flatMap((res) => (r.verbs as string[]).map((v) => `${v} ${g}/${res}`))),
+      );
+      expect(granted.filter((g) => !used.has(g)), 'optional grants nothing uses').toEqual([]);
+      expect(fake.read(ETCD_MEMBERS, NS, podNames[2]!)?.status).toMatchObject({ transitions: [{ state: 'New' }] });
+      expect(logger.warnings()).toEqual([]);
+    });
   });
 });

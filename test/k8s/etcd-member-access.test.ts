@@ -10,7 +10,8 @@ import { EtcdMemberStatusPublisher } from '../../src/cluster/member-status-publi
 import { EtcdMemberAccess, ETCD_MEMBER_RBAC_RULES } from '../../src/k8s/etcd-member-access.js';
 import { clearCreateAsLearner, readCreateAsLearner } from '../../src/k8s/etcd-member.js';
 import { renewMemberLease } from '../../src/k8s/member-lease.js';
-import { ETCD_MEMBERS, type FakeRbac, type PolicyRule } from '../support/fake-kube.js';
+import { DRUID_V037_ETCD_ROLE_RULES } from '../support/etcd-druid-rbac.js';
+import { ETCD_MEMBERS, type FakeRbac } from '../support/fake-kube.js';
 import { useFakeKube } from '../support/fake-kube-fixture.js';
 import { recordingLogger, seedLease } from './support.js';
 
@@ -20,12 +21,7 @@ const SA = `system:serviceaccount:${NS}:etcd-main`;
 const MEMBERS_PATH = new RegExp(`^/apis/druid\\.gardener\\.cloud/v1alpha1/namespaces/${NS}/etcdmembers/`);
 const REF = { namespace: NS, name: POD };
 
-/** etcd-druid v0.37.1's Role for the etcd pods (internal/component/role/role.go). */
-const DRUID_V037_RULES: PolicyRule[] = [
-  { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'patch', 'update', 'watch'] },
-  { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['get', 'list', 'patch', 'update', 'watch'] },
-  { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
-];
+const DRUID_V037_RULES = DRUID_V037_ETCD_ROLE_RULES;
 const withEtcdMemberRules = (): FakeRbac => ({
   user: SA,
   roles: [{ namespace: NS, rules: [...DRUID_V037_RULES, ...ETCD_MEMBER_RBAC_RULES.map((r) => ({ ...r }))] }],

@@ -3,6 +3,7 @@
  * fake that behaves like kube-apiserver rather than like our client code expects.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { DRUID_V037_ETCD_ROLE_RULES } from '../support/etcd-druid-rbac.js';
 import { ETCD_MEMBERS, FakeKubeApiServer, LEASES } from '../support/fake-kube.js';
 import { seedLease } from './support.js';
 
@@ -311,12 +312,7 @@ describe('fake kube-apiserver: test controls', () => {
 
 describe('fake kube-apiserver: RBAC and resources that are not served', () => {
   const SA = `system:serviceaccount:${NS}:etcd-main`;
-  /** etcd-druid v0.37.1's Role for the etcd pods (internal/component/role/role.go). */
-  const druidRules = [
-    { apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'patch', 'update', 'watch'] },
-    { apiGroups: ['apps'], resources: ['statefulsets'], verbs: ['get', 'list', 'patch', 'update', 'watch'] },
-    { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch'] },
-  ];
+  const druidRules = DRUID_V037_ETCD_ROLE_RULES;
   let rbac: FakeKubeApiServer;
 
   beforeAll(async () => {
