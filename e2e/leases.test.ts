@@ -3,7 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LEASES } from '../test/support/fake-kube.js';
+import { DRUID_V037_ETCD_ROLE_RULES } from '../test/support/etcd-druid-rbac.js';
+import { ETCD_MEMBERS, LEASES } from '../test/support/fake-kube.js';
 import { useFakeKube } from '../test/support/fake-kube-fixture.js';
 import { startTestEtcd, type TestEtcd } from '../test/support/etcd.js';
 import { LEASE_RENEWAL_FLAGS, localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
@@ -11,12 +12,15 @@ import { LEASE_RENEWAL_FLAGS, localStoreFlags, startSidecar, waitFor, type Sidec
 type LeaseSpec = { holderIdentity?: string; renewTime?: string };
 const specOf = (l: object | undefined): LeaseSpec => ((l as { spec?: unknown } | undefined)?.spec ?? {}) as LeaseSpec;
 
-describe('etcdbrctl server renews snapshot and member leases in Kubernetes', () => {
+describe('etcdbrctl server renews snapshot and member leases in Kubernetes, with exactly etcd-druid v0.37.1’s permissions', () => {
   let etcd: TestEtcd;
   let dir: string;
   let sidecar: SidecarProcess | undefined;
   const ns = 'shoot--dev--e2e';
   const k8s = useFakeKube({
+    // What etcd-druid v0.37.1 deploys: its Role for the etcd pods, and no EtcdMember CRD.
+    rbac: { user: `system:serviceaccount:${ns}:etcd-main`, roles: [{ namespace: ns, rules: DRUID_V037_ETCD_ROLE_RULES }] },
+    omit: [ETCD_MEMBERS],
     seed: (fake) => {
       for (const name of ['etcd-main-full-snap', 'etcd-main-delta-snap', 'etcd-main-0']) {
         fake.seed(LEASES, { metadata: { name, namespace: ns }, spec: {} });
@@ -91,5 +95,21 @@ describe('etcdbrctl server renews snapshot and member leases in Kubernetes', () 
     }, 'member lease');
     expect(specOf(member).holderIdentity).toMatch(/^[0-9a-f]+:[0-9a-f]+:Leader$/);
     expect((member.metadata.annotations as Record<string, string> | undefined)?.['member.etcd.gardener.cloud/tls-enabled']).toBe('false');
+
+    // Every lease request was allowed and none created a lease; the EtcdMember status was asked for once,
+    // refused, reported in one info line, and not asked for again.
+    const leaseRequests = k8s.fake.requestsMatching({ path: /\/leases\// });
+    expect(leaseRequests.filter((r) => r.status !== 200)).toEqual([]);
+    expect(k8s.fake.requestsMatching({ method: 'POST' })).toEqual([]);
+    const members = k8s.fake.requestsMatching({ path: /\/etcdmembers\// });
+    expect(members.map((r) => `${r.method} ${r.status}`)).toEqual(['GET 403']);
+    const etcdMemberLines = s
+      .logs()
+      .split('\n')
+      .filter((l) => l.includes('EtcdMember'))
+      .map((l) => JSON.parse(l) as { level: string | number; msg: string });
+    expect(etcdMemberLines).toHaveLength(1);
+    expect(etcdMemberLines[0]).toMatchObject({ level: 'info' });
+    expect(etcdMemberLines[0]!.msg).toContain('EtcdMember status publishing and the create-as-learner annotation are off');
   });
 });
