@@ -8,7 +8,7 @@ export const healthGroup = defineGroup<HealthConfig>({
     snapshotLeaseRenewalEnabled: {
       type: 'bool',
       flag: 'enable-snapshot-lease-renewal',
-      usage: 'renew the full and delta snapshot leases in Kubernetes after each snapshot',
+      usage: 'renew the full and delta snapshot leases in Kubernetes after each snapshot, the delta lease every delta period',
     },
     memberLeaseRenewalEnabled: {
       type: 'bool',
