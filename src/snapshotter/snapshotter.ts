@@ -45,9 +45,9 @@ export interface SnapshotterDeps {
    * nothing buffered, and the start-up catch-up with nothing to catch up. Upstream renews the delta snapshot
    * lease on every delta tick, events or not (DeltaSnapshotCaseLeaseUpdate), and etcd-druid's BackupReady
    * condition wants that lease renewed within two delta periods: an idle etcd must still renew it. A stored
-   * delta goes to `onSnapshot` instead. Runs beside the snapshot queue (a slow API server never holds up a
-   * snapshot); `signal` aborts when the run ends. At most one call runs at a time: a period that ends while
-   * the previous call still runs is skipped. Errors are logged, never fatal.
+   * delta goes to `onSnapshot` instead. Runs beside the snapshot queue (an idle period does not hold it while
+   * a slow API server answers); `signal` aborts when the run ends. At most one call runs at a time: a period
+   * that ends while the previous call still runs is skipped. Errors are logged, never fatal.
    */
   onIdleDeltaPeriod?: (signal: AbortSignal) => Promise<void> | void;
 }
