@@ -1,6 +1,7 @@
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import { failureLabel, type Metrics } from '../metrics.js';
+import { errorCode } from '../errors.js';
 import type { ExponentialBackoff } from './backoff.js';
 import type { GarbageCollector } from './garbage-collector.js';
 import { fullSnapshotMaxTimeWindowHours } from '../config/schedule.js';
@@ -28,9 +29,14 @@ export interface SupervisorDeps {
  * Probe etcd, wait out the backoff after a failure, go healthy, decide between an initial delta and a
  * full snapshot, then run the event loop and GC until leadership ends or the loop fails (then again).
  */
+/** Catch-up attempts (each after the backoff) before a full snapshot is taken over a chain that could not be continued. */
+export const CATCH_UP_ATTEMPTS = 4;
+
 export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSignal): Promise<void> {
   const { clock, logger } = deps;
   const timeWindowHours = fullSnapshotMaxTimeWindowHours(deps.schedule);
+  /** Catch-ups in a row that failed for a reason other than a compacted history. */
+  let catchUpFailures = 0;
   while (!signal.aborted) {
     try {
       await deps.probeEtcd();
@@ -94,14 +100,26 @@ export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSi
           await clock.sleep(1000, signal).catch(() => undefined);
           continue;
         }
+        // A store or etcd hiccup: try again after the backoff, the chain still continuable; a full snapshot now
+        // would end it above revisions no delta holds. Only a compacted history, or failures that go on, leave a gap.
+        const historyGone = errorCode(err) === 'E_ETCD_COMPACTED';
+        if (!historyGone && ++catchUpFailures < CATCH_UP_ATTEMPTS) {
+          logger.warn(
+            { err, attempt: catchUpFailures },
+            'cannot back up the revisions since the last snapshot as deltas yet; retrying after the backoff',
+          );
+          deps.backoff.start();
+          continue;
+        }
         deps.metrics.snapshotChainGaps.inc();
         logger.warn(
-          { err, chainEnd: snapshotter.chain.prevSnapshot?.lastRevision, etcdRevision },
-          'cannot back up the revisions since the last snapshot as deltas (history compacted or the watch failed); taking a full snapshot: no point in time between them can be restored',
+          { err, chainEnd: snapshotter.chain.prevSnapshot?.lastRevision, etcdRevision, attempts: catchUpFailures },
+          'cannot back up the revisions since the last snapshot as deltas (history compacted, or the catch-up keeps failing); taking a full snapshot: no point in time between them can be restored',
         );
         startWithFull = true;
       }
     }
+    catchUpFailures = 0;
     if (signal.aborted) break;
 
     const runAbort = new AbortController();

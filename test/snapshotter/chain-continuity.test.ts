@@ -6,12 +6,12 @@
 import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
+import { openSnapStore, silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
 import { FakeClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
 import { ExponentialBackoff } from '../../src/snapshotter/backoff.js';
 import { GarbageCollector } from '../../src/snapshotter/garbage-collector.js';
-import type { Snapshotter } from '../../src/snapshotter/snapshotter.js';
+import { LeadershipLost, type Snapshotter } from '../../src/snapshotter/snapshotter.js';
 import { superviseSnapshotter } from '../../src/snapshotter/supervisor.js';
 import { etcdClient } from '../support/etcd-client.js';
 import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
@@ -19,6 +19,8 @@ import { openLocalStore } from '../support/local-store.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
 import { waitFor } from '../support/wait.js';
 import { recordingLogger } from '../restorer/support.js';
+import { S3RVER_CREDENTIALS, startS3rver, type S3rverInstance } from '../../snapstore/test/support/s3rver.js';
+import { startFaultyStoreProxy, type FaultyStoreProxy } from '../../e2e/support/faulty-store.js';
 
 describe('a new leader continues the chain before a full snapshot required at start-up', () => {
   let etcdEnv: EtcdWithClient;
@@ -138,5 +140,105 @@ describe('a new leader continues the chain before a full snapshot required at st
     const metrics = await leadUntilFullAfter(finalAt);
     expect((await store.list()).filter((x) => x.kind === 'Incr')).toEqual([]);
     expect((await metrics.snapshotChainGaps.get()).values[0]?.value).toBe(1);
+  });
+});
+
+describe('a catch-up the store refuses is tried again, not replaced by a full snapshot', () => {
+  let etcdEnv: EtcdWithClient;
+  let client: Etcd3;
+  let s3: S3rverInstance;
+  let proxy: FaultyStoreProxy;
+  let store: SnapStore;
+
+  beforeEach(async () => {
+    etcdEnv = await startEtcdWithClient('etcdbr-chain-retry-');
+    client = etcdEnv.client;
+    s3 = await startS3rver();
+    proxy = await startFaultyStoreProxy(s3.endpoint);
+    store = await openSnapStore({
+      provider: 'S3',
+      container: s3.bucket,
+      prefix: 'v2',
+      endpointOverride: proxy.endpoint,
+      maxParallelChunkUploads: 3,
+      minChunkSize: 5 * 1024 * 1024,
+      tempDir: etcdEnv.dir,
+      credentials: S3RVER_CREDENTIALS,
+    });
+  });
+
+  afterEach(async () => {
+    await store?.close();
+    await proxy?.stop();
+    await s3?.stop();
+    await etcdEnv?.cleanup();
+  });
+
+  it('refused writes during the catch-up: retried after the backoff, then stored as a delta; no full in its place, no gap', async () => {
+    const metrics = new Metrics({ defaultMetrics: false });
+    const clock = new FakeClock(Date.now());
+    const logger = recordingLogger();
+    const make = (): Promise<Snapshotter> => createTestSnapshotter({ client, store, metrics, clock }, { deltaSnapshotPeriodMs: 600_000 });
+    // The chain so far: a full, then writes only etcd has.
+    const first = await make();
+    const stopFirst = new AbortController();
+    const running = first.run(stopFirst.signal, true);
+    await waitFor(() => first.chain.prevFull, 'the first full');
+    stopFirst.abort(new LeadershipLost('moved'));
+    await running;
+    for (let i = 0; i < 5; i++) await client.put(`k${i}`).value('v');
+    const head = Number((await client.get('k0').exec()).header.revision);
+
+    proxy.setMode('deny-writes');
+    const stop = new AbortController();
+    const supervising = superviseSnapshotter(
+      {
+        createSnapshotter: make,
+        createGarbageCollector: (s) =>
+          new GarbageCollector(
+            { policy: 'Exponential', maxBackups: 7, deltaRetentionMs: 0, periodMs: 3_600_000 },
+            {
+              store: async () => store,
+              latestSnapshotRevision: () => s.chain.prevSnapshot?.lastRevision ?? 0,
+              clock,
+              logger: silentLogger,
+              metrics,
+            },
+          ),
+        probeEtcd: async () => undefined,
+        setHealthy: () => undefined,
+        onActiveSnapshotter: () => undefined,
+        backoff: new ExponentialBackoff({ multiplier: 2, attemptLimit: 0, thresholdMs: 1000 }),
+        schedule: '0 0 1 1 *',
+        clock,
+        logger,
+        metrics,
+      },
+      stop.signal,
+    );
+    try {
+      // Each retry waits for the backoff on the test's clock.
+      await waitFor(async () => {
+        await clock.advanceAsync(2_000);
+        return logger.warnings.filter((m) => m.includes('retrying after the backoff')).length >= 2 || undefined;
+      }, 'two refused catch-ups');
+      expect(proxy.faulted['deny-writes']).toBeGreaterThanOrEqual(2);
+      proxy.setMode('up');
+      await waitFor(async () => {
+        await clock.advanceAsync(2_000);
+        return (await store.list()).some((x) => x.kind === 'Incr' && x.lastRevision === head) || undefined;
+      }, 'the catch-up delta once the store takes writes');
+    } finally {
+      stop.abort();
+      await supervising;
+    }
+    // The delta continues the first full; a full the start-up decision asks for (the yearly schedule's window) comes after it.
+    const list = await store.list();
+    const firstFull = first.chain.prevFull!;
+    expect(list.filter((x) => x.kind === 'Incr').map((x) => [x.startRevision, x.lastRevision])).toEqual([
+      [firstFull.lastRevision + 1, head],
+    ]);
+    expect(list.filter((x) => x.kind === 'Full' && x.lastRevision !== firstFull.lastRevision && x.lastRevision < head)).toEqual([]);
+    expect((await metrics.snapshotChainGaps.get()).values[0]?.value ?? 0).toBe(0);
   });
 });
