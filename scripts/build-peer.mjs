@@ -5,7 +5,7 @@
 // fetched (GOTOOLCHAIN=local). The compiler is a Debian package, picked by the tag's go.mod:
 //   go 1.19 (v0.23)                  /usr/lib/go-1.19 from bookworm's golang-go
 //   go 1.25, 1.26 (v0.41, v0.43)    /usr/lib/go-1.26 from trixie-backports' golang-1.26-go
-// Plain JavaScript like setup.mjs: it runs without the project's build. About 25 minutes per tag on two cores.
+// Plain JavaScript like setup.mjs: it runs without the project's build. A few minutes per tag on two cores (4-8 measured).
 //
 //   node scripts/build-peer.mjs --git-dir=<clone of gardener/etcd-backup-restore> --tag=v0.43.0 --out=/work/peers
 //
