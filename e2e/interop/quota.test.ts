@@ -2,9 +2,10 @@
  * Issue 27's quota case: a chain whose restored backend passes 80 % of `--embedded-etcd-quota-bytes`.
  *
  * The two tools restore it differently, legitimately: ours compacts the restored history at the head,
- * offline, as a function of the chain and the quota (README "How a restore works", step 4); the Go v0.23
- * restore replays every delta through its embedded etcd with that quota and keeps the whole history (its
- * restorer never compacts for size; its etcd only refuses writes past the quota itself). What both
+ * offline, as a function of the chain and the quota (README "How a restore works", step 4); the Go restore
+ * replays every delta through its embedded etcd with that quota and keeps the whole history (v0.23's
+ * restorer never compacts for size, its etcd only refuses writes past the quota itself; v0.41 and later
+ * compact after every 10th delta they apply, and this chain has 3). What both
  * guarantee, and what is compared: at the head, the same keys, values, create and mod revisions, versions
  * (and leases, between the two restores) and the same revision. What differs, and is checked to differ as
  * designed: an old revision is readable in the Go tool's result, compacted in ours.

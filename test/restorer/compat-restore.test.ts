@@ -7,49 +7,63 @@ import { describe, expect, it } from 'vitest';
 import { planRestore } from '../../src/restorer/plan.js';
 import { executeRestore } from '../../src/restorer/restore.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
-import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries } from '../support/etcd.js';
+import { SINGLE_MEMBER_RAFT_ARGS, etcd35Binaries, etcdBinaries } from '../support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../support/etcd-dump.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
-import { UPSTREAM_V023, copyUpstreamStore } from '../support/fixtures.js';
+import { UPSTREAM_V023, UPSTREAM_V043, copyUpstreamStore } from '../support/fixtures.js';
 import { main } from '../../src/cli/main.js';
+import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import type { VerifyReport } from '../../src/verifier/verify.js';
 
 const COMPAT = UPSTREAM_V023;
-const cases = readdirSync(COMPAT, { withFileTypes: true })
-  .filter((d) => d.isDirectory())
-  .map((d) => d.name);
+const casesOf = (set: string) =>
+  readdirSync(set, { withFileTypes: true })
+    .filter((d) => d.isDirectory())
+    .map((d) => d.name);
+
+/** Restores `<set>/<name>/snapstore` with `binaries` and expects etcd started on the result to serve expected.json. */
+async function restoresToExpected(set: string, name: string, binaries: EtcdBinaries): Promise<void> {
+  const expected = JSON.parse(readFileSync(join(set, name, 'expected.json'), 'utf8')) as EtcdDump;
+  const dir = await mkdtemp(join(tmpdir(), `etcdbr-compat-${name}-`));
+  try {
+    const store = await openLocalStore(join(set, name, 'snapstore'), dir);
+    const plan = planRestore(await store.list());
+    const dataDir = join(dir, 'data');
+    const result = await executeRestore(store, plan, restoreOptions(binaries, dir, { dataDir }));
+    expect(result.restored).toBe(true);
+    expect(result.revision).toBe(expected.revision);
+    const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
+    let got: EtcdDump;
+    try {
+      got = await dumpEtcd(etcd.clientUrl);
+    } finally {
+      await etcd.stop();
+    }
+    expect(got.revision).toBe(expected.revision);
+    // Leases aside, as upstream: keys written with a lease inside a delta come back without it.
+    const strip = (kvs: EtcdDump['kvs']) => kvs.map(({ lease: _lease, ...rest }) => rest);
+    expect(strip(got.kvs)).toEqual(strip(expected.kvs));
+    await store.close();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
 
 describe('restore of the upstream v0.23 stores reproduces expected.json', () => {
+  const cases = casesOf(COMPAT);
   it('has cases', () => expect(cases.length).toBeGreaterThanOrEqual(7));
 
-  it.each(cases)('%s', async (name) => {
-    const expected = JSON.parse(readFileSync(join(COMPAT, name, 'expected.json'), 'utf8')) as EtcdDump;
-    const dir = await mkdtemp(join(tmpdir(), `etcdbr-compat-${name}-`));
-    try {
-      const store = await openLocalStore(join(COMPAT, name, 'snapstore'), dir);
-      const plan = planRestore(await store.list());
-      const binaries = await etcdBinaries();
-      const dataDir = join(dir, 'data');
-      const result = await executeRestore(store, plan, restoreOptions(binaries, dir, { dataDir }));
-      expect(result.restored).toBe(true);
-      expect(result.revision).toBe(expected.revision);
-      const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
-      let got: EtcdDump;
-      try {
-        got = await dumpEtcd(etcd.clientUrl);
-      } finally {
-        await etcd.stop();
-      }
-      expect(got.revision).toBe(expected.revision);
-      // Leases aside, as upstream: keys written with a lease inside a delta come back without it.
-      const strip = (kvs: EtcdDump['kvs']) => kvs.map(({ lease: _lease, ...rest }) => rest);
-      expect(strip(got.kvs)).toEqual(strip(expected.kvs));
-      await store.close();
-    } finally {
-      await rm(dir, { recursive: true, force: true });
-    }
-  });
+  it.each(cases)('%s', async (name) => restoresToExpected(COMPAT, name, await etcdBinaries()));
+});
+
+// What etcd-druid v0.37 runs: the sidecar v0.43 beside etcd 3.5. Restored and served by etcd 3.5.
+describe('restore of the upstream v0.43 stores reproduces expected.json on etcd 3.5', () => {
+  const cases = casesOf(UPSTREAM_V043);
+  it('has every codec, a final full and a compacted chain', () =>
+    expect(cases.sort()).toEqual(['compacted-gzip', 'final-gzip', 'gzip', 'lzw', 'none', 'zlib']));
+
+  it.each(cases)('%s', async (name) => restoresToExpected(UPSTREAM_V043, name, await etcd35Binaries()));
 });
 
 describe('a corrupt newest full snapshot (two-fulls-gzip, one bit flipped in its database)', () => {

@@ -19,7 +19,7 @@ import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { planRestore, type RestoreTarget } from '../../src/restorer/plan.js';
 import { executeRestore, type DeltaReplayMode } from '../../src/restorer/restore.js';
 import { SINGLE_MEMBER_RAFT_ARGS, etcd35Binaries, etcdBinaries, startTestEtcd, type TestEtcd } from '../support/etcd.js';
-import { UPSTREAM_V023 } from '../support/fixtures.js';
+import { UPSTREAM_V023, UPSTREAM_V043 } from '../support/fixtures.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
@@ -131,6 +131,27 @@ describe('offline replay = online replay', () => {
       const store = await openLocalStore(join(UPSTREAM_V023, name, 'snapstore'), dir);
       try {
         await expectSameDatabase(store, {}, (rev) => [rev - 20, rev - 3], await etcd35Binaries());
+      } finally {
+        await store.close();
+        await rm(dir, { recursive: true, force: true });
+      }
+    },
+    120_000,
+  );
+
+  // What etcd-druid v0.37 runs: chains the Go tool v0.43 wrote beside etcd 3.5, in every codec, a final full,
+  // a compacted chain and two start-up fulls at one revision (zlib).
+  it.each(
+    readdirSync(UPSTREAM_V043, { withFileTypes: true })
+      .filter((d) => d.isDirectory())
+      .map((d) => d.name),
+  )(
+    'on etcd 3.5: v0.43-written store %s',
+    async (name) => {
+      const dir = await mkdtemp(join(tmpdir(), 'etcdbr-oracle-compat043-'));
+      const store = await openLocalStore(join(UPSTREAM_V043, name, 'snapstore'), dir);
+      try {
+        await expectSameDatabase(store, {}, (rev) => [rev - 400, rev - 20, rev - 3], await etcd35Binaries());
       } finally {
         await store.close();
         await rm(dir, { recursive: true, force: true });

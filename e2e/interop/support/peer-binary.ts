@@ -17,7 +17,7 @@ export class PeerBinaryError extends Error {
 export function resolvePeerBinary(env: NodeJS.ProcessEnv = process.env): { path: string; version: string } {
   const path = env[PEER_VARIABLE];
   const how =
-    `set ${PEER_VARIABLE} to the path of the Go etcd-backup-restore binary (etcdbrctl v0.23), ` +
+    `set ${PEER_VARIABLE} to the path of the Go etcd-backup-restore binary (etcdbrctl v0.23, v0.41 or v0.43), ` +
     `e.g. ${PEER_VARIABLE}=/path/to/etcdbrctl npm run interop`;
   if (path === undefined || path === '') throw new PeerBinaryError(`the interop suite needs the Go etcdbrctl: ${how}`);
   try {

@@ -29,9 +29,22 @@ function peer(): string {
   return peerPath;
 }
 
-/** Starts the Go etcdbrctl with `args`. */
+/**
+ * The Go tool's environment. HOME is `/`: since v0.41 the Go tool joins a Local store's container to $HOME
+ * even when it is absolute (pkg/snapstore/utils.go, `path.Join(homeDir, container)`), and the suite's
+ * containers are absolute temp dirs; v0.23 takes the container as given, so `/` changes nothing there.
+ * AWS_CA_BUNDLE is left out: the AWS SDK v2 of v0.41 and later refuses to start an S3 store when it is set
+ * and the credentials file gave its own HTTP client ("unable to add custom RootCAs HTTPClient, has no
+ * WithTransportOptions"), and s3rver speaks plain HTTP, so no CA is needed.
+ */
+function goEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const { AWS_CA_BUNDLE: _caBundle, ...rest } = process.env;
+  return { ...rest, HOME: '/', ...env };
+}
+
+/** Starts the Go etcdbrctl with `args` (environment: goEnv). */
 export function startGo(args: string[], env: NodeJS.ProcessEnv, cleanups: Cleanups): Running {
-  const child = spawn(peer(), args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(peer(), args, { env: goEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
