@@ -11,6 +11,8 @@ export default defineConfig({
     // e2e/interop needs the Go binary (ETCDBRCTL_PEER): `npm run interop` runs it, vitest.interop.config.ts.
     exclude: ['e2e/bench/**', 'e2e/interop/**', '**/node_modules/**'],
     globalSetup: ['./test/support/global-setup.ts'],
+    // Whatever a test starts ends with its worker, also when the worker is killed (test/support/reap-children.ts).
+    setupFiles: ['./test/support/reap-children.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Integration tests start real etcd processes and emulators; two cores, so keep it modest.

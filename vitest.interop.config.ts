@@ -12,6 +12,8 @@ export default defineConfig({
   test: {
     include: ['e2e/interop/**/*.test.ts'],
     globalSetup: ['./e2e/interop/support/global-setup.ts', './test/support/global-setup.ts'],
+    // Whatever a test starts ends with its worker, also when the worker is killed (test/support/reap-children.ts).
+    setupFiles: ['./test/support/reap-children.ts'],
     testTimeout: 180_000,
     hookTimeout: 120_000,
     // Each case runs etcds, both tools and s3rver; one file at a time is what two shared cores take.
