@@ -15,7 +15,7 @@ import { localStoreFlags, startSidecar, waitFor } from './support/sidecar.js';
 
 const cleanups = cleanupAfterEach();
 
-/** A process of the test's own, named as a part's writer would be (pid and start ticks); killed after the test. */
+/** A process of the test's own, named as a part's writer would be (pid, start ticks, boot); killed after the test. */
 async function startWriter(c: Cleanups): Promise<{ tag: string; kill(): Promise<void> }> {
   const child = spawn('sleep', ['1000'], { stdio: 'ignore' });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -25,7 +25,8 @@ async function startWriter(c: Cleanups): Promise<{ tag: string; kill(): Promise<
   };
   c.push(kill);
   const stat = await readFile(`/proc/${child.pid}/stat`, 'utf8');
-  return { tag: `${child.pid}.${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]}`, kill };
+  const boot = (await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).replaceAll('-', '').slice(0, 8);
+  return { tag: `${child.pid}.${stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]}.${boot}`, kill };
 }
 
 interface BusyDir {

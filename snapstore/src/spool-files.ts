@@ -3,7 +3,7 @@
  * gone left behind. The only writer is the S3 upload: each part in flight waits in a file of its own
  * (providers/s3-upload.ts), removed once the part is sent; a killed process leaves its parts behind.
  *
- * Names: `.etcdbr-part-<pid>.<start ticks>-<12 hex>-<part>`. The writer's identity (process-identity.ts) lets
+ * Names: `.etcdbr-part-<pid>.<start ticks>.<boot>-<12 hex>-<part>`. The writer's identity (process-identity.ts) lets
  * the next initialization remove a killed process's parts at once, however fresh they are, and never those
  * of a process still uploading (another etcdbrctl with the same temp dir, `/tmp` for one). Parts named
  * `.etcdbr-part-<12 hex>-<part>` carry no writer (earlier versions, or a machine without /proc): they go once
@@ -14,7 +14,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import { readdir, stat, unlink } from 'node:fs/promises';
-import { uptime } from 'node:os';
 import path from 'node:path';
 import type { Logger } from './logger.js';
 import { currentProcessIdentity, processIsRunning, type ProcessIdentity } from './process-identity.js';
@@ -25,12 +24,12 @@ export const SPOOL_FILE_PREFIX = '.etcdbr-part-';
 /** How long a part without a writer in its name must be untouched before it counts as left behind. */
 export const UNOWNED_SPOOL_FILE_AGE_MS = 60 * 60 * 1000;
 
-const OWNED = /^\.etcdbr-part-(\d+)\.(\d+)-[0-9a-f]{12}-\d+$/;
+const OWNED = /^\.etcdbr-part-(\d+)\.(\d+)\.([0-9a-f]{8})-[0-9a-f]{12}-\d+$/;
 const UNOWNED = /^\.etcdbr-part-[0-9a-f]{12}-\d+$/;
 
 /** The name of one spool file; the writer's identity when there is one. */
 export function spoolFileName(writer: ProcessIdentity | undefined, upload: string, part: number): string {
-  const owner = writer === undefined ? '' : `${writer.pid}.${writer.startTicks}-`;
+  const owner = writer === undefined ? '' : `${writer.pid}.${writer.startTicks}.${writer.boot}-`;
   return `${SPOOL_FILE_PREFIX}${owner}${upload}-${part}`;
 }
 
@@ -59,8 +58,6 @@ export interface LeftoverSweepOptions {
  */
 export async function removeLeftoverSpoolFiles(dir: string, opts: LeftoverSweepOptions): Promise<string[]> {
   const now = opts.now ?? Date.now();
-  // A file last written before this boot has no running writer, whatever pid and start tick it names.
-  const bootTime = now - uptime() * 1000;
   const keep = opts.keep.map((p) => path.resolve(p));
   let entries;
   try {
@@ -76,7 +73,7 @@ export async function removeLeftoverSpoolFiles(dir: string, opts: LeftoverSweepO
     const file = path.resolve(dir, e.name);
     if (keep.some((k) => k === file || k.startsWith(file + path.sep))) continue;
     try {
-      if (!(await leftBehind(e.name, file, now, bootTime))) continue;
+      if (!(await leftBehind(e.name, file, now))) continue;
       await unlink(file);
       removed.push(file);
     } catch (err) {
@@ -90,12 +87,9 @@ export async function removeLeftoverSpoolFiles(dir: string, opts: LeftoverSweepO
 }
 
 /** Whether the spool file `name` (at `file`) belongs to no running process. Names not ours never do. */
-async function leftBehind(name: string, file: string, now: number, bootTime: number): Promise<boolean> {
+async function leftBehind(name: string, file: string, now: number): Promise<boolean> {
   const owned = OWNED.exec(name);
-  if (owned) {
-    if ((await stat(file)).mtimeMs < bootTime) return true;
-    return !(await processIsRunning({ pid: Number(owned[1]), startTicks: Number(owned[2]) }));
-  }
+  if (owned) return !(await processIsRunning({ pid: Number(owned[1]), startTicks: Number(owned[2]), boot: owned[3] ?? '' }));
   if (UNOWNED.test(name)) return now - (await stat(file)).mtimeMs >= UNOWNED_SPOOL_FILE_AGE_MS;
   return false;
 }

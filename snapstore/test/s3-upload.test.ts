@@ -409,7 +409,8 @@ describe('uploadStream (multipart through part files) against s3rver', () => {
     await waitFor(() => src.produced >= 3 * PART, 'the third part written', 20_000, 10);
     await waitFor(async () => (await readdir(spool)).length === 3, 'three part files', 20_000, 10);
     // Named with this process as their writer: an initialization's sweep while they are in flight leaves them.
-    for (const name of await readdir(spool)) expect(name).toMatch(new RegExp(`^\\.etcdbr-part-${process.pid}\\.\\d+-[0-9a-f]{12}-\\d+$`));
+    for (const name of await readdir(spool))
+      expect(name).toMatch(new RegExp(`^\\.etcdbr-part-${process.pid}\\.\\d+\\.[0-9a-f]{8}-[0-9a-f]{12}-\\d+$`));
     expect(await removeLeftoverSpoolFiles(spool, { keep: [], logger: silentLogger })).toEqual([]);
     expect(src.produced).toBeLessThanOrEqual(3 * PART + 2 * 65_536);
     expect(proxy.seen.filter(isPart)).toHaveLength(2);

@@ -33,7 +33,8 @@ async function startWriter(): Promise<{ id: ProcessIdentity; end(): Promise<void
   undos.push(end);
   const stat = await readFile(`/proc/${child.pid}/stat`, 'utf8');
   const startTicks = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
-  return { id: { pid: child.pid!, startTicks }, end };
+  const boot = (await readFile('/proc/sys/kernel/random/boot_id', 'utf8')).replaceAll('-', '').slice(0, 8);
+  return { id: { pid: child.pid!, startTicks, boot }, end };
 }
 
 async function put(dir: string, name: string, ageMs = 0): Promise<string> {
@@ -46,6 +47,9 @@ async function put(dir: string, name: string, ageMs = 0): Promise<string> {
   return file;
 }
 
+/** A boot id (shortened) that is not `boot`. */
+const otherBoot = (boot: string): string => (boot === '00000000' ? '11111111' : '00000000');
+
 const sweep = (dir: string, keep: string[] = []) => removeLeftoverSpoolFiles(dir, { keep, logger: silentLogger });
 
 describe('process identity', () => {
@@ -53,7 +57,8 @@ describe('process identity', () => {
     const self = await currentProcessIdentity();
     expect(self?.pid).toBe(process.pid);
     expect(await processIsRunning(self!)).toBe(true);
-    expect(await processIsRunning({ pid: process.pid, startTicks: self!.startTicks + 1 })).toBe(false);
+    expect(await processIsRunning({ ...self!, startTicks: self!.startTicks + 1 })).toBe(false);
+    expect(await processIsRunning({ ...self!, boot: otherBoot(self!.boot) })).toBe(false);
     const writer = await startWriter();
     expect(await processIsRunning(writer.id)).toBe(true);
     await writer.end();
@@ -69,7 +74,7 @@ describe('removeLeftoverSpoolFiles', () => {
     const self = await currentProcessIdentity();
     const gone = await put(dir, spoolFileName(killed.id, 'aaaaaaaaaaaa', 1));
     const gone2 = await put(dir, spoolFileName(killed.id, 'aaaaaaaaaaaa', 2));
-    const reused = await put(dir, spoolFileName({ pid: process.pid, startTicks: self!.startTicks + 7 }, 'bbbbbbbbbbbb', 1));
+    const reused = await put(dir, spoolFileName({ ...self!, startTicks: self!.startTicks + 7 }, 'bbbbbbbbbbbb', 1));
     const live = spoolFileName(running.id, 'cccccccccccc', 1);
     const mine = spoolFileName(self, 'dddddddddddd', 1);
     await put(dir, live);
@@ -93,11 +98,11 @@ describe('removeLeftoverSpoolFiles', () => {
     expect(await sweep(dir)).toEqual([path.join(dir, live)]);
   });
 
-  it('removes a part written before this boot, whatever process it names', async () => {
+  it('removes a part of an earlier boot, even one naming the pid and start tick of a running process', async () => {
     const dir = await tempDir();
-    const self = await currentProcessIdentity();
-    const beforeBoot = await put(dir, spoolFileName(self, '0123456789ab', 1), os.uptime() * 1000 + 60_000);
-    expect(await sweep(dir)).toEqual([beforeBoot]);
+    const self = (await currentProcessIdentity())!;
+    const earlierBoot = await put(dir, spoolFileName({ ...self, boot: otherBoot(self.boot) }, '0123456789ab', 1));
+    expect(await sweep(dir)).toEqual([earlierBoot]);
   });
 
   it('removes a part without a writer in its name once it is untouched for an hour', async () => {

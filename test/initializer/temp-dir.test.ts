@@ -45,8 +45,8 @@ describe('prepareSnapstoreTempDir', () => {
     const u = await unremovableDir(base);
     if (!u) return ctx.skip('neither a tmpfs mount nor a read-only parent is possible here');
     releases.push(u.release);
-    // A part of a writer that is gone: this test's pid, but started at boot (tick 0), long before this process.
-    await writeFile(join(u.dir, `.etcdbr-part-${process.pid}.0-0123456789ab-1`), 'x');
+    // A part of a writer that is gone: this test's pid, but started at tick 0 of a boot, long before this process.
+    await writeFile(join(u.dir, `.etcdbr-part-${process.pid}.0.00000000-0123456789ab-1`), 'x');
     await mkdir(join(u.dir, 'sub', 'deeper'), { recursive: true });
     await writeFile(join(u.dir, 'sub', 'deeper', 'f'), 'y');
     const before = await stat(u.dir);
