@@ -53,7 +53,8 @@ COPY --from=etcd /usr/local/bin/etcd /usr/local/bin/etcdutl /usr/local/bin/etcdc
 WORKDIR /app
 # Only what runs: compiled code, the package manifests (package.json "exports" of the workspace package
 # resolve to snapstore/dist once the "development" condition is not set), the compiled malloc-trim addon
-# and production node_modules.
+# and production node_modules. Not the workspace's process-control addon: bin/etcdbrctl needs it only to
+# leave a Node older than 22.12, and this image's Node is the project's own.
 # Owned by root and not writable by the runtime user.
 COPY --from=build /app/package.json ./
 COPY --from=build /app/node_modules ./node_modules

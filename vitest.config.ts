@@ -30,6 +30,8 @@ export default defineConfig({
       },
     ],
     globalSetup: ['./test/support/global-setup.ts'],
+    // Whatever a test starts ends with its worker, also when the worker is killed (test/support/reap-children.ts).
+    setupFiles: ['./test/support/reap-children.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
     // Integration tests start real etcd processes and emulators; two cores, so keep it modest.

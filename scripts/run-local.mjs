@@ -3,6 +3,8 @@
 // snapstore. State lives in ETCDBR_LOCAL_DIR (default: .local/ in the project) so a restart resumes.
 import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { constants } from 'node:os';
 import { isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { findEtcdBinaries } from '../dist/etcd/binaries.js';
@@ -10,6 +12,37 @@ import { startLocalEtcd } from '../dist/etcd/local-etcd.js';
 import { freePort } from '../dist/etcd/ports.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
+
+// What runs (etcd, then the server) and stops it, first thing: a stop that comes while etcd starts must find
+// the handlers in place, or the default action would end this script and leave etcd running.
+let etcd;
+let server;
+let stopping = false;
+async function shutdown(code) {
+  if (stopping) return;
+  stopping = true;
+  if (server && server.exitCode === null && server.signalCode === null) {
+    server.kill('SIGTERM');
+    await new Promise((r) => server.once('exit', r));
+  }
+  await etcd?.stop();
+  // An etcd still starting is killed on exit (startLocalEtcd's killOnProcessExit).
+  process.exit(code);
+}
+process.on('SIGINT', () => void shutdown(130));
+process.on('SIGTERM', () => void shutdown(143));
+
+// `npm start` runs `exec node scripts/run-local.mjs` (package.json), so npm is this script's parent. npm passes
+// a Ctrl-C or a SIGTERM on, but nothing passes on a SIGKILL of npm: the kernel's parent-death signal (through
+// the process-control addon, which `npm ci` builds) tells this script, which then stops as on SIGTERM. When npm
+// ended before that was in place, the parent is already another process: stop at once.
+const parentAtStart = process.ppid;
+try {
+  createRequire(import.meta.url)('@etcdbrctl/malloc-trim/process-control.cjs').setParentDeathSignal(constants.signals.SIGTERM);
+  if (process.ppid !== parentAtStart) await shutdown(143);
+} catch (err) {
+  console.error(`(a SIGKILL of npm will leave etcd and the server running: ${err.message})`);
+}
 /** `path` as the user's shell reaches it: relative when under the current directory, else absolute. */
 const relativeToCwd = (path) => {
   const rel = relative(process.env.INIT_CWD ?? process.cwd(), path);
@@ -23,7 +56,7 @@ await mkdir(storeDir, { recursive: true, mode: 0o700 });
 await mkdir(tempDir, { recursive: true, mode: 0o700 });
 
 const binaries = await findEtcdBinaries({ etcdBin: process.env.ETCD_BIN, path: process.env.PATH ?? '' });
-const etcd = await startLocalEtcd({ binaries, dataDir: etcdDataDir, name: 'default' });
+etcd = await startLocalEtcd({ binaries, dataDir: etcdDataDir, name: 'default' });
 const serverPort = Number(process.env.ETCDBR_SERVER_PORT ?? (await freePort()));
 
 // The etcd config the sidecar serves on /config (upstream reads it from ETCD_CONF).
@@ -75,33 +108,23 @@ console.log(
 );
 console.log('Ctrl-C stops both.\n');
 
-const server = spawn(process.execPath, args, {
-  stdio: 'inherit',
-  env: { ...process.env, ETCD_CONF: etcdConf, POD_NAME: process.env.POD_NAME ?? 'default' },
-});
+// A stop requested meanwhile is under way (shutdown() exits): nothing more to start.
+if (!stopping) {
+  server = spawn(process.execPath, args, {
+    stdio: 'inherit',
+    env: { ...process.env, ETCD_CONF: etcdConf, POD_NAME: process.env.POD_NAME ?? 'default' },
+  });
 
-let stopping = false;
-async function shutdown(code) {
-  if (stopping) return;
-  stopping = true;
-  if (server.exitCode === null && server.signalCode === null) {
-    server.kill('SIGTERM');
-    await new Promise((r) => server.once('exit', r));
-  }
-  await etcd.stop();
-  process.exit(code);
+  server.on('exit', (code, signal) => {
+    if (!stopping) {
+      console.error(`etcdbrctl server exited (${signal ?? `code ${code}`}); stopping etcd.`);
+      void shutdown(code ?? 1);
+    }
+  });
+  void etcd.exited.then((code) => {
+    if (!stopping) {
+      console.error(`etcd exited unexpectedly (code ${code}):\n${etcd.logTail().split('\n').slice(-15).join('\n')}`);
+      void shutdown(1);
+    }
+  });
 }
-process.on('SIGINT', () => void shutdown(130));
-process.on('SIGTERM', () => void shutdown(143));
-server.on('exit', (code, signal) => {
-  if (!stopping) {
-    console.error(`etcdbrctl server exited (${signal ?? `code ${code}`}); stopping etcd.`);
-    void shutdown(code ?? 1);
-  }
-});
-void etcd.exited.then((code) => {
-  if (!stopping) {
-    console.error(`etcd exited unexpectedly (code ${code}):\n${etcd.logTail().split('\n').slice(-15).join('\n')}`);
-    void shutdown(1);
-  }
-});

@@ -67,6 +67,19 @@ function ensureNpmDependencies() {
   if (r.status !== 0) fail('npm ci failed (see above).');
 }
 
+/**
+ * The workspace's native addons (malloc-trim/binding.gyp) are compiled by `npm ci`; a checkout whose
+ * node_modules predates one of them (process_control: bin/etcdbrctl's switch from an older Node, and
+ * `npm start` following npm) gets it compiled here, as npm ci would.
+ */
+function ensureNativeAddons() {
+  const release = join(root, 'malloc-trim', 'build', 'Release');
+  if (['malloc_trim.node', 'process_control.node'].every((f) => existsSync(join(release, f)))) return;
+  say('compiling the malloc-trim workspace addons (npm rebuild @etcdbrctl/malloc-trim) ...');
+  const r = spawnSync('npm', ['rebuild', '@etcdbrctl/malloc-trim'], { cwd: root, stdio: 'inherit' });
+  if (r.status !== 0) fail('compiling the malloc-trim addons failed (see above); node-gyp needs python3, make and a C compiler.');
+}
+
 function which(name) {
   for (const dir of (process.env.PATH ?? '').split(delimiter)) {
     if (!dir) continue;
@@ -258,6 +271,7 @@ function build() {
 
 const forTests = process.argv.includes('--tests');
 ensureNpmDependencies();
+ensureNativeAddons();
 checkNode();
 ensureEtcd();
 if (forTests) ensureGo();

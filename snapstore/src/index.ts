@@ -15,3 +15,4 @@ export * from './encryption.js';
 export * from './encrypting-store.js';
 export { DEFAULT_FETCH_STALL_MS } from './providers/fetch-guard.js';
 export { nodeHttp, nodeHttps } from './node-http.js';
+export { SPOOL_FILE_PREFIX, removeLeftoverSpoolFiles, type LeftoverSweepOptions } from './spool-files.js';

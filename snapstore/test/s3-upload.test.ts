@@ -14,6 +14,7 @@ import { silentLogger } from '../src/logger.js';
 import { PartFileBody } from '../src/providers/part-file-body.js';
 import { UploadFailedError, uploadStream } from '../src/providers/s3-upload.js';
 import type { PartRetryPolicy, StreamUploadOptions } from '../src/providers/s3-upload.js';
+import { removeLeftoverSpoolFiles } from '../src/spool-files.js';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from './support/s3rver.js';
 import type { S3rverInstance } from './support/s3rver.js';
 import { writeSelfSignedCert } from '../../test/support/certs.js';
@@ -407,6 +408,10 @@ describe('uploadStream (multipart through part files) against s3rver', () => {
     // the source is not read further than that plus the stream's own read-ahead.
     await waitFor(() => src.produced >= 3 * PART, 'the third part written', 20_000, 10);
     await waitFor(async () => (await readdir(spool)).length === 3, 'three part files', 20_000, 10);
+    // Named with this process as their writer: an initialization's sweep while they are in flight leaves them.
+    for (const name of await readdir(spool))
+      expect(name).toMatch(new RegExp(`^\\.etcdbr-part-${process.pid}\\.\\d+\\.[0-9a-f]{8}-[0-9a-f]{12}-\\d+$`));
+    expect(await removeLeftoverSpoolFiles(spool, { keep: [], logger: silentLogger })).toEqual([]);
     expect(src.produced).toBeLessThanOrEqual(3 * PART + 2 * 65_536);
     expect(proxy.seen.filter(isPart)).toHaveLength(2);
     release();

@@ -45,6 +45,14 @@ export interface StoreBuildOptions {
   encryption?: EncryptionConfig;
 }
 
+/**
+ * Besides the data dir, what clearing `--snapstore-temp-directory` at initialization must never touch, even
+ * where the directory holds it: the etcd config (ETCD_CONF) and a Local store.
+ */
+export function pathsTheTempDirKeeps(etcdConfigPath: string, store: StoreConfig): string[] {
+  return [etcdConfigPath, ...(store.provider === 'Local' ? [store.rootDir] : [])];
+}
+
 /** upstream `path.Join(--store-prefix, "v2")`. */
 export function effectivePrefix(storePrefix: string): string {
   return path.posix.join(storePrefix, 'v2');

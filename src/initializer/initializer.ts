@@ -1,5 +1,5 @@
 import { CodedError, EtcdbrError } from '../errors.js';
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SnapStore } from '@etcdbrctl/snapstore';
 import type { Logger } from '../log.js';
@@ -12,6 +12,7 @@ import { connectLocalEtcd } from '../etcd/client.js';
 import { readWalMetadata } from '../wal/verify.js';
 import { decideBootstrap, type BootstrapDecision, type ClusterObservation, type FailCode } from './bootstrap.js';
 import { DataDirStatus, dataDirStatusName, type DataDirStatusName } from './validation-status.js';
+import { prepareSnapstoreTempDir } from './temp-dir.js';
 import { validateDataDir, type ValidationMode, type ValidationResult } from './validator.js';
 
 export type InitializationOutcome = 'valid' | 'restored' | 'empty-start' | 'bootstrap' | 'joined-as-learner' | 'rejoined-as-learner';
@@ -74,8 +75,13 @@ export interface InitializerOptions {
   clusterSize: number;
   /** The store; undefined when no storage provider is configured. */
   store?: () => Promise<SnapStore>;
-  /** `--snapstore-temp-directory`: emptied at every initialization (upstream v0.36). */
+  /**
+   * `--snapstore-temp-directory`: created, and cleared of the upload parts a stopped process left there, at
+   * every initialization (upstream v0.36 empties it; see temp-dir.ts).
+   */
   snapstoreTempDir?: string;
+  /** Besides the data dir, what the temp dir's clearing must never touch, even inside it: the etcd config, a Local store. */
+  keepInTempDir?: readonly string[];
   binaries: () => Promise<EtcdBinaries>;
   restore: Omit<RestoreOptions, 'binaries' | 'dataDir' | 'logger' | 'replaceExisting' | 'keepEtcdRunning'>;
   logger: Logger;
@@ -314,26 +320,14 @@ async function restoreSingleNode(opts: InitializerOptions): Promise<Initializati
   return 'restored';
 }
 
-/** Empties the snapstore temp dir left by a previous run, unless it is the shared /tmp (upstream #869). */
+/**
+ * Upstream's temp dir hygiene, narrowed to what this tool writes there (temp-dir.ts): the data dir is always
+ * kept, with whatever the caller names (the etcd config, a Local store).
+ */
 async function tempDirHygiene(opts: InitializerOptions): Promise<void> {
   const dir = opts.snapstoreTempDir;
   if (!opts.store || !dir) return;
-  await emptySnapstoreTempDir(dir);
-}
-
-/**
- * Creates `dir` (0700) when missing and removes everything in it, but never `dir` itself: the temp dir is
- * often a volume of its own (an emptyDir, a tmpfs), whose mount point cannot be removed (EBUSY), and an
- * initialization failing on that would never let etcd start. `/tmp` is shared and left alone.
- */
-export async function emptySnapstoreTempDir(dir: string): Promise<void> {
-  try {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
-    if (dir === '/tmp') return;
-    for (const name of await readdir(dir)) await rm(join(dir, name), { recursive: true, force: true });
-  } catch (err) {
-    throw new EtcdbrError('E_FAILED', `cannot empty the snapstore temp directory ${dir}: ${(err as Error).message}`, { cause: err });
-  }
+  await prepareSnapstoreTempDir(dir, { keep: [opts.dataDir, ...(opts.keepInTempDir ?? [])], logger: opts.logger });
 }
 
 /**

@@ -1,9 +1,10 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { delimiter, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { oldSystemNode } from '../support/machine-node.js';
 import { waitFor } from '../support/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -13,18 +14,6 @@ function etcdbrctl(...args: string[]) {
   return spawnSync(bin, args, { cwd: root, encoding: 'utf8', timeout: 30_000 });
 }
 
-/** A Node older than 22.12 on PATH outside node_modules (the machine's own Node here), or undefined. */
-function oldSystemNode(): string | undefined {
-  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
-    if (dir === '' || dir.includes('node_modules')) continue;
-    const node = join(dir, 'node');
-    if (!existsSync(node)) continue;
-    const v = spawnSync(node, ['-p', 'process.versions.node'], { encoding: 'utf8' }).stdout.trim();
-    const [major = 0, minor = 0] = v.split('.').map(Number);
-    if (major < 22 || (major === 22 && minor < 12)) return node;
-  }
-  return undefined;
-}
 const oldNode = oldSystemNode();
 
 describe('bin/etcdbrctl (built)', () => {
@@ -39,6 +28,24 @@ describe('bin/etcdbrctl (built)', () => {
     const bad = spawnSync(oldNode!, [bin, 'snapshot', '--bogus'], { cwd: root, encoding: 'utf8', timeout: 30_000 });
     expect(bad.status).toBe(1);
     expect(bad.stderr).toBe("Error: unknown flag: --bogus\nRun 'etcdbrctl snapshot --help' for usage.\n");
+  });
+
+  it.skipIf(oldNode === undefined)('on an old Node without the execve addon exits, saying how to run it', () => {
+    // A tree with the project's Node in node_modules but no @etcdbrctl/malloc-trim: the switch is impossible.
+    const tree = mkdtempSync(join(tmpdir(), 'etcdbr-bin-noaddon-'));
+    try {
+      mkdirSync(join(tree, 'bin'));
+      mkdirSync(join(tree, 'node_modules', '.bin'), { recursive: true });
+      copyFileSync(bin, join(tree, 'bin', 'etcdbrctl'));
+      symlinkSync(join(root, 'node_modules', '.bin', 'node'), join(tree, 'node_modules', '.bin', 'node'));
+      const r = spawnSync(oldNode!, [join(tree, 'bin', 'etcdbrctl'), '--version'], { cwd: tree, encoding: 'utf8', timeout: 30_000 });
+      expect(r.status).toBe(1);
+      expect(r.stdout).toBe('');
+      expect(r.stderr).toMatch(/^etcdbrctl needs Node\.js 22\.12 or newer .* is v\d+\S*\. The Node\.js 24 in node_modules can run it \(/);
+      expect(r.stderr).toContain('the addon that switches to it is not built (MODULE_NOT_FOUND): run "npm ci"');
+    } finally {
+      rmSync(tree, { recursive: true, force: true });
+    }
   });
 
   it.skipIf(oldNode === undefined)('on an old Node without a project Node says which Node it needs', () => {

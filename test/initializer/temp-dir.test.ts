@@ -1,14 +1,16 @@
 /**
- * The initializer empties the snapstore temp dir before it starts; the dir itself must stay, since it is often
- * a volume of its own whose mount point cannot be removed. Found by the fault soak (seed 16, three members,
- * the temp dirs on tmpfs): every initialization failed with EBUSY and etcd never started.
+ * The initializer clears the snapstore temp dir of upload parts a stopped process left before it starts; the
+ * dir itself must stay, since it is often a volume of its own whose mount point cannot be removed. Found by
+ * the fault soak (seed 16, three members, the temp dirs on tmpfs): every initialization failed with EBUSY
+ * and etcd never started (it emptied the directory then, and tried to remove it).
  */
 import { execFileSync } from 'node:child_process';
 import { chmod, mkdir, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { emptySnapstoreTempDir } from '../../src/initializer/initializer.js';
+import { prepareSnapstoreTempDir } from '../../src/initializer/temp-dir.js';
+import { recordingLogger } from '../support/logger.js';
 
 /**
  * A directory whose contents may be removed but not the directory itself: a tmpfs mount point when we are
@@ -30,7 +32,7 @@ async function unremovableDir(base: string): Promise<{ dir: string; release(): P
   return { dir, release: () => chmod(parent, 0o755) };
 }
 
-describe('emptySnapstoreTempDir', () => {
+describe('prepareSnapstoreTempDir', () => {
   let base = '';
   const releases: Array<() => Promise<void>> = [];
   afterEach(async () => {
@@ -38,24 +40,29 @@ describe('emptySnapstoreTempDir', () => {
     if (base) await rm(base, { recursive: true, force: true });
   });
 
-  it('removes what a previous run left and keeps the directory itself (a mount point cannot be removed)', async (ctx) => {
+  it('removes the parts a killed process left and keeps the directory itself (a mount point cannot be removed)', async (ctx) => {
     base = await mkdtemp(join(tmpdir(), 'etcdbr-tempdir-'));
     const u = await unremovableDir(base);
     if (!u) return ctx.skip('neither a tmpfs mount nor a read-only parent is possible here');
     releases.push(u.release);
-    await writeFile(join(u.dir, 'leftover.part'), 'x');
+    // A part of a writer that is gone: this test's pid, but started at tick 0 of a boot, long before this process.
+    await writeFile(join(u.dir, `.etcdbr-part-${process.pid}.0.00000000-0123456789ab-1`), 'x');
     await mkdir(join(u.dir, 'sub', 'deeper'), { recursive: true });
     await writeFile(join(u.dir, 'sub', 'deeper', 'f'), 'y');
     const before = await stat(u.dir);
-    await emptySnapstoreTempDir(u.dir);
-    expect(await readdir(u.dir)).toEqual([]);
+    const logger = recordingLogger();
+    await prepareSnapstoreTempDir(u.dir, { keep: [], logger });
+    expect(await readdir(u.dir)).toEqual(['sub']);
+    expect(logger.lines).toEqual([
+      { level: 'info', msg: 'removed upload parts that stopped processes left in the snapstore temp directory' },
+    ]);
     expect((await stat(u.dir)).ino).toBe(before.ino);
   });
 
   it('creates a missing directory 0700', async () => {
     base = await mkdtemp(join(tmpdir(), 'etcdbr-tempdir-'));
     const dir = join(base, 'a', 'b');
-    await emptySnapstoreTempDir(dir);
+    await prepareSnapstoreTempDir(dir, { keep: [], logger: recordingLogger() });
     expect((await stat(dir)).mode & 0o777).toBe(0o700);
   });
 });

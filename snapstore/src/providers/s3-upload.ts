@@ -17,9 +17,8 @@
  * {@link UploadFailedError} that says whether the input, the caller's signal, the spool directory or S3 caused
  * it. No part file outlives the upload.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash } from 'node:crypto';
 import { mkdir, rm } from 'node:fs/promises';
-import { join } from 'node:path';
 import type { Readable } from 'node:stream';
 import { crc32 } from 'node:zlib';
 import {
@@ -36,6 +35,7 @@ import { InternalError, TimeoutError } from '../internal-errors.js';
 import { abortReason, describeError } from './common.js';
 import { BodyBufferPool, PartFileBody } from './part-file-body.js';
 import { PartFileWriter, STAGING_BYTES, crc32Base64, type PartFile } from './part-file.js';
+import { spoolFilesFor } from '../spool-files.js';
 
 /** S3's limit on the number of parts of one multipart upload. */
 export const MAX_PARTS = 10_000;
@@ -184,14 +184,14 @@ export async function uploadStream(input: Readable, opts: StreamUploadOptions): 
 
   // One staging buffer for the whole upload (only one part is written at a time), made when the first file is.
   let staging: Buffer | undefined;
-  const filePrefix = join(spoolDir, `.etcdbr-part-${randomBytes(6).toString('hex')}`);
-  let spoolReady: Promise<unknown> | undefined;
+  // Named so that an initialization can tell this process's parts from a killed one's (spool-files.ts).
+  let spoolReady: Promise<(part: number) => string> | undefined;
   let fileSeq = 0;
   const openPart = async (): Promise<PartFileWriter> => {
-    spoolReady ??= mkdir(spoolDir, { recursive: true });
-    await spoolReady;
+    spoolReady ??= mkdir(spoolDir, { recursive: true }).then(() => spoolFilesFor(spoolDir));
+    const spoolFile = await spoolReady;
     staging ??= Buffer.allocUnsafe(STAGING_BYTES);
-    const w = await PartFileWriter.create(`${filePrefix}-${++fileSeq}`, staging, {
+    const w = await PartFileWriter.create(spoolFile(++fileSeq), staging, {
       crc32: algorithm === ChecksumAlgorithm.CRC32,
       sha256: signBody,
     });

@@ -7,6 +7,11 @@
  * silent: `'answer'` never answers, `'body'` forwards the request and sends the backend's status and headers
  * but holds the body (the socket stays open, no byte follows), which is what the stall case checks.
  * `releaseHeld()` forwards the requests `'answer'` holds, as a store whose answer comes late.
+ *
+ * Nothing it forwards reaches the backend after the test is done with it: `stop()` waits until the backend
+ * has answered every request already on its way there. Backends are shared by the tests of a file, which count
+ * the requests a step makes; a fetch the stall case had given up on once reached the GCS fake after the next
+ * test had started counting (an extra `GET ?alt=media` beside its one upload).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -20,37 +25,52 @@ export interface StatusProxy {
   injected: number;
   /** Holds matching requests instead (wins over `status`); undefined forwards them. */
   stall: 'answer' | 'body' | undefined;
-  /** Requests held by `stall` since the start. */
+  /**
+   * Requests held by `stall` since the start: with `'answer'` counted as they arrive (never forwarded), with
+   * `'body'` once the backend has answered and the client has the status and headers (the backend has seen it).
+   */
   stalled: number;
   /** Client connections open now. */
   connections(): number;
   /** Forwards the requests held by `stall: 'answer'` (answered late) and stops holding new ones. */
   releaseHeld(): void;
+  /** Drops the requests still held, waits until the backend has answered every forwarded one, then closes. */
   stop(): Promise<void>;
 }
 
 export async function startStatusProxy(target: string, marker: string): Promise<StatusProxy> {
   const t = new URL(target);
-  const upstreams = new Set<http.ClientRequest>();
+  /** Requests sent on to the backend and not yet closed, each with when the backend answered (or it failed). */
+  const upstreams = new Map<http.ClientRequest, Promise<void>>();
+  const track = (upstream: http.ClientRequest): void => {
+    const settled = new Promise<void>((resolve) => {
+      upstream.once('response', () => resolve());
+      upstream.once('error', () => resolve());
+      upstream.once('close', () => resolve());
+    });
+    upstreams.set(upstream, settled);
+    upstream.once('close', () => upstreams.delete(upstream));
+  };
   const held: (() => void)[] = [];
   const server = http.createServer((req, res) => {
     const matches = (req.url ?? '').includes(marker);
     if (state.stall !== undefined && matches) {
-      state.stalled++;
       req.resume();
       if (state.stall === 'answer') {
+        state.stalled++;
         held.push(() => forward(req, res));
         return;
       }
       const upstream = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: req.headers }, (up) => {
         res.writeHead(up.statusCode ?? 502, up.headers);
         res.flushHeaders();
+        // Counted only now: a test that waits for the hold then knows the backend has the request.
+        state.stalled++;
         // The body is read and dropped, so the backend finishes its answer (and records it) now; the client
         // gets nothing more until stop() cuts the connection.
         up.resume();
       });
-      upstreams.add(upstream);
-      upstream.on('close', () => upstreams.delete(upstream));
+      track(upstream);
       upstream.on('error', () => res.destroy());
       upstream.end();
       return;
@@ -73,8 +93,11 @@ export async function startStatusProxy(target: string, marker: string): Promise<
       res.writeHead(up.statusCode ?? 502, up.headers);
       up.pipe(res);
     });
-    upstreams.add(upstream);
-    upstream.on('close', () => upstreams.delete(upstream));
+    track(upstream);
+    // A client that goes away in the middle of its body leaves a request the backend would wait on forever.
+    req.once('close', () => {
+      if (!req.complete) upstream.destroy();
+    });
     upstream.on('error', () => {
       if (!res.headersSent) res.writeHead(502);
       res.destroy();
@@ -106,9 +129,13 @@ export async function startStatusProxy(target: string, marker: string): Promise<
       for (const go of held.splice(0)) go();
     },
     async stop() {
-      for (const u of upstreams) u.destroy();
+      held.splice(0);
+      // No new connections from here; resolves once the last connection is gone.
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      await Promise.all(upstreams.values());
+      for (const u of upstreams.keys()) u.destroy();
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await closed;
     },
   };
   return state;

@@ -1,6 +1,6 @@
 import { etcdBinaryLookup } from '../../config/pod-environment.js';
 import type { InitializeCommandConfig } from '../../config/types.js';
-import { STORE_ENV_PREFIX } from '../../config/store.js';
+import { pathsTheTempDirKeeps, STORE_ENV_PREFIX } from '../../config/store.js';
 import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/binaries.js';
 import { initializeDataDir } from '../../initializer/initializer.js';
 import { restoreSettings } from '../../restorer/restore.js';
@@ -31,7 +31,9 @@ export async function run(config: InitializeCommandConfig, ctx: CommandContext):
       ...(ctx.env.POD_NAMESPACE ? { podNamespace: ctx.env.POD_NAMESPACE } : {}),
       clusterSize: 1,
       ...(store ? { store: () => store.get() } : {}),
-      ...(ctx.stores.primary ? { snapstoreTempDir: ctx.stores.primary.tempDir } : {}),
+      ...(ctx.stores.primary
+        ? { snapstoreTempDir: ctx.stores.primary.tempDir, keepInTempDir: pathsTheTempDirKeeps(ctx.pod.etcdConfigPath, ctx.stores.primary) }
+        : {}),
       binaries: () => (binaries ??= findEtcdBinaries(etcdBinaryLookup(ctx.pod))),
       restore: { ...restoreSettings(rc), tempDir: rc.tempDir, signal: ctx.signal },
       logger: ctx.logger,

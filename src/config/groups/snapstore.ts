@@ -67,7 +67,11 @@ export function snapstoreGroup(prefix: SnapstoreFlagPrefix): GroupDef<SnapstoreC
       tempDir: {
         type: 'string',
         flag: `${prefix}snapstore-temp-directory`,
-        usage: `${what}scratch directory for snapshot uploads`,
+        // Say what lands there, and what initialization removes: operators point it at shared volumes.
+        usage:
+          prefix === ''
+            ? 'directory where S3 uploads keep the parts in flight (.etcdbr-part-* files); each initialization removes the parts a stopped process left there, nothing else'
+            : `${what}directory where S3 uploads keep the parts in flight (.etcdbr-part-* files)`,
       },
       maxParallelChunkUploads: {
         type: 'uint',

@@ -19,6 +19,7 @@ import { recordInitialization, type EtcdMemberStatusPublisher } from '../../clus
 import type { Logger } from '../../log.js';
 import type { Metrics } from '../../metrics.js';
 import type { RotatingStore } from '../../config/store-provider.js';
+import { pathsTheTempDirKeeps } from '../../config/store.js';
 import type { HealthState } from '../health.js';
 import { InitializationState, type ValidationMode } from '../initialization.js';
 
@@ -75,7 +76,9 @@ export function wireInitialization(input: {
       clusterSize: mn?.clusterSize ?? size,
       ...(mn ? { multiNode: mn.multiNode } : {}),
       ...(store ? { store: () => store.get() } : {}),
-      ...(primaryStore ? { snapstoreTempDir: primaryStore.tempDir } : {}),
+      ...(primaryStore
+        ? { snapstoreTempDir: primaryStore.tempDir, keepInTempDir: pathsTheTempDirKeeps(pod.etcdConfigPath, primaryStore) }
+        : {}),
       binaries: () => (binaries ??= findEtcdBinaries(etcdBinaryLookup(pod))),
       restore: {
         ...restoreSettings(rc),
