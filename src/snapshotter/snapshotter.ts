@@ -100,6 +100,12 @@ export class TimelineChangedError extends CodedError {
   readonly code = 'E_TIMELINE_CHANGED';
 }
 
+/** The catch-up's watch did not reach etcd's revision within the snapshot timeout (too much history to replay). */
+export class CatchUpTooSlowError extends CodedError {
+  override readonly name = 'CatchUpTooSlowError';
+  readonly code = 'E_CATCH_UP_TOO_SLOW';
+}
+
 /**
  * Full snapshots on a cron schedule and on demand, delta snapshots from a watch of every key: every
  * `--delta-snapshot-period` and whenever the buffered events reach `--delta-snapshot-memory-limit`.
@@ -355,10 +361,7 @@ export class Snapshotter {
       await watch.close();
     }
     if (timedOut && !watchError) {
-      watchError = new EtcdbrError(
-        'E_UNAVAILABLE',
-        `watch from revision ${this.prevLastRevision + 1} did not reach revision ${target} in time`,
-      );
+      watchError = new CatchUpTooSlowError(`watch from revision ${this.prevLastRevision + 1} did not reach revision ${target} in time`);
     }
     await Promise.all(pending);
     if (watchError) {

@@ -29,14 +29,12 @@ export interface SupervisorDeps {
  * Probe etcd, wait out the backoff after a failure, go healthy, decide between an initial delta and a
  * full snapshot, then run the event loop and GC until leadership ends or the loop fails (then again).
  */
-/** Catch-up attempts (each after the backoff) before a full snapshot is taken over a chain that could not be continued. */
-export const CATCH_UP_ATTEMPTS = 4;
+/** Catch-up failures after which the chain cannot be continued with deltas: a full snapshot starts a new one. */
+const CHAIN_ENDING_ERRORS = new Set(['E_ETCD_COMPACTED', 'E_TIMELINE_CHANGED', 'E_CATCH_UP_TOO_SLOW']);
 
 export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSignal): Promise<void> {
   const { clock, logger } = deps;
   const timeWindowHours = fullSnapshotMaxTimeWindowHours(deps.schedule);
-  /** Catch-ups in a row that failed for a reason other than a compacted history. */
-  let catchUpFailures = 0;
   while (!signal.aborted) {
     try {
       await deps.probeEtcd();
@@ -101,25 +99,21 @@ export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSi
           continue;
         }
         // A store or etcd hiccup: try again after the backoff, the chain still continuable; a full snapshot now
-        // would end it above revisions no delta holds. Only a compacted history, or failures that go on, leave a gap.
-        const historyGone = errorCode(err) === 'E_ETCD_COMPACTED';
-        if (!historyGone && ++catchUpFailures < CATCH_UP_ATTEMPTS) {
-          logger.warn(
-            { err, attempt: catchUpFailures },
-            'cannot back up the revisions since the last snapshot as deltas yet; retrying after the backoff',
-          );
+        // would end it above revisions no delta holds (and would need the same store anyway). Only a history
+        // that is gone (compacted, or another one) or too long to catch up with leaves a gap.
+        if (!CHAIN_ENDING_ERRORS.has(errorCode(err) ?? '')) {
+          logger.warn({ err }, 'cannot back up the revisions since the last snapshot as deltas yet; retrying after the backoff');
           deps.backoff.start();
           continue;
         }
         deps.metrics.snapshotChainGaps.inc();
         logger.warn(
-          { err, chainEnd: snapshotter.chain.prevSnapshot?.lastRevision, etcdRevision, attempts: catchUpFailures },
-          'cannot back up the revisions since the last snapshot as deltas (history compacted, or the catch-up keeps failing); taking a full snapshot: no point in time between them can be restored',
+          { err, chainEnd: snapshotter.chain.prevSnapshot?.lastRevision, etcdRevision },
+          'cannot back up the revisions since the last snapshot as deltas (history compacted, replaced, or too long to catch up with); taking a full snapshot: no point in time between them can be restored',
         );
         startWithFull = true;
       }
     }
-    catchUpFailures = 0;
     if (signal.aborted) break;
 
     const runAbort = new AbortController();

@@ -299,6 +299,12 @@ describe('snapshotter against a real etcd and a Local store', () => {
     }
   });
 
+  /** Lets the next delta period fire: its timer is armed once the last one's work is done (late under load). */
+  async function nextPeriod(): Promise<void> {
+    await waitFor(() => (clock.nextDue()?.getTime() ?? Infinity) <= clock.now().getTime() + PERIOD_MS || undefined, 'the delta timer');
+    await clock.advanceAsync(PERIOD_MS);
+  }
+
   it('reports every delta period that stored nothing to onIdleDeltaPeriod (the delta lease renewal), a stored delta to onSnapshot', async () => {
     // Upstream renews the delta lease on every delta tick, events or not; druid's BackupReady wants it renewed
     // within two delta periods, so an idle etcd must renew it too.
@@ -318,7 +324,7 @@ describe('snapshotter against a real etcd and a Local store', () => {
     const running = s.run(stop.signal, true);
     await waitFor(() => seen.length === 1, 'the full snapshot');
     const period = async (n: number) => {
-      await clock.advanceAsync(PERIOD_MS);
+      await nextPeriod();
       await waitFor(() => seen.length === n, `${n} reports`);
     };
     await period(2);
@@ -357,12 +363,12 @@ describe('snapshotter against a real etcd and a Local store', () => {
     const running = s.run(stop.signal, true);
     await waitFor(() => kinds.length === 1, 'the full snapshot');
     kinds = [];
-    await clock.advanceAsync(PERIOD_MS);
+    await nextPeriod();
     await waitFor(() => calls.length === 1, 'the first idle period');
     // Deltas go on while the renewal hangs.
     await client.put('during').value('stall');
     await buffered();
-    await clock.advanceAsync(PERIOD_MS);
+    await nextPeriod();
     await waitFor(() => kinds.length === 1, 'the delta stored beside the stalled renewal');
     // The next idle period while the first call still runs: skipped, not stacked.
     expect(await s.triggerDeltaSnapshot()).toBeUndefined();
