@@ -74,6 +74,11 @@ export interface CopierDeps {
    */
   saveBufferBytes?: number;
   memoryBudgetBytes?: number;
+  /**
+   * Where the source store looks (config/store.ts `storeLocation`), for the message when it holds nothing to
+   * copy; "the source store" when not given.
+   */
+  sourceLocation?: string;
 }
 
 export interface CopyFailure {
@@ -89,6 +94,11 @@ export interface CopyResult {
   failures: CopyFailure[];
   /** Bytes written to the destination. */
   bytes: number;
+  /**
+   * Set when nothing was selected: where the source looked and why nothing was taken, e.g. `no snapshots in
+   * S3 container b, prefix etcd-main/v2 (check --source-storage-provider, ...)`.
+   */
+  nothingFound?: string;
   /** Set when the run waited for a final snapshot: whether the wait ended by its timeout. */
   waitTimedOut?: boolean;
   durationMs: number;
@@ -129,9 +139,13 @@ export async function copyBackups(deps: CopierDeps, config: CopierConfig): Promi
   logger.info({}, 'Getting source backups...');
   const now = clock.now().getTime();
   const filter = config.maxBackupAge >= 0 ? (full: Snapshot) => full.createdOn.getTime() > now - config.maxBackupAge * DAY_MS : undefined;
-  result.selected = filteredBackups(await source.list(), config.maxBackupsToCopy, filter);
+  const listing = await source.list();
+  result.selected = filteredBackups(listing, config.maxBackupsToCopy, filter);
   if (result.selected.length === 0) {
-    logger.info({}, 'No source backups found');
+    // Upstream logs only "No source backups found"; an operator then cannot tell a wrong container or prefix
+    // from an empty store or from backups the filters left out.
+    result.nothingFound = whyNothingSelected(listing, config, deps.sourceLocation ?? 'the source store');
+    logger.info({ reason: result.nothingFound }, `No source backups found: ${result.nothingFound}`);
     result.durationMs = Date.now() - started;
     return result;
   }
@@ -182,6 +196,24 @@ export async function copyBackups(deps: CopierDeps, config: CopierConfig): Promi
     'Backups copied',
   );
   return result;
+}
+
+/** Why `filteredBackups` took nothing from `listing`, naming `where` it looked and the flags that decide. */
+function whyNothingSelected(listing: readonly Snapshot[], config: CopierConfig, where: string): string {
+  const snaps = listing.filter((s) => !s.isChunk);
+  const fulls = snaps.filter((s) => s.kind === 'Full');
+  if (snaps.length === 0)
+    return `no snapshots in ${where} (check --source-storage-provider, --source-store-container and --source-store-prefix)`;
+  if (fulls.length === 0) {
+    const n = snaps.length;
+    return `no full snapshot in ${where}, only ${n} delta snapshot${n === 1 ? '' : 's'} (a backup starts with a full snapshot)`;
+  }
+  if (config.maxBackupsToCopy === 0) return `--max-backups-to-copy=0 selects none of the ${fulls.length} backup(s) in ${where}`;
+  const newest = fulls.reduce((a, b) => (b.createdOn.getTime() > a.createdOn.getTime() ? b : a));
+  return (
+    `none of the ${fulls.length} backup(s) in ${where} is younger than --max-backup-age=${config.maxBackupAge} day(s); ` +
+    `the newest full snapshot was taken ${newest.createdOn.toISOString()}`
+  );
 }
 
 /**

@@ -148,7 +148,11 @@ describe('subcommands', () => {
         { homeDir: home },
       );
       expect(fromEnv.code).toBe(0);
-      expect(fromEnv.stdout).toBe('Copied 0 snapshot(s), 0 bytes; 0 already present\n');
+      expect(fromEnv.stdout).toBe(
+        `Copied 0 snapshot(s), 0 bytes; 0 already present; no snapshots in Local store ${join(home, 'default.bkp', 'v2')}` +
+          ' (check --source-storage-provider, --source-store-container and --source-store-prefix)\n',
+      );
+      expect(fromEnv.stderr).toContain('No source backups found: no snapshots in Local store');
       const missing = await run([
         'copy',
         '--storage-provider=Local',

@@ -188,6 +188,36 @@ describe('what gets copied', () => {
     expect(await names(-1)).toHaveLength(9);
   });
 
+  it('copying nothing says where the source was looked for and why nothing was taken', async () => {
+    const dir = await tempDir('none');
+    const source = await local(join(dir, 'source'), dir);
+    const dest = await local(join(dir, 'dest'), dir);
+    const where = 'Local store /somewhere/v2';
+    const now = new Date('2027-06-01T12:00:00Z');
+    const run = async (config: Partial<CopierConfig> = {}) => {
+      const logger = recordingLogger();
+      const r = await copyBackups(deps(source, dest, { clock: new FakeClock(now), logger, sourceLocation: where }), { ...ALL, ...config });
+      expect(r.selected).toEqual([]);
+      expect(logger.lines.find((l) => l.msg.startsWith('No source backups found'))?.msg).toBe(`No source backups found: ${r.nothingFound}`);
+      return r.nothingFound;
+    };
+    expect(await run()).toBe(
+      `no snapshots in ${where} (check --source-storage-provider, --source-store-container and --source-store-prefix)`,
+    );
+    await putSnapshot(source, 'Incr', 11, 15, new Date(now.getTime() - 3 * DAY));
+    expect(await run()).toBe(`no full snapshot in ${where}, only 1 delta snapshot (a backup starts with a full snapshot)`);
+    await putSnapshot(source, 'Full', 0, 10, new Date(now.getTime() - 3 * DAY - 60_000));
+    expect(await run({ maxBackupAge: 2 })).toBe(
+      `none of the 1 backup(s) in ${where} is younger than --max-backup-age=2 day(s); the newest full snapshot was taken 2027-05-29T11:59:00.000Z`,
+    );
+    expect(await run({ maxBackupsToCopy: 0 })).toBe(`--max-backups-to-copy=0 selects none of the 1 backup(s) in ${where}`);
+    // Without a location (the secondary sync): the source store, unnamed.
+    const r = await copyBackups(deps(source, dest), { ...ALL, maxBackupsToCopy: 0 });
+    expect(r.nothingFound).toBe('--max-backups-to-copy=0 selects none of the 1 backup(s) in the source store');
+    // Something selected: no reason.
+    expect((await copyBackups(deps(source, dest), ALL)).nothingFound).toBeUndefined();
+  });
+
   it('skips what the destination has under the name without .final, and never writes .final', async () => {
     const dir = await tempDir('final');
     const source = await local(join(dir, 'source'), dir);

@@ -1,5 +1,6 @@
 import { openSnapStore, type SnapStore } from '@etcdbrctl/snapstore';
 import { systemClock } from '../../clock.js';
+import { storeLocation } from '../../config/store.js';
 import type { CopyCommandConfig } from '../../config/types.js';
 import { CopyError, copyBackups } from '../../copier/copier.js';
 import { saveBufferBytes } from '../../copier/save-buffer.js';
@@ -31,10 +32,15 @@ export async function run(config: CopyCommandConfig, ctx: CommandContext): Promi
         clock: systemClock,
         signal: ctx.signal,
         saveBufferBytes: saveBufferBytes(destinationConfig),
+        sourceLocation: storeLocation(sourceConfig),
       },
       config.copierConfig,
     );
-    ctx.io.stdout.write(`Copied ${result.copied.length} snapshot(s), ${result.bytes} bytes; ${result.skipped.length} already present\n`);
+    // With nothing to copy, the summary says where the source was looked for (a wrong prefix copies nothing too).
+    const why = result.nothingFound !== undefined ? `; ${result.nothingFound}` : '';
+    ctx.io.stdout.write(
+      `Copied ${result.copied.length} snapshot(s), ${result.bytes} bytes; ${result.skipped.length} already present${why}\n`,
+    );
     return 0;
   } catch (err) {
     if (err instanceof CopyError && !ctx.signal.aborted) {
