@@ -103,7 +103,7 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
 
   /**
    * Upstream's gate for every snapshot route: this sidecar's snapshotter if it runs; otherwise forward to
-   * the leader when a store is configured (a follower), else 405.
+   * the leader when a store is configured (a follower; 503 when it cannot, proxy.ts), else 405 (no store).
    */
   const withSnapshotter = async (x: Exchange, what: string, run: (ssr: SnapshotterControl) => Promise<void>): Promise<void> => {
     const ssr = deps.snapshots();

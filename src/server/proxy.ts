@@ -139,8 +139,13 @@ export interface Refusal {
   status: number;
 }
 
-/** Snapshot routes: every failure before forwarding is a 405, as upstream. */
-const NO_SNAPSHOTTER: Refusal = { reason: 'no snapshotter runs in this sidecar', status: 405 };
+/**
+ * Snapshot routes of a sidecar with a store but no snapshotter: a failure before forwarding (etcd or the
+ * leading sidecar cannot be reached, no leader, an unhealthy leader, a request forwarded already) is a 503,
+ * something to retry. Upstream answers 405 here too, the answer that means "no store" (app.ts), so an
+ * operator whose etcd was down was told the sidecar had no store; its clients only look for a 200.
+ */
+const NO_SNAPSHOTTER: Refusal = { reason: 'no snapshotter runs in this sidecar', status: 503 };
 
 /** Forwards the request to the leader if it is healthy; a failure before forwarding answers `why.status`. */
 export async function delegateToLeader(x: Exchange, opts: DelegationOptions, why: Refusal = NO_SNAPSHOTTER): Promise<void> {

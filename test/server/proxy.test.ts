@@ -118,18 +118,19 @@ describe('delegation to the leading sidecar', () => {
     expect(ssr.fullCalls).toEqual([]);
   });
 
-  it('answers 405 without forwarding when the leader is unhealthy', async () => {
+  it('answers 503 without forwarding when the leader is unhealthy', async () => {
     const { follower, ssr } = await leaderAndFollower({ leaderHealthy: false });
     for (const path of ['/snapshot/full', '/snapshot/delta', '/snapshot/latest']) {
       const a = await request(`${follower.url}${path}`);
-      expect(a.status).toBe(405);
+      expect(a.status).toBe(503);
       expect(a.body).toContain('not healthy');
     }
     expect(ssr.fullCalls).toEqual([]);
     expect(ssr.deltaCalls).toBe(0);
   });
 
-  it('answers 405 when there is no leader, the lookup fails, or the leader is unreachable', async () => {
+  // Upstream answers 405 here, its answer for "no store": these are passing conditions, to retry.
+  it('answers 503 when there is no leader, the lookup fails (etcd is down), or the leader is unreachable', async () => {
     const store = await localStore(res);
     const cases: Array<[() => Promise<string | undefined>, string]> = [
       [async () => undefined, 'no leading sidecar'],
@@ -145,13 +146,15 @@ describe('delegation to the leading sidecar', () => {
     ];
     for (const [findLeaderUrl, expected] of cases) {
       const follower = await startServer(res, { store: () => store, leaderProxy: { findLeaderUrl } });
-      const a = await request(`${follower.url}/snapshot/full`);
-      expect(a.status).toBe(405);
-      expect(a.body).toContain(expected);
+      for (const path of ['/snapshot/full', '/snapshot/latest']) {
+        const a = await request(`${follower.url}${path}`);
+        expect(a.status).toBe(503);
+        expect(a.body).toContain(expected);
+      }
     }
   });
 
-  it("answers 405 when the leader's /healthz does not answer in time", async () => {
+  it("answers 503 when the leader's /healthz does not answer in time", async () => {
     const url = await startHttpServer(() => {
       // Never answers.
     });
@@ -162,7 +165,7 @@ describe('delegation to the leading sidecar', () => {
       leaderHealthTimeoutMs: 300,
     });
     const a = await request(`${follower.url}/snapshot/delta`);
-    expect(a.status).toBe(405);
+    expect(a.status).toBe(503);
     expect(a.body).toContain('no answer within 300 ms');
   });
 
@@ -176,7 +179,7 @@ describe('delegation to the leading sidecar', () => {
     const b = await startServer(res, { store: () => store, health: healthy, leaderProxy: { findLeaderUrl: async () => a.url } });
     urlB = b.url;
     const answer = await request(`${a.url}/snapshot/full`);
-    expect(answer.status).toBe(405);
+    expect(answer.status).toBe(503);
     expect(answer.body).toContain('already forwarded');
   });
 

@@ -280,12 +280,12 @@ describe('without a snapshotter', () => {
   });
 
   it.each(['/snapshot/full', '/snapshot/delta', '/snapshot/latest'])(
-    '%s answers 405 when a store is configured but the leader cannot be found',
+    '%s answers 503 (not 405, which means no store) when a store is configured but the leader cannot be found',
     async (path) => {
       const store = await localStore(res);
       const { url } = await startServer(res, { store: () => store });
       const a = await request(`${url}${path}`);
-      expect(a.status).toBe(405);
+      expect(a.status).toBe(503);
       expect(a.body).toContain('leading sidecar');
     },
   );

@@ -75,7 +75,7 @@ describe('TLS mode', () => {
       leaderProxy: { findLeaderUrl: async () => leader.url },
     });
     const b = await request(`${untrusting.url}/snapshot/full`, { ca: tls.cert });
-    expect(b.status).toBe(405);
+    expect(b.status).toBe(503);
     expect(b.body).toMatch(/certificate/i);
     expect(ssr.fullCalls).toEqual([true]);
   });
