@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm start`: a local etcd on free loopback ports plus `etcdbrctl server` against it with a Local
-// snapstore. State lives in ETCDBR_LOCAL_DIR (default: .local/ in the project) so a restart resumes.
+// snapstore. State lives in ETCDBR_LOCAL_DIR (default: .local/ in the project) so a restart resumes; the
+// ports live there too (ports.json), so a restart finds etcd where the member's data says it is.
 import { spawn } from 'node:child_process';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
@@ -9,7 +10,7 @@ import { isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { findEtcdBinaries } from '../dist/etcd/binaries.js';
 import { startLocalEtcd } from '../dist/etcd/local-etcd.js';
-import { freePort } from '../dist/etcd/ports.js';
+import { keptPorts, saveKeptPorts } from '../dist/etcd/ports.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
@@ -56,8 +57,33 @@ await mkdir(storeDir, { recursive: true, mode: 0o700 });
 await mkdir(tempDir, { recursive: true, mode: 0o700 });
 
 const binaries = await findEtcdBinaries({ etcdBin: process.env.ETCD_BIN, path: process.env.PATH ?? '' });
-etcd = await startLocalEtcd({ binaries, dataDir: etcdDataDir, name: 'default' });
-const serverPort = Number(process.env.ETCDBR_SERVER_PORT ?? (await freePort()));
+// etcd's member keeps the peer URL it was created with: on a new peer port the sidecar would update the
+// member and warn "restart etcd manually". So the ports of the last run are used again while they are free.
+const portsFile = join(base, 'ports.json');
+const kept = await keptPorts(portsFile, ['client', 'peer', 'server']);
+if (kept.moved.length > 0) {
+  console.log(`ports of the last run in use by another process (${kept.moved.join(', ')}): new ones picked`);
+}
+try {
+  etcd = await startLocalEtcd({
+    binaries,
+    dataDir: etcdDataDir,
+    name: 'default',
+    clientPort: kept.ports.client,
+    peerPort: kept.ports.peer,
+  });
+} catch (err) {
+  // Taken between the check and etcd's bind: new ports (startLocalEtcd retries those itself).
+  if (err?.code !== 'E_PORT_IN_USE') throw err;
+  console.log('a port of the last run was taken meanwhile: new ones picked');
+  etcd = await startLocalEtcd({ binaries, dataDir: etcdDataDir, name: 'default' });
+}
+const serverPort = Number(process.env.ETCDBR_SERVER_PORT ?? kept.ports.server);
+await saveKeptPorts(portsFile, {
+  client: Number(new URL(etcd.clientUrl).port),
+  peer: Number(new URL(etcd.peerUrl).port),
+  server: serverPort,
+});
 
 // The etcd config the sidecar serves on /config (upstream reads it from ETCD_CONF).
 const etcdConf = join(base, 'etcd.conf.yaml');

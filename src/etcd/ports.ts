@@ -1,6 +1,6 @@
 import { EtcdbrError } from '../errors.js';
 import { randomInt } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
+import { readFile, rename, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 
 /** Lowest port we pick ourselves: well above the registered services most hosts run. */
@@ -27,6 +27,68 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
     }
   }
   return kernelPort(host);
+}
+
+/** What `keptPorts` found: a port for each name, and the names whose saved port was taken (or never saved). */
+export interface KeptPorts<K extends string> {
+  ports: Record<K, number>;
+  /** Names that got a new port although one was saved: it is in use by another process. */
+  moved: K[];
+}
+
+/**
+ * Ports that stay with a local etcd's data dir across runs (`npm start`): the port saved in `file` under each
+ * name while it is free, else a new free one. An etcd member keeps the peer URL it was created with in its
+ * data; started on a new peer port, the sidecar sees the configured URL differ from the member's, updates the
+ * member, and warns that etcd must be restarted to advertise it. A missing or unreadable file saves nothing.
+ */
+export async function keptPorts<K extends string>(file: string, names: readonly K[], host = '127.0.0.1'): Promise<KeptPorts<K>> {
+  const saved = await readSavedPorts(file);
+  const ports = {} as Record<K, number>;
+  const moved: K[] = [];
+  const used = new Set<number>();
+  for (const name of names) {
+    const port = saved[name];
+    if (port !== undefined && !used.has(port) && (await canListen(port, host))) {
+      ports[name] = port;
+    } else {
+      if (port !== undefined) moved.push(name);
+      let fresh = await freePort(host);
+      while (used.has(fresh)) fresh = await freePort(host);
+      ports[name] = fresh;
+    }
+    used.add(ports[name]);
+  }
+  return { ports, moved };
+}
+
+/** Saves `ports` in `file` for the next `keptPorts` (written whole, then renamed: never half a file). */
+export async function saveKeptPorts(file: string, ports: Readonly<Record<string, number>>): Promise<void> {
+  const tmp = `${file}.tmp`;
+  try {
+    await writeFile(tmp, `${JSON.stringify(ports, null, 2)}\n`, { mode: 0o600 });
+    await rename(tmp, file);
+  } catch (err) {
+    throw new EtcdbrError('E_FAILED', `cannot save the ports in ${file}: ${err instanceof Error ? err.message : String(err)}`, {
+      cause: err,
+    });
+  }
+}
+
+async function readSavedPorts(file: string): Promise<Record<string, number>> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await readFile(file, 'utf8'));
+  } catch {
+    // None saved yet, or a file we cannot use: new ports, saved over it.
+    return {};
+  }
+  const out: Record<string, number> = {};
+  if (typeof parsed !== 'object' || parsed === null) return out;
+  for (const [name, port] of Object.entries(parsed)) {
+    if (Number.isInteger(port) && (port as number) > 0 && (port as number) < 65_536) out[name] = port as number;
+  }
+  return out;
 }
 
 /** Linux's `ip_local_port_range`; undefined where it cannot be read (other systems). */

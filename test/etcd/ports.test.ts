@@ -1,6 +1,11 @@
+import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ephemeralPortRange, freePort } from '../../src/etcd/ports.js';
+import { ephemeralPortRange, freePort, keptPorts, saveKeptPorts } from '../../src/etcd/ports.js';
+import { cleanupAfterEach } from '../support/cleanups.js';
+
+const cleanups = cleanupAfterEach();
 
 const listen = (port: number): Promise<Server> =>
   new Promise((resolve, reject) => {
@@ -43,5 +48,39 @@ describe('freePort', () => {
     } finally {
       await Promise.all(taken.map(close));
     }
+  });
+});
+
+describe('keptPorts', () => {
+  it('gives new free ports the first time, the saved ones while they are free, new ones for those taken', async () => {
+    const file = join(await cleanups.tempDir('etcdbr-ports-'), 'ports.json');
+    const first = await keptPorts(file, ['client', 'peer']);
+    expect(first.moved).toEqual([]);
+    expect(first.ports.client).not.toBe(first.ports.peer);
+    await saveKeptPorts(file, first.ports);
+    expect(JSON.parse(readFileSync(file, 'utf8'))).toEqual(first.ports);
+
+    expect(await keptPorts(file, ['client', 'peer'])).toEqual({ ports: first.ports, moved: [] });
+
+    // Another process listens on the saved peer port: that one alone moves.
+    const srv = await listen(first.ports.peer);
+    try {
+      const again = await keptPorts(file, ['client', 'peer']);
+      expect(again.moved).toEqual(['peer']);
+      expect(again.ports.client).toBe(first.ports.client);
+      expect(again.ports.peer).not.toBe(first.ports.peer);
+    } finally {
+      await close(srv);
+    }
+
+    // A name never saved gets a new port without counting as moved; a file we cannot use saves nothing.
+    expect((await keptPorts(file, ['client', 'server'])).moved).toEqual([]);
+    writeFileSync(file, 'not json');
+    expect((await keptPorts(file, ['client'])).moved).toEqual([]);
+  });
+
+  it('names the file it cannot save the ports in', async () => {
+    const file = join(await cleanups.tempDir('etcdbr-ports-'), 'missing', 'ports.json');
+    await expect(saveKeptPorts(file, { client: 1 })).rejects.toThrow(`cannot save the ports in ${file}`);
   });
 });
