@@ -32,6 +32,7 @@ import type { SnapshotLeases } from '../k8s/snapshot-leases.js';
 import { compactedSnapshotClock } from './snapshot-time.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable } from '../restorer/offline-replay.js';
 import { planRestore } from '../restorer/plan.js';
+import { namingWorkDir, TEMP_DIR_FLAG } from '../restorer/work-dirs.js';
 import { writeCompactedBackend } from './offline.js';
 import { saveCompactedBackend, withSha256Trailer } from './upload.js';
 
@@ -128,8 +129,14 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
   logger.info({ base: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision }, 'Start compacting');
 
   let result: Omit<CompactResult, 'totalMs' | 'base' | 'deltas'>;
-  const createdTempRoot = await mkdir(tempDir, { recursive: true, mode: 0o700 });
-  const scratch = await mkdtemp(path.join(tempDir, 'compact-'));
+  let createdTempRoot: string | undefined;
+  let scratch: string;
+  try {
+    createdTempRoot = await mkdir(tempDir, { recursive: true, mode: 0o700 });
+    scratch = await mkdtemp(path.join(tempDir, 'compact-'));
+  } catch (err) {
+    throw namingWorkDir(err, "compact's scratch directory", tempDir, TEMP_DIR_FLAG, true);
+  }
   try {
     try {
       const built = await writeCompactedBackend(store, plan, {

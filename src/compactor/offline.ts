@@ -22,6 +22,7 @@ import { replayDeltasOffline } from '../restorer/offline-replay.js';
 import type { RestorePlan } from '../restorer/plan.js';
 import { logOverlap } from '../restorer/replay-progress.js';
 import { verifyRestoredBackend } from '../restorer/verify-backend.js';
+import { namingWorkDir, TEMP_DIR_FLAG } from '../restorer/work-dirs.js';
 
 /** The full snapshot the compaction starts from is corrupt (its trailer, its codec or its bbolt structure). */
 export class CorruptFullSnapshotError extends CodedError {
@@ -100,7 +101,8 @@ export async function writeCompactedBackend(
         cause: err,
       });
     }
-    throw err;
+    // The fetched deltas' own write failures name their file already; one left here is the new backend's.
+    throw namingWorkDir(err, 'the compacted backend', dbPath, TEMP_DIR_FLAG);
   }
   signal?.throwIfAborted();
   await verifyRestoredBackend(dbPath);
@@ -131,9 +133,16 @@ async function fetchFullDatabase(
     const raw = await store.fetch(snap, undefined, signal ? { signal } : {});
     const decompress = createDecompressStream(snap.compressionSuffix, snap.snapName);
     const out = createWriteStream(file, { mode: 0o600, highWaterMark: 1 << 20 });
+    let writeFailure: unknown;
+    out.once('error', (err) => (writeFailure = err));
     const options = signal ? { signal } : {};
-    if (skipHashCheck) await pipeline(raw, decompress, out, options);
-    else await pipeline(raw, decompress, new FullSnapshotVerifier(what), out, options);
+    try {
+      if (skipHashCheck) await pipeline(raw, decompress, out, options);
+      else await pipeline(raw, decompress, new FullSnapshotVerifier(what), out, options);
+    } catch (err) {
+      // Only the file's own failure is about the temp dir; the store's and the payload's keep their errors.
+      throw err === writeFailure ? namingWorkDir(err, what, file, TEMP_DIR_FLAG) : err;
+    }
   } catch (err) {
     // Only a corrupt object is the full's fault; an unreachable store or a stop keeps its own error.
     if (!(err instanceof FullSnapshotIntegrityError) && errorCode(err) !== 'E_CORRUPT') throw err;

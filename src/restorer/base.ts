@@ -10,6 +10,7 @@ import { pipeline } from 'node:stream/promises';
 import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { asError, CodedError, errorCode } from '../errors.js';
 import { restoreBaseSnapshot, type BaseRestoreOptions } from '../etcd/base-restore.js';
+import { DATA_DIR_FLAG, namingWorkDir, TEMP_DIR_FLAG, WorkDirWriteError, writeRefusalInText } from './work-dirs.js';
 
 /**
  * The base full snapshot could not be restored: its object is corrupt (E_CORRUPT), or etcd's restore refused
@@ -58,6 +59,17 @@ export async function restoreBase(
     await restoreBaseSnapshot({ ...member, snapshotFile, signal });
   } catch (err) {
     if (signal?.aborted) throw asError(signal.reason);
+    // A full disk under the data dir is not the full snapshot's fault (no older chain helps).
+    const refusal = writeRefusalInText((err as Error).message);
+    if (refusal !== undefined) {
+      throw new WorkDirWriteError(
+        refusal,
+        member.dataDir,
+        DATA_DIR_FLAG,
+        `cannot write ${member.dataDir} (${DATA_DIR_FLAG}: the restore builds the data dir there, beside it): ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
     throw new BaseSnapshotError('E_FAILED', base, `restoring full snapshot ${base.snapName} failed: ${(err as Error).message}`, {
       cause: err,
     });
@@ -79,6 +91,14 @@ async function fetchFull(store: SnapStore, snap: Snapshot, file: string, signal?
   }
   const decompress = createDecompressStream(snap.compressionSuffix, snap.snapName);
   const out = createWriteStream(file, { mode: 0o600, highWaterMark: 1 << 20 });
-  await pipeline(raw, decompress, out, signal ? { signal } : {});
+  let writeFailure: unknown;
+  out.once('error', (err) => (writeFailure = err));
+  try {
+    await pipeline(raw, decompress, out, signal ? { signal } : {});
+  } catch (err) {
+    // Only the file's own failure is about the temp dir; the store's and the payload's keep their errors.
+    if (err !== writeFailure) throw err;
+    throw namingWorkDir(err, `full snapshot ${snap.snapName}`, file, TEMP_DIR_FLAG);
+  }
   return file;
 }

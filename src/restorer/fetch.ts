@@ -5,6 +5,7 @@ import { pipeline } from 'node:stream/promises';
 import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { PayloadVerifier } from '../backup/full-verify.js';
 import { overlapOf, payloadFile } from './overlap.js';
+import { namingWorkDir, TEMP_DIR_FLAG } from './work-dirs.js';
 
 export interface FetchedDelta {
   snap: Snapshot;
@@ -74,13 +75,22 @@ async function* fetchEach(store: SnapStore, deltas: readonly Snapshot[], opts: F
       const name = snap.snapName;
       // The store ends a download that stalls (its fetch deadline) or that the signal aborts.
       const raw = await store.fetch(snap, undefined, opts.signal ? { signal: opts.signal } : {});
-      await pipeline(
-        raw,
-        createDecompressStream(snap.compressionSuffix, name),
-        new PayloadVerifier(`delta snapshot ${name}`, 'delta'),
-        createWriteStream(file, { mode: 0o600 }),
-        opts.signal ? { signal: opts.signal } : {},
-      );
+      const out = createWriteStream(file, { mode: 0o600 });
+      let writeFailure: unknown;
+      out.once('error', (err) => (writeFailure = err));
+      try {
+        await pipeline(
+          raw,
+          createDecompressStream(snap.compressionSuffix, name),
+          new PayloadVerifier(`delta snapshot ${name}`, 'delta'),
+          out,
+          opts.signal ? { signal: opts.signal } : {},
+        );
+      } catch (err) {
+        // Only the file's own failure is about the temp dir; the store's and the payload's keep their errors.
+        if (err !== writeFailure) throw err;
+        throw namingWorkDir(err, `delta snapshot ${name}`, file, TEMP_DIR_FLAG);
+      }
       return { snap, file };
     })();
     // Failures surface when the consumer reaches this delta; until then keep them from being unhandled.

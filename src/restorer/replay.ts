@@ -17,7 +17,7 @@ import type { RestorePlan } from './plan.js';
 import type { QuotaRule } from './quota-rule.js';
 import type { ReplayEtcd, ReplayEtcdOptions } from './replay-etcd.js';
 import { logContinuedRevision, logOverlap, ReplayProgress } from './replay-progress.js';
-import { backendPath } from './work-dirs.js';
+import { backendPath, DATA_DIR_FLAG, namingWorkDir } from './work-dirs.js';
 
 export type DeltaReplayMode = 'auto' | 'offline' | 'online';
 
@@ -135,8 +135,10 @@ async function replayOffline(
     });
     return { revision: r.revision, deltasApplied: r.deltasApplied, revisionsApplied: r.revisionsApplied };
   } catch (err) {
-    if (signal?.aborted || mode === 'offline' || !(err instanceof OfflineReplayNotApplicable || err instanceof InconsistentDeltaError))
-      throw err;
+    if (signal?.aborted) throw err;
+    // The fetched deltas' own write failures name their file already; one left here is the new backend's.
+    if (mode === 'offline' || !(err instanceof OfflineReplayNotApplicable || err instanceof InconsistentDeltaError))
+      throw namingWorkDir(err, 'the restored backend', backendPath(partDir), DATA_DIR_FLAG);
     logger.warn({ reason: (err as Error).message }, 'offline delta replay does not apply here; replaying through etcd (online)');
     return undefined;
   }

@@ -5,7 +5,57 @@
  */
 import { mkdir, mkdtemp, readdir, rm, rmdir, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
-import { EtcdbrError } from '../errors.js';
+import { asError, CodedError, errorCode, EtcdbrError } from '../errors.js';
+
+/** The flags that choose where a restore (and compact) writes, for the messages of failed writes. */
+export const TEMP_DIR_FLAG = '--restoration-temp-snapshots-dir';
+export const DATA_DIR_FLAG = '--data-dir';
+
+/**
+ * A restore could not write a file of its own: a file system that is full, over its quota, read-only or
+ * refusing. Node's write errors name no file ("ENOSPC: no space left on device, write"), so this one names
+ * the path and the flag that chose its directory. The code is the system error's (ENOSPC, EDQUOT, EROFS,
+ * EACCES, ...), so the command line gives that code's hint (src/cli/failure.ts).
+ */
+export class WorkDirWriteError extends CodedError {
+  override readonly name = 'WorkDirWriteError';
+  constructor(
+    readonly code: string,
+    readonly path: string,
+    readonly flag: string,
+    message: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** Node's codes for a file system that does not take a write. */
+const WRITE_REFUSALS = new Set(['ENOSPC', 'EDQUOT', 'EFBIG', 'EROFS', 'EACCES', 'EPERM', 'EIO']);
+
+/**
+ * `err` as a WorkDirWriteError naming `path` and `flag` when it is a file system's refusal to write `what`
+ * there (see WRITE_REFUSALS), else `err` as it was. `creating`: `what` is a directory made in `path`, a step
+ * that touches nothing else, so any system error is about `path`.
+ */
+export function namingWorkDir(err: unknown, what: string, path: string, flag: string, creating = false): Error {
+  const code = errorCode(err);
+  if (code === undefined || !(err instanceof Error) || err instanceof CodedError) return asError(err);
+  if (!WRITE_REFUSALS.has(code) && !(creating && 'syscall' in err)) return err;
+  const doing = creating ? `cannot create ${what} in ${path}` : `cannot write ${what} to ${path}`;
+  return new WorkDirWriteError(code, path, flag, `${doing} (${flag}): ${err.message}`, { cause: err });
+}
+
+/**
+ * etcd's own tools report a refused write in their text ("write …: no space left on device"): the system
+ * error's code for it, or undefined.
+ */
+export function writeRefusalInText(text: string): string | undefined {
+  if (/no space left on device/i.test(text)) return 'ENOSPC';
+  if (/disk quota exceeded/i.test(text)) return 'EDQUOT';
+  if (/read-only file system/i.test(text)) return 'EROFS';
+  return undefined;
+}
 
 /** The backend file of a data dir. */
 export function backendPath(dataDir: string): string {
@@ -46,8 +96,14 @@ export interface Scratch {
  * working directory.
  */
 export async function openScratch(tempDir: string): Promise<Scratch> {
-  const createdTempRoot = await mkdir(tempDir, { recursive: true, mode: 0o700 });
-  const dir = await mkdtemp(join(tempDir, 'restore-'));
+  let createdTempRoot: string | undefined;
+  let dir: string;
+  try {
+    createdTempRoot = await mkdir(tempDir, { recursive: true, mode: 0o700 });
+    dir = await mkdtemp(join(tempDir, 'restore-'));
+  } catch (err) {
+    throw namingWorkDir(err, "the restore's scratch directory", tempDir, TEMP_DIR_FLAG, true);
+  }
   return {
     dir,
     remove: async () => {
