@@ -127,7 +127,7 @@ export class Metrics {
   /** Ours (not upstream): bytes of the last stored snapshot object per kind. */
   readonly snapshotSizeBytes = new Gauge({
     name: 'etcdbr_snapshot_size_bytes',
-    help: 'Size in bytes of the latest snapshot object per kind (Full, Incr) as stored: compressed, before encryption if any; 0: none since start and none listed.',
+    help: 'Size in bytes of the latest snapshot object per kind (Full, Incr) as stored: compressed, and encrypted when it is; 0: none since start and none listed.',
     labelNames: ['kind'] as const,
     registers: [this.registry],
   });

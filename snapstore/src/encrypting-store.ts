@@ -58,8 +58,9 @@ export class EncryptingStore implements SnapStore {
       );
     }
     // pipeline() destroys the other stage on an error, so the provider sees the failure and commits nothing.
-    const encrypted = pipelineCb(data, createEncryptStream(this.encryption.recipients), () => {});
-    return this.inner.save(snap, encrypted, options);
+    const encrypt = createEncryptStream(this.encryption.recipients);
+    const encrypted = pipelineCb(data, encrypt, () => {});
+    return this.inner.save(snap, encrypted, options).then(() => options?.onEncryptedSize?.(encrypt.bytesOut));
   }
 
   delete(snap: Snapshot): Promise<void> {

@@ -159,10 +159,17 @@ const MAX_HEADER_BYTES = 64 * 1024;
  * bytes), then the payload (age-stream.ts). Memory: one 64 KiB chunk buffer besides the stream buffers.
  */
 class AgeEncryptStream extends Transform {
+  /** The age file's bytes pushed so far: its size once the stream ended. */
+  bytesOut = 0;
   private sealer: PayloadSealer | undefined;
   private readonly output = (bytes: Buffer): void => {
-    if (bytes.length > 0) this.push(bytes);
+    if (bytes.length > 0) this.pushCounted(bytes);
   };
+
+  private pushCounted(bytes: Buffer): void {
+    this.bytesOut += bytes.length;
+    this.push(bytes);
+  }
 
   constructor(private readonly header: Promise<{ header: Buffer; fileKey: Buffer }>) {
     super();
@@ -172,8 +179,8 @@ class AgeEncryptStream extends Transform {
     if (this.sealer !== undefined) return this.sealer;
     const { header, fileKey } = await this.header;
     const nonce = randomBytes(AGE_PAYLOAD_NONCE_SIZE);
-    this.push(header);
-    this.push(nonce);
+    this.pushCounted(header);
+    this.pushCounted(nonce);
     return (this.sealer = new PayloadSealer(payloadKey(fileKey, nonce)));
   }
 
@@ -204,10 +211,10 @@ class AgeEncryptStream extends Transform {
 }
 
 /**
- * An encrypting stream: plaintext in, one age file out, with bounded memory. Throws E_CONFIG when there is
- * no recipient.
+ * An encrypting stream: plaintext in, one age file out, with bounded memory; `bytesOut` is the age file's
+ * size once it ended. Throws E_CONFIG when there is no recipient.
  */
-export function createEncryptStream(recipients: readonly string[]): Duplex {
+export function createEncryptStream(recipients: readonly string[]): Duplex & { readonly bytesOut: number } {
   if (recipients.length === 0) throw new SnapStoreError('E_CONFIG', 'cannot encrypt: no recipient given');
   const header = sealHeader(recipients);
   header.catch(() => undefined); // surfaces through the stream

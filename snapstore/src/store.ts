@@ -30,6 +30,12 @@ export interface FetchOptions {
 export interface SaveOptions {
   /** Aborting the signal aborts the upload; nothing is committed. */
   signal?: AbortSignal;
+  /**
+   * Told the object's size as stored once the save succeeded, when that is not the size of `data`: an
+   * encrypted object's (EncryptingStore; age adds its header, a nonce and 16 bytes per 64 KiB). Not called
+   * for an object stored as given.
+   */
+  onEncryptedSize?: (bytes: number) => void;
 }
 
 /**

@@ -270,9 +270,13 @@ describe('EncryptingStore', () => {
         createdOn: new Date(createdOn.getTime() + 1000),
         compressionSuffix: '.gz',
       });
-      await store.save(sealed, Readable.from([data]));
-      await store.save(plain, Readable.from([data]));
+      // The size as stored is told for the encrypted object (it is not the size of the data given), not for the plain one.
+      const told: Array<[string, number]> = [];
+      await store.save(sealed, Readable.from([data]), { onEncryptedSize: (n) => told.push([sealed.snapName, n]) });
+      await store.save(plain, Readable.from([data]), { onEncryptedSize: (n) => told.push([plain.snapName, n]) });
       const listed = await store.list();
+      expect(told).toEqual([[sealed.snapName, listed[0]!.sizeBytes]]);
+      expect(listed[0]!.sizeBytes).toBeGreaterThan(data.length);
       expect(listed.map((s) => [s.snapName, s.isEncrypted ?? false])).toEqual([
         [sealed.snapName, true],
         [plain.snapName, false],

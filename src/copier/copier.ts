@@ -274,8 +274,10 @@ async function copySnapshot(deps: CopierDeps, snap: Snapshot): Promise<number> {
   // Saved under the source's prefix kind (v1 stays v1 through objectKey) and never as final.
   const target = reencrypt ? setEncrypted(setFinal(snap, false), true) : setFinal(snap, false);
   const data = pipelineCb(raw, counter, () => {});
+  // Re-encrypted, the object written is the age file, not the plaintext counted here.
+  let encryptedBytes: number | undefined;
   try {
-    await destination.save(target, data, signal ? { signal } : {});
+    await destination.save(target, data, { ...(signal ? { signal } : {}), onEncryptedSize: (n) => (encryptedBytes = n) });
   } catch (err) {
     if (check?.failure) {
       throw new EtcdbrError('E_CORRUPT', `snapshot ${snap.snapName} in the source store is corrupt: ${check.failure.message}`, {
@@ -291,7 +293,7 @@ async function copySnapshot(deps: CopierDeps, snap: Snapshot): Promise<number> {
   } finally {
     if (!data.destroyed && !data.readableEnded) data.destroy();
   }
-  return counter.bytes;
+  return encryptedBytes ?? counter.bytes;
 }
 
 /** The identities a store decrypts with; undefined when it has none (stored bytes cannot be opened). */

@@ -46,7 +46,8 @@ export async function saveSizedDeltaSnapshot(
     encrypted: encryptsNewSnapshots(store),
   });
   const stored = new ByteCounter();
+  let encryptedBytes: number | undefined;
   const data = pipelineCb(Readable.from(deltaPayloadBatches(delta)), createCompressStream(compression), stored, () => {});
-  await store.save(snap, data, signal ? { signal } : {});
-  return { snapshot: snap, payloadBytes: delta.byteLength, storedBytes: stored.bytes };
+  await store.save(snap, data, { ...(signal ? { signal } : {}), onEncryptedSize: (n) => (encryptedBytes = n) });
+  return { snapshot: snap, payloadBytes: delta.byteLength, storedBytes: encryptedBytes ?? stored.bytes };
 }

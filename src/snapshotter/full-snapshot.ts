@@ -49,7 +49,7 @@ export async function takeFullSnapshot(deps: FullSnapshotDeps, opts: FullSnapsho
 export interface SavedSizes {
   /** The uncompressed snapshot file (full: database ‖ sha256; delta: JSON ‖ sha256). */
   payloadBytes: number;
-  /** What went to the store: the compressed file, before encryption (age adds its header and 16 bytes per 64 KiB). */
+  /** The object in the store: the compressed file, encrypted when the snapshot is (age adds its header and 16 bytes per 64 KiB). */
   storedBytes: number;
 }
 
@@ -119,10 +119,11 @@ export async function saveVerifiedFullSnapshot(
 ): Promise<SavedSizes> {
   const verifier = new FullSnapshotVerifier(`full snapshot ${snap.snapName}`);
   const stored = new ByteCounter();
+  let encryptedBytes: number | undefined;
   // pipeline() destroys every stage on the first error, so the store sees the failure and commits nothing.
   const data = pipelineCb(Readable.from(source), verifier, createCompressStream(compression), stored, () => {});
-  await store.save(snap, data, signal ? { signal } : {});
+  await store.save(snap, data, { ...(signal ? { signal } : {}), onEncryptedSize: (n) => (encryptedBytes = n) });
   const result = verifier.result;
   if (!result) throw new EtcdbrError('E_INTERNAL', `full snapshot ${snap.snapName}: stored without a completed verification`);
-  return { payloadBytes: result.totalBytes, storedBytes: stored.bytes };
+  return { payloadBytes: result.totalBytes, storedBytes: encryptedBytes ?? stored.bytes };
 }

@@ -10,7 +10,8 @@ import { cp, mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { afterAll, describe, expect, it } from 'vitest';
-import { createCompressStream, newSnapshot, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
+import { generateX25519Identity, identityToRecipient } from 'age-encryption';
+import { createCompressStream, newSnapshot, storedBytesStore, withEncryption, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { openS3Store } from '../../snapstore/src/providers/s3.js';
 import { AZURITE_ACCOUNT, AZURITE_KEY, startAzurite, type Azurite } from '../../snapstore/test/support/azurite.js';
 import { FakeGcsServer } from '../../snapstore/test/support/fake-gcs.js';
@@ -216,6 +217,21 @@ describe('what gets copied', () => {
     expect(r.nothingFound).toBe('--max-backups-to-copy=0 selects none of the 1 backup(s) in the source store');
     // Something selected: no reason.
     expect((await copyBackups(deps(source, dest), ALL)).nothingFound).toBeUndefined();
+  });
+
+  it('counts the bytes written to the destination: the age files when it encrypts', async () => {
+    const dir = await tempDir('bytes');
+    const source = await local(join(dir, 'source'), dir);
+    await putSnapshot(source, 'Full', 0, 10, new Date('2027-01-01T00:00:00Z'), { suffix: '.gz', size: 200_000 });
+    await putSnapshot(source, 'Incr', 11, 15, new Date('2027-01-01T00:01:00Z'), { suffix: '.gz' });
+    const recipient = await identityToRecipient(await generateX25519Identity());
+    const dest = withEncryption(storedBytesStore(await local(join(dir, 'dest'), dir)), { recipients: [recipient], identities: [] });
+    const r = await copyBackups(deps(source, dest), ALL);
+    const written = (await dest.list()).map((s) => s.sizeBytes!);
+    expect((await dest.list()).every((s) => s.isEncrypted === true)).toBe(true);
+    expect(r.bytes).toBe(written.reduce((a, b) => a + b, 0));
+    const plainBytes = (await source.list()).reduce((a, s) => a + s.sizeBytes!, 0);
+    expect(r.bytes).toBeGreaterThan(plainBytes);
   });
 
   it('skips what the destination has under the name without .final, and never writes .final', async () => {
