@@ -169,7 +169,12 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
   compact: {
     name: 'compact',
     short: 'fold the latest full and delta snapshots into one new full snapshot',
-    long: 'Restores the latest snapshots into a temporary etcd, compacts (and defragments) it, and stores a new full snapshot.',
+    // README "How compact works": offline since the offline writer; the etcd path is only the fallback.
+    long:
+      'Folds the newest full snapshot and the delta snapshots after it into one new full snapshot compacted at the last ' +
+      'revision, written from the snapshot files without an etcd process (scratch space in ' +
+      '--restoration-temp-snapshots-dir), and stores it. Only a chain the offline writer cannot write is compacted ' +
+      'through a local etcd in <--data-dir>.part, which is then defragmented (--defragment) and snapshotted.',
     configFile: false,
     uses: [common, use(restorationGroup, ['restorationConfig']), primaryStore, encryption, use(compactorGroup, ['compactorConfig'])],
   },

@@ -25,3 +25,12 @@ describe('help width', () => {
     expect(wrapWords('a bb ccc dddd', 6)).toEqual(['a bb', 'ccc', 'dddd']);
   });
 });
+
+describe('compact --help', () => {
+  it('describes the offline compaction, with etcd only as the fallback (README "How compact works")', () => {
+    const help = commandHelp(COMMAND_SPECS.compact);
+    expect(help).not.toMatch(/temporary etcd|defragment the embedded etcd/);
+    expect(help).toMatch(/^Folds the newest full snapshot .* without an etcd process/s);
+    expect(help).toMatch(/--defragment +defragment the local etcd after compaction \(only\s+when compacting through etcd/);
+  });
+});

@@ -5,9 +5,23 @@ import type { CompactorConfig } from '../types.js';
 export const compactorGroup = defineGroup<CompactorConfig>({
   title: 'compactor',
   fields: {
-    defragment: { type: 'bool', flag: 'defragment', usage: 'defragment the embedded etcd after compaction' },
-    snapshotTimeout: { type: 'duration', flag: 'etcd-snapshot-timeout', usage: 'timeout for taking the compacted snapshot' },
-    defragTimeout: { type: 'duration', flag: 'etcd-defrag-timeout', usage: 'timeout for the etcd defragmentation call' },
+    // Compaction is offline (src/compactor/offline.ts): the result is compact by construction, and a local
+    // etcd runs only for a chain the offline writer refuses. The usages say so.
+    defragment: {
+      type: 'bool',
+      flag: 'defragment',
+      usage: 'defragment the local etcd after compaction (only when compacting through etcd; the offline result needs none)',
+    },
+    snapshotTimeout: {
+      type: 'duration',
+      flag: 'etcd-snapshot-timeout',
+      usage: 'timeout for storing the compacted snapshot (through etcd: also for the compaction call)',
+    },
+    defragTimeout: {
+      type: 'duration',
+      flag: 'etcd-defrag-timeout',
+      usage: 'timeout for the defragmentation of the local etcd (only when compacting through etcd)',
+    },
     fullSnapshotLeaseName: { type: 'string', flag: 'full-snapshot-lease-name', usage: 'name of the full snapshot lease' },
     deltaSnapshotLeaseName: { type: 'string', flag: 'delta-snapshot-lease-name', usage: 'name of the delta snapshot lease' },
     snapshotLeaseRenewalEnabled: {
