@@ -201,10 +201,10 @@ export class FlagSet {
   }
 
   /**
-   * pflag's `FlagUsages`: one line per flag, sorted by name, usage aligned, non-zero defaults shown.
-   * `only`: just these flags (a section of a grouped help).
+   * pflag's `FlagUsages`: one line per flag, sorted by name, usage aligned, non-zero defaults shown, wrapped
+   * to `width` columns. `only`: just these flags (a section of a grouped help).
    */
-  usages(only?: ReadonlySet<string>): string {
+  usages(only?: ReadonlySet<string>, width = HELP_WIDTH): string {
     const lines: Array<[string, string[]]> = [];
     const sorted = [...this.byName.values()]
       .filter((f) => only === undefined || only.has(f.name))
@@ -217,18 +217,51 @@ export class FlagSet {
       // The default stays one unit: "(default" at a line's end and its value on the next reads badly.
       lines.push([left, def === undefined ? f.usage.split(' ') : [...f.usage.split(' '), `(default ${def})`]]);
     }
-    const width = Math.max(0, ...lines.map(([l]) => l.length));
-    // Wrapped to HELP_WIDTH columns, continuation lines under the usage column: a terminal would otherwise
+    const column = Math.max(0, ...lines.map(([l]) => l.length));
+    // Wrapped to `width` columns, continuation lines under the usage column: a terminal would otherwise
     // wrap a long usage at its own edge into the flag names' column.
-    const indent = ' '.repeat(width + 3);
-    const usageWidth = Math.max(MIN_USAGE_WIDTH, HELP_WIDTH - indent.length);
-    return lines.map(([l, u]) => `${l.padEnd(width)}   ${wrapWords(u, usageWidth).join(`\n${indent}`)}\n`).join('');
+    const indent = ' '.repeat(column + 3);
+    const usageWidth = width - indent.length;
+    // A unit kept whole (a default) that does not fit its column is broken into its words after all.
+    const words = (u: readonly string[], w: number): string[] => u.flatMap((unit) => (unit.length > w ? unit.split(' ') : [unit]));
+    const fits = lines.every(([, u]) => words(u, usageWidth).every((word) => word.length <= usageWidth));
+    if (usageWidth >= MIN_USAGE_WIDTH && fits) {
+      return lines.map(([l, u]) => `${l.padEnd(column)}   ${wrapWords(words(u, usageWidth), usageWidth).join(`\n${indent}`)}\n`).join('');
+    }
+    // Flag names too long for a usage column beside them at this width (a narrow terminal, the leader
+    // election's 57-column flag): every usage of the section goes under its flag instead.
+    const under = ' '.repeat(STACKED_INDENT);
+    const stackedWidth = width - STACKED_INDENT;
+    return lines
+      .map(
+        ([l, u]) =>
+          `${l}\n${wrapWords(words(u, stackedWidth), stackedWidth)
+            .map((w) => under + w)
+            .join('\n')}\n`,
+      )
+      .join('');
   }
 }
 
-/** Columns `--help` fills (pflag does not wrap; a usage of 200 characters wrapped in the terminal before). */
-export const HELP_WIDTH = 100;
-const MIN_USAGE_WIDTH = 40;
+/** Columns `--help` fills when the terminal's width is not known (pflag does not wrap at all). */
+export const HELP_WIDTH = 80;
+/** The narrowest and widest help: below 40 columns nothing reads well; above 100 lines get hard to follow. */
+export const MIN_HELP_WIDTH = 40;
+export const MAX_HELP_WIDTH = 100;
+const MIN_USAGE_WIDTH = 30;
+/** Where a usage starts under its flag when the section's flag names leave no room beside them. */
+const STACKED_INDENT = 10;
+
+/**
+ * The width `--help` wraps at: the terminal's, between MIN_HELP_WIDTH and MAX_HELP_WIDTH, when the output is
+ * one; else a valid `COLUMNS` from the environment; else HELP_WIDTH (80, the width of a pager or a file).
+ */
+export function helpWidth(out: { isTTY?: boolean; columns?: number }, env: Readonly<Record<string, string | undefined>>): number {
+  const fromEnv = Number(env['COLUMNS']);
+  const columns =
+    out.isTTY === true && (out.columns ?? 0) > 0 ? out.columns! : Number.isInteger(fromEnv) && fromEnv > 0 ? fromEnv : HELP_WIDTH;
+  return Math.min(MAX_HELP_WIDTH, Math.max(MIN_HELP_WIDTH, columns));
+}
 
 /**
  * `text` (or its words) in lines of at most `width` characters, broken between words; a longer word gets a

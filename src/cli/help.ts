@@ -30,42 +30,46 @@ export function rootFlagSet(): FlagSet {
   return fs;
 }
 
-export function rootHelp(): string {
+/** The root help, wrapped to `columns` (helpWidth: the terminal's, else 80). */
+export function rootHelp(columns = HELP_WIDTH): string {
   const width = Math.max('help'.length, ...COMMAND_NAMES.map((n) => n.length)) + 3;
   const rows = [...COMMAND_NAMES.map((n) => [n, COMMAND_SPECS[n].short] as const), ['help', 'Help about any command'] as const].sort(
     ([a], [b]) => (a < b ? -1 : 1),
   );
   return [
-    ...ROOT_DESCRIPTION.split('\n').flatMap((line) => wrapWords(line, HELP_WIDTH)),
+    ...ROOT_DESCRIPTION.split('\n').flatMap((line) => wrapWords(line, columns)),
     '',
     'Usage:',
     '  etcdbrctl [flags]',
     '  etcdbrctl [command]',
     '',
     'Available Commands:',
-    ...rows.map(([n, s]) => `  ${n.padEnd(width)}${wrapWords(s, HELP_WIDTH - 2 - width).join(`\n${' '.repeat(2 + width)}`)}`),
+    ...rows.map(([n, s]) => `  ${n.padEnd(width)}${wrapWords(s, columns - 2 - width).join(`\n${' '.repeat(2 + width)}`)}`),
     '',
     'Flags:',
-    rootFlagSet().usages().trimEnd(),
+    rootFlagSet().usages(undefined, columns).trimEnd(),
     '',
-    'Use "etcdbrctl [command] --help" for more information about a command.',
+    ...wrapWords('Use "etcdbrctl [command] --help" for more information about a command.', columns),
     '',
   ].join('\n');
 }
 
-export function commandHelp(spec: CommandSpec): string {
+/** A command's help, wrapped to `columns` (helpWidth: the terminal's, else 80). */
+export function commandHelp(spec: CommandSpec, columns = HELP_WIDTH): string {
+  const paragraphs = (text: string): string[] => text.split('\n').flatMap((line) => wrapWords(line, columns));
   const extra = spec.configFile
-    ? ['', 'With --config-file, the file is applied first and flags given on the command line override it.']
+    ? ['', ...paragraphs('With --config-file, the file is applied first and flags given on the command line override it.')]
     : [];
-  const long = spec.long.split('\n').flatMap((line) => wrapWords(line, HELP_WIDTH));
-  return [...long, ...extra, '', 'Usage:', `  etcdbrctl ${spec.name} [flags]`, '', ...groupedUsages(spec)].join('\n');
+  return [...paragraphs(spec.long), ...extra, '', 'Usage:', `  etcdbrctl ${spec.name} [flags]`, '', ...groupedUsages(spec, columns)].join(
+    '\n',
+  );
 }
 
 /**
  * The flags by concern (the groups they are defined in: etcd connection, store, snapshots, …) rather than
  * one alphabetical list: the server alone has more than 70. Each section is pflag's layout.
  */
-function groupedUsages(spec: CommandSpec): string[] {
+function groupedUsages(spec: CommandSpec, columns: number): string[] {
   const fs = commandFlagSet(spec);
   const { ignored, refused } = FLAG_USE[spec.name];
   const unlisted = new Set([...ignored, ...refused]);
@@ -76,14 +80,14 @@ function groupedUsages(spec: CommandSpec): string[] {
     if (!sections.has(title)) sections.set(title, new Set());
     sections.get(title)!.add(name);
   }
-  const out = ['Flags:', fs.usages(new Set(['help'])).trimEnd(), ''];
-  for (const [title, names] of sections) out.push(`Flags (${title}):`, fs.usages(names).trimEnd(), '');
+  const out = ['Flags:', fs.usages(new Set(['help']), columns).trimEnd(), ''];
+  for (const [title, names] of sections) out.push(...wrapWords(`Flags (${title}):`, columns), fs.usages(names, columns).trimEnd(), '');
   if (ignored.length > 0) {
     // Named, not described: they do nothing here, and a description would suggest otherwise.
     const names = [...ignored].sort().map((n) => `--${n}`);
     out.push(
-      `Accepted for compatibility with etcd-backup-restore, ignored by ${spec.name}:`,
-      ...wrapWords(names.join(', ').split(' '), HELP_WIDTH - 2).map((l) => `  ${l}`),
+      ...wrapWords(`Accepted for compatibility with etcd-backup-restore, ignored by ${spec.name}:`, columns),
+      ...wrapWords(names.join(', ').split(' '), columns - 2).map((l) => `  ${l}`),
       '',
     );
   }

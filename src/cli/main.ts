@@ -23,7 +23,7 @@ import { textLogDestination } from '../log-text.js';
 import { formatVersionInfo, versionInfo } from '../version.js';
 import type { CliIO, CommandContext, Env } from '../config/context.js';
 import { podEnvironment } from '../config/pod-environment.js';
-import { FlagError } from './flags.js';
+import { FlagError, helpWidth } from './flags.js';
 import { FLAG_USE, ignoredFlagsMessage, refusedFlagMessage } from './flag-use.js';
 import { reportFailure } from './failure.js';
 import { storeStallTimeout } from './deadlines.js';
@@ -93,10 +93,10 @@ function usageError(io: CliIO, message: string, helpCommand: string): number {
 export async function main(argv: readonly string[], env: Env, io: CliIO, options: MainOptions = {}): Promise<number> {
   const first = argv[0];
   if (first === undefined) {
-    io.stdout.write(rootHelp());
+    io.stdout.write(rootHelp(helpWidth(io.stdout, env)));
     return 0;
   }
-  if (first === 'help') return help(argv.slice(1), io);
+  if (first === 'help') return help(argv.slice(1), io, env);
   if (isCommandName(first)) return runCommand(first, argv.slice(1), env, io, options);
 
   let parsed;
@@ -116,29 +116,29 @@ export async function main(argv: readonly string[], env: Env, io: CliIO, options
     return usageError(io, `unknown command ${JSON.stringify(name)} for "etcdbrctl"`, 'etcdbrctl');
   }
   if (parsed.help) {
-    io.stdout.write(rootHelp());
+    io.stdout.write(rootHelp(helpWidth(io.stdout, env)));
     return 0;
   }
   if (parsed.changed.get('version') === true) {
     io.stdout.write(formatVersionInfo(versionInfo(env)).join('\n') + '\n');
     return 0;
   }
-  io.stdout.write(rootHelp());
+  io.stdout.write(rootHelp(helpWidth(io.stdout, env)));
   return 0;
 }
 
-function help(args: readonly string[], io: CliIO): number {
+function help(args: readonly string[], io: CliIO, env: Env): number {
   const topic = args[0];
   if (topic === undefined) {
-    io.stdout.write(rootHelp());
+    io.stdout.write(rootHelp(helpWidth(io.stdout, env)));
     return 0;
   }
   if (isCommandName(topic)) {
-    io.stdout.write(commandHelp(COMMAND_SPECS[topic]));
+    io.stdout.write(commandHelp(COMMAND_SPECS[topic], helpWidth(io.stdout, env)));
     return 0;
   }
   io.stderr.write(`Unknown help topic ${JSON.stringify(topic)}\n`);
-  io.stdout.write(rootHelp());
+  io.stdout.write(rootHelp(helpWidth(io.stdout, env)));
   return 1;
 }
 
@@ -162,7 +162,7 @@ async function runCommand<N extends CommandName>(
     throw err;
   }
   if (parsed.help) {
-    io.stdout.write(commandHelp(spec));
+    io.stdout.write(commandHelp(spec, helpWidth(io.stdout, env)));
     return 0;
   }
   const stray = parsed.args[0];

@@ -44,7 +44,7 @@ export interface CommandSpec<N extends CommandName = CommandName> {
   name: N;
   /** One line for the command list. */
   short: string;
-  /** Paragraph at the top of the command's help. */
+  /** The paragraphs at the top of the command's help, wrapped to its width: a `\n` starts a paragraph, nothing else. */
   long: string;
   uses: readonly GroupUse[];
   /** Whether `--config-file` applies (server only). */
@@ -93,7 +93,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
     name: 'server',
     short: 'start the HTTP server: initialization, snapshots, garbage collection, defragmentation',
     long:
-      'Runs as a sidecar next to etcd: serves the initialization and snapshot HTTP API, and while its etcd is the leader\n' +
+      'Runs as a sidecar next to etcd: serves the initialization and snapshot HTTP API, and while its etcd is the leader ' +
       'takes full and delta snapshots, collects garbage and defragments etcd on schedule.',
     configFile: true,
     uses: [
@@ -182,7 +182,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
     name: 'copy',
     short: 'copy backups from a source store to the destination store',
     long:
-      'Copies full and delta snapshots from the source store (--source-* flags, SOURCE_* credentials) to the destination\n' +
+      'Copies full and delta snapshots from the source store (--source-* flags, SOURCE_* credentials) to the destination ' +
       'store (the usual store flags), skipping snapshots the destination already has.',
     configFile: false,
     uses: [common, use(copierGroup, ['copierConfig']), use(snapstoreGroup('source-'), ['sourceSnapstoreConfig']), primaryStore, encryption],
@@ -205,7 +205,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
     name: 'verify',
     short: 'check that the backups in a store restore, without restoring them (not in etcd-backup-restore)',
     long:
-      'Downloads the newest chain (--all: every chain) and checks each object as a restore would use it: sizes, decompression,\n' +
+      'Downloads the newest chain (--all: every chain) and checks each object as a restore would use it: sizes, decompression, ' +
       "sha256 trailers, the full snapshot's bbolt structure and revision, every delta event and the revision continuity.\n" +
       'Exit code 0: the newest chain restores; 3: a backup is broken (the first broken object is named).',
     configFile: false,

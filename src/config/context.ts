@@ -12,7 +12,8 @@ export type { Env, PodEnvironment } from './pod-environment.js';
 
 /** Minimal writable streams; process.stdout/stderr or test buffers. */
 export interface CliIO {
-  stdout: { write(chunk: string): unknown };
+  /** `isTTY` and `columns` (a terminal's, as on process.stdout): the width `--help` wraps at. */
+  stdout: { write(chunk: string): unknown; readonly isTTY?: boolean; readonly columns?: number };
   stderr: { write(chunk: string): unknown };
 }
 

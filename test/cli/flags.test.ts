@@ -192,7 +192,8 @@ describe('flag errors (pflag messages)', () => {
 
 describe('help text', () => {
   it('lists flags sorted, with type names and non-zero defaults as pflag does', () => {
-    const text = flagSet().usages();
+    // Wide enough for pflag's one line per flag (help-width.test.ts wraps narrower).
+    const text = flagSet().usages(undefined, 100);
     const lines = text.trimEnd().split('\n');
     expect(lines[0]).toMatch(/^ {2}-a, --all {3,}all$/);
     expect(text).toMatch(/--compress-snapshots\s+compress \(default true\)\n/);

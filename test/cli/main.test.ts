@@ -183,7 +183,7 @@ describe('subcommands', () => {
     const r = await run(['server', '--help']);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('etcdbrctl server [flags]');
-    expect(r.stdout).toMatch(/-p, --server-port uint\s+port on which the HTTP server listens \(default 8080\)/);
+    expect(r.stdout).toMatch(/-p, --server-port uint\s+port on which the HTTP server listens\s+\(default 8080\)/);
     expect(r.stdout).toMatch(/--etcd-snapshot-timeout duration\s+[\s\S]*?\(default 15m0s\)/);
     expect(r.stdout).toMatch(/--insecure-skip-tls-verify\s+[\s\S]*?\(default true\)/);
     expect(r.stdout).toMatch(/--log-level uint32\s+[\s\S]*?\(default 4\)/);
