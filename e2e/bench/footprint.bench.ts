@@ -130,10 +130,13 @@ interface Spawned {
 }
 
 function spawnSubject(subject: Subject, args: string[], env: NodeJS.ProcessEnv, cwd: string, keepLines?: RegExp): Spawned {
+  // The AWS SDK v2 of the Go tool v0.41 and later refuses an S3 store configured from a credentials file while
+  // AWS_CA_BUNDLE is set ("unable to add custom RootCAs HTTPClient"): the peer runs without it (as in interop).
+  const { AWS_CA_BUNDLE: _caBundle, ...inherited } = process.env;
   const child = spawn(subject.command, [...subject.prefix, ...args], {
     cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...env },
+    env: { ...(subject.name === 'go' ? inherited : process.env), ...env },
   });
   if (child.pid === undefined) throw new Error(`could not start ${subject.command}`);
   const sampler = new ProcSampler(child.pid, sampleMs);
