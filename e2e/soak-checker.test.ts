@@ -52,6 +52,18 @@ describe('soak checker: acknowledged writes', () => {
     state.set('b', st('b2', 7, 3, 2));
     expect(checkAcknowledged(log, state, 7).lost).toEqual([]);
   });
+  it('a lease revoke whose key an unanswered write may have detached: the key may be gone or still there (seed 41)', () => {
+    const leased: AckRecord[] = [
+      { seq: 1, op: 'lease-put', effects: [{ k: '/l/1', v: 'l1' }], outcome: 'ok', rev: 2 },
+      { seq: 2, op: 'overwrite', effects: [{ k: '/l/1', v: 'l2' }], outcome: 'unknown' },
+      { seq: 3, op: 'lease-revoke', effects: [{ k: '/l/1', v: null, maybe: true }], outcome: 'ok', rev: 5 },
+    ];
+    expect(checkAcknowledged(leased, new Map(), 5).lost).toEqual([]);
+    expect(checkAcknowledged(leased, new Map([['/l/1', st('l2', 3, 2, 2)]]), 5).lost).toEqual([]);
+    // Without the uncertain revoke the missing key is lost.
+    expect(checkAcknowledged(leased.slice(0, 2), new Map(), 5).lost[0]).toMatch(/"\/l\/1" written at revision 2 .* is missing/);
+  });
+
   it('reports a missing key, an older revision, a changed value', () => {
     expect(checkAcknowledged(log, new Map([['b', st('b1', 3)]]), 6).lost[0]).toMatch(/"a" written at revision 4 .* is missing/);
     expect(

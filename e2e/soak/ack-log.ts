@@ -5,8 +5,12 @@
  */
 import { readFileSync } from 'node:fs';
 
-/** A key set to a value, a key deleted (`v: null`), or every key under a prefix deleted. */
-export type Effect = { k: string; v: string | null } | { p: string };
+/**
+ * A key set to a value, a key deleted (`v: null`), or every key under a prefix deleted. `maybe`: the effect
+ * may or may not have happened although the operation was answered (a lease revoke deletes a key only if an
+ * unanswered write did not detach it from the lease first).
+ */
+export type Effect = { k: string; v: string | null; maybe?: true } | { p: string };
 
 export type OpKind = 'put-new' | 'overwrite' | 'delete' | 'range-delete' | 'txn' | 'lease-put' | 'lease-revoke';
 

@@ -193,16 +193,20 @@ export function checkAcknowledged(log: AckRecord[], state: Map<string, KeyState>
     if (r.outcome !== 'ok' || r.rev === undefined || r.rev > rev) continue;
     for (const e of r.effects) {
       if ('p' in e) prefixDeletes.push({ seq: r.seq, rev: r.rev, p: e.p });
-      else last.set(e.k, { seq: r.seq, rev: r.rev, v: e.v });
+      else if (e.maybe !== true) last.set(e.k, { seq: r.seq, rev: r.rev, v: e.v });
     }
   }
-  // Unacknowledged operations: what they might have done to a key, after which sequence number.
+  // Unacknowledged operations, and answered ones' uncertain effects: what they might have done to a key,
+  // after which sequence number.
   const maybe = (key: string, afterSeq: number, deleting: boolean): boolean =>
     log.some(
       (r) =>
-        r.outcome === 'unknown' &&
         r.seq > afterSeq &&
-        r.effects.some((e) => ('p' in e ? deleting && key.startsWith(e.p) : e.k === key && (e.v === null) === deleting)),
+        r.effects.some(
+          (e) =>
+            (r.outcome === 'unknown' || ('k' in e && e.maybe === true)) &&
+            ('p' in e ? deleting && key.startsWith(e.p) : e.k === key && (e.v === null) === deleting),
+        ),
     );
   const lost: string[] = [];
   for (const [k, w] of last) {
@@ -241,7 +245,10 @@ export interface StoredSnapshot {
 
 /** Every file under `root`, as paths relative to it. */
 function filesUnder(root: string): string[] {
-  return (readdirSync(root, { recursive: true }) as string[]).filter((p) => !statSync(join(root, p)).isDirectory());
+  // A temp file may be renamed or removed between the listing and its stat (a save finishing): not a file then.
+  return (readdirSync(root, { recursive: true }) as string[]).filter(
+    (p) => statSync(join(root, p), { throwIfNoEntry: false })?.isFile() === true,
+  );
 }
 
 /** The complete snapshots in the store, from the object names alone (upstream's v2 names), in no order. */

@@ -35,6 +35,20 @@ const GROUPS = 8;
 /** Keys the workload believes may exist (acknowledged or possibly applied), with their lease if any. */
 const live = new Map<string, string | undefined>();
 const leases = new Map<string, Set<string>>();
+/**
+ * Per lease, keys an unanswered write (put or delete) may have detached from it, or not: a revoke of the
+ * lease may delete them or not, which its record says (`maybe`).
+ */
+const maybeAttached = new Map<string, Set<string>>();
+
+/** After an operation: what its key effects say of the keys' lease attachment, given the outcome. */
+function settleAttachment(before: ReadonlyMap<string, string | undefined>, answered: boolean): void {
+  for (const [k, lease] of before) {
+    // Answered: the write detached the key for sure (or deleted it). Unanswered: it may still be attached.
+    if (answered) for (const keys of maybeAttached.values()) keys.delete(k);
+    else if (lease !== undefined) maybeAttached.set(lease, new Set([...(maybeAttached.get(lease) ?? []), k]));
+  }
+}
 let counter = 0;
 let seq = 0;
 let stopping = false;
@@ -157,12 +171,14 @@ function plan(): Planned {
   }
   const [id, keys] = [...leases.entries()][rng.int(0, leases.size - 1)]!;
   const attached = [...keys].filter((k) => live.get(k) === id);
+  const uncertain = [...(maybeAttached.get(id) ?? [])].filter((k) => !attached.includes(k));
   return {
     op,
-    effects: attached.map((k) => ({ k, v: null })),
+    effects: [...attached.map((k) => ({ k, v: null })), ...uncertain.map((k) => ({ k, v: null, maybe: true as const }))],
     run: async () => Number((await client.leaseClient.leaseRevoke({ ID: id }, callOpts())).header.revision),
     apply: () => {
       leases.delete(id);
+      maybeAttached.delete(id);
       for (const k of attached) live.delete(k);
     },
   };
@@ -176,12 +192,16 @@ function record(r: AckRecord): void {
 while (!stopping) {
   const p = plan();
   seq++;
+  // Each written key's lease before the operation (a lease revoke's keys are settled by its own apply).
+  const before = new Map(p.op === 'lease-revoke' ? [] : p.effects.flatMap((e) => ('k' in e ? [[e.k, live.get(e.k)] as const] : [])));
   try {
     const rev = await p.run();
     p.apply();
+    settleAttachment(before, true);
     record({ seq, op: p.op, effects: p.effects, outcome: 'ok', rev });
   } catch (err) {
     p.apply();
+    settleAttachment(before, false);
     record({ seq, op: p.op, effects: p.effects, outcome: 'unknown' });
     process.stderr.write(`${new Date().toISOString()} seq ${seq} ${p.op}: ${String(err).slice(0, 300)}\n`);
     // etcd is down or has no leader: do not spin.
