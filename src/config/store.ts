@@ -3,7 +3,6 @@
  * (container fallback, effective prefix, Local root, credentials). The environment and home directory
  * are passed in; this module never reads process.env.
  */
-import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import {
   readAbsCredentials,
@@ -16,6 +15,7 @@ import {
   SnapStoreError,
 } from '@etcdbrctl/snapstore';
 import type { CredentialEnv, CredentialEnvPrefix, Logger, StoreConfig, StoreConfigBase } from '@etcdbrctl/snapstore';
+import { mkdirParents } from '../dirs.js';
 import { encryptionFiles, readEncryptionKeys } from './encryption.js';
 import { providerError } from './groups/snapstore.js';
 import type { EncryptionConfig, SnapstoreConfig, StoreRole } from './types.js';
@@ -84,7 +84,8 @@ export async function buildStoreConfig(flags: SnapstoreConfig, opts: StoreBuildO
 
   if (opts.createTempDir !== false && flags.tempDir !== '') {
     try {
-      await mkdir(flags.tempDir, { recursive: true, mode: 0o700 });
+      // Not Node's recursive mkdir: on a read-only file system it reports ENOENT (dirs.ts).
+      await mkdirParents(flags.tempDir);
     } catch (err) {
       throw new SnapStoreError(
         'E_CONFIG',

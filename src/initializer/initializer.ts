@@ -1,5 +1,6 @@
 import { CodedError, EtcdbrError } from '../errors.js';
-import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { mkdirParents } from '../dirs.js';
+import { readdir, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SnapStore } from '@etcdbrctl/snapstore';
 import type { Logger } from '../log.js';
@@ -328,11 +329,18 @@ async function tempDirHygiene(opts: InitializerOptions): Promise<void> {
  */
 export async function emptySnapstoreTempDir(dir: string): Promise<void> {
   try {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
+    // Not Node's recursive mkdir: on a read-only file system it reports ENOENT (dirs.ts).
+    await mkdirParents(dir);
     if (dir === '/tmp') return;
     for (const name of await readdir(dir)) await rm(join(dir, name), { recursive: true, force: true });
   } catch (err) {
-    throw new EtcdbrError('E_FAILED', `cannot empty the snapstore temp directory ${dir}: ${(err as Error).message}`, { cause: err });
+    throw new EtcdbrError(
+      'E_FAILED',
+      `--snapstore-temp-directory ${dir}: cannot empty the snapstore temp directory: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
   }
 }
 
