@@ -9,7 +9,8 @@ export default defineConfig({
   test: {
     include: ['snapstore/test/**/*.test.ts', 'test/**/*.test.ts', 'e2e/**/*.test.ts'],
     // e2e/interop needs the Go binary (ETCDBRCTL_PEER): `npm run interop` runs it, vitest.interop.config.ts.
-    exclude: ['e2e/bench/**', 'e2e/interop/**', '**/node_modules/**'],
+    // e2e/image builds the image with podman for minutes: `npm run image-test`, vitest.image.config.ts.
+    exclude: ['e2e/bench/**', 'e2e/interop/**', 'e2e/image/**', '**/node_modules/**'],
     globalSetup: ['./test/support/global-setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 120_000,
