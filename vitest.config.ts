@@ -17,7 +17,8 @@ export default defineConfig({
   },
   test: {
     // e2e/interop needs the Go binary (ETCDBRCTL_PEER): `npm run interop` runs it, vitest.interop.config.ts.
-    exclude: ['e2e/bench/**', 'e2e/interop/**', '**/node_modules/**'],
+    // e2e/image builds the image with podman for minutes: `npm run image-test`, vitest.image.config.ts.
+    exclude: ['e2e/bench/**', 'e2e/interop/**', 'e2e/image/**', '**/node_modules/**'],
     projects: [
       { extends: true, test: { name: 'unit', include: ['snapstore/test/**/*.test.ts', 'test/**/*.test.ts'] } },
       {

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // Makes a fresh checkout runnable: npm dependencies, an etcd binary, the TypeScript build.
-// Runs before `npm start`, `npm test` and `npm run bench`. Plain JavaScript on purpose: it must run
+// Runs before `npm start`, `npm test`, `npm run bench` and (`--image`) `npm run image-test`. Plain JavaScript on purpose: it must run
 // before anything is installed or compiled.
 import { execFileSync, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -96,7 +96,7 @@ function which(name) {
 let aptUpdated = false;
 
 /** Installs Debian packages when running as root; otherwise says exactly what to install. */
-function ensureFromDebian(what, binaries, packages, otherwise) {
+function ensureFromDebian(what, binaries, packages, otherwise, aptOptions = []) {
   if (binaries.every((b) => which(b))) return;
   const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
   if (isRoot && which('apt-get')) {
@@ -105,7 +105,7 @@ function ensureFromDebian(what, binaries, packages, otherwise) {
       const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
       if (!aptUpdated) execFileSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env });
       aptUpdated = true;
-      execFileSync('apt-get', ['install', '-y', '-qq', ...packages], { stdio: 'inherit', env });
+      execFileSync('apt-get', ['install', '-y', '-qq', ...aptOptions, ...packages], { stdio: 'inherit', env });
     } catch {
       fail(`installing ${packages.join(' ')} with apt-get failed (see above).`);
     }
@@ -260,6 +260,23 @@ function ensureStrace() {
   ensureFromDebian('strace (for the durability test)', ['strace'], ['strace'], 'install strace and put it on PATH');
 }
 
+// `npm run image-test` (e2e/image) builds the Dockerfile with rootful podman and runs the image, on stand-ins
+// for the base images made with debootstrap. runc, not crun: bookworm's crun starts no container where cgroups
+// are in hybrid mode, as on these machines. No recommends: podman's pull in buildah, fuse-overlayfs and the rootless helpers, none used.
+function ensureImageTools() {
+  if (typeof process.getuid === 'function' && process.getuid() !== 0) {
+    fail('the image test runs rootful podman and debootstrap: run `npm run image-test` as root.');
+  }
+  ensureFromDebian(
+    'podman and runc (for the image test)',
+    ['podman', 'runc'],
+    ['podman', 'runc'],
+    'install podman 4.x and runc and put them on PATH',
+    ['--no-install-recommends'],
+  );
+  ensureFromDebian('debootstrap (for the image test)', ['debootstrap'], ['debootstrap'], 'install debootstrap and put it on PATH');
+}
+
 function build() {
   say('building TypeScript (tsc -b) ...');
   // TypeScript 7's native tsc (package.json's @typescript/native); `typescript` itself is the TypeScript 6
@@ -270,6 +287,7 @@ function build() {
 }
 
 const forTests = process.argv.includes('--tests');
+const forImage = process.argv.includes('--image');
 ensureNpmDependencies();
 ensureNativeAddons();
 checkNode();
@@ -280,5 +298,6 @@ if (forTests) ensureSwift();
 if (forTests) ensureAge();
 if (forTests) ensureOpenssl();
 if (forTests) ensureStrace();
-if (forTests) await ensureEtcd35();
+if (forTests || forImage) await ensureEtcd35();
+if (forImage) ensureImageTools();
 build();

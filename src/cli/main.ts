@@ -8,13 +8,12 @@
  */
 import { systemClock } from '../clock.js';
 import { EtcdbrError } from '../errors.js';
-import os from 'node:os';
 import type { StoreConfig } from '@etcdbrctl/snapstore';
 import { buildCommandConfig } from '../config/build.js';
 import { COMMAND_SPECS, isCommandName } from '../config/commands.js';
 import { readConfigFile } from '../config/file.js';
 import { ConfigError } from '../config/schema.js';
-import { buildStoreConfig } from '../config/store.js';
+import { buildStoreConfig, userHomeDir } from '../config/store.js';
 import type { StoreRole } from '../config/store.js';
 import type { CommandConfigs, CommandName, EncryptionConfig, SnapstoreConfig } from '../config/types.js';
 import { parseGoBool } from '../config/values.js';
@@ -47,7 +46,7 @@ const RUNNERS: { [N in CommandName]: () => Promise<CommandRunner<N>> } = {
 export interface MainOptions {
   /** Aborts long-running commands (SIGINT/SIGTERM in the real process). */
   signal?: AbortSignal;
-  /** Base of relative Local containers; default `$HOME`, else the OS home directory. */
+  /** Base of relative Local containers; default `$HOME` of `env` as the Go tool reads it (`userHomeDir`). */
   homeDir?: string;
   /** Replaces command implementations (tests). */
   runners?: { [N in CommandName]?: CommandRunner<N> };
@@ -209,7 +208,9 @@ async function runCommand<N extends CommandName>(
     logger[name === 'server' ? 'info' : 'warn'](ignoredFlagsMessage(name, ignored));
   }
 
-  const homeDir = options.homeDir ?? env['HOME'] ?? os.homedir();
+  // Not os.homedir(): it falls back to the password database when HOME is unset, where Go fails; and the
+  // environment passed in is the one that counts, not this process's.
+  const homeDir = options.homeDir ?? userHomeDir(env);
   const roles = new Map(storesOf(name, config));
   const stall = storeStallTimeout(env);
   if (stall.problem !== undefined && roles.size > 0) logger.warn(stall.problem);

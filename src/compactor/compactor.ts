@@ -12,9 +12,8 @@
  * a history etcd could not have written: the same chains `restore --delta-replay=auto` hands to the online
  * replay) is compacted through a local etcd as upstream does (online.ts), with a warning saying why.
  */
-import { mkdir, mkdtemp, rm, rmdir } from 'node:fs/promises';
+import { rm } from 'node:fs/promises';
 import { createReadStream } from 'node:fs';
-import path from 'node:path';
 import {
   checkDecryptable,
   encryptsNewSnapshots,
@@ -32,7 +31,7 @@ import type { SnapshotLeases } from '../k8s/snapshot-leases.js';
 import { compactedSnapshotClock } from './snapshot-time.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable } from '../restorer/offline-replay.js';
 import { planRestore } from '../restorer/plan.js';
-import { namingWorkDir, TEMP_DIR_FLAG } from '../restorer/work-dirs.js';
+import { openScratch } from '../restorer/work-dirs.js';
 import { writeCompactedBackend } from './offline.js';
 import { saveCompactedBackend, withSha256Trailer } from './upload.js';
 
@@ -125,18 +124,12 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
 
   const rc = config.restoration;
   const cc = config.compactor;
-  const tempDir = path.resolve(rc.tempDir);
   logger.info({ base: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision }, 'Start compacting');
 
   let result: Omit<CompactResult, 'totalMs' | 'base' | 'deltas'>;
-  let createdTempRoot: string | undefined;
-  let scratch: string;
-  try {
-    createdTempRoot = await mkdir(tempDir, { recursive: true, mode: 0o700 });
-    scratch = await mkdtemp(path.join(tempDir, 'compact-'));
-  } catch (err) {
-    throw namingWorkDir(err, "compact's scratch directory", tempDir, TEMP_DIR_FLAG, true);
-  }
+  // Fails naming --restoration-temp-snapshots-dir when the directory cannot be made (work-dirs.ts).
+  const scratchDir = await openScratch(rc.tempDir, 'compact-');
+  const scratch = scratchDir.dir;
   try {
     try {
       const built = await writeCompactedBackend(store, plan, {
@@ -197,8 +190,7 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
       };
     }
   } finally {
-    await rm(scratch, { recursive: true, force: true });
-    if (createdTempRoot !== undefined) await removeEmptyDirsUpTo(tempDir, createdTempRoot);
+    await scratchDir.remove();
   }
 
   if (leases && result.snapshot) {
@@ -210,16 +202,4 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
     }
   }
   return { ...result, base, deltas: plan.deltas.length, totalMs: Date.now() - started };
-}
-
-/** Removes `dir` and its parents up to and including `top` while they are empty (never anything else). */
-async function removeEmptyDirsUpTo(dir: string, top: string): Promise<void> {
-  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
-    try {
-      await rmdir(d);
-    } catch {
-      return; // not empty (someone else's files), or gone: stop there
-    }
-    if (d === path.resolve(top) || path.dirname(d) === d) return;
-  }
 }

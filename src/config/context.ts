@@ -25,8 +25,8 @@ export interface CommandContext {
   logger: Logger;
   /** Aborted on SIGINT/SIGTERM; long-running commands stop when it fires. */
   signal: AbortSignal;
-  /** Base of relative Local store containers (upstream: $HOME). */
-  homeDir: string;
+  /** Base of relative Local store containers: $HOME as upstream reads it; undefined when HOME is not set. */
+  homeDir: string | undefined;
   version: VersionInfo;
   /**
    * The command's stores, resolved (container, prefix, credentials) before `run` was called; a role is

@@ -3,7 +3,6 @@
  * (container fallback, effective prefix, Local root, credentials). The environment and home directory
  * are passed in; this module never reads process.env.
  */
-import { mkdir } from 'node:fs/promises';
 import path from 'node:path';
 import {
   readAbsCredentials,
@@ -16,6 +15,7 @@ import {
   SnapStoreError,
 } from '@etcdbrctl/snapstore';
 import type { CredentialEnv, CredentialEnvPrefix, Logger, StoreConfig, StoreConfigBase } from '@etcdbrctl/snapstore';
+import { mkdirParents } from '../dirs.js';
 import { encryptionFiles, readEncryptionKeys } from './encryption.js';
 import { providerError } from './groups/snapstore.js';
 import type { EncryptionConfig, SnapstoreConfig, StoreRole } from './types.js';
@@ -33,11 +33,27 @@ const FLAG_PREFIX: Readonly<Record<StoreRole, string>> = { primary: '', source: 
 /** Upstream's Local container when none is given. */
 export const DEFAULT_LOCAL_CONTAINER = 'default.bkp';
 
+/**
+ * The base of a relative Local container, as the Go tool finds it: `os.UserHomeDir()` on Linux is `$HOME`
+ * when it is set and not empty, and an error ("$HOME is not defined") otherwise; it never looks at the
+ * password database. Which directory that is for which user is the container runtime's part: runc, crun
+ * and podman set HOME from the image's /etc/passwd entry of the user the container runs as (`/root` for
+ * uid 0, `/home/nonroot` for 65532) unless the image or the pod sets HOME, and `/` for a uid without an
+ * entry. So the image must not set HOME (Dockerfile), and we read it as Go does.
+ */
+export function userHomeDir(env: Readonly<Record<string, string | undefined>>): string | undefined {
+  const home = env['HOME'];
+  return home === undefined || home === '' ? undefined : home;
+}
+
 export interface StoreBuildOptions {
   role: StoreRole;
   env: CredentialEnv;
-  /** Base of relative Local containers (upstream: $HOME). */
-  homeDir: string;
+  /**
+   * Base of relative Local containers: `userHomeDir(env)`, as upstream. Undefined when HOME is not set; a
+   * relative Local container is then an error, as it is for the Go tool.
+   */
+  homeDir: string | undefined;
   logger?: Logger;
   /** Create `tempDir` (0700) when missing, as upstream does; default true. */
   createTempDir?: boolean;
@@ -76,7 +92,8 @@ export async function buildStoreConfig(flags: SnapstoreConfig, opts: StoreBuildO
 
   if (opts.createTempDir !== false && flags.tempDir !== '') {
     try {
-      await mkdir(flags.tempDir, { recursive: true, mode: 0o700 });
+      // Not Node's recursive mkdir: on a read-only file system it reports ENOENT (dirs.ts).
+      await mkdirParents(flags.tempDir);
     } catch (err) {
       throw new SnapStoreError(
         'E_CONFIG',
@@ -109,10 +126,21 @@ export async function buildStoreConfig(flags: SnapstoreConfig, opts: StoreBuildO
         `no source store given: set --source-store-container (or the environment variable ${containerVar}), and --source-storage-provider when the source is not ${provider} like the destination`,
       );
     }
+    const named = flags.container !== '' ? `--${flagPrefix}store-container` : container !== '' ? containerVar : undefined;
     if (container === '') container = DEFAULT_LOCAL_CONTAINER;
     // Deliberate difference: upstream always uses $HOME/<container>; an absolute container is used as is.
-    const rootDir = path.isAbsolute(container) ? container : path.join(opts.homeDir, container);
-    return { ...base, container, provider: 'Local', rootDir };
+    if (path.isAbsolute(container)) return { ...base, container, provider: 'Local', rootDir: container };
+    if (opts.homeDir === undefined) {
+      // Go fails here too ("$HOME is not defined"). A guess (the password database's home, the working
+      // directory) would open an empty store where the backups are not, and an initializer would then start
+      // a fresh member instead of restoring.
+      const what = named === undefined ? `the default Local container ${DEFAULT_LOCAL_CONTAINER}` : `${named} ${JSON.stringify(container)}`;
+      throw new SnapStoreError(
+        'E_CONFIG',
+        `${what} is relative to the home directory, but HOME is not set or empty: set HOME (the Go etcdbrctl fails without it too), or give an absolute --${flagPrefix}store-container`,
+      );
+    }
+    return { ...base, container, provider: 'Local', rootDir: path.join(opts.homeDir, container) };
   }
   if (container === '') {
     throw new SnapStoreError(

@@ -6,7 +6,7 @@
  * removed them; `/tmp/` with a slash emptied all of /tmp. Which files are ours, and which are left behind, is
  * the snapstore's (spool-files.ts).
  */
-import { mkdir } from 'node:fs/promises';
+import { mkdirParents } from '../dirs.js';
 import { removeLeftoverSpoolFiles, type Logger } from '@etcdbrctl/snapstore';
 import { EtcdbrError } from '../errors.js';
 
@@ -22,9 +22,16 @@ export interface TempDirPreparation {
  */
 export async function prepareSnapstoreTempDir(dir: string, opts: TempDirPreparation): Promise<string[]> {
   try {
-    await mkdir(dir, { recursive: true, mode: 0o700 });
+    // Not Node's recursive mkdir: on a read-only file system it reports ENOENT (dirs.ts).
+    await mkdirParents(dir);
   } catch (err) {
-    throw new EtcdbrError('E_FAILED', `cannot create the snapstore temp directory ${dir}: ${(err as Error).message}`, { cause: err });
+    throw new EtcdbrError(
+      'E_FAILED',
+      `--snapstore-temp-directory ${dir}: cannot create the snapstore temp directory: ${(err as Error).message}`,
+      {
+        cause: err,
+      },
+    );
   }
   return removeLeftoverSpoolFiles(dir, { keep: opts.keep, logger: opts.logger });
 }

@@ -3,8 +3,9 @@
  * and its scratch space under `--restoration-temp-snapshots-dir` for the base snapshot file and the fetched
  * deltas. What the restore creates for itself goes again at the end.
  */
-import { mkdir, mkdtemp, readdir, rm, rmdir, stat } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, rmdir, stat } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
+import { mkdirParents } from '../dirs.js';
 import { asError, CodedError, errorCode, EtcdbrError } from '../errors.js';
 
 /** The flags that choose where a restore (and compact) writes, for the messages of failed writes. */
@@ -92,23 +93,33 @@ export interface Scratch {
 }
 
 /**
- * This restore's scratch space, so that a restore leaves no empty `default.restoration.tmp/` behind in the
- * working directory.
+ * This restore's scratch space `<tempDir>/<prefix>XXXXXX`, so that a restore leaves no empty
+ * `default.restoration.tmp/` behind in the working directory. A temp dir that cannot be made (a read-only
+ * root file system, as with `readOnlyRootFilesystem`, where the relative default lands in the working
+ * directory) fails with E_INVALID_INPUT naming the flag, the path as given and as resolved, and the system's
+ * reason: that is where the operator has to act.
  */
-export async function openScratch(tempDir: string): Promise<Scratch> {
+export async function openScratch(tempDir: string, prefix = 'restore-'): Promise<Scratch> {
+  const absolute = resolve(tempDir);
   let createdTempRoot: string | undefined;
   let dir: string;
   try {
-    createdTempRoot = await mkdir(tempDir, { recursive: true, mode: 0o700 });
-    dir = await mkdtemp(join(tempDir, 'restore-'));
+    createdTempRoot = await mkdirParents(absolute);
+    dir = await mkdtemp(join(absolute, prefix));
   } catch (err) {
-    throw namingWorkDir(err, "the restore's scratch directory", tempDir, TEMP_DIR_FLAG, true);
+    if (createdTempRoot !== undefined) await removeEmptyDirsUpTo(absolute, createdTempRoot);
+    const where = absolute === tempDir ? absolute : `${tempDir} (${absolute})`;
+    throw new EtcdbrError(
+      'E_INVALID_INPUT',
+      `${TEMP_DIR_FLAG} ${where}: cannot create the restoration temp directory: ${(err as Error).message}; give ${TEMP_DIR_FLAG} a writable directory (an emptyDir or the data volume)`,
+      { cause: err },
+    );
   }
   return {
     dir,
     remove: async () => {
       await rm(dir, { recursive: true, force: true });
-      if (createdTempRoot !== undefined) await removeEmptyDirsUpTo(tempDir, createdTempRoot);
+      if (createdTempRoot !== undefined) await removeEmptyDirsUpTo(absolute, createdTempRoot);
     },
   };
 }

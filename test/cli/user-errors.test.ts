@@ -246,6 +246,42 @@ describe('user errors are one clear line without a stack trace', () => {
     expect(debug.stderr).toContain('"stack"');
   });
 
+  it.each(['restore', 'initialize', 'compact'])(
+    '%s: a restoration temp dir that cannot be made names --restoration-temp-snapshots-dir and the path, given and resolved',
+    async (command) => {
+      // A file where the default (relative to the working directory) would go: Node's recursive mkdir would
+      // have said ENOENT on a read-only root file system, and nothing named the flag (the image test runs it
+      // read-only).
+      const store = join(dir, 'store');
+      await cp(join(UPSTREAM_V023, 'gzip', 'snapstore'), store, { recursive: true });
+      const work = join(dir, 'work');
+      await mkdir(work);
+      await writeFile(join(work, 'default.restoration.tmp'), '');
+      const dataDir = command === 'compact' ? [] : [`--data-dir=${join(dir, 'data', 'new.etcd')}`];
+      const args = [
+        command,
+        '--storage-provider=Local',
+        `--store-container=${store}`,
+        `--snapstore-temp-directory=${join(dir, 'tmp')}`,
+        ...dataDir,
+      ];
+      const r = await etcdbrctl(args, {}, work);
+      expect(r.code, r.stderr).toBe(1);
+      expect(errorLines(r.stderr)).toEqual([
+        `Error: --restoration-temp-snapshots-dir default.restoration.tmp (${join(work, 'default.restoration.tmp')}): cannot create the restoration temp directory: ${join(work, 'default.restoration.tmp')} is not a directory; give --restoration-temp-snapshots-dir a writable directory (an emptyDir or the data volume)`,
+      ]);
+      expect(r.stderr).not.toMatch(STACK_LINE);
+      expect(await readdir(work)).toEqual(['default.restoration.tmp']);
+      expect(await readdir(dir)).not.toContain('data');
+      // An absolute path is named once, with the system's own reason.
+      const under = join(work, 'default.restoration.tmp', 'sub');
+      const abs = await etcdbrctl([...args, `--restoration-temp-snapshots-dir=${under}`], {}, work);
+      expect(errorLines(abs.stderr)).toEqual([
+        `Error: --restoration-temp-snapshots-dir ${under}: cannot create the restoration temp directory: ENOTDIR: not a directory, stat '${under}'; give --restoration-temp-snapshots-dir a writable directory (an emptyDir or the data volume)`,
+      ]);
+    },
+  );
+
   it('an uncompressed full snapshot whose sha256 trailer is wrong: both hashes in hex, as verify shows them', async () => {
     const store = join(dir, 'store');
     await cp(join(UPSTREAM_V023, 'none', 'snapstore'), store, { recursive: true });

@@ -6,7 +6,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { commandFlagSet } from '../../src/cli/help.js';
 import { buildCommandConfig } from '../../src/config/build.js';
 import { COMMAND_SPECS } from '../../src/config/commands.js';
-import { buildStoreConfig, effectivePrefix } from '../../src/config/store.js';
+import { buildStoreConfig, effectivePrefix, userHomeDir } from '../../src/config/store.js';
 import type { SnapstoreConfig } from '../../src/config/types.js';
 
 let tmp: string;
@@ -71,9 +71,43 @@ describe('buildStoreConfig', () => {
     expect(rel).toMatchObject({ rootDir: '/home/u/backups/x', prefix: 'etcd-main/v2' });
   });
 
-  it('uses an absolute Local container as it is (our difference)', async () => {
+  it('uses an absolute Local container as it is (our difference), also without a home directory', async () => {
     const c = await buildStoreConfig(flags({ container: '/var/backups' }), { role: 'primary', env: {}, homeDir: '/home/u' });
     expect(c).toMatchObject({ provider: 'Local', rootDir: '/var/backups', container: '/var/backups' });
+    const homeless = await buildStoreConfig(flags({ container: '/var/backups' }), { role: 'primary', env: {}, homeDir: undefined });
+    expect(homeless).toMatchObject({ provider: 'Local', rootDir: '/var/backups' });
+  });
+
+  it('refuses a relative Local container without a home directory, as Go does, naming where the container came from', async () => {
+    const opts = (role: 'primary' | 'secondary', env: Record<string, string> = {}) => ({ role, env, homeDir: undefined });
+    expect(await configError(buildStoreConfig(flags({ container: 'bucket' }), opts('primary')), 'E_CONFIG')).toBe(
+      '--store-container "bucket" is relative to the home directory, but HOME is not set or empty: set HOME (the Go etcdbrctl fails without it too), or give an absolute --store-container',
+    );
+    expect(await configError(buildStoreConfig(flags(), opts('primary')), 'E_CONFIG')).toMatch(
+      /^the default Local container default\.bkp is relative to the home directory, but HOME is not set or empty: /,
+    );
+    expect(await configError(buildStoreConfig(flags(), opts('secondary', { SECONDARY_STORAGE_CONTAINER: 'b2' })), 'E_CONFIG')).toMatch(
+      /^SECONDARY_STORAGE_CONTAINER "b2" is relative .* or give an absolute --secondary-store-container$/,
+    );
+  });
+
+  it.each([
+    [{ HOME: '/root' }, '/root'],
+    [{ HOME: '/home/nonroot' }, '/home/nonroot'],
+    [{ HOME: '/' }, '/'],
+    [{ HOME: '' }, undefined],
+    [{}, undefined],
+  ])('userHomeDir(%j) is %j, as Go os.UserHomeDir reads it', (env, expected) => {
+    expect(userHomeDir(env)).toBe(expected);
+  });
+
+  it('joins the container under HOME as Go path.Join does (HOME=/ for a uid without a passwd entry)', async () => {
+    expect(await buildStoreConfig(flags({ container: 'bucket' }), { role: 'primary', env: {}, homeDir: '/' })).toMatchObject({
+      rootDir: '/bucket',
+    });
+    expect(await buildStoreConfig(flags({ container: './a/../bucket' }), { role: 'primary', env: {}, homeDir: '/root/' })).toMatchObject({
+      rootDir: '/root/bucket',
+    });
   });
 
   it.each([

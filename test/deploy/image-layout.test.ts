@@ -1,16 +1,18 @@
 /**
- * The container image without a Docker engine (none exists on these machines). Two parts:
+ * The container image without a container engine (`npm run image-test`, e2e/image, builds and runs the real
+ * one with podman; it is slow and not part of `npm test`). Two parts:
  *
  * 1. Invariants read from the Dockerfile: pinned base images, one Node release for build and runtime,
- *    etcd binaries from the official image where ETCD_BIN points, a non-root user, an ENTRYPOINT that runs
- *    etcdbrctl, nothing installed or compiled in the final stage, a build context limited by .dockerignore.
+ *    etcd binaries from the official image where ETCD_BIN points, a non-root user with a passwd entry and no
+ *    HOME of the image's own, an ENTRYPOINT that runs etcdbrctl, nothing installed or compiled for the final
+ *    stage, no npm or Node headers in it, a build context limited by .dockerignore.
  * 2. A replay of the Dockerfile into temp directories that stand for the build stage's and the final stage's
  *    file systems. COPY lines are followed as written; of the RUN steps, `npm ci` is stood in for by a copy
- *    of this checkout's node_modules (an npm ci of the same lock file), `npm run build` by the dist/ trees
- *    the test setup compiled from the same tsconfig, and `npm prune` runs for real (offline). The final
- *    stage's RUN commands are interpreted (rm, mkdir, chown, chmod, ln -s) and anything else fails the test.
- *    Then the CLI runs from the final tree with the image's environment: no dev dependencies, no sources,
- *    no scripts/setup.mjs.
+ *    of this checkout's node_modules (an npm ci of the same lock file), `npm run build` runs for real (tsc on
+ *    what the COPY lines brought: a file the build needs and the build context lacks fails it), and
+ *    `npm prune` runs for real (offline). The runtime base's RUN commands are interpreted (rm, groupadd,
+ *    useradd, mkdir, chown, chmod, ln -s) and anything else fails the test. Then the CLI runs from the final
+ *    tree with the image's environment: no dev dependencies, no sources, no scripts/setup.mjs.
  */
 import { execFile, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -42,6 +44,10 @@ const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) a
 };
 
 const finalStage = dockerfile.stages.at(-1)!;
+/** The stage whose whole file tree (`COPY --from=<it> / /`) the final stage starts from. */
+const runtimeBase = dockerfile.stages.find((st) =>
+  finalStage.instructions.some((c) => c.keyword === 'COPY' && c.flags.from === st.name && copyPaths(c).sources.join() === '/'),
+);
 /** A value for `--build-arg GIT_SHA=...`, to see it arrive in `--version`. */
 const GIT_SHA = '0123456789abcdef0123456789abcdef01234567';
 
@@ -87,7 +93,7 @@ describe('Dockerfile invariants', () => {
     expect(dockerfile.stages.length).toBeGreaterThanOrEqual(3);
     for (const stage of dockerfile.stages) {
       const ref = stage.image;
-      if (dockerfile.stages.some((s) => s.name === ref)) continue; // FROM <earlier stage>
+      if (dockerfile.stages.some((s) => s.name === ref) || ref === 'scratch') continue; // FROM <earlier stage>, or nothing
       const pinned = /@sha256:[0-9a-f]{64}$/.test(ref) || /:v?\d+\.\d+\.\d+(?:[-.][\w.-]+)?$/.test(ref);
       expect(pinned, `line ${stage.line}: FROM ${ref} is not pinned to an exact version`).toBe(true);
       expect(ref, `line ${stage.line}: FROM must not depend on build args`).not.toContain('$');
@@ -99,7 +105,13 @@ describe('Dockerfile invariants', () => {
     expect(nodeImages.length).toBe(2);
     const [build, runtime] = nodeImages as RegExpExecArray[];
     expect(build!.slice(1, 5), 'build and runtime stages must use the same Node version and Debian release').toEqual(runtime!.slice(1, 5));
-    expect(finalStage.image.startsWith('node:')).toBe(true);
+    // The final stage is the runtime base's file tree (one layer, without what that stage removed).
+    expect(runtimeBase, 'a COPY --from=<runtime base> / / in the final stage').toBeDefined();
+    expect(runtimeBase!.image).toBe(runtime!.input);
+    expect(runtimeBase!.image).toMatch(/^node:[\d.]+-bookworm-slim$/);
+    expect(finalStage.image).toBe('scratch');
+    const firstCopy = instructions(finalStage, 'COPY')[0]!;
+    expect(firstCopy.flags.from, 'the runtime base comes first; everything else is laid on top').toBe(runtimeBase!.name);
     const engines = /^>=(\d+)\.(\d+)$/.exec(pkg.engines.node);
     expect(engines, `engines.node ${pkg.engines.node}`).not.toBeNull();
     const [major, minor] = [Number(build![1]), Number(build![2])];
@@ -142,16 +154,35 @@ describe('Dockerfile invariants', () => {
     expect(text).not.toMatch(/setup\.mjs|scripts\//);
   });
 
-  it('installs and compiles nothing in the final stage, and deletes npm, npx, corepack and yarn', () => {
-    const commands = runCommands(finalStage);
-    // Only file housekeeping: no package manager, compiler or download can hide in a chain.
+  it('installs and compiles nothing for the final stage, and leaves out npm, npx, corepack, yarn and the Node headers', () => {
+    expect(instructions(finalStage, 'RUN'), 'the final stage runs nothing').toEqual([]);
+    const commands = runCommands(runtimeBase!);
+    // Only file housekeeping and the user's entry: no package manager, compiler or download can hide in a chain.
     for (const c of commands) {
-      expect(c, 'final stage RUN').toMatch(/^(rm|mkdir|chown|chmod|ln) /);
-      expect(c, 'final stage RUN').not.toMatch(/[;|`]|\$\(/);
+      expect(c, 'runtime base RUN').toMatch(/^(rm|mkdir|chown|chmod|ln|groupadd|useradd) /);
+      expect(c, 'runtime base RUN').not.toMatch(/[;|`]|\$\(/);
     }
     const removed = commands.filter((c) => c.startsWith('rm ')).join(' ');
-    for (const p of ['/usr/local/lib/node_modules', '/usr/local/bin/npm', '/usr/local/bin/npx', '/usr/local/bin/corepack', '/usr/local/bin/yarn']) {
-      expect(removed, `the final stage removes ${p}`).toContain(p);
+    for (const p of ['/usr/local/lib/node_modules', '/usr/local/bin/npm', '/usr/local/bin/npx', '/usr/local/bin/corepack', '/usr/local/bin/yarn', '/usr/local/include/node']) {
+      expect(removed, `the runtime base removes ${p}`).toContain(p);
+    }
+  });
+
+  it('gives 65532 a passwd entry with home /home/nonroot and sets no HOME, so the runtime sets HOME per user as for the Go image', () => {
+    const commands = runCommands(runtimeBase!);
+    expect(commands).toContain('groupadd --gid 65532 nonroot');
+    const useradd = commands.find((c) => c.startsWith('useradd '));
+    expect(useradd).toBeDefined();
+    expect(useradd).toMatch(/--uid 65532 /);
+    expect(useradd).toMatch(/--gid 65532 /);
+    expect(useradd).toMatch(/--home-dir \/home\/nonroot /);
+    // A big uid and useradd's login records: a sparse /var/log/lastlog of gigabytes in some tar formats.
+    expect(useradd).toMatch(/--no-log-init/);
+    expect(useradd).toMatch(/ nonroot$/);
+    // A HOME of the image's own would hold for every user: root (etcd-druid's runAsRoot, gardenadm) would look for
+    // its Local store under /home/nonroot instead of /root.
+    for (const stage of [runtimeBase!, finalStage]) {
+      for (const env of instructions(stage, 'ENV')) expect(envPairs(env).map(([k]) => k)).not.toContain('HOME');
     }
   });
 
@@ -278,18 +309,21 @@ async function replayBuildCommand(command: string, cwd: string): Promise<void> {
   if (/^npm ci\b/.test(command)) {
     // npm ci of the same package-lock.json: this checkout's node_modules (copied, never linked: npm rewrites
     // files such as node_modules/.package-lock.json in place).
-    await copyTree(join(ROOT, 'node_modules'), join(cwd, 'node_modules'));
-    await rm(join(cwd, 'node_modules', '.cache'), { recursive: true, force: true });
+    // Not node_modules/.cache: the test setup's etcd downloads and other tools' caches, no part of npm ci.
+    for (const entry of readdirSync(join(ROOT, 'node_modules')).filter((e) => e !== '.cache')) {
+      await copyTree(join(ROOT, 'node_modules', entry), join(cwd, 'node_modules', entry));
+    }
     // npm ci compiles the malloc-trim addon in its workspace (its install script): the one npm ci built here.
     await copyTree(join(ROOT, 'malloc-trim', 'build'), join(cwd, 'malloc-trim', 'build'));
     return;
   }
   if (command === 'npm run build') {
-    // `tsc -b tsconfig.build.json`, which the test setup (test/support/global-setup.ts) ran on these sources.
-    for (const out of ['dist', 'snapstore/dist']) {
-      expect(existsSync(join(ROOT, out)), `${out} (built by the test setup)`).toBe(true);
-      await copyTree(join(ROOT, out), join(cwd, out));
-    }
+    // For real, on what the COPY lines brought: the checkout's own dist/ would hide a file the build needs
+    // that the build context leaves out (malloc-trim's type declarations once did).
+    const built = await execFileAsync('npm', ['run', 'build'], { cwd, env: { ...process.env, npm_config_update_notifier: 'false' }, maxBuffer: 16 * 1024 * 1024 }).catch(
+      (err: { stdout?: string; stderr?: string; message: string }) => ({ failed: `${err.message}\n${err.stdout ?? ''}${err.stderr ?? ''}` }),
+    );
+    expect('failed' in built ? built.failed : '', 'npm run build in the replayed build stage').toBe('');
     return;
   }
   if (/^npm prune\b/.test(command)) {
@@ -323,6 +357,10 @@ async function replayFinalStage(stage: Stage): Promise<void> {
         for (const s of sources) {
           if (from === dockerfile.stages[0]) {
             await dockerCopy(inRoot(buildRoot, s), inRoot(finalRoot, destPath), destIsDir);
+          } else if (from === runtimeBase) {
+            // The Node image's tree is not here; what the runtime base stage does to it is.
+            expect([s, destPath]).toEqual(['/', '/']);
+            replayRuntimeBase(from);
           } else {
             const name = s.split('/').at(-1)!;
             const target = join(inRoot(finalRoot, destPath), name);
@@ -350,6 +388,14 @@ async function replayFinalStage(stage: Stage): Promise<void> {
   }
 }
 
+/** The runtime base stage's RUN commands, into the final tree (its FROM image is not replayed). */
+function replayRuntimeBase(stage: Stage): void {
+  for (const i of stage.instructions) {
+    if (i.keyword === 'RUN') for (const command of i.args.split('&&').map((c) => c.trim())) replayFinalCommand(command);
+    else throw new Error(`line ${i.line}: the replay does not know ${i.keyword} in the runtime base stage`);
+  }
+}
+
 function replayFinalCommand(command: string): void {
   const words = command.split(/\s+/);
   switch (words[0]) {
@@ -362,7 +408,9 @@ function replayFinalCommand(command: string): void {
       return;
     case 'chown':
     case 'chmod':
-      return; // ownership and modes of the home directory: not observable without the image's users
+    case 'groupadd':
+    case 'useradd':
+      return; // users, ownership and modes of the home directory: not observable without the image's users
     case 'ln': {
       expect(words.slice(0, 2)).toEqual(['ln', '-s']);
       const [target, link] = words.slice(2) as [string, string];
@@ -372,7 +420,7 @@ function replayFinalCommand(command: string): void {
       return;
     }
     default:
-      throw new Error(`the final stage runs ${JSON.stringify(command)}, which the replay does not know (and an image should not need)`);
+      throw new Error(`the runtime image runs ${JSON.stringify(command)}, which the replay does not know (and an image should not need)`);
   }
 }
 

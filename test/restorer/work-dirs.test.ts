@@ -14,6 +14,7 @@ import { fetchDeltasInOrder } from '../../src/restorer/fetch.js';
 import { planRestore } from '../../src/restorer/plan.js';
 import { replayDeltas } from '../../src/restorer/replay.js';
 import { backendPath, openScratch, WorkDirWriteError } from '../../src/restorer/work-dirs.js';
+import { EtcdbrError } from '../../src/errors.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 import { copyUpstreamStore } from '../support/fixtures.js';
 import { openLocalStore } from '../support/local-store.js';
@@ -128,11 +129,12 @@ describe("a restore's failed writes name the file and the flag", () => {
     expect(err.message).toMatch(new RegExp(`^cannot write the restored backend to ${backendPath(partDir)} \\(--data-dir\\): ENOSPC`));
   });
 
-  it('a temp dir that cannot be created: the path and the flag', async () => {
-    const err = await writeError(openScratch('/dev/full/restoration.tmp'));
-    expect(err.code).toBe('ENOTDIR');
-    expect(err.message).toMatch(
-      /^cannot create the restore's scratch directory in \/dev\/full\/restoration\.tmp \(--restoration-temp-snapshots-dir\): ENOTDIR/,
+  it('a temp dir that cannot be created: the path, the flag and what to do', async () => {
+    const err = await openScratch('/dev/full/restoration.tmp').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(EtcdbrError);
+    expect((err as EtcdbrError).code).toBe('E_INVALID_INPUT');
+    expect((err as Error).message).toMatch(
+      /^--restoration-temp-snapshots-dir \/dev\/full\/restoration\.tmp: cannot create the restoration temp directory: .*ENOTDIR.*; give --restoration-temp-snapshots-dir a writable directory/,
     );
   });
 });
