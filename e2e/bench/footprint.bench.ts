@@ -38,7 +38,7 @@
  * case broke. Wall times are noisy on a shared machine (the load average is printed); RSS is not. The last
  * line is JSON with every figure.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { accessSync, constants as fsConstants } from 'node:fs';
 import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -57,6 +57,7 @@ import { ETCD_MEMBERS, FakeKubeApiServer, LEASES } from '../../test/support/fake
 import { waitFor } from '../../test/support/wait.js';
 import { LEASE_RENEWAL_FLAGS } from '../support/sidecar.js';
 import { initializationHandshake } from '../support/wrapper.js';
+import { etcdLineFor } from '../interop/support/etcd-line.js';
 import { fillEtcd } from './support/fill.js';
 import { MiB, arg, round1, table } from './support/measure.js';
 import { ProcSampler } from './support/proc-sampler.js';
@@ -205,6 +206,16 @@ async function startServer(subject: Subject, args: string[], env: NodeJS.Process
   return { ...p, url };
 }
 
+let urlMap: boolean | undefined;
+
+/** Whether the peer is etcd-backup-restore v0.41 or later (the etcd config's URL map); false without a peer. */
+function peerReadsUrlMap(): boolean {
+  const peer = process.env.ETCDBRCTL_PEER;
+  if (peer === undefined || peer === '') return false;
+  urlMap ??= etcdLineFor(spawnSync(peer, ['--version'], { encoding: 'utf8' }).stdout) === '3.5';
+  return urlMap;
+}
+
 /** A minimal etcd config file in `dir` for the member `args` name (its data dir and the endpoint's port). */
 async function writeEtcdConf(dir: string, args: readonly string[]): Promise<string> {
   const value = (name: string): string | undefined => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
@@ -219,8 +230,11 @@ async function writeEtcdConf(dir: string, args: readonly string[]): Promise<stri
       `listen-client-urls: ${client}`,
       `advertise-client-urls: ${client}`,
       `listen-peer-urls: http://127.0.0.1:${peerPort}`,
-      // etcd-druid's form (scheme@service@namespace@port), which the Go server parses for the member lease.
-      `initial-advertise-peer-urls: http@etcd-main-peer@${NS}@${peerPort}`,
+      // The form the Go server parses for the member lease: the legacy template of the etcd-druid of v0.23's
+      // time (scheme@service@namespace@port), or the member-name map of today's (v0.41 and later read only that).
+      ...(peerReadsUrlMap()
+        ? ['initial-advertise-peer-urls:', `  ${POD}: [http://127.0.0.1:${peerPort}]`]
+        : [`initial-advertise-peer-urls: http@etcd-main-peer@${NS}@${peerPort}`]),
       `initial-cluster: ${POD}=http://127.0.0.1:${peerPort}`,
       'initial-cluster-token: etcd-cluster',
       'initial-cluster-state: new',
