@@ -54,7 +54,7 @@ FROM gcr.io/etcd-development/etcd:v3.5.27 AS etcd
 # Added: the passwd and group entries of 65532 ("nonroot", home /home/nonroot, as in upstream's distroless
 # image). The image sets no HOME: the container runtime sets it from the entry of the user the container runs
 # as (/root for root, /home/nonroot for 65532), and a relative Local store container lives there, as for the
-# Go tool (README, "Local store paths").
+# Go tool (docs/differences.md, "Local store paths").
 FROM node:24.21.0-bookworm-slim AS runtime-base
 RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
         /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-v* /usr/local/include/node \

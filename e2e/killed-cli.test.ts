@@ -2,7 +2,7 @@
  * A SIGKILL of the process the user started ends the work, however the CLI was started (issue 39). On a Node
  * older than 22.12, bin/etcdbrctl used to run the command as a child on the project's Node 24: a SIGKILL
  * ended only the parent, a killed `restore` put the data dir in place 10 s after its caller saw exit 137, and
- * a killed `server` kept serving. The ways the README shows: `node bin/etcdbrctl` and `bin/etcdbrctl` with
+ * a killed `server` kept serving. The ways docs/development.md shows: `node bin/etcdbrctl` and `bin/etcdbrctl` with
  * the machine's own, older Node as `node` (where one exists), and the project's Node, as the image, `npm start`
  * and every npm script run it.
  *

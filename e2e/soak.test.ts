@@ -2,7 +2,7 @@
  * The seeded fault soak (e2e/soak, `npm run soak`) for short fixed seeds, one per topology: faults while the
  * workload writes, then the independent checker (verify, restores compared with etcd key by key and by
  * hashkv, acknowledged writes, points in time, crashes, leftovers). Longer runs, other seeds and the S3
- * store behind the fault proxy: `npm run soak -- --seed=<n> --minutes=<m> …` (README "How it is tested
+ * store behind the fault proxy: `npm run soak -- --seed=<n> --minutes=<m> …` (docs/testing.md "How it is tested
  * under faults").
  */
 import { describe, expect, it } from 'vitest';

@@ -53,7 +53,7 @@ if (installed.length === 0) {
     `${tag} needs Go >= ${wantMajor}.${wantMinor} and no /usr/lib/go-X.Y has it. Debian packages it: ` +
       (wantMinor <= 19
         ? 'apt-get install golang-go (bookworm)'
-        : 'add "trixie trixie-backports" to the apt sources with a pin of priority 100 (README "Interop with the Go tool"), ' +
+        : 'add "trixie trixie-backports" to the apt sources with a pin of priority 100 (docs/testing.md "Interop with the Go tool"), ' +
           'then apt-get update && apt-get install -t trixie-backports golang-1.26-go'),
   );
 }

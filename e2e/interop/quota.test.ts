@@ -2,7 +2,7 @@
  * Issue 27's quota case: a chain whose restored backend passes 80 % of `--embedded-etcd-quota-bytes`.
  *
  * The two tools restore it differently, legitimately: ours compacts the restored history at the head,
- * offline, as a function of the chain and the quota (README "How a restore works", step 4); the Go restore
+ * offline, as a function of the chain and the quota (docs/how-it-works.md "How a restore works", step 4); the Go restore
  * replays every delta through its embedded etcd with that quota and keeps the whole history (v0.23's
  * restorer never compacts for size, its etcd only refuses writes past the quota itself; v0.41 and later
  * compact after every 10th delta they apply, and this chain has 3). What both

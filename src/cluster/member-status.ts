@@ -4,7 +4,7 @@
  * into the status body etcd-druid reads. No I/O here; src/k8s/etcd-member-status.ts sends the body.
  *
  * Field names and shapes are the DEP-04 API block's. Where the seed is silent or contradicts itself, the
- * choices are written next to the type (and in the README's differences).
+ * choices are written next to the type (and in docs/differences.md).
  */
 import { EtcdbrError } from '../errors.js';
 import type { Snapshot } from '@etcdbrctl/snapstore';

@@ -169,7 +169,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
   compact: {
     name: 'compact',
     short: 'fold the latest full and delta snapshots into one new full snapshot',
-    // README "How compact works": offline since the offline writer; the etcd path is only the fallback.
+    // docs/how-it-works.md "How `compact` works": offline since the offline writer; the etcd path is only the fallback.
     long:
       'Folds the newest full snapshot and the delta snapshots after it into one new full snapshot compacted at the last ' +
       'revision, written from the snapshot files without an etcd process (scratch space in ' +

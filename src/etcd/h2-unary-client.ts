@@ -7,7 +7,7 @@
  * bare node:http2, ~280-320 µs through grpc-channel, ~90-120 µs here), and etcd3's gRPC stack more
  * (async-resource binding, header objects, per-stream events). Speaking the frames (RFC 9113) directly over
  * a net.Socket is what makes the online replay on etcd 3.5 without fsync ~1.6x faster than through
- * grpc-channel (README: "Why the online replay has a client of its own").
+ * grpc-channel (docs/performance.md, "Why the online replay has a client of its own").
  *
  * What it does: one HEADERS frame pre-encoded per path (HPACK static-table indexes and literals without
  * indexing, so no dynamic table on our side) and the request body as DATA, within the server's flow

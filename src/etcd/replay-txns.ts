@@ -4,7 +4,7 @@
  * concurrent calls would be applied in any order). The transactions go through the lean gRPC client
  * (h2-unary-client.ts): through the full client's node:http2 channel (grpc-channel.ts) each one cost this
  * process 2.5-3x the CPU (~280-320 µs against ~90-120 µs), and the replay on etcd 3.5 without fsync ran at
- * 0.6x the rate (README: "Why the online replay has a client of its own"). The full client stays beside it
+ * 0.6x the rate (docs/performance.md, "Why the online replay has a client of its own"). The full client stays beside it
  * for everything else and takes over when the lean path fails, so an error etcd returns reaches the
  * operator with etcd's own message (the lean client does not decode gRPC statuses).
  */

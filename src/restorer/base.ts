@@ -1,5 +1,5 @@
 /**
- * The restore's base step (README "How a restore works", Base): the plan's full snapshot becomes the start
+ * The restore's base step (docs/how-it-works.md "How a restore works", Base): the plan's full snapshot becomes the start
  * of the restored data dir through etcd's own `snapshot restore` (`etcdutl` on 3.5+, `etcdctl` on 3.4), which
  * also checks its sha256 trailer.
  */

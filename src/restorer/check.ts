@@ -1,5 +1,5 @@
 /**
- * The restore's check step (README "How a restore works", Check): before the restored `.part` replaces
+ * The restore's check step (docs/how-it-works.md "How a restore works", Check): before the restored `.part` replaces
  * anything, every file and directory in it reaches the disk (the replay etcd ran without fsync; see
  * durable.ts) and its backend passes our bbolt consistency check (verify-backend.ts).
  */

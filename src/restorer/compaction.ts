@@ -49,8 +49,8 @@ export function storedKeyId(value: Buffer): string | undefined {
  * Per key, the newest main revision at or below the compaction revision (first pass). A key is written at
  * most once per main revision (etcd refuses a transaction that touches a key twice), so the main revision
  * names the entry. The keys are numbered by the replay's KeyStates (the rows are shared, so the replay decides
- * an event with the lookup it makes anyway); this is one number per row. Memory: see README "How a restore
- * works" for the measured figure per distinct key.
+ * an event with the lookup it makes anyway); this is one number per row. Memory: see docs/performance.md "Restore" for the
+ * measured figure per distinct key.
  */
 export class CompactionIndex {
   /** By row: the newest main revision noted, 0 for none (etcd's revisions start at 1). */

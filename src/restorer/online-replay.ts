@@ -1,5 +1,5 @@
 /**
- * The online replay path (README "How a restore works", Replay): the deltas go through the replay etcd
+ * The online replay path (docs/how-it-works.md "How a restore works", Replay): the deltas go through the replay etcd
  * (replay-etcd.ts), one transaction per source revision, strictly in order, as upstream replays them
  * (apply.ts sends them, replay-txns.ts carries them). Every call to that etcd takes the restore's signal and
  * the per-call deadline, so a replay etcd that stalls fails the restore instead of hanging it.

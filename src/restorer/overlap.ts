@@ -1,5 +1,5 @@
 /**
- * Two deltas of a chain that hold some of the same revisions (README "How a restore works", Overlapping
+ * Two deltas of a chain that hold some of the same revisions (docs/how-it-works.md "How a restore works", Overlapping
  * deltas). Two cases give that, and only the events tell them apart:
  * - a transaction cut: the Go snapshotter cuts a delta at its memory limit after any event, so the last
  *   revision of one delta goes on at the start of the next with the rest of that transaction's events;

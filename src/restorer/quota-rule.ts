@@ -1,5 +1,5 @@
 /**
- * When a restore compacts its history (README "How a restore works", step 4): a function of the chain and
+ * When a restore compacts its history (docs/how-it-works.md "How a restore works", step 4): a function of the chain and
  * the quota alone, so that a restore gives the same database every time and both replay paths agree.
  *
  * The chain's size is the base backend's file (as etcd's snapshot restore wrote it) plus every delta's

@@ -1,5 +1,5 @@
 /**
- * The restore's replay step (README "How a restore works", Replay and History): the plan's deltas on top of
+ * The restore's replay step (docs/how-it-works.md "How a restore works", Replay and History): the plan's deltas on top of
  * the restored base, by one of two paths that give the same database:
  * - offline (offline-replay.ts): written straight into the `.part` backend by our bbolt writer, no etcd;
  * - online (online-replay.ts): replayed through a local etcd on `.part` (replay-etcd.ts), upstream's way.

@@ -1,5 +1,5 @@
 /**
- * A restore, in the steps of README "How a restore works": the plan (plan.ts, made by the caller) is carried
+ * A restore, in the steps of docs/how-it-works.md "How a restore works": the plan (plan.ts, made by the caller) is carried
  * out as base (base.ts) → replay (replay.ts: offline-replay.ts or online-replay.ts, with the history's
  * compaction) → check (check.ts) → swap (swap.ts), all in `<data-dir>.part` until the swap. Any failure
  * removes `.part`, stops the replay etcd, and leaves the data dir and the store as they were.

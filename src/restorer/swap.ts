@@ -1,5 +1,5 @@
 /**
- * The restore's last step (README "How a restore works", Swap): the checked `<data-dir>.part` takes the data
+ * The restore's last step (docs/how-it-works.md "How a restore works", Swap): the checked `<data-dir>.part` takes the data
  * dir's place, with no moment at which neither the old nor the new data dir exists on disk.
  */
 import { rename, rm, stat } from 'node:fs/promises';

@@ -1,5 +1,5 @@
 /**
- * etcd's backend schema is declared once, in src/etcd-schema.ts (README "Layers"): src/bbolt stays a generic
+ * etcd's backend schema is declared once, in src/etcd-schema.ts (docs/architecture.md "Layers"): src/bbolt stays a generic
  * bbolt reader, writer and checker, and no other module spells a bucket or meta key of etcd's. Comments may
  * name them; code takes the constants.
  */

@@ -1,5 +1,5 @@
 /**
- * Layers that only point down (README, "Architecture"): a module may import from its own layer's folders or
+ * Layers that only point down (docs/architecture.md "Layers"): a module may import from its own layer's folders or
  * from the layers below, never from a layer above, and the folders form no cycle. Read from each module's
  * syntax tree; type-only imports count too (they are dependencies of the design even though erased).
  */
@@ -82,7 +82,10 @@ export function findCycle(edges: ReadonlyArray<{ from: string; to: string }>): s
 describe('layers that only point down', () => {
   it('every folder of src/ has its place in the layer table', async () => {
     const folders = new Set((await sourceFiles(SRC)).map(folderOf));
-    expect([...folders].filter((f) => !layerOf.has(f)).sort(), 'add the new folder to LAYERS (and the README diagram)').toEqual([]);
+    expect(
+      [...folders].filter((f) => !layerOf.has(f)).sort(),
+      'add the new folder to LAYERS (and the diagrams in README.md and docs/architecture.md)',
+    ).toEqual([]);
   });
 
   it('no import points to a higher layer', async () => {

@@ -75,7 +75,7 @@ describe('help width', () => {
 });
 
 describe('compact --help', () => {
-  it('describes the offline compaction, with etcd only as the fallback (README "How compact works")', () => {
+  it('describes the offline compaction, with etcd only as the fallback (docs/how-it-works.md "How `compact` works")', () => {
     const help = commandHelp(COMMAND_SPECS.compact).replaceAll(/\s+/g, ' ');
     expect(help).not.toMatch(/temporary etcd|defragment the embedded etcd/);
     expect(help).toMatch(/^Folds the newest full snapshot .* without an etcd process/s);

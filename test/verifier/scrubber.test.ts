@@ -83,7 +83,7 @@ describe('BackupScrubber', () => {
     const dir = mkdtempSync(join(tmpdir(), 'etcdbr-scrubber-encrypted-'));
     res.add(async () => rmSync(dir, { recursive: true, force: true }));
     const { root, recipients } = await encryptedUpstreamStore('gzip', dir);
-    // As the README recommends for a sidecar: the recipients to encrypt to, no identity.
+    // As docs/features.md recommends for a sidecar: the recipients to encrypt to, no identity.
     const store = await openSnapStore({
       ...localStoreConfig(root, dir),
       encryption: await readEncryptionKeys({ recipientsFile: recipients, identityFiles: [] }),
