@@ -189,6 +189,11 @@ export class Snapshotter {
     return this.running;
   }
 
+  /** The newest revision in the delta buffer, 0 when it is empty (tests and diagnostics). */
+  get bufferedRevision(): number {
+    return this.buffer.isEmpty ? 0 : this.buffer.lastRevision;
+  }
+
   /**
    * The most delta JSON the snapshotter held at once since it was created: the buffer plus the deltas taken
    * from it and not stored yet. Back-pressure keeps it within the memory limit plus one revision's events.
@@ -587,6 +592,17 @@ export class Snapshotter {
           'There are no new updates since previous final full snapshot, skipping new final full snapshot.',
         );
         return reuse;
+      }
+    }
+    // The buffered events go into a delta first, so the deltas reach as far as the watch had delivered: a point
+    // in time between the last delta and the full stays restorable (dropped, they were only in the full's end
+    // state). A save that fails leaves them to the full; one refused because another member leads ends the run.
+    if (this.watch && !this.buffer.isEmpty && !this.timelineChanged && !this.deltaSaveFailed) {
+      try {
+        await this.saveBufferedDelta();
+      } catch (err) {
+        if (err instanceof LeadershipLost) throw err;
+        this.deps.logger.warn({ err }, 'could not store the buffered events as a delta before the full snapshot; only the full holds them');
       }
     }
     // Events up to the full snapshot are inside it; the new watch starts after it, on a fresh timeline.

@@ -74,6 +74,22 @@ describe('snapshotter against a real etcd and a Local store', () => {
 
   const rev = async () => Number((await client.get('foo').exec()).header.revision);
 
+  it('a full snapshot stores the buffered events as a delta first: points in time before it stay restorable', async () => {
+    const s = await make();
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    const first = await full();
+    for (let i = 0; i < 5; i++) await client.put(`before-full/${i}`).value('v');
+    const last = await rev();
+    await waitFor(() => s.bufferedRevision === last || undefined, 'the writes in the delta buffer');
+    const second = await s.triggerFullSnapshot(false);
+    const incr = (await store.list()).filter((x) => x.kind === 'Incr');
+    expect(incr.map((d) => [d.startRevision, d.lastRevision])).toEqual([[first.lastRevision + 1, last]]);
+    expect(second.lastRevision).toBeGreaterThanOrEqual(last);
+    stop.abort();
+    await running;
+  });
+
   it('takes a full snapshot, then gapless deltas per period; an idle period writes nothing', async () => {
     const s = await make();
     const stop = new AbortController();
