@@ -8,8 +8,11 @@
 // leases aside. Plain JavaScript: it needs only the npm dependencies and the peer binary.
 //
 //   node scripts/upstream-fixture.mjs --peer=/path/to/etcdbrctl-v0.43.0 --compression=none|gzip|lzw|zlib --out=DIR [--writes=2250] [--log=FILE]
+//     [--delta-period=2s] [--delta-memory-limit=1048576]
 //
-// DIR (must not exist) gets snapstore/ and expected.json; FILE, if given, the Go server's log.
+// DIR (must not exist) gets snapstore/ and expected.json; FILE, if given, the Go server's log. The fixtures use
+// the default delta settings (a delta every 2 s or 1 MiB of events: many small deltas); the restore bench also
+// writes chains with etcd-druid's (--delta-period=20s --delta-memory-limit=104857600: few large ones).
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -173,8 +176,8 @@ try {
       `--data-dir=${join(work, 'unused.etcd')}`,
       `--server-port=${serverPort}`,
       '--schedule=0 0 1 1 *',
-      '--delta-snapshot-period=2s',
-      '--delta-snapshot-memory-limit=1048576',
+      `--delta-snapshot-period=${args['delta-period'] ?? '2s'}`,
+      `--delta-snapshot-memory-limit=${args['delta-memory-limit'] ?? 1048576}`,
       '--garbage-collection-period=10h',
       ...compress,
     ],
