@@ -27,7 +27,7 @@ import type { FetchedDelta } from './fetch.js';
 import { KeyStates } from './key-states.js';
 import { encodePutValue, encodeTombstoneValue, revisionKey } from './mvcc.js';
 import { fetchAll, prepareCompaction, withCompaction, type PreparedCompaction } from './offline-compaction.js';
-import { compactsForQuota, type QuotaRule } from './quota-rule.js';
+import { compactsForQuota, passesQuota, type QuotaRule } from './quota-rule.js';
 
 /** The backend is not one the offline replay knows how to write (auto then replays online). */
 export class OfflineReplayNotApplicable extends CodedError {
@@ -61,7 +61,9 @@ export interface OfflineReplayInput {
   compactRevision?: number;
   /**
    * The quota rule (quota-rule.ts): when the chain passes it, the result is compacted at its revision
-   * (whatever `compactRevision` says). Fetches every delta to disk before writing starts.
+   * (whatever `compactRevision` says). Every delta stays on disk until the replay ends: without
+   * `compactRevision` the backend is written as the deltas arrive and written again, compacted, should the
+   * chain pass; with it, every delta is fetched before writing starts.
    */
   quotaRule?: QuotaRule;
   /**
@@ -88,9 +90,10 @@ export interface OfflineReplayResult {
 export async function replayDeltasOffline(input: OfflineReplayInput): Promise<OfflineReplayResult> {
   const { dbPath, logger } = input;
   const db = await BoltDB.open(dbPath);
-  const tmp = `${dbPath}.offline-replay`;
-  let writer: BoltWriter | undefined;
-  let compaction: PreparedCompaction | undefined;
+  /** Delta files this replay holds and has not removed (they are removed at the end whatever happens). */
+  const held: FetchedDelta[] = [];
+  /** The deltas' source while the streamed write below reads from it; closed (its downloads too) on failure. */
+  let source: AsyncIterator<FetchedDelta> | undefined;
   try {
     const buckets = await topLevelBuckets(db);
     const keyBucket = buckets.find((b) => b.name.equals(KEY_BUCKET));
@@ -99,42 +102,131 @@ export async function replayDeltasOffline(input: OfflineReplayInput): Promise<Of
       throw new OfflineReplayNotApplicable(`${dbPath}: no "key" or "meta" bucket: not an etcd v3 backend this replay knows`);
     }
     const baseRevision = await storeRevisionOf(db);
+    const base: Base = { db, buckets, baseRevision };
+    let compactRevision = input.compactRevision;
+    let fetched: FetchedDelta[] | undefined;
+    if (input.quotaRule && compactRevision === undefined) {
+      // The quota rule decides from the size of every delta, but a chain that passes it is rare: the backend
+      // is written while the deltas are still being fetched (fetch and write overlap, on two cores), their
+      // files kept, until a delta makes the chain pass. Then that write is dropped, the rest fetched, and the
+      // chain written compacted from the same files, as if every delta had been fetched before deciding: the
+      // rule depends on the sizes alone, and once a part of the chain passes, the whole chain does.
+      const deltas = iteratorOf(input.deltas);
+      source = deltas;
+      try {
+        const result = await writeBackend(
+          base,
+          { ...input, deltas: untilQuota(deltas, input.quotaRule, held) },
+          new KeyStates(),
+          undefined,
+          true,
+        );
+        source = undefined;
+        return result;
+      } catch (err) {
+        if (!(err instanceof QuotaPassed)) throw err;
+      }
+      for (let next = await deltas.next(); !next.done; next = await deltas.next()) held.push(next.value);
+      source = undefined;
+      fetched = held;
+      compactRevision = input.targetRevision;
+      logQuotaPassed(input);
+    } else if (input.quotaRule) {
+      // A compaction asked for: the quota rule may move it to the newest revision, so every delta is fetched first.
+      fetched = await fetchAll(input.deltas);
+      held.push(...fetched);
+      if (await compactsForQuota(input.quotaRule, fetched)) {
+        compactRevision = input.targetRevision;
+        logQuotaPassed(input);
+      }
+    }
     // One numbering of the keys for the compaction's first pass and the replay's checks (key-states.ts).
     const keys = new KeyStates();
-    let compactRevision = input.compactRevision;
-    if (input.quotaRule || compactRevision !== undefined) {
-      // The quota rule needs every delta's size before it decides; a compaction asked for notes each delta
-      // while the next ones are fetched.
-      let fetched: FetchedDelta[] | undefined;
-      if (input.quotaRule) {
-        fetched = await fetchAll(input.deltas);
-        if (await compactsForQuota(input.quotaRule, fetched)) {
-          compactRevision = input.targetRevision;
-          logger.info(
-            { quotaBytes: input.quotaRule.quotaBytes, targetRevision: input.targetRevision },
-            'base and deltas pass 80 % of the quota: compacting the restored history at its newest revision',
-          );
-        }
-      }
-      compaction =
-        compactRevision === undefined
-          ? { deltas: fetched ?? [] }
-          : await prepareCompaction(
-              db,
-              keyBucket.bucket,
-              metaBucket.bucket,
-              baseRevision,
-              { targetRevision: input.targetRevision, deltas: fetched ?? input.deltas },
-              compactRevision,
-              keys,
-            );
+    let compaction: PreparedCompaction | undefined;
+    if (compactRevision !== undefined) {
+      // A compaction notes each delta while the next ones are fetched.
+      compaction = await prepareCompaction(
+        db,
+        keyBucket.bucket,
+        metaBucket.bucket,
+        baseRevision,
+        { targetRevision: input.targetRevision, deltas: fetched ?? input.deltas },
+        compactRevision,
+        keys,
+      );
+      if (!fetched) held.push(...compaction.deltas);
       logger.info({ deltas: compaction.deltas.length }, 'delta snapshots fetched to disk: writing the backend');
     }
-    const replay = new DeltaRevisions(baseRevision, compaction ? { ...input, deltas: compaction.deltas } : input, keys, compaction?.index);
-    writer = await BoltWriter.create(tmp, { pageSize: db.pageSize, txid: Math.max(2, db.meta.txid + 1) });
+    return await writeBackend(base, { ...input, deltas: compaction?.deltas ?? fetched ?? input.deltas }, keys, compaction?.index, false);
+  } finally {
+    await source?.return?.();
+    // Deltas fetched and not replayed (a failure before the end), or kept by the streamed write.
+    for (const d of held) await rm(d.file, { force: true });
+    await db.close();
+  }
+}
+
+function logQuotaPassed(input: OfflineReplayInput): void {
+  input.logger.info(
+    { quotaBytes: input.quotaRule!.quotaBytes, targetRevision: input.targetRevision },
+    'base and deltas pass 80 % of the quota: compacting the restored history at its newest revision',
+  );
+}
+
+/** Thrown into the streamed write by `untilQuota` when a delta makes the chain pass the quota rule. */
+class QuotaPassed extends Error {}
+
+function iteratorOf<T>(items: AsyncIterable<T> | Iterable<T>): AsyncIterator<T> {
+  if (Symbol.asyncIterator in items) return items[Symbol.asyncIterator]();
+  const it = items[Symbol.iterator]();
+  return {
+    next: () => Promise.resolve(it.next()),
+    return: (value?: unknown) => Promise.resolve(it.return?.(value) ?? { done: true, value: undefined }),
+  };
+}
+
+/**
+ * The deltas of `source`, each added to `held` (its file stays until the replay ends), until the chain passes
+ * the quota rule: then QuotaPassed is thrown, and `source` is left open for the rest (a `for await` over
+ * `source` itself would close it on the throw, and with it the downloads in flight).
+ */
+async function* untilQuota(source: AsyncIterator<FetchedDelta>, rule: QuotaRule, held: FetchedDelta[]): AsyncGenerator<FetchedDelta> {
+  let bytes = 0;
+  for (let next = await source.next(); !next.done; next = await source.next()) {
+    held.push(next.value);
+    bytes += (await stat(next.value.file)).size;
+    if (passesQuota(rule, bytes)) throw new QuotaPassed('the chain passes 80 % of the quota');
+    yield next.value;
+  }
+}
+
+interface Base {
+  db: BoltDB;
+  buckets: NamedBucket[];
+  baseRevision: number;
+}
+
+/**
+ * Writes the new backend beside the base one (every bucket copied, the `key` bucket with the deltas'
+ * revisions appended, all through `compaction` when given) and renames it over the base once complete.
+ * `keepFiles`: the delta files are left for the caller to remove (else each is removed once read).
+ */
+async function writeBackend(
+  base: Base,
+  input: OfflineReplayInput,
+  keys: KeyStates,
+  compaction: CompactionIndex | undefined,
+  keepFiles: boolean,
+): Promise<OfflineReplayResult> {
+  const { db, buckets, baseRevision } = base;
+  const { dbPath, logger } = input;
+  const tmp = `${dbPath}.offline-replay`;
+  const replay = new DeltaRevisions(baseRevision, input, keys, compaction, keepFiles);
+  let writer: BoltWriter | undefined = await BoltWriter.create(tmp, { pageSize: db.pageSize, txid: Math.max(2, db.meta.txid + 1) });
+  try {
     for (const b of buckets) {
       let entries: AsyncIterable<WriterEntry[]> = copyEntries(db, b, input.signal);
-      if (compaction?.index) entries = withCompaction(b.name, entries, compaction.index);
+      if (compaction) entries = withCompaction(b.name, entries, compaction);
       // The replay itself leaves out the delta revisions the compaction removes.
       if (b.name.equals(KEY_BUCKET)) entries = concat(entries, replay.entries());
       await writer.writeBucket(b.name, entries, b.sequence);
@@ -150,7 +242,7 @@ export async function replayDeltasOffline(input: OfflineReplayInput): Promise<Of
         deltas: replay.deltasApplied,
         revisions: replay.revisionsApplied,
         bytes,
-        ...(compaction?.index ? { compactRevision: compaction.index.revision, compactedKeys: compaction.index.distinctKeys } : {}),
+        ...(compaction ? { compactRevision: compaction.revision, compactedKeys: compaction.distinctKeys } : {}),
       },
       'delta snapshots replayed offline into the backend',
     );
@@ -161,13 +253,10 @@ export async function replayDeltasOffline(input: OfflineReplayInput): Promise<Of
       revisionsApplied: replay.revisionsApplied,
       eventsApplied: replay.eventsApplied,
       bytes,
-      ...(compaction?.index ? { compactRevision: compaction.index.revision } : {}),
+      ...(compaction ? { compactRevision: compaction.revision } : {}),
     };
   } finally {
     await writer?.abort();
-    // Deltas fetched for the first pass and not replayed (a failure before the end).
-    for (const d of compaction?.deltas ?? []) await rm(d.file, { force: true });
-    await db.close();
     await rm(tmp, { force: true });
   }
 }
@@ -233,6 +322,8 @@ class DeltaRevisions {
     private readonly keys: KeyStates,
     /** Events it removes are checked and counted, but not written. */
     private readonly compaction: CompactionIndex | undefined,
+    /** Leave each delta's file for the caller to remove (else it is removed once read). */
+    private readonly keepFiles = false,
   ) {
     this.revision = baseRevision;
   }
@@ -246,7 +337,7 @@ class DeltaRevisions {
         if (this.revision > this.input.targetRevision || snap.startRevision > this.input.targetRevision + 1) continue;
         yield* this.deltaEntries(snap, file, what, skipEvents ?? 0);
       } finally {
-        await rm(file, { force: true });
+        if (!this.keepFiles) await rm(file, { force: true });
       }
       const expected = Math.min(snap.lastRevision, this.input.targetRevision);
       if (this.revision < expected) {
