@@ -174,7 +174,10 @@ function logQuotaPassed(input: OfflineReplayInput): void {
 }
 
 /** Thrown into the streamed write by `untilQuota` when a delta makes the chain pass the quota rule. */
-class QuotaPassed extends Error {}
+class QuotaPassed extends CodedError {
+  override readonly name = 'QuotaPassed';
+  readonly code = 'E_QUOTA_PASSED';
+}
 
 function iteratorOf<T>(items: AsyncIterable<T> | Iterable<T>): AsyncIterator<T> {
   if (Symbol.asyncIterator in items) return items[Symbol.asyncIterator]();
