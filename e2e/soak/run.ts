@@ -298,7 +298,7 @@ async function check(
     result.pointInTime.push(rev);
     let pit;
     try {
-      pit = await restoreAndStart(env, `pit-${rev}`, rev);
+      pit = await restoreAndStart(env, `pit-${i}-${rev}`, rev);
     } catch (err) {
       failures.push(`check 4: restore --to-revision=${rev}: ${(err as Error).message}`);
       continue;
