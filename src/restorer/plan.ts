@@ -29,7 +29,8 @@ export class RestorePlanError extends CodedError {
 
 /**
  * Chooses what to restore from a store listing: the newest full snapshot (not after the target) and the
- * deltas after it, in revision order, cut at the target. Checks that the chain has no gaps, so a broken
+ * deltas after it, in revision order (also those listed after a newer full, while they go on without a
+ * gap), cut at the target. Checks that the chain has no gaps, so a broken
  * store fails before anything is written (upstream finds a gap only while applying).
  *
  * Deltas may overlap the full snapshot: the full's name carries the revision read before its stream was
@@ -62,17 +63,20 @@ export function planRestore(listing: readonly Snapshot[], target: RestoreTarget 
   const base = all[baseIndex]!;
   const deltas: Snapshot[] = [];
   let covered = base.lastRevision;
-  // From a chosen base, newer fulls are stepped over while the deltas go on without a gap: the deltas after a
-  // broken full usually continue the older chain's (the full only restarts the chain's names), so a restore
-  // around it still reaches the newest revision. A gap right after such a full ends the chain there.
+  // Newer fulls are stepped over while the deltas go on without a gap. Our snapshotter's deltas go on across a
+  // full (the first delta after it starts where the delta before it ended), so a point in time between the last
+  // delta before a full and the full itself is reached from the older full; and the deltas after a broken full
+  // (--base-snapshot) usually continue the older chain's. A gap right after such a full ends the chain there:
+  // deltas that start after it (upstream's, which restart at the full) hold nothing for an older base.
   let steppedOverFull = false;
   for (const s of all.slice(baseIndex + 1)) {
     if (s.kind !== 'Incr') {
-      if (target.baseName === undefined) break; // a newer full that is past the target ends the chain
       steppedOverFull = true;
       continue;
     }
     if (!inTime(s)) break;
+    // The base itself reaches the target (a newer full's first delta goes back into it): nothing to fetch.
+    if (target.revision !== undefined && deltas.length === 0 && base.lastRevision >= target.revision) break;
     if (s.lastRevision <= covered) continue; // entirely inside what we have (e.g. inside the full)
     // A delta named from the revision after the target may still hold the rest of the target's revision (a
     // transaction the Go snapshotter cut); only the events up to the target are applied.

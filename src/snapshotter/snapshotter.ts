@@ -155,6 +155,7 @@ export class Snapshotter {
     chain: ChainState,
   ) {
     this.chain = chain;
+    this.chainEnd = chain.prevSnapshot?.lastRevision ?? 0;
   }
 
   /** Reads the latest chain from the store (upstream NewSnapshotter). */
@@ -207,9 +208,14 @@ export class Snapshotter {
     return this.deps.client.currentRevision(this.config.connectionTimeoutMs);
   }
 
-  private get prevLastRevision(): number {
-    return this.chain.prevSnapshot?.lastRevision ?? 0;
-  }
+  /**
+   * The last revision the delta chain covers: the next delta starts after it, and the watch hands over the
+   * events after it. Set from the store's newest snapshot when the snapshotter is created and after a full
+   * snapshot that starts a new chain; a delta moves it on. A full snapshot taken while the watch runs does not:
+   * the deltas go on across it (the first one after it may start at or below its revision), so every revision
+   * written while the full was being taken is in a delta too, and every point in time stays restorable.
+   */
+  private chainEnd: number;
 
   /** Runs `op` after every write queued before it; the result is the op's. */
   private serial<T>(op: () => Promise<T>): Promise<T> {
@@ -311,7 +317,7 @@ export class Snapshotter {
   async catchUpWithDeltas(signal: AbortSignal): Promise<boolean> {
     if (!this.deltasEnabled) return false;
     const target = await this.deps.client.currentRevision(this.config.connectionTimeoutMs);
-    if (target <= this.prevLastRevision) {
+    if (target <= this.chainEnd) {
       // Nothing to catch up: upstream renews the delta lease after its start-up delta, taken or not.
       this.idleDeltaPeriod(signal);
       return true;
@@ -330,9 +336,9 @@ export class Snapshotter {
         }),
       );
     };
-    this.takenRevision = this.prevLastRevision;
+    this.takenRevision = this.chainEnd;
     this.deltaSaveFailed = false;
-    const watch = await PausableWatch.open(this.deps.client, this.prevLastRevision + 1, {
+    const watch = await PausableWatch.open(this.deps.client, this.chainEnd + 1, {
       onHeader: (revision, clusterId) => {
         this.observeEtcd({ revision, clusterId });
         if (this.timelineChanged) {
@@ -366,7 +372,7 @@ export class Snapshotter {
       await watch.close();
     }
     if (timedOut && !watchError) {
-      watchError = new CatchUpTooSlowError(`watch from revision ${this.prevLastRevision + 1} did not reach revision ${target} in time`);
+      watchError = new CatchUpTooSlowError(`watch from revision ${this.chainEnd + 1} did not reach revision ${target} in time`);
     }
     await Promise.all(pending);
     if (watchError) {
@@ -395,7 +401,7 @@ export class Snapshotter {
         if (this.holdBack(watch)) return this.noteAppended(appended);
         this.takenRevision = ev.modRevision;
       }
-      if (ev.modRevision <= this.prevLastRevision) continue;
+      if (ev.modRevision <= this.chainEnd) continue;
       this.buffer.append(ev);
       this.deltaBytesPeak = Math.max(this.deltaBytesPeak, this.buffer.size + this.savingBytes);
       appended = true;
@@ -493,10 +499,10 @@ export class Snapshotter {
 
   private async openWatch(): Promise<void> {
     await this.closeWatch();
-    this.watchedRevision = this.prevLastRevision;
-    this.takenRevision = this.prevLastRevision;
+    this.watchedRevision = this.chainEnd;
+    this.takenRevision = this.chainEnd;
     this.deltaSaveFailed = false;
-    this.watch = await PausableWatch.open(this.deps.client, this.prevLastRevision + 1, {
+    this.watch = await PausableWatch.open(this.deps.client, this.chainEnd + 1, {
       onHeader: (revision, clusterId) => this.observeEtcd({ revision, clusterId }),
       onEvents: (events, _header, watch) => {
         this.appendEvents(events, watch);
@@ -605,13 +611,21 @@ export class Snapshotter {
         this.deps.logger.warn({ err }, 'could not store the buffered events as a delta before the full snapshot; only the full holds them');
       }
     }
-    // Events up to the full snapshot are inside it; the new watch starts after it, on a fresh timeline.
-    await this.closeWatch();
-    this.buffer.clear();
-    // Deltas taken before this full and still queued hold events the full contains.
-    this.epoch += 1;
-    this.timeline = undefined;
-    this.timelineChanged = false;
+    // A healthy watch goes on while the full is taken, and the deltas go on across it: the revisions written
+    // between the last delta and the full's own revision land in the next delta (a restore from this full skips
+    // what it already holds, as upstream's applyFirstDeltaSnapshot does), so a point in time between them stays
+    // restorable from the older full. Until issue 38 the watch was closed here and opened again after the full,
+    // and those revisions were in no delta (a soak found 8775-8776 unreachable). Without a healthy watch (the
+    // first full of a run, etcd left the history, a delta failed) the full starts a new chain after itself.
+    const continuesChain = this.watch !== undefined && !this.timelineChanged && !this.deltaSaveFailed;
+    if (!continuesChain) {
+      await this.closeWatch();
+      this.buffer.clear();
+      // Deltas taken before this full and still queued hold events of a history the new chain does not continue.
+      this.epoch += 1;
+      this.timeline = undefined;
+      this.timelineChanged = false;
+    }
     const store = await this.deps.store();
     const prev = this.chain.prevSnapshot;
     const started = this.deps.clock.now().getTime();
@@ -640,11 +654,12 @@ export class Snapshotter {
     this.chain.prevFull = snap;
     this.chain.prevDeltas = [];
     this.chain.prevFullSucceeded = true;
+    if (!continuesChain) this.chainEnd = snap.lastRevision;
     this.deps.metrics.snapshotRequired.labels('Full').set(0);
     this.deps.metrics.snapshotSizeBytes.labels('Full').set(sizes.storedBytes);
     this.updateLatestMetrics();
     await this.notify(snap, sizes.payloadBytes);
-    if (this.deltasEnabled && this.running) await this.openWatch();
+    if (this.deltasEnabled && this.running && !this.watch) await this.openWatch();
     return snap;
   }
 
@@ -661,7 +676,7 @@ export class Snapshotter {
   private async saveDelta(payload: DeltaPayload): Promise<Snapshot> {
     const store = await this.deps.store();
     const started = this.deps.clock.now().getTime();
-    const start = this.prevLastRevision + 1;
+    const start = this.chainEnd + 1;
     let snap: Snapshot;
     let storedBytes: number;
     try {
@@ -670,7 +685,9 @@ export class Snapshotter {
         payload,
         start,
         this.config.compression,
-        this.deps.clock.now(),
+        // After a full snapshot at the same revision (a delta that ends where the full does): sorted after it in
+        // every reader, it is the full's first delta, whose events the full already holds.
+        creationTimeAfter(this.deps.clock.now(), this.chain.prevSnapshot ? [this.chain.prevSnapshot] : [], payload.lastRevision),
       ));
     } catch (err) {
       this.deps.metrics.snapshotDurationSeconds.labels('Incr', 'false').observe((this.deps.clock.now().getTime() - started) / 1000);
@@ -683,6 +700,7 @@ export class Snapshotter {
     this.deps.logger.info({ snapshot: snap.snapName, events: payload.events }, 'Delta snapshot saved');
     this.chain.prevSnapshot = snap;
     this.chain.prevDeltas.push(snap);
+    this.chainEnd = snap.lastRevision;
     if (this.buffer.isEmpty) this.deps.metrics.snapshotRequired.labels('Incr').set(0);
     this.deps.metrics.snapshotSizeBytes.labels('Incr').set(storedBytes);
     this.updateLatestMetrics();

@@ -83,6 +83,38 @@ describe('restore plan', () => {
     expect(() => planRestore(list, { revision: 5 })).toThrow(RestorePlanError);
   });
 
+  it('a chain that goes on across a full (our snapshotter since issue 38): every revision in between is reached from the older full', () => {
+    // Deltas up to 20, the full at 25 (revisions 21-25 written while it was taken), the next delta from 21.
+    const older = full(10, 100);
+    const newer = full(25, 130);
+    const list = [older, incr(11, 20, 110), newer, incr(21, 40, 140), incr(41, 50, 150)];
+    for (const revision of [21, 23, 25 - 1]) {
+      const p = planRestore(list, { revision });
+      expect(names(p)).toEqual([older.snapName, incr(11, 20, 110).snapName, incr(21, 40, 140).snapName]);
+      expect(p.targetRevision).toBe(revision);
+    }
+    // At and after the newer full: from it, its first delta's older events not applied again.
+    expect(names(planRestore(list, { revision: 25 }))).toEqual([newer.snapName]);
+    const head = planRestore(list);
+    expect(names(head)).toEqual([newer.snapName, incr(21, 40, 140).snapName, incr(41, 50, 150).snapName]);
+    expect(head.targetRevision).toBe(50);
+    // A delta that ends inside the newer full (cut while it was taken) is listed before it and reaches its part.
+    const cut = [older, incr(11, 20, 110), incr(21, 23, 131), newer, incr(24, 40, 140)];
+    expect(names(planRestore(cut, { revision: 24 }))).toEqual([
+      older.snapName,
+      incr(11, 20, 110).snapName,
+      incr(21, 23, 131).snapName,
+      incr(24, 40, 140).snapName,
+    ]);
+    expect(names(planRestore(cut))).toEqual([newer.snapName, incr(24, 40, 140).snapName]);
+  });
+
+  it("a chain that restarts at a newer full (upstream's deltas) reaches no revision between the older chain and that full", () => {
+    const list = [full(10, 100), incr(11, 20, 110), full(25, 130), incr(26, 40, 140)];
+    expect(() => planRestore(list, { revision: 22 })).toThrow(/end at revision 20, before the requested revision 22/);
+    expect(planRestore(list, { revision: 30 }).base?.lastRevision).toBe(25);
+  });
+
   it('cuts at a target time by snapshot creation time', () => {
     const list = [full(10, 100), incr(11, 20, 110), incr(21, 30, 120), full(30, 130)];
     const p = planRestore(list, { time: t(115) });

@@ -9,6 +9,8 @@ import { Metrics } from '../../src/metrics.js';
 import { etcdClient } from '../support/etcd-client.js';
 import type { Snapshotter, SnapshotterConfig, StoredSnapshotInfo } from '../../src/snapshotter/snapshotter.js';
 import { readDeltaEvents } from '../support/deltas.js';
+import { planRestore } from '../../src/restorer/plan.js';
+import { gatedStore } from '../support/gated-store.js';
 import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
 import { openLocalStore } from '../support/local-store.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
@@ -88,6 +90,52 @@ describe('snapshotter against a real etcd and a Local store', () => {
     expect(second.lastRevision).toBeGreaterThanOrEqual(last);
     stop.abort();
     await running;
+  });
+
+  it('the deltas go on across a full snapshot: revisions written while it is taken are in a delta too (issue 38)', async () => {
+    // The delta the full stores first is held in its save while five writes land: they come after that delta
+    // and at or before the full's revision. Until issue 38 the watch closed for the full and opened again after
+    // it, so those revisions were only in the full's end state: no point in time between them restorable.
+    const gated = gatedStore(store);
+    const s = await createTestSnapshotter({ client, store: gated.store, metrics, clock }, { deltaSnapshotPeriodMs: PERIOD_MS });
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true);
+    const older = await full();
+    await client.put('before-full').value('v');
+    const beforeFull = await rev();
+    await waitFor(() => s.bufferedRevision === beforeFull || undefined, 'the write in the delta buffer');
+    const { reached, release } = gated.holdNext('Incr');
+    const newer = s.triggerFullSnapshot(false);
+    await reached;
+    for (let i = 0; i < 5; i++) await client.put(`while-full/${i}`).value(`v${i}`);
+    const written = await rev();
+    release();
+    const newerFull = await newer;
+    expect(newerFull.lastRevision).toBeGreaterThanOrEqual(written);
+    await client.put('after-full').value('v');
+    const last = await rev();
+    await waitFor(async () => {
+      await clock.advanceAsync(PERIOD_MS);
+      return (await store.list()).some((x) => x.kind === 'Incr' && x.lastRevision === last);
+    }, 'a delta through the write after the full');
+    stop.abort();
+    await running;
+
+    const listing = await store.list();
+    const deltas = listing.filter((x) => x.kind === 'Incr').sort(compareSnapshots);
+    // One chain of deltas from the older full to the last write, the second one starting below the newer full.
+    expect(deltas.map((d) => [d.startRevision, d.lastRevision])).toEqual([
+      [older.lastRevision + 1, beforeFull],
+      [beforeFull + 1, last],
+    ]);
+    const events = (await readDeltaEvents(store, deltas[1]!)).map((e) => [e.modRevision, e.key.toString()]);
+    expect(events).toEqual([...Array.from({ length: 5 }, (_, i) => [beforeFull + 1 + i, `while-full/${i}`]), [last, 'after-full']]);
+    // Every revision in between is restorable: from the older full below the newer one, from the newer at and after it.
+    for (let revision = beforeFull + 1; revision <= last; revision++) {
+      const plan = planRestore(listing, { revision });
+      expect(plan.base?.snapName).toBe(revision < newerFull.lastRevision ? older.snapName : newerFull.snapName);
+      expect(plan.targetRevision).toBe(revision);
+    }
   });
 
   it('takes a full snapshot, then gapless deltas per period; an idle period writes nothing', async () => {
