@@ -23,39 +23,33 @@ import { freePort } from '../src/etcd/ports.js';
 import { cleanupAfterEach } from '../test/support/cleanups.js';
 import { startEtcdWithClient, type EtcdWithClient } from '../test/support/etcd.js';
 import { openLocalStore } from '../test/support/local-store.js';
-import { oldSystemNode } from '../test/support/machine-node.js';
+import { oldNode, oldSystemNode } from '../test/support/machine-node.js';
 import { isRunning, killGroup, killIfRunning, liveDescendants, liveProcessesInGroup } from '../test/support/process-group.js';
 import { waitFor } from '../test/support/wait.js';
-import { baseSnapshot, writeSmallPutChain } from './bench/support/restore-chain.js';
+import { baseSnapshot, writeSmallPutChain } from '../test/support/restore-chain.js';
 import { BIN, localStoreFlags } from './support/sidecar.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const oldNode = oldSystemNode();
 const cleanups = cleanupAfterEach();
 
 interface Way {
   name: string;
   /** The command line for `bin/etcdbrctl args`, and the environment it runs in. */
   start(args: string[]): { file: string; args: string[]; env: NodeJS.ProcessEnv };
-  /** Whether this machine can start the CLI this way. */
-  usable: boolean;
 }
 
 const WAYS: Way[] = [
   {
     name: 'node bin/etcdbrctl, with the machine’s older Node as node',
-    start: (args) => ({ file: oldNode!, args: [BIN, ...args], env: process.env }),
-    usable: oldNode !== undefined,
+    start: (args) => ({ file: oldNode(), args: [BIN, ...args], env: process.env }),
   },
   {
     name: 'bin/etcdbrctl, its #!/usr/bin/env node finding the machine’s older Node first',
-    start: (args) => ({ file: BIN, args, env: { ...process.env, PATH: `${dirname(oldNode!)}:${process.env.PATH ?? ''}` } }),
-    usable: oldNode !== undefined,
+    start: (args) => ({ file: BIN, args, env: { ...process.env, PATH: `${dirname(oldNode())}:${process.env.PATH ?? ''}` } }),
   },
   {
     name: 'node bin/etcdbrctl on the project’s Node (the image, npm start, npm scripts)',
     start: (args) => ({ file: process.execPath, args: [BIN, ...args], env: process.env }),
-    usable: true,
   },
 ];
 
@@ -122,62 +116,54 @@ describe('a SIGKILL of the started CLI ends its work', () => {
   });
 
   for (const way of WAYS) {
-    it.skipIf(!way.usable)(
-      `restore, killed mid-replay: ${way.name}; the data dir never appears`,
-      async () => {
-        const dataDir = join(env.dir, `restored-${WAYS.indexOf(way)}.etcd`);
-        await rm(dataDir, { recursive: true, force: true });
-        const cli = startCli(way, [
-          'restore',
-          ...localStoreFlags(storeDir(), join(env.dir, 'tmp')),
-          `--data-dir=${dataDir}`,
-          '--delta-replay=offline',
-          '--initial-cluster=default=http://127.0.0.1:2380',
-          '--initial-advertise-peer-urls=http://127.0.0.1:2380',
-          `--restoration-temp-snapshots-dir=${join(env.dir, 'restore-tmp')}`,
-        ]);
-        // The base is in place (etcd's restore tool has exited) and the deltas are being written. SIGSTOP pins
-        // that moment: whatever process printed it stops there, unless it is not the one the test started.
-        await waitFor(
-          () => cli.stderr().includes('"base snapshot restored"') || cli.child.exitCode !== null,
-          'the restore to restore its base snapshot',
-          60_000,
-        );
-        expect(cli.child.exitCode, `the restore ended before the test could stop it:\n${cli.stderr()}`).toBeNull();
-        process.kill(cli.pid, 'SIGSTOP');
-        const executable = await executableOf(cli.pid);
-        await killAndExpectNothingLeft(cli);
-        // Nothing is left that could put it in place later.
-        expect(await exists(dataDir)).toBe(false);
-        // The pid the test started was running the project's Node itself.
-        expect(executable).toBe(await executableOf(process.pid));
-      },
-      120_000,
-    );
+    it(`restore, killed mid-replay: ${way.name}; the data dir never appears`, async () => {
+      const dataDir = join(env.dir, `restored-${WAYS.indexOf(way)}.etcd`);
+      await rm(dataDir, { recursive: true, force: true });
+      const cli = startCli(way, [
+        'restore',
+        ...localStoreFlags(storeDir(), join(env.dir, 'tmp')),
+        `--data-dir=${dataDir}`,
+        '--delta-replay=offline',
+        '--initial-cluster=default=http://127.0.0.1:2380',
+        '--initial-advertise-peer-urls=http://127.0.0.1:2380',
+        `--restoration-temp-snapshots-dir=${join(env.dir, 'restore-tmp')}`,
+      ]);
+      // The base is in place (etcd's restore tool has exited) and the deltas are being written. SIGSTOP pins
+      // that moment: whatever process printed it stops there, unless it is not the one the test started.
+      await waitFor(
+        () => cli.stderr().includes('"base snapshot restored"') || cli.child.exitCode !== null,
+        'the restore to restore its base snapshot',
+        60_000,
+      );
+      expect(cli.child.exitCode, `the restore ended before the test could stop it:\n${cli.stderr()}`).toBeNull();
+      process.kill(cli.pid, 'SIGSTOP');
+      const executable = await executableOf(cli.pid);
+      await killAndExpectNothingLeft(cli);
+      // Nothing is left that could put it in place later.
+      expect(await exists(dataDir)).toBe(false);
+      // The pid the test started was running the project's Node itself.
+      expect(executable).toBe(await executableOf(process.pid));
+    }, 120_000);
 
-    it.skipIf(!way.usable)(
-      `server, killed while serving: ${way.name}; nothing serves any more`,
-      async () => {
-        const port = await freePort();
-        const cli = startCli(way, [
-          'server',
-          `--server-port=${port}`,
-          '--endpoints=http://127.0.0.1:1',
-          ...localStoreFlags(join(env.dir, 'server-store'), join(env.dir, 'tmp')),
-          `--data-dir=${join(env.dir, 'server.etcd')}`,
-        ]);
-        await waitFor(
-          async () => (cli.child.exitCode !== null ? 'exited' : (await fetch(`http://127.0.0.1:${port}/healthz`)).status),
-          'the server to listen',
-        );
-        expect(cli.child.exitCode, cli.stderr()).toBeNull();
-        const executable = await executableOf(cli.pid);
-        await killAndExpectNothingLeft(cli);
-        await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
-        expect(executable).toBe(await executableOf(process.pid));
-      },
-      60_000,
-    );
+    it(`server, killed while serving: ${way.name}; nothing serves any more`, async () => {
+      const port = await freePort();
+      const cli = startCli(way, [
+        'server',
+        `--server-port=${port}`,
+        '--endpoints=http://127.0.0.1:1',
+        ...localStoreFlags(join(env.dir, 'server-store'), join(env.dir, 'tmp')),
+        `--data-dir=${join(env.dir, 'server.etcd')}`,
+      ]);
+      await waitFor(
+        async () => (cli.child.exitCode !== null ? 'exited' : (await fetch(`http://127.0.0.1:${port}/healthz`)).status),
+        'the server to listen',
+      );
+      expect(cli.child.exitCode, cli.stderr()).toBeNull();
+      const executable = await executableOf(cli.pid);
+      await killAndExpectNothingLeft(cli);
+      await expect(fetch(`http://127.0.0.1:${port}/healthz`)).rejects.toThrow();
+      expect(executable).toBe(await executableOf(process.pid));
+    }, 60_000);
   }
 });
 
@@ -185,7 +171,8 @@ describe('npm start, its npm SIGKILLed', () => {
   it('stops etcd and the server: the kernel tells run-local that npm is gone', async () => {
     const dir = await cleanups.tempDir('etcdbr-e2e-npm-start-');
     // npm on the machine's older Node where there is one; its scripts run on the project's Node either way.
-    const PATH = oldNode === undefined ? process.env.PATH : `${dirname(oldNode)}:${process.env.PATH ?? ''}`;
+    const machineNode = oldSystemNode();
+    const PATH = machineNode === undefined ? process.env.PATH : `${dirname(machineNode)}:${process.env.PATH ?? ''}`;
     const npm = spawn('npm', ['start'], {
       cwd: ROOT,
       env: { ...process.env, PATH, ETCDBR_LOCAL_DIR: dir, INIT_CWD: ROOT },

@@ -9,6 +9,7 @@
  * `--delta-replay=online` of the same chain does, which shows the check sees them.
  */
 import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,8 +26,45 @@ const HOOK = fileURLToPath(new URL('./support/module-log-hook.mjs', import.meta.
 
 /** The npm packages of the cloud stores, by the provider that needs them. */
 const CLOUD_SDKS = ['@aws-sdk/', '@smithy/', '@azure/', '@google-cloud/', 'ali-oss'] as const;
-/** The library the sidecar used before it had its own REST client: it must never come back in. */
-const KUBE_CLIENT = '@kubernetes/client-node';
+/**
+ * Heavy packages that are installed (the storage package's dependencies, and etcd3 with its gRPC stack as a
+ * test dependency): the checks that they stay unloaded guard something only while they are there to load.
+ */
+const INSTALLED_HEAVY = [
+  '@aws-sdk/client-s3',
+  '@azure/storage-blob',
+  '@google-cloud/storage',
+  'ali-oss',
+  'age-encryption',
+  'zstd-napi',
+  'yaml',
+  'etcd3',
+  '@grpc/grpc-js',
+];
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+
+/** `names` and every package they depend on, as installed (node_modules at the root, hoisted or nested one level). */
+function dependencyClosure(names: readonly string[]): Set<string> {
+  const seen = new Set<string>();
+  const todo = [...names];
+  while (todo.length > 0) {
+    const name = todo.pop()!;
+    if (seen.has(name)) continue;
+    seen.add(name);
+    const manifest = join(ROOT, 'node_modules', name, 'package.json');
+    if (!existsSync(manifest)) continue;
+    const deps = (JSON.parse(readFileSync(manifest, 'utf8')) as { dependencies?: Record<string, string> }).dependencies ?? {};
+    todo.push(...Object.keys(deps));
+  }
+  return seen;
+}
+
+/** What the sidecar always loads: its logger and metrics, and our own workspace packages, with their dependencies. */
+const ALWAYS = ['pino', 'prom-client', '@etcdbrctl/snapstore', '@etcdbrctl/malloc-trim'];
+
+/** The loaded packages outside `allowed` (empty when the process loaded only what its case uses). */
+const beyond = (packages: Set<string>, allowed: Set<string>): string[] => [...packages].filter((p) => !allowed.has(p)).sort();
 
 /** The packages (scope/name) a module log names, from their node_modules paths. */
 function packagesOf(log: string): Set<string> {
@@ -118,6 +156,10 @@ describe('etcdbrctl server loads only what its flags use', () => {
     return Object.assign(packagesOf(text), { ownKubeClient: /\/k8s\/http\.js$/m.test(text), builtins });
   }
 
+  it('every heavy package these checks keep out is installed (a check on a package that is not there guards nothing)', () => {
+    expect(INSTALLED_HEAVY.filter((p) => !existsSync(join(ROOT, 'node_modules', p, 'package.json')))).toEqual([]);
+  });
+
   it('Local store, Kubernetes off: neither the Kubernetes client nor any cloud SDK', async () => {
     const packages = await packagesLoadedBy('local', localStoreFlags(join(dir, 'local-store'), join(dir, 'tmp')));
     // What the server does use is in the log: the hook saw the process load its packages.
@@ -126,7 +168,8 @@ describe('etcdbrctl server loads only what its flags use', () => {
     expect(['etcd3', '@grpc/', 'protobufjs', 'cron-parser', 'luxon'].flatMap((p) => loadedAny(packages, p))).toEqual([]);
     // The HTTP API is Node's own server (src/server/http-router.ts): no framework, no schema validator.
     expect(['fastify', 'ajv', 'avvio', 'find-my-way'].flatMap((p) => loadedAny(packages, p))).toEqual([]);
-    expect(loadedAny(packages, KUBE_CLIENT)).toEqual([]);
+    // Exactly: every package outside the logger's, the metrics' and our own is one the case must not load.
+    expect(beyond(packages, dependencyClosure(ALWAYS))).toEqual([]);
     expect(packages.ownKubeClient).toBe(false);
     expect(CLOUD_SDKS.flatMap((sdk) => loadedAny(packages, sdk))).toEqual([]);
     // No config file, no /config request, no encryption flags, gzip: none of their libraries.
@@ -165,7 +208,8 @@ describe('etcdbrctl server loads only what its flags use', () => {
         { KUBECONFIG: join(dir, 'kubeconfig'), POD_NAMESPACE: ns, POD_NAME: 'etcd-main-0', AWS_APPLICATION_CREDENTIALS_JSON: creds },
       );
       expect(packages.ownKubeClient).toBe(true);
-      expect(loadedAny(packages, KUBE_CLIENT)).toEqual([]);
+      // Exactly: the AWS SDK (with what it needs) and yaml beside what every case loads; no other store's SDK.
+      expect(beyond(packages, dependencyClosure([...ALWAYS, '@aws-sdk/client-s3', 'yaml']))).toEqual([]);
       expect(loadedAny(packages, 'yaml')).toEqual(['yaml']);
       expect(loadedAny(packages, '@aws-sdk/client-s3')).toEqual(['@aws-sdk/client-s3']);
       // Our Kubernetes client and the S3 store reach node:http through require too: no undici.

@@ -12,7 +12,7 @@ import type { SnapStore } from '@etcdbrctl/snapstore';
 import { REPLAY_CALL_TIMEOUT_ENV } from '../src/cli/deadlines.js';
 import { startEtcdWithClient, type EtcdWithClient } from '../test/support/etcd.js';
 import { openLocalStore } from '../test/support/local-store.js';
-import { baseSnapshot, writeSmallPutChain } from './bench/support/restore-chain.js';
+import { baseSnapshot, writeSmallPutChain } from '../test/support/restore-chain.js';
 import { BIN, localStoreFlags, waitFor } from './support/sidecar.js';
 
 interface Exit {

@@ -16,7 +16,7 @@ import { S3RVER_CREDENTIALS, startS3rver, type S3rverInstance } from '../snapsto
 import { startStatusProxy, type StatusProxy } from '../snapstore/test/support/status-proxy.js';
 import { STORE_STALL_TIMEOUT_ENV } from '../src/cli/deadlines.js';
 import { startEtcdWithClient, type EtcdWithClient } from '../test/support/etcd.js';
-import { baseSnapshot, writeSmallPutChain } from './bench/support/restore-chain.js';
+import { baseSnapshot, writeSmallPutChain } from '../test/support/restore-chain.js';
 import { startCli } from './support/cli-process.js';
 import { waitFor } from './support/sidecar.js';
 

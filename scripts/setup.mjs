@@ -255,6 +255,58 @@ async function ensureEtcd35() {
   }
 }
 
+// bin/etcdbrctl switches an older Node to the project's Node 24 (test/cli/bin.test.ts, e2e/killed-cli.test.ts):
+// those tests need a Node older than 22.12. The machine's own where it is one (Debian bookworm's is 18, these
+// machines' 20); otherwise the npm registry's Node 20 binary package, unpacked (not installed) into
+// node_modules/.cache and checked against the integrity the registry published for it, pinned here.
+const OLD_NODE = {
+  version: '20.20.2',
+  integrity: {
+    x64: 'sha512-PeHQM8wAdmHtZA1mBocygZxs5LiUWtsJezQTkBd0iY987KpGrD1O2tVEydvMZiuXceRanxt7rjTnDEBwOPujoQ==',
+  },
+};
+const OLD_NODE_DIR = join(root, 'node_modules', '.cache', `node-${OLD_NODE.version}`);
+
+function systemNodeIsOld() {
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir === '' || dir.includes('node_modules')) continue;
+    const node = join(dir, 'node');
+    if (!existsSync(node)) continue;
+    const r = spawnSync(node, ['--version'], { encoding: 'utf8' });
+    if (r.status === 0 && !nodeIsRecent(r.stdout.trim())) return true;
+  }
+  return false;
+}
+
+async function ensureOldNode() {
+  if (systemNodeIsOld() || existsSync(join(OLD_NODE_DIR, 'bin', 'node'))) return;
+  const integrity = OLD_NODE.integrity[process.arch];
+  if (process.platform !== 'linux' || !integrity) {
+    fail(
+      `the tests of bin/etcdbrctl on an older Node need one: put a Node.js 20 on PATH (no pinned package for ${process.platform}/${process.arch})`,
+    );
+  }
+  const pkg = `node-linux-${process.arch}`;
+  const url = `https://registry.npmjs.org/${pkg}/-/${pkg}-${OLD_NODE.version}.tgz`;
+  say(
+    `no Node older than 22.12 on PATH (bin/etcdbrctl's switch to the project's Node is tested with one); unpacking ${pkg}@${OLD_NODE.version} into ${OLD_NODE_DIR} ...`,
+  );
+  const tmp = `${OLD_NODE_DIR}.part`;
+  rmSync(tmp, { recursive: true, force: true });
+  mkdirSync(tmp, { recursive: true });
+  try {
+    const got = await download(url);
+    if (!got.bytes) throw new Error(`${url}: HTTP ${got.status}`);
+    const sum = `sha512-${createHash('sha512').update(got.bytes).digest('base64')}`;
+    if (sum !== integrity) throw new Error(`${url}: integrity ${sum}, expected ${integrity}`);
+    execFileSync('tar', ['-xz', '-C', tmp, '--strip-components=1'], { input: got.bytes });
+    renameSync(tmp, OLD_NODE_DIR);
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    fail(`could not get ${pkg}@${OLD_NODE.version} (${err instanceof Error ? err.message : String(err)}); put a Node.js 20 on PATH`);
+  }
+}
+
 // The durability test watches the restore's fsyncs from outside, with strace.
 function ensureStrace() {
   ensureFromDebian('strace (for the durability test)', ['strace'], ['strace'], 'install strace and put it on PATH');
@@ -299,5 +351,6 @@ if (forTests) ensureAge();
 if (forTests) ensureOpenssl();
 if (forTests) ensureStrace();
 if (forTests || forImage) await ensureEtcd35();
+if (forTests) await ensureOldNode();
 if (forImage) ensureImageTools();
 build();

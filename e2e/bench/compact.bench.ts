@@ -34,7 +34,7 @@ import { etcdBinaries, SINGLE_MEMBER_RAFT_ARGS } from '../../test/support/etcd.j
 import { dumpEtcd, type EtcdDump } from '../../test/support/etcd-dump.js';
 import { benchLocalStore, benchRestoreOptions, smallBaseSnapshot } from './support/restore-setup.js';
 import { arg, flag, median, round1 } from './support/measure.js';
-import { writeChurnChain } from './support/restore-chain.js';
+import { writeChurnChain } from '../../test/support/restore-chain.js';
 
 const SECONDS_TARGET = 10;
 const RSS_TARGET_MB = 160;

@@ -28,7 +28,7 @@
  *               CPU from the first put to the last delta stored per 1,000 puts; then every delta after the full is
  *               parsed: each revision up to etcd's last must be there once.
  *   restore     a base full snapshot plus --revisions single-put revisions in gzip deltas of 5,000
- *               (support/restore-chain.ts) in a Local store; `server` with no data dir restores it through
+ *               (test/support/restore-chain.ts) in a Local store; `server` with no data dir restores it through
  *               the etcd-wrapper protocol (`/initialization/start?mode=full`, polling `/initialization/status`).
  *               The chain's puts cycle through --key-space keys with the create revisions and versions etcd
  *               writes (the offline replay checks them; `auto` goes online for a history etcd never writes).
@@ -62,7 +62,7 @@ import { fillEtcd } from './support/fill.js';
 import { MiB, arg, round1, table } from './support/measure.js';
 import { ProcSampler } from './support/proc-sampler.js';
 import type { PutLoadResult } from './support/put-load-result.js';
-import { baseSnapshot, writeSmallPutChain } from './support/restore-chain.js';
+import { baseSnapshot, writeSmallPutChain } from '../../test/support/restore-chain.js';
 
 /** This bench's directory; ETCDBR_BENCH_DIR when it runs bundled (scripts/bench.mjs --compiled). */
 const benchDir = process.env.ETCDBR_BENCH_DIR ?? path.dirname(fileURLToPath(import.meta.url));

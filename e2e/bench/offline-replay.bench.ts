@@ -33,7 +33,7 @@ import { executeRestore, type DeltaReplayMode } from '../../src/restorer/restore
 import { etcdBinaries } from '../../test/support/etcd.js';
 import { benchLocalStore, benchRestoreOptions, smallBaseSnapshot } from './support/restore-setup.js';
 import { arg, median, round1, table } from './support/measure.js';
-import { writeChurnChain } from './support/restore-chain.js';
+import { writeChurnChain } from '../../test/support/restore-chain.js';
 
 const RATE_TARGET = 50_000;
 const MILLION_SECONDS_TARGET = 60;

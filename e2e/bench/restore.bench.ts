@@ -43,7 +43,7 @@ import { benchLocalStore, benchRestoreOptions, smallBaseSnapshot } from './suppo
 import { MiB, arg, measured, median, round1, round3, table } from './support/measure.js';
 import { fillEtcd } from './support/fill.js';
 import type { Run } from './support/measure.js';
-import { baseSnapshot, floorLoop, writeLargeDelta, writeSmallPutChain } from './support/restore-chain.js';
+import { baseSnapshot, floorLoop, writeLargeDelta, writeSmallPutChain } from '../../test/support/restore-chain.js';
 
 const execFileAsync = promisify(execFile);
 /** This bench's directory; ETCDBR_BENCH_DIR when it runs bundled (scripts/bench.mjs --compiled). */

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { oldSystemNode } from '../support/machine-node.js';
+import { oldNode } from '../support/machine-node.js';
 import { waitFor } from '../support/wait.js';
 
 const root = fileURLToPath(new URL('../..', import.meta.url));
@@ -14,23 +14,21 @@ function etcdbrctl(...args: string[]) {
   return spawnSync(bin, args, { cwd: root, encoding: 'utf8', timeout: 30_000 });
 }
 
-const oldNode = oldSystemNode();
-
 describe('bin/etcdbrctl (built)', () => {
-  it.skipIf(oldNode === undefined)('on a Node older than 22.12 runs on the project Node in node_modules', () => {
-    const r = spawnSync(oldNode!, [bin, '--version'], { cwd: root, encoding: 'utf8', timeout: 30_000 });
+  it('on a Node older than 22.12 runs on the project Node in node_modules', () => {
+    const r = spawnSync(oldNode(), [bin, '--version'], { cwd: root, encoding: 'utf8', timeout: 30_000 });
     expect(r.stderr).toBe('');
     expect(r.status).toBe(0);
     expect(r.stdout).toContain(
       `Node Version: ${spawnSync(join(root, 'node_modules/.bin/node'), ['--version'], { encoding: 'utf8' }).stdout.trim()}`,
     );
     // An exit code and stdout pass through unchanged.
-    const bad = spawnSync(oldNode!, [bin, 'snapshot', '--bogus'], { cwd: root, encoding: 'utf8', timeout: 30_000 });
+    const bad = spawnSync(oldNode(), [bin, 'snapshot', '--bogus'], { cwd: root, encoding: 'utf8', timeout: 30_000 });
     expect(bad.status).toBe(1);
     expect(bad.stderr).toBe("Error: unknown flag: --bogus\nRun 'etcdbrctl snapshot --help' for usage.\n");
   });
 
-  it.skipIf(oldNode === undefined)('on an old Node without the execve addon exits, saying how to run it', () => {
+  it('on an old Node without the execve addon exits, saying how to run it', () => {
     // A tree with the project's Node in node_modules but no @etcdbrctl/malloc-trim: the switch is impossible.
     const tree = mkdtempSync(join(tmpdir(), 'etcdbr-bin-noaddon-'));
     try {
@@ -38,7 +36,7 @@ describe('bin/etcdbrctl (built)', () => {
       mkdirSync(join(tree, 'node_modules', '.bin'), { recursive: true });
       copyFileSync(bin, join(tree, 'bin', 'etcdbrctl'));
       symlinkSync(join(root, 'node_modules', '.bin', 'node'), join(tree, 'node_modules', '.bin', 'node'));
-      const r = spawnSync(oldNode!, [join(tree, 'bin', 'etcdbrctl'), '--version'], { cwd: tree, encoding: 'utf8', timeout: 30_000 });
+      const r = spawnSync(oldNode(), [join(tree, 'bin', 'etcdbrctl'), '--version'], { cwd: tree, encoding: 'utf8', timeout: 30_000 });
       expect(r.status).toBe(1);
       expect(r.stdout).toBe('');
       expect(r.stderr).toMatch(/^etcdbrctl needs Node\.js 22\.12 or newer .* is v\d+\S*\. The Node\.js 24 in node_modules can run it \(/);
@@ -48,8 +46,8 @@ describe('bin/etcdbrctl (built)', () => {
     }
   });
 
-  it.skipIf(oldNode === undefined)('on an old Node without a project Node says which Node it needs', () => {
-    const r = spawnSync(oldNode!, [bin, '--version'], {
+  it('on an old Node without a project Node says which Node it needs', () => {
+    const r = spawnSync(oldNode(), [bin, '--version'], {
       cwd: root,
       encoding: 'utf8',
       timeout: 30_000,

@@ -6,7 +6,7 @@
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { H2DeadlineError, H2UnaryClient } from '../../src/etcd/h2-unary-client.js';
-import { putFrame } from '../../e2e/bench/support/put-frame.js';
+import { putFrame } from '../support/put-frame.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 import { startEtcdWithClient, startTestEtcd } from '../support/etcd.js';
 

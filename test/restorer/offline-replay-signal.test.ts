@@ -11,7 +11,7 @@ import { silentLogger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstor
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { fetchDeltasInOrder } from '../../src/restorer/fetch.js';
 import { replayDeltasOffline } from '../../src/restorer/offline-replay.js';
-import { baseSnapshot, writeSmallPutChain } from '../../e2e/bench/support/restore-chain.js';
+import { baseSnapshot, writeSmallPutChain } from '../support/restore-chain.js';
 import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
 import { openLocalStore } from '../support/local-store.js';
 

@@ -19,7 +19,7 @@
  * header revision (field 1 → field 3) is read back.
  */
 import { H2UnaryClient } from '../../../src/etcd/h2-unary-client.js';
-import { putFrame } from './put-frame.js';
+import { putFrame } from '../../../test/support/put-frame.js';
 import type { PutLoadResult } from './put-load-result.js';
 
 const PUT_PATH = '/etcdserverpb.KV/Put';

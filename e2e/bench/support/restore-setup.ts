@@ -11,7 +11,7 @@ import type { EtcdBinaries } from '../../../src/etcd/binaries.js';
 import type { RestoreOptions } from '../../../src/restorer/restore.js';
 import { startTestEtcd } from '../../../test/support/etcd.js';
 import { MiB } from './measure.js';
-import { baseSnapshot } from './restore-chain.js';
+import { baseSnapshot } from '../../../test/support/restore-chain.js';
 
 /** A single-member restore into `dir/data` (temp files in `dir/tmp`), with `over` on top. */
 export function benchRestoreOptions(binaries: EtcdBinaries, dir: string, over: Partial<RestoreOptions> = {}): RestoreOptions {

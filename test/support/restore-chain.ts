@@ -5,15 +5,15 @@
  */
 import { Readable } from 'node:stream';
 import type { Etcd3 } from 'etcd3';
-import { createCompressStream, newSnapshot, silentLogger, suffixForPolicy } from '../../../snapstore/src/index.js';
-import type { CompressionPolicy, SnapStore, Snapshot } from '../../../snapstore/src/index.js';
-import { encodeDeltaEvent, type DeltaEvent } from '../../../src/backup/delta-format.js';
-import { H2UnaryClient } from '../../../src/etcd/h2-unary-client.js';
-import { encodeTxnRequest } from '../../../src/etcd/txn-wire.js';
-import { DeltaBuffer } from '../../../src/snapshotter/delta-buffer.js';
-import { saveDeltaSnapshot } from '../../../src/snapshotter/delta-snapshot.js';
-import { takeFullSnapshot } from '../../../src/snapshotter/full-snapshot.js';
-import { ours } from '../../../test/support/etcd-client.js';
+import { createCompressStream, newSnapshot, silentLogger, suffixForPolicy } from '../../snapstore/src/index.js';
+import type { CompressionPolicy, SnapStore, Snapshot } from '../../snapstore/src/index.js';
+import { encodeDeltaEvent, type DeltaEvent } from '../../src/backup/delta-format.js';
+import { H2UnaryClient } from '../../src/etcd/h2-unary-client.js';
+import { encodeTxnRequest } from '../../src/etcd/txn-wire.js';
+import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
+import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';
+import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
+import { ours } from './etcd-client.js';
 import { createHash } from 'node:crypto';
 import { pipeline as pipelineCb } from 'node:stream';
 
