@@ -14,17 +14,8 @@ import type { Logger, Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock, TimerHandle } from '../clock.js';
 import type { MemberDefragmentation } from './defrag.js';
 import type { EtcdMemberStatus } from './leadership.js';
-import {
-  currentState,
-  eventFromInitializationProgress,
-  initialMemberStatus,
-  reduceMemberStatus,
-  snapshotFacts,
-  type EtcdMemberStatusBody,
-  type MemberEvent,
-  type MemberEventInput,
-  type MemberStatusModel,
-} from './member-status.js';
+import { currentState, eventFromInitializationProgress, initialMemberStatus, reduceMemberStatus, snapshotFacts } from './member-status.js';
+import type { EtcdMemberStatusBody, MemberEvent, MemberEventInput, MemberStatusModel } from './member-status-types.js';
 import type { InitializationOutcome, InitializationProgress } from '../initializer/initializer.js';
 import type { StoredSnapshotInfo } from '../snapshotter/snapshotter.js';
 import type { EtcdMemberAccess } from '../k8s/etcd-member-access.js';

@@ -6,164 +6,23 @@
  * Field names and shapes are the DEP-04 API block's. Where the seed is silent or contradicts itself, the
  * choices are written next to the type (and in docs/differences.md).
  */
-import { EtcdbrError } from '../errors.js';
 import type { Snapshot } from '@etcdbrctl/snapstore';
 import type { BootstrapDecision } from '../initializer/bootstrap.js';
 import type { InitializationOutcome, InitializationProgress } from '../initializer/initializer.js';
-import type { MemberDefragmentation } from './defrag.js';
-import type { EtcdMemberStatus } from './leadership.js';
-
-export type MemberState = 'New' | 'Initializing' | 'Starting' | 'Started';
-
-export type MemberSubState =
-  'New' | 'DBValidationSanity' | 'DBValidationFull' | 'Restoration' | 'PendingLearner' | 'Learner' | 'Follower' | 'Leader';
-
-export type TransitionReason =
-  // From DEP-04's reason table.
-  | 'NewSingleNodeClusterCreated'
-  | 'DetectedPreviousCleanExit'
-  | 'DetectedPreviousUncleanExit'
-  | 'DBValidationFailed'
-  | 'DBValidationSucceeded'
-  /** The seed prints "Initializing (Restoration)Succeeded", an evident substitution typo. */
-  | 'RestorationSucceeded'
-  | 'WaitingToJoinAsLearner'
-  | 'JoinedAsLearner'
-  | 'PromotedAsVotingMember'
-  | 'GainedClusterLeadership'
-  | 'LostClusterLeadership'
-  // Ours, for transitions the table does not cover.
-  /** nil → New for a member of a multi-node cluster (the sidecar cannot tell a fresh cluster from a scale-up). */
-  | 'NewMultiNodeClusterCreated'
-  /** Initializing → New: initialization failed; etcd-wrapper starts it again. */
-  | 'InitializationFailed'
-  /** Initializing → Started: a multi-node member without valid data bootstrapped a new cluster. */
-  | 'BootstrappedNewCluster'
-  /** New → Started: etcd was already running when this sidecar started (no initialization through it). */
-  | 'DetectedRunningMember';
-
-/** One entry of `status.transitions` (DEP-04 "Representing State Transitions"). */
-export interface StateTransition {
-  state: MemberState;
-  subState: MemberSubState;
-  reason: string;
-  /** metav1.Time: RFC 3339, whole seconds, UTC. */
-  transitionTime: string;
-  message: string;
-}
-
-/** `status.snapshots.lastFull` / `lastDelta`. */
-export interface SnapshotStatus {
-  timestamp: string;
-  /** The snapshot's object name, e.g. `Incr-00000011-00000020-1700000000.gz`. */
-  name: string;
-  /** Uncompressed size as a Kubernetes quantity; absent when this sidecar did not store the snapshot itself. */
-  size?: string;
-  startRevision: number;
-  endRevision: number;
-}
-
-export interface SnapshotsStatus {
-  lastFull?: SnapshotStatus;
-  lastDelta?: SnapshotStatus;
-  /** Uncompressed bytes of the deltas stored after `lastFull`, as a quantity. */
-  accumulatedDeltaSize?: string;
-}
-
-/**
- * `status.lastRestoration`: the API block's `type`, `status`, `startTime`, `endTime` plus the prose's
- * `reason` and `message`. Only restorations from the object store happen here (single-node), so `type` is
- * always `FromSnapshot`; a multi-node member re-syncs from the leader as a learner, which DEP-04 calls
- * learning, not restoration.
- */
-export interface RestorationStatus {
-  type: 'FromSnapshot' | 'FromLeader';
-  status: 'Failed' | 'Success' | 'In-Progress';
-  reason: string;
-  message: string;
-  startTime: string;
-  endTime?: string;
-}
-
-/**
- * `status.lastDefragmentation`, as the "Monitoring Defragmentations" section writes it: `status`
- * (Succeeded|Failed) and `message`; the API block's empty `reason:` line is taken to be that `status`.
- */
-export interface DefragmentationStatus {
-  startTime: string;
-  endTime: string;
-  status: 'Succeeded' | 'Failed';
-  message: string;
-  initialDBSize?: string;
-  finalDBSize?: string;
-}
-
-/** The body of `EtcdMember.status` this member writes (JSON merge patch onto `/status`). */
-export interface EtcdMemberStatusBody {
-  /** etcd member ID, lower-case hex without padding (as in the member lease). */
-  id?: string;
-  clusterID?: string;
-  peerTLSEnabled?: boolean;
-  /** Kubernetes quantities, e.g. `6Gi` (the seed's example), canonical binary form. */
-  dbSize?: string;
-  dbSizeInUse?: string;
-  snapshots?: SnapshotsStatus;
-  lastRestoration?: RestorationStatus;
-  lastDefragmentation?: DefragmentationStatus;
-  transitions: StateTransition[];
-}
-
-/** The model behind the body: the body plus what the next transitions depend on. */
-export interface MemberStatusModel {
-  readonly status: EtcdMemberStatusBody;
-  /** The `New` entry recorded at sidecar start; dropped once the EtcdMember shows an earlier history. */
-  readonly startup: StateTransition | undefined;
-  /** Between InitializationStarted and its success or failure. */
-  readonly initializing: boolean;
-  /** How `Initializing` ends once etcd reports its role (the reason of the transition into `Started`). */
-  readonly pendingStart: { reason: TransitionReason; message: string } | undefined;
-  /** Exact uncompressed bytes behind `snapshots.accumulatedDeltaSize`. */
-  readonly accumulatedDeltaBytes: number;
-  /** Whether the snapshots block the EtcdMember held was looked at already (it is taken over at most once). */
-  readonly snapshotsAdopted: boolean;
-}
-
-/** Transitions kept in the status: the list grows with every restart, so only the newest ones stay. */
-export const MAX_TRANSITIONS = 20;
-
-export interface SnapshotFacts {
-  kind: 'Full' | 'Incr';
-  name: string;
-  startRevision: number;
-  endRevision: number;
-  createdOn: Date;
-  /** Uncompressed size of the stored file; undefined when unknown. */
-  sizeBytes?: number;
-}
-
-export type MemberEvent =
-  /**
-   * What the EtcdMember already holds (read once before the first write): its transitions and its
-   * snapshots block; any JSON, checked here.
-   */
-  | { type: 'HistoryLoaded'; at: Date; transitions: unknown; snapshots?: unknown }
-  | { type: 'InitializationStarted'; at: Date; mode: 'full' | 'sanity' }
-  | { type: 'DataDirValidated'; at: Date; valid: boolean; singleNode: boolean; detail: string }
-  | { type: 'RestorationStarted'; at: Date; message: string }
-  | { type: 'BootstrapDecided'; at: Date; action: BootstrapDecision['action']; reason: string }
-  | { type: 'InitializationSucceeded'; at: Date; outcome: InitializationOutcome }
-  | { type: 'InitializationFailed'; at: Date; message: string }
-  /** One answer of etcd's Status (ids in hex), from the leadership watcher's periodic check. */
-  | ({ type: 'EtcdStatusObserved'; at: Date } & EtcdMemberStatus)
-  /** A snapshot this sidecar stored; `baseFull` is the full snapshot the snapshotter's chain builds on. */
-  | { type: 'SnapshotStored'; at: Date; snapshot: SnapshotFacts; baseFull?: SnapshotFacts }
-  /** A defragmentation the leading sidecar ran on some member; only this member's own is recorded. */
-  | ({ type: 'MemberDefragmented'; at: Date } & Omit<MemberDefragmentation, 'name' | 'endpoint'>);
-
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-
-/** An event before it is stamped with the time it happened. */
-export type MemberEventInput = DistributiveOmit<MemberEvent, 'at'>;
+import {
+  MAX_TRANSITIONS,
+  type EtcdMemberStatusBody,
+  type MemberEvent,
+  type MemberEventInput,
+  type MemberState,
+  type MemberStatusModel,
+  type MemberSubState,
+  type SnapshotFacts,
+  type SnapshotStatus,
+  type StateTransition,
+  type TransitionReason,
+} from './member-status-types.js';
+import { formatKubeTime, formatQuantity, parseSnapshots, parseTransitions, type PublishedSnapshots } from './member-status-wire.js';
 
 /** The model at sidecar start: state `New`. */
 export function initialMemberStatus(opts: { at: Date; clusterSize: number; peerTLSEnabled: boolean }): MemberStatusModel {
@@ -520,85 +379,6 @@ function adoptSnapshots(model: MemberStatusModel, previous: PublishedSnapshots |
   };
 }
 
-/** A snapshots block read from the EtcdMember, with its accumulatedDeltaSize as bytes. */
-export interface PublishedSnapshots {
-  snapshots: SnapshotsStatus;
-  accumulatedBytes: number;
-}
-
-/** A `status.snapshots` someone else may have written, when its lastFull and accumulatedDeltaSize are well-formed. */
-export function parseSnapshots(value: unknown): PublishedSnapshots | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const v = value as Record<string, unknown>;
-  const lastFull = parseSnapshotStatus(v.lastFull);
-  const accumulatedBytes = typeof v.accumulatedDeltaSize === 'string' ? parseBinaryQuantity(v.accumulatedDeltaSize) : undefined;
-  if (lastFull === undefined || accumulatedBytes === undefined) return undefined;
-  const lastDelta = parseSnapshotStatus(v.lastDelta);
-  return {
-    snapshots: { lastFull, ...(lastDelta ? { lastDelta } : {}), accumulatedDeltaSize: formatQuantity(accumulatedBytes) },
-    accumulatedBytes,
-  };
-}
-
-function parseSnapshotStatus(value: unknown): SnapshotStatus | undefined {
-  if (typeof value !== 'object' || value === null) return undefined;
-  const v = value as Record<string, unknown>;
-  if (typeof v.name !== 'string' || typeof v.timestamp !== 'string') return undefined;
-  if (!Number.isSafeInteger(v.startRevision) || !Number.isSafeInteger(v.endRevision)) return undefined;
-  return {
-    timestamp: v.timestamp,
-    name: v.name,
-    ...(typeof v.size === 'string' ? { size: v.size } : {}),
-    startRevision: v.startRevision as number,
-    endRevision: v.endRevision as number,
-  };
-}
-
-/**
- * The byte count of a quantity in the form formatQuantity writes (digits, optionally one binary suffix);
- * undefined for anything else, such as decimal suffixes or fractions, which no sidecar writes here.
- */
-export function parseBinaryQuantity(q: string): number | undefined {
-  const m = /^(\d+)(Ki|Mi|Gi|Ti|Pi|Ei)?$/.exec(q);
-  if (!m) return undefined;
-  const power = m[2] === undefined ? 0 : BINARY_SUFFIXES.indexOf(m[2] as (typeof BINARY_SUFFIXES)[number]);
-  const bytes = Number(m[1]) * 1024 ** power;
-  return Number.isSafeInteger(bytes) ? bytes : undefined;
-}
-
-const STATES: ReadonlySet<string> = new Set(['New', 'Initializing', 'Starting', 'Started']);
-const SUB_STATES: ReadonlySet<string> = new Set([
-  'New',
-  'DBValidationSanity',
-  'DBValidationFull',
-  'Restoration',
-  'PendingLearner',
-  'Learner',
-  'Follower',
-  'Leader',
-]);
-
-/** The well-formed entries of a `status.transitions` value someone else may have written; the rest is skipped. */
-export function parseTransitions(value: unknown): StateTransition[] {
-  if (!Array.isArray(value)) return [];
-  const out: StateTransition[] = [];
-  for (const v of value) {
-    if (typeof v !== 'object' || v === null) continue;
-    const t = v as Record<string, unknown>;
-    if (typeof t.state !== 'string' || !STATES.has(t.state)) continue;
-    if (typeof t.subState !== 'string' || !SUB_STATES.has(t.subState)) continue;
-    if (typeof t.reason !== 'string' || typeof t.transitionTime !== 'string') continue;
-    out.push({
-      state: t.state as MemberState,
-      subState: t.subState as MemberSubState,
-      reason: t.reason,
-      transitionTime: t.transitionTime,
-      message: typeof t.message === 'string' ? t.message : '',
-    });
-  }
-  return out;
-}
-
 function transition(
   model: MemberStatusModel,
   at: Date,
@@ -615,28 +395,4 @@ function transition(
 
 function withStatus(model: MemberStatusModel, patch: Partial<EtcdMemberStatusBody>): MemberStatusModel {
   return { ...model, status: { ...model.status, ...patch } };
-}
-
-/** metav1.Time on the wire: RFC 3339 in UTC with whole seconds. */
-export function formatKubeTime(d: Date): string {
-  return `${d.toISOString().slice(0, 19)}Z`;
-}
-
-const BINARY_SUFFIXES = ['', 'Ki', 'Mi', 'Gi', 'Ti', 'Pi', 'Ei'] as const;
-
-/**
- * A byte count as a Kubernetes quantity in the canonical form resource.Quantity prints for binary sizes:
- * the largest power-of-1024 suffix that divides it exactly (`6442450944` → `6Gi`, `3072` → `3Ki`, `1536`
- * stays `1536`).
- */
-export function formatQuantity(bytes: number): string {
-  if (!Number.isSafeInteger(bytes) || bytes < 0) throw new EtcdbrError('E_INTERNAL', `byte count ${bytes} is not a non-negative integer`);
-  if (bytes < 1024) return String(bytes);
-  let n = bytes;
-  let i = 0;
-  while (n % 1024 === 0 && i < BINARY_SUFFIXES.length - 1) {
-    n /= 1024;
-    i++;
-  }
-  return `${n}${BINARY_SUFFIXES[i]}`;
 }

@@ -1,20 +1,14 @@
 /** The EtcdMember status model (DEP-04): every state transition, snapshots, defragmentation, history. */
 import { describe, expect, it } from 'vitest';
+import { currentState, eventFromInitializationProgress, initialMemberStatus, reduceMemberStatus } from '../../src/cluster/member-status.js';
 import {
   MAX_TRANSITIONS,
-  currentState,
-  eventFromInitializationProgress,
-  formatKubeTime,
-  formatQuantity,
-  initialMemberStatus,
-  parseBinaryQuantity,
-  parseTransitions,
-  reduceMemberStatus,
   type MemberEvent,
   type MemberEventInput,
   type MemberStatusModel,
   type StateTransition,
-} from '../../src/cluster/member-status.js';
+} from '../../src/cluster/member-status-types.js';
+import { formatKubeTime, formatQuantity, parseBinaryQuantity, parseTransitions } from '../../src/cluster/member-status-wire.js';
 
 const T0 = Date.parse('2026-05-06T07:00:00.000Z');
 const at = (s: number): Date => new Date(T0 + s * 1000);
