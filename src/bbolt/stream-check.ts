@@ -11,7 +11,9 @@
  */
 import { Writable } from 'node:stream';
 import { BoltError, selectMeta, type SelectedMeta } from './db.js';
-import { overflowTooLong, storeRevisionFromSummaries, summarise, Summaries, walkSummaries, type CheckResult } from './check.js';
+import { walkSummaries, type CheckResult } from './check.js';
+import { overflowTooLong, summarise, Summaries } from './page-summaries.js';
+import { storeRevisionFromSummaries } from './summary-revision.js';
 import { FLAG_BRANCH, FLAG_FREELIST, FLAG_LEAF, PAGE_HEADER_SIZE, u16, u32, u64FromHalves } from './format.js';
 
 /** Enough of the stream for both meta pages at any page size bbolt allows (64 KiB pages). */
