@@ -13,6 +13,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import os from 'node:os';
+import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import type { S3Credentials } from '../../src/config.js';
 
@@ -77,6 +78,9 @@ export async function startS3rver(opts: S3rverOptions = {}): Promise<S3rverInsta
     process.execPath,
     [
       '--openssl-legacy-provider',
+      // S3's all-or-nothing object writes (s3rver-atomic-put.cjs says why).
+      '--require',
+      fileURLToPath(new URL('./s3rver-atomic-put.cjs', import.meta.url)),
       cli,
       '--directory',
       directory,
