@@ -18,7 +18,7 @@ import { reenableAuth } from '../restorer/replay-etcd.js';
 import { takeFullSnapshot } from '../snapshotter/full-snapshot.js';
 import { connectLocalEtcd } from '../etcd/client.js';
 import type { EtcdClient } from '../etcd/etcd-client.js';
-import type { CompactConfig } from './compactor.js';
+import type { CompactorConfig, RestorationConfig } from '../config/types.js';
 import { saveCompactedBackend, withSha256Trailer } from './upload.js';
 
 /** Upstream `etcdDialTimeout`: bounds the revision read on the local etcd. */
@@ -45,7 +45,7 @@ export interface OnlineCompaction {
  */
 export async function compactThroughEtcd(
   deps: OnlineCompactionDeps,
-  config: CompactConfig,
+  config: { restoration: RestorationConfig; compactor: CompactorConfig },
   plan: RestorePlan,
   compression: CompressionPolicy | undefined,
   isFinal: boolean,

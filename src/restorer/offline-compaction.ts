@@ -14,7 +14,6 @@ import type { KeyStates } from './key-states.js';
 import { FINISHED_COMPACT_REV_KEY, KEY_BUCKET, META_BUCKET, SCHEDULED_COMPACT_REV_KEY } from '../etcd-schema.js';
 import { mainRevisionOf } from './mvcc.js';
 import type { FetchedDelta } from './fetch.js';
-import type { OfflineReplayInput } from './offline-replay.js';
 
 export interface PreparedCompaction {
   /** The deltas, all fetched to disk (the replay reads them again, and removes each once read). */
@@ -40,7 +39,7 @@ export async function prepareCompaction(
   keyBucket: Bucket,
   metaBucket: Bucket,
   baseRevision: number,
-  input: Pick<OfflineReplayInput, 'targetRevision'> & { deltas: AsyncIterable<FetchedDelta> | Iterable<FetchedDelta> },
+  input: { targetRevision: number; deltas: AsyncIterable<FetchedDelta> | Iterable<FetchedDelta> },
   asked: number,
   keys: KeyStates,
 ): Promise<PreparedCompaction> {
