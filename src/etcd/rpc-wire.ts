@@ -4,8 +4,8 @@
  * Field numbers are those of etcd's `api/etcdserverpb/rpc.proto` and `api/mvccpb/kv.proto`; each encoder or
  * decoder names its message. Decoders skip fields they do not know, as any protobuf reader must.
  */
-import { ProtoReader, WIRE_BYTES, WIRE_VARINT } from '../wal/protobuf.js';
-import { varintSize, writeVarint } from '../wal/protobuf-write.js';
+import { ProtoReader, WIRE_BYTES, WIRE_VARINT } from '../encoding/protobuf.js';
+import { varintSize, writeVarint } from '../encoding/protobuf-write.js';
 
 /** Builds one message field by field; proto3 leaves zero, false and empty scalars out. */
 export class ProtoBuilder {

@@ -7,7 +7,7 @@
  * TxnResponse{header = 1, succeeded = 2}, ResponseHeader{revision = 3}.
  */
 import { CodedError } from '../errors.js';
-import { varintSize, writeVarint } from '../wal/protobuf-write.js';
+import { varintSize, writeVarint } from '../encoding/protobuf-write.js';
 
 /** One operation of a replayed revision, in the form etcd3's raw KV client takes too. */
 export interface ReplayOp {

@@ -6,7 +6,7 @@
  *   order): key = 1, create_revision = 2, mod_revision = 3, version = 4, value = 5, lease = 6. A tombstone's
  *   value carries the key only.
  */
-import { varintSize, writeVarint } from '../wal/protobuf-write.js';
+import { varintSize, writeVarint } from '../encoding/protobuf-write.js';
 
 /** The revision-key layout is etcd's schema, declared in one place. */
 export { mainRevisionOf, revisionKey } from '../etcd-schema.js';

@@ -1,4 +1,4 @@
-export { crc32c } from './crc32c.js';
+export { crc32c } from '../encoding/crc32c.js';
 export { listWalNames, parseSnapName, parseWalName, snapName, walName } from './names.js';
 export type { SnapName, WalName } from './names.js';
 export { scanWal } from './reader.js';

@@ -16,8 +16,8 @@
 import { CodedError } from '../errors.js';
 import { open } from 'node:fs/promises';
 import type { FileHandle } from 'node:fs/promises';
-import { crc32c } from './crc32c.js';
-import { ProtoError } from './protobuf.js';
+import { crc32c } from '../encoding/crc32c.js';
+import { ProtoError } from '../encoding/protobuf.js';
 import { RecordType, decodeRecord } from './records.js';
 import type { WalRecord } from './records.js';
 

@@ -5,7 +5,7 @@
  * raftpb.Snapshot {data=1, metadata=2}; raftpb.SnapshotMetadata {conf_state=1, index=2, term=3};
  * snappb.Snapshot {crc=1 uint32, data=2}; etcdserverpb.Metadata {NodeID=1, ClusterID=2}.
  */
-import { ProtoReader } from './protobuf.js';
+import { ProtoReader } from '../encoding/protobuf.js';
 
 /** walpb record types (etcd `wal.go`, iota + 1). */
 export const RecordType = {

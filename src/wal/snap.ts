@@ -7,8 +7,8 @@
 import { EtcdbrError } from '../errors.js';
 import { readFile, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { crc32c } from './crc32c.js';
-import { ProtoError } from './protobuf.js';
+import { crc32c } from '../encoding/crc32c.js';
+import { ProtoError } from '../encoding/protobuf.js';
 import { decodeRaftSnapshotMetadata, decodeSnapEnvelope } from './records.js';
 import type { SnapshotRef } from './records.js';
 

@@ -16,7 +16,7 @@ import { scanWal } from './reader.js';
 import type { WalScanOptions, WalScanProblem } from './reader.js';
 import { RecordType, decodeEntry, decodeHardState, decodeMemberMetadata, decodeWalSnapshot } from './records.js';
 import type { HardState, MemberMetadata, SnapshotRef } from './records.js';
-import { ProtoError } from './protobuf.js';
+import { ProtoError } from '../encoding/protobuf.js';
 
 export interface WalVerifyResult {
   /** No corruption found (a repairable torn tail still counts as ok). */

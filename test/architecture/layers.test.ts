@@ -20,6 +20,7 @@ const LAYERS: ReadonlyArray<{ name: string; folders: readonly string[] }> = [
   { name: 'domain', folders: ['compactor', 'copier', 'verifier', 'cluster', 'initializer', 'snapshotter', 'restorer'] },
   { name: 'configuration', folders: ['config'] },
   { name: 'infrastructure', folders: ['etcd', 'k8s', 'bbolt', 'wal', 'backup'] },
+  { name: 'encoding', folders: ['encoding'] },
   { name: 'base', folders: ['.'] },
 ];
 

@@ -3,8 +3,8 @@
  * one gRPC frame, and decoders read what etcd's encoder writes (unknown fields skipped).
  */
 import { describe, expect, it } from 'vitest';
-import { ProtoReader } from '../../src/wal/protobuf.js';
-import { varintSize } from '../../src/wal/protobuf-write.js';
+import { ProtoReader } from '../../src/encoding/protobuf.js';
+import { varintSize } from '../../src/encoding/protobuf-write.js';
 import {
   decodeMemberListResponse,
   decodeWatchResponse,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { crc32c } from '../../src/wal/crc32c.js';
+import { crc32c } from '../../src/encoding/crc32c.js';
 import { parseSnapName, parseWalName, snapName, walName } from '../../src/wal/names.js';
-import { ProtoError, ProtoReader } from '../../src/wal/protobuf.js';
+import { ProtoError, ProtoReader } from '../../src/encoding/protobuf.js';
 import { decodeEntry, decodeHardState, decodeMemberMetadata, decodeRecord } from '../../src/wal/records.js';
 import { selectSegments } from '../../src/wal/verify.js';
 import { entry, fieldBytes, fieldVarint, hardState, metadata, varint } from './encoder.js';

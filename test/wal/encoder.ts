@@ -1,7 +1,7 @@
 /** A minimal WAL writer for tests: frames, padding and the CRC chain as etcd's encoder produces them. */
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { crc32c } from '../../src/wal/crc32c.js';
+import { crc32c } from '../../src/encoding/crc32c.js';
 import { walName } from '../../src/wal/names.js';
 
 export function varint(v: number | bigint): Buffer {

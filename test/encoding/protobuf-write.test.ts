@@ -1,6 +1,6 @@
 /** The protobuf varint writer against encodings fixed by the protobuf spec, and read back by our reader. */
 import { describe, expect, it } from 'vitest';
-import { varintSize, writeVarint } from '../../src/wal/protobuf-write.js';
+import { varintSize, writeVarint } from '../../src/encoding/protobuf-write.js';
 
 /** Known encodings: the protobuf encoding guide's 1 and 150, the 7-bit boundaries, 2^32 and 2^53 - 1. */
 const KNOWN: Array<[number, string]> = [
