@@ -1,24 +1,26 @@
 /**
- * The sidecar's HTTP API (upstream `pkg/server/httpAPI.go` `RegisterHandler`): health, on-demand
- * snapshots with delegation to the leading sidecar, the latest snapshot set, Prometheus metrics and,
- * when enabled, profiling. Routes accept every method, as Go's ServeMux does.
+ * The sidecar's HTTP API (upstream `pkg/server/httpAPI.go` `RegisterHandler`): one server (TLS, API
+ * authentication, security headers, typed errors to statuses, listen and close) and the route families, each in
+ * its module: probes and metrics (probe-routes.ts), snapshots (snapshot-routes.ts), maintenance
+ * (maintenance-routes.ts), profiling when enabled (debug.ts), and what the caller adds (the etcd-wrapper's
+ * init-routes.ts). Routes accept every method, as Go's ServeMux does.
  */
 import { EtcdbrError } from '../errors.js';
 import { readFile } from 'node:fs/promises';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { latestSet, nodeHttp, nodeHttps, snapshotToJSON } from '@etcdbrctl/snapstore';
-import type { Snapshot } from '@etcdbrctl/snapstore';
+import { nodeHttp, nodeHttps } from '@etcdbrctl/snapstore';
 import { ApiAuth } from './api-auth.js';
-import type { CompactTarget } from '../cluster/on-demand.js';
 import { registerProfilingRoutes } from './debug.js';
 import type { Profiling } from './debug.js';
-import { delegateToLeader } from './proxy.js';
-import type { DelegationOptions, Refusal } from './proxy.js';
+import type { DelegationOptions } from './proxy.js';
 import { Exchange, Routes, requestPath } from './http-router.js';
-import { errorMessage, parseGoBool, send, sendError, sendJson } from './respond.js';
+import { errorMessage, sendError } from './respond.js';
 import { httpStatusOf } from './error-status.js';
-import type { HttpServerDeps, SnapshotterControl } from './types.js';
+import { registerMaintenanceRoutes } from './maintenance-routes.js';
+import { registerProbeRoutes } from './probe-routes.js';
+import { registerSnapshotRoutes } from './snapshot-routes.js';
+import type { HttpServerDeps } from './types.js';
 
 export interface HttpServer {
   /** Starts listening on `config.port` (0 = any free port). */
@@ -26,24 +28,6 @@ export interface HttpServer {
   /** Stops the server; open connections are closed at once, as upstream's `server.Close()`. */
   close(): Promise<void>;
 }
-
-/** `revision=<n>` or `keep=<n>` of `/maintenance/compact`, or what is wrong with them. */
-function compactTarget(x: Exchange): CompactTarget | string {
-  const out: CompactTarget = {};
-  for (const key of ['revision', 'keep'] as const) {
-    const raw = x.query(key);
-    if (raw === '') continue;
-    if (!/^\d+$/.test(raw)) return `invalid value ${JSON.stringify(raw)} for query parameter "${key}": want a non-negative integer`;
-    out[key] = Number(raw);
-  }
-  return out;
-}
-
-/**
- * A follower asked for maintenance that it cannot forward (no leader, an unhealthy one, or the request was
- * forwarded already): 503, as the leader may be back in a moment.
- */
-const NOT_LEADING: Refusal = { reason: 'this sidecar does not lead the cluster', status: 503 };
 
 /** Upstream's `ReadHeaderTimeout` against slow-header clients. */
 const READ_HEADER_TIMEOUT_MS = 5_000;
@@ -68,7 +52,7 @@ async function readTlsFile(path: string, what: string): Promise<Buffer> {
 }
 
 export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer> {
-  const { config, logger, metrics, health } = deps;
+  const { config, logger } = deps;
   // Upstream: TLS only when both files are given.
   const tls = config.serverCert !== '' && config.serverKey !== '';
 
@@ -80,19 +64,6 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
   }
   const routes = new Routes();
 
-  routes.all('/healthz', async (x) => sendJson(x.res, health.status, { health: health.status === 200 }));
-
-  routes.all('/metrics', async (x) => {
-    let text: string;
-    try {
-      text = await metrics.registry.metrics();
-    } catch (err) {
-      sendError(x.res, 500, `collecting metrics failed: ${errorMessage(err)}`);
-      return;
-    }
-    send(x.res, 200, metrics.registry.contentType, text);
-  });
-
   const delegation: DelegationOptions = {
     leaderProxy: deps.leaderProxy,
     ca: tls ? deps.proxyCa : undefined,
@@ -100,134 +71,9 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
     healthTimeoutMs: deps.leaderHealthTimeoutMs ?? DEFAULT_LEADER_HEALTH_TIMEOUT_MS,
     logger,
   };
-
-  /**
-   * Upstream's gate for every snapshot route: this sidecar's snapshotter if it runs; otherwise forward to
-   * the leader when a store is configured (a follower; 503 when it cannot, proxy.ts), else 405 (no store).
-   */
-  const withSnapshotter = async (x: Exchange, what: string, run: (ssr: SnapshotterControl) => Promise<void>): Promise<void> => {
-    const ssr = deps.snapshots();
-    if (ssr !== undefined) return run(ssr);
-    if (deps.store() !== undefined) return delegateToLeader(x, delegation);
-    const message = `cannot serve ${what}: no snapshotter runs and no storage provider is configured`;
-    logger.warn(message);
-    sendError(x.res, 405, message);
-  };
-
-  // Ours: maintenance on demand (DEP-05), run by the leading sidecar; a follower forwards the request there,
-  // as snapshot requests are. Compaction discards history and a defragmentation blocks each member for a
-  // while, so these routes exist only behind API authentication (checked here before forwarding, and again
-  // by the leader).
-  for (const operation of ['defrag', 'compact'] as const) {
-    routes.all(`/maintenance/${operation}`, async (x) => {
-      if (!auth.enabled) {
-        sendError(x.res, 403, 'maintenance routes need API authentication: configure --api-client-ca-file or --api-token-file');
-        return;
-      }
-      const leading = deps.maintenance?.();
-      if (!leading) return delegateToLeader(x, delegation, NOT_LEADING);
-      if (x.method === 'GET') return sendJson(x.res, 200, leading.control.status()[operation] ?? null);
-      if (x.method !== 'POST') return sendError(x.res, 405, `use POST to start a ${operation}, GET for the last outcome`);
-      try {
-        let outcome;
-        if (operation === 'defrag') outcome = await leading.control.defrag(leading.signal);
-        else {
-          const target = compactTarget(x);
-          if (typeof target === 'string') return sendError(x.res, 400, target);
-          outcome = await leading.control.compact(target);
-        }
-        sendJson(x.res, outcome.state === 'succeeded' ? 200 : 500, outcome);
-      } catch (err) {
-        const status = httpStatusOf(err);
-        sendError(x.res, status, status < 500 ? errorMessage(err) : `${operation} failed: ${errorMessage(err)}`);
-      }
-    });
-  }
-
-  routes.all('/snapshot/full', async (x) => {
-    const raw = x.query('final');
-    // Go treats an empty value as absent.
-    const isFinal = raw === '' ? false : parseGoBool(raw);
-    if (isFinal === undefined) {
-      sendError(
-        x.res,
-        400,
-        `invalid value ${JSON.stringify(raw)} for query parameter "final": want a boolean (1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False)`,
-      );
-      return;
-    }
-    return withSnapshotter(x, 'an out-of-schedule full snapshot', async (ssr) => {
-      let snap: Snapshot;
-      try {
-        snap = await ssr.triggerFullSnapshot(isFinal);
-      } catch (err) {
-        logger.warn({ err }, 'skipped triggering an out-of-schedule full snapshot');
-        sendError(x.res, 500, `out-of-schedule full snapshot failed: ${errorMessage(err)}`);
-        return;
-      }
-      sendJson(x.res, 200, snapshotToJSON(snap));
-    });
-  });
-
-  routes.all('/snapshot/delta', async (x) =>
-    withSnapshotter(x, 'an out-of-schedule delta snapshot', async (ssr) => {
-      let snap: Snapshot | undefined;
-      try {
-        snap = await ssr.triggerDeltaSnapshot();
-      } catch (err) {
-        logger.warn({ err }, 'skipped triggering an out-of-schedule delta snapshot');
-        sendError(x.res, 500, `out-of-schedule delta snapshot failed: ${errorMessage(err)}`);
-        return;
-      }
-      // No events: no object was written, and Go marshals the nil snapshot as `null`.
-      sendJson(x.res, 200, snap === undefined ? null : snapshotToJSON(snap));
-    }),
-  );
-
-  // Ours: scrubs the newest chain as `etcdbrctl verify` does and answers with its report (200 whether or not
-  // the backups restore: `restorable` says; 500 when the store cannot be read). Any member with a store can
-  // verify; a request during a scrub gets that scrub's report.
-  routes.all('/snapshot/verify', async (x) => {
-    const scrubber = deps.scrubber;
-    if (scrubber === undefined) return sendError(x.res, 405, 'cannot verify backups: no storage provider is configured');
-    let report;
-    try {
-      report = await scrubber.scrubNow();
-    } catch (err) {
-      logger.warn({ err }, 'backup verification could not read the store');
-      sendError(x.res, 500, `backup verification failed: ${errorMessage(err)}`);
-      return;
-    }
-    sendJson(x.res, 200, report);
-  });
-
-  routes.all('/snapshot/latest', async (x) =>
-    withSnapshotter(x, 'the latest snapshot metadata', async () => {
-      const store = deps.store();
-      if (store === undefined) return sendError(x.res, 500, 'cannot list snapshots: no storage provider is configured');
-      let list: Snapshot[];
-      try {
-        list = await store.list();
-      } catch (err) {
-        logger.warn({ err }, 'unable to fetch the latest snapshots from the store');
-        sendError(x.res, 500, `listing snapshots failed: ${errorMessage(err)}`);
-        return;
-      }
-      const { full, deltas } = latestSet(list);
-      // Upstream's GetLatestFullSnapshotAndDeltaSnapList updates these two gauges as a side effect.
-      metrics.snapstoreLatestDeltasTotal.set(deltas.length);
-      const first = deltas[0];
-      const last = deltas[deltas.length - 1];
-      metrics.snapstoreLatestDeltasRevisionsTotal.set(
-        first !== undefined && last !== undefined ? last.lastRevision - first.startRevision : 0,
-      );
-      sendJson(x.res, 200, {
-        fullSnapshot: full === undefined ? null : snapshotToJSON(full),
-        // Go marshals an empty (nil) slice as null.
-        deltaSnapshots: deltas.length === 0 ? null : deltas.map(snapshotToJSON),
-      });
-    }),
-  );
+  registerProbeRoutes(routes, deps);
+  registerMaintenanceRoutes(routes, deps, auth, delegation);
+  registerSnapshotRoutes(routes, deps, delegation);
 
   let profiling: Profiling | undefined;
   if (config.enableProfiling) profiling = registerProfilingRoutes(routes, logger);
