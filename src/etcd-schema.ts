@@ -56,6 +56,17 @@ export function revisionKey(main: number, sub: number, tombstone: boolean): Buff
   return b;
 }
 
+/** Whether the revision key at `buf[start, end)` carries the tombstone mark (etcd's `isTombstone`). */
+export function isTombstoneKey(buf: Buffer, start = 0, end = buf.length): boolean {
+  return end - start === REVISION_KEY_BYTES + 1 && buf[start + REVISION_KEY_BYTES] === MARK_TOMBSTONE;
+}
+
+/** Whether `buf[start, end)` is `meta`'s scheduledCompactRev key. */
+export function isScheduledCompactRevKey(buf: Buffer, start: number, end: number): boolean {
+  const k = SCHEDULED_COMPACT_REV_KEY;
+  return end - start === k.length && buf.compare(k, 0, k.length, start, end) === 0;
+}
+
 /**
  * The main revision of the revision key at `buf[start, end)` (by default the whole buffer), or undefined when
  * fewer than 8 bytes are there.

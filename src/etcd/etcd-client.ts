@@ -37,6 +37,16 @@ export interface EtcdStatus {
   version: string;
 }
 
+/** Maintenance.HashKV of the member that answered: its own backend, never forwarded. */
+export interface EtcdKvHash {
+  /** CRC-32C of the member's MVCC key bucket up to `revision` (etcd server/mvcc hash.go). */
+  hash: number;
+  /** The member's compaction revision the hash started from (-1: never compacted). */
+  compactRevision: number;
+  /** The member's current revision when it answered (the response header's). */
+  headerRevision: number;
+}
+
 export interface EtcdMember {
   /** Hex member id. */
   id: string;
@@ -81,6 +91,11 @@ export interface EtcdClient {
    * Aborting `signal` cancels the call at once (etcd goes on with an accepted compaction).
    */
   compact(revision: number, opts?: CallOptions & { physical?: boolean; signal?: AbortSignal }): Promise<void>;
+  /**
+   * Maintenance.HashKV at `revision` (0: the member's current one) of the member behind the client's endpoint.
+   * A revision below the member's compaction rejects with E_ETCD_COMPACTED. Aborting `signal` cancels the call.
+   */
+  hashKv(revision: number, opts?: CallOptions & { signal?: AbortSignal }): Promise<EtcdKvHash>;
   /** etcd's current revision, from a linearizable one-key read (only a quorate cluster answers it). */
   currentRevision(timeoutMs: number): Promise<number>;
   /** The value of `key`, undefined when there is none. */

@@ -12,6 +12,7 @@ import type {
   EtcdClient,
   LocalEtcdClient,
   EtcdMember,
+  EtcdKvHash,
   EtcdMemberList,
   EtcdStatus,
   SnapshotChunk,
@@ -120,6 +121,11 @@ export class H2EtcdClient implements EtcdClient {
   }
 
   /** A linearizable read of one key: its header carries the revision, and only a quorate cluster answers. */
+  async hashKv(revision: number, opts: CallOptions & { signal?: AbortSignal } = {}): Promise<EtcdKvHash> {
+    const r = wire.decodeHashKvResponse(await this.unary(`${MAINTENANCE}/HashKV`, wire.encodeHashKvRequest(revision), opts));
+    return { hash: r.hash, compactRevision: r.compactRevision, headerRevision: r.header.revision };
+  }
+
   async currentRevision(timeoutMs: number): Promise<number> {
     return wire.decodeRangeResponse(await this.unary(`${KV}/Range`, wire.encodeRangeRequest('foo'), { timeoutMs })).header.revision;
   }

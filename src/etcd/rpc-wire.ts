@@ -185,6 +185,33 @@ export function encodeCompactionRequest(revision: number, physical: boolean): Bu
   return new ProtoBuilder().uint(1, revision).bool(2, physical).grpcFrame();
 }
 
+/** HashKVRequest{revision = 1}: 0 asks for the member's current revision. */
+export function encodeHashKvRequest(revision: number): Buffer {
+  return new ProtoBuilder().uint(1, revision).grpcFrame();
+}
+
+/**
+ * HashKVResponse: header = 1, hash = 2 (uint32), compact_revision = 3 (int64: -1 on a member that never
+ * compacted, sent as a 10-byte varint), hash_revision = 4 (3.5.? and later; absent from 3.4's).
+ */
+export interface HashKvResponse {
+  header: ResponseHeader;
+  hash: number;
+  compactRevision: number;
+}
+
+export function decodeHashKvResponse(msg: Buffer): HashKvResponse {
+  const r = new ProtoReader(msg);
+  const out: HashKvResponse = { header: EMPTY_HEADER, hash: 0, compactRevision: 0 };
+  while (r.next()) {
+    if (r.field === 1) out.header = decodeHeader(sub(r));
+    else if (r.field === 2) out.hash = r.uint32() >>> 0;
+    else if (r.field === 3) out.compactRevision = Number(BigInt.asIntN(64, r.uint64Big()));
+    else r.skip();
+  }
+  return out;
+}
+
 /** A request message with no fields (StatusRequest, DefragmentRequest, SnapshotRequest). */
 export const EMPTY_REQUEST: Buffer = new ProtoBuilder().grpcFrame();
 

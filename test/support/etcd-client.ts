@@ -40,6 +40,7 @@ export function fakeEtcdClient(calls: Partial<EtcdClient>): EtcdClient {
     status: unexpected('status'),
     defragment: unexpected('defragment'),
     compact: unexpected('compact'),
+    hashKv: unexpected('hashKv'),
     currentRevision: unexpected('currentRevision'),
     get: unexpected('get'),
     put: unexpected('put'),
