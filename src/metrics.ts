@@ -10,6 +10,10 @@ export const SNAPSHOT_KINDS = ['Full', 'Incr', 'Chunk'] as const;
 const SUCCEEDED = ['false', 'true'] as const;
 const RESTORE_KINDS = ['single_member', 'single_node'] as const;
 
+/** The `result` label of etcdbr_backup_hash_drill_runs_total. */
+export const HASH_DRILL_RESULTS = ['match', 'mismatch', 'inconclusive', 'error'] as const;
+export type HashDrillResult = (typeof HASH_DRILL_RESULTS)[number];
+
 export type MetricKind = (typeof SNAPSHOT_KINDS)[number];
 
 export class Metrics {
@@ -156,6 +160,29 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // Ours: the hash drill (--hash-drill-schedule): etcd's HashKV against the one computed from the newest chain.
+  readonly hashDrillLastProvenRevision = new Gauge({
+    name: 'etcdbr_backup_hash_drill_last_proven_revision',
+    help: "Revision at which the last hash drill found the store's HashKV equal to etcd's: the store gives back exactly what etcd held there; 0: none yet.",
+    registers: [this.registry],
+  });
+  readonly hashDrillLastProvenTimestamp = new Gauge({
+    name: 'etcdbr_backup_hash_drill_last_proven_timestamp_seconds',
+    help: 'When the last hash drill that found the store equal to etcd ended, in Unix seconds; 0: none yet.',
+    registers: [this.registry],
+  });
+  readonly hashDrillLastRunTimestamp = new Gauge({
+    name: 'etcdbr_backup_hash_drill_last_run_timestamp_seconds',
+    help: 'When the last hash drill ended, whatever its result, in Unix seconds; 0: none yet.',
+    registers: [this.registry],
+  });
+  readonly hashDrillRuns = new Counter({
+    name: 'etcdbr_backup_hash_drill_runs_total',
+    help: 'Hash drills by result: match; mismatch (the store differs from etcd: the log names the first differing revisions); inconclusive (nothing comparable, the log says why); error (the store or etcd could not be read).',
+    labelNames: ['result'] as const,
+    registers: [this.registry],
+  });
+
   // Ours: a leader that could not continue the chain with deltas (etcd compacted the history, or the watch
   // failed) took a full snapshot instead; no point in time between the chain's end and that full restores.
   readonly snapshotChainGaps = new Counter({
@@ -194,6 +221,7 @@ export class Metrics {
       this.memberPromoteDurationSeconds.zero({ succeeded: s });
       for (const r of RESTORE_KINDS) this.restorationDurationSeconds.zero({ restore: r, succeeded: s });
     }
+    for (const r of HASH_DRILL_RESULTS) this.hashDrillRuns.labels(r).inc(0);
     this.snapshotterFailure.labels('').inc(0);
     this.snapstoreLatestDeltasTotal.set(0);
     this.snapstoreLatestDeltasRevisionsTotal.set(0);

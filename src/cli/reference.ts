@@ -82,6 +82,10 @@ const OUR_METRICS = new Set([
   'etcdbr_backup_verify_failures_total',
   'etcdbr_snapshot_chain_gaps_total',
   'etcdbr_backup_latest_restorable_timestamp_seconds',
+  'etcdbr_backup_hash_drill_last_proven_revision',
+  'etcdbr_backup_hash_drill_last_proven_timestamp_seconds',
+  'etcdbr_backup_hash_drill_last_run_timestamp_seconds',
+  'etcdbr_backup_hash_drill_runs_total',
 ]);
 
 /** docs/reference/metrics.md: every `etcdbr_*` metric with its type, labels and meaning. */

@@ -21,6 +21,8 @@ import {
   validationModeGroup,
   verifyOptionsGroup,
   verifyScheduleGroup,
+  hashDrillAgainstGroup,
+  hashDrillScheduleGroup,
   apiAuthGroup,
 } from './groups/misc.js';
 import { restorationGroup } from './groups/restoration.js';
@@ -118,6 +120,7 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
       use(exponentialBackoffGroup, ['exponentialBackoffConfig']),
       use(memberCleanupGroup),
       use(verifyScheduleGroup),
+      use(hashDrillScheduleGroup),
       use(apiAuthGroup),
     ],
     validate(cfg: ServerConfig, issues) {
@@ -207,9 +210,12 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
     long:
       'Downloads the newest chain (--all: every chain) and checks each object as a restore would use it: sizes, decompression, ' +
       "sha256 trailers, the full snapshot's bbolt structure and revision, every delta event and the revision continuity.\n" +
-      'Exit code 0: the newest chain restores; 3: a backup is broken (the first broken object is named).',
+      'Exit code 0: the newest chain restores; 3: a backup is broken (the first broken object is named).\n' +
+      "With --against-endpoints it drills instead: etcd's HashKV of each member at the newest revision both have is compared with " +
+      'the one computed from the newest chain. Exit code 0: equal; 1: they differ (the first differing revisions and the objects ' +
+      'holding them are named), or they could not be compared (the reason is named).',
     configFile: false,
-    uses: [common, primaryStore, encryption, use(verifyOptionsGroup)],
+    uses: [common, primaryStore, encryption, use(verifyOptionsGroup), use(hashDrillAgainstGroup)],
   },
 };
 

@@ -197,6 +197,11 @@ export interface ServerConfig extends CommonConfig {
   enableMemberCleanup: boolean;
   /** `--verify-schedule` (ours): cron schedule of the leader's backup verification; '' = off. */
   verifySchedule: string;
+  /**
+   * `--hash-drill-schedule` (ours): when the leader proves with etcd's HashKV that the store gives back what etcd
+   * holds: `after-full` (after each full snapshot, at most hourly), a cron spec, or '' (never).
+   */
+  hashDrillSchedule: string;
   /** `--api-client-ca-file` (ours): require client certificates signed by this CA (needs server TLS). */
   apiClientCaFile: string;
   /** `--api-token-file` (ours): require this bearer token. */
@@ -279,6 +284,14 @@ export interface VerifyCommandConfig extends CommonConfig {
   /** Every chain in the store, not only the newest. */
   all: boolean;
   maxFetchers: number;
+  /** `--against-endpoints`: compare the newest chain's HashKV with these etcd members' (the hash drill). */
+  againstEndpoints: string[];
+  /** TLS and credentials for `--against-endpoints` (as the etcd-connection flags of `server`). */
+  againstCaFile: string;
+  againstCertFile: string;
+  againstKeyFile: string;
+  againstUsername: string;
+  againstPassword: string;
 }
 
 export interface CommandConfigs {

@@ -18,15 +18,9 @@ import { readChainRecords } from './chain-records.js';
 import { bisectionProbes, drillRevision, narrow, objectsHolding, rangeWords, type DiffRange } from './drill-plan.js';
 import { KeepIndex, KvHasher } from './kv-hash.js';
 import { fetchChain, type LocalChain } from './local-chain.js';
+import type { EtcdHashSource } from './member-source.js';
 
-/** One member to compare with: HashKV and its current revision, of that member alone. */
-export interface EtcdHashSource {
-  /** How the member is named in reports (its endpoint). */
-  endpoint: string;
-  hashKv(revision: number, signal?: AbortSignal): Promise<EtcdKvHash>;
-  /** The member's current revision. */
-  revision(signal?: AbortSignal): Promise<number>;
-}
+export type { EtcdHashSource } from './member-source.js';
 
 export type DrillOutcome = 'match' | 'mismatch' | 'inconclusive';
 

@@ -89,6 +89,9 @@ const UPSTREAM: Record<string, [type: string, def: unknown, shorthand?: string]>
   'enable-member-cleanup': ['bool', true],
   // backup verification (ours)
   'verify-schedule': ['string', ''],
+  // hash drill (ours)
+  'hash-drill-schedule': ['string', 'after-full'],
+  'against-endpoints': ['stringSlice', []],
   // API authentication (ours)
   'api-client-ca-file': ['string', ''],
   'api-token-file': ['string', ''],
@@ -227,6 +230,7 @@ const EXPECTED_FLAGS: Record<CommandName, string[]> = {
     ...backoff,
     'enable-member-cleanup',
     'verify-schedule',
+    'hash-drill-schedule',
     'api-client-ca-file',
     'api-token-file',
     'api-open-probes',
@@ -258,7 +262,21 @@ const EXPECTED_FLAGS: Record<CommandName, string[]> = {
   compact: ['log-level', 'log-format', ...restoration, ...store(''), ...encryption, ...compactor],
   copy: ['log-level', 'log-format', ...copier, ...store('source-'), ...store(''), ...encryption],
   ls: ['log-level', 'log-format', ...store(''), ...encryption, 'output', 'all'],
-  verify: ['log-level', 'log-format', ...store(''), ...encryption, 'output', 'all', 'max-fetchers'],
+  verify: [
+    'log-level',
+    'log-format',
+    ...store(''),
+    ...encryption,
+    'output',
+    'all',
+    'max-fetchers',
+    'against-endpoints',
+    'cacert',
+    'cert',
+    'key',
+    'etcd-username',
+    'etcd-password',
+  ],
 };
 
 describe('flag groups match upstream', () => {

@@ -78,6 +78,7 @@ export async function run(config: VerifyCommandConfig, ctx: CommandContext): Pro
     ctx.io.stderr.write('Error: no store to verify: give --storage-provider (Local, S3, ABS, GCS, Swift, OSS, ECS or OCS)\n');
     return 1;
   }
+  if (config.againstEndpoints.length > 0) return (await import('./verify-drill.js')).runDrill(config, storeConfig, ctx);
   let report: VerifyReport;
   try {
     const store = await openSnapStore(storeConfig, { readOnly: true });

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { cronScheduleError } from '../cron.js';
+import { AFTER_FULL } from '../drill-schedule.js';
 import { defineGroup } from '../schema.js';
 import type {
   RestoreTargetConfig,
@@ -147,6 +148,71 @@ export const verifyOptionsGroup = defineGroup<Pick<VerifyCommandConfig, 'output'
     if (c.output !== 'text' && c.output !== 'json')
       issues.add(`${flag('output')}: unknown format ${JSON.stringify(c.output)}; use text or json`);
     if (c.maxFetchers <= 0) issues.add(`${flag('maxFetchers')} must be greater than 0`);
+  },
+});
+
+/** `verify --against-endpoints` (ours): the hash drill on demand. */
+export const hashDrillAgainstGroup = defineGroup<
+  Pick<
+    VerifyCommandConfig,
+    'againstEndpoints' | 'againstCaFile' | 'againstCertFile' | 'againstKeyFile' | 'againstUsername' | 'againstPassword'
+  >
+>({
+  title: 'hash drill (not in etcd-backup-restore)',
+  fields: {
+    againstEndpoints: {
+      type: 'stringSlice',
+      flag: 'against-endpoints',
+      usage:
+        "etcd members (client URLs) to compare the newest chain with: etcd's HashKV at the newest revision both have against the one computed from the store; on a difference the first differing revisions are named (exit 1)",
+    },
+    againstCaFile: {
+      type: 'string',
+      flag: 'cacert',
+      usage: "with --against-endpoints: verify the members' TLS certificates with this CA bundle",
+    },
+    againstCertFile: { type: 'string', flag: 'cert', usage: 'with --against-endpoints: TLS client certificate file' },
+    againstKeyFile: { type: 'string', flag: 'key', usage: 'with --against-endpoints: TLS client key file' },
+    againstUsername: {
+      type: 'string',
+      flag: 'etcd-username',
+      usage: 'with --against-endpoints: etcd user (HashKV needs the root role when auth is on)',
+    },
+    againstPassword: { type: 'string', flag: 'etcd-password', usage: "with --against-endpoints: that user's password" },
+  },
+  defaults: () => ({
+    againstEndpoints: [],
+    againstCaFile: '',
+    againstCertFile: '',
+    againstKeyFile: '',
+    againstUsername: '',
+    againstPassword: '',
+  }),
+  validate(c, issues, flag) {
+    const bad = c.againstEndpoints.filter((e) => !/^https?:\/\/[^/]+\/?$/.test(e));
+    if (bad.length > 0) issues.add(`${flag('againstEndpoints')}: not a client URL (http(s)://host:port): ${bad.join(', ')}`);
+  },
+});
+
+/** `server --hash-drill-schedule` (ours). */
+export const hashDrillScheduleGroup = defineGroup<Pick<ServerConfig, 'hashDrillSchedule'>>({
+  title: 'hash drill (not in etcd-backup-restore)',
+  fields: {
+    hashDrillSchedule: {
+      type: 'string',
+      flag: 'hash-drill-schedule',
+      usage:
+        "when the leader proves that the store gives back what etcd holds (etcd's HashKV against the one computed from the newest chain; metrics etcdbr_backup_hash_drill_*): 'after-full' (after each full snapshot, at most once an hour), a cron schedule, or empty: never",
+    },
+  },
+  defaults: () => ({ hashDrillSchedule: AFTER_FULL }),
+  validate(c, issues, flag) {
+    if (c.hashDrillSchedule === '' || c.hashDrillSchedule === AFTER_FULL) return;
+    const err = cronScheduleError(c.hashDrillSchedule);
+    if (err !== undefined)
+      issues.add(
+        `${flag('hashDrillSchedule')}: invalid schedule ${JSON.stringify(c.hashDrillSchedule)}: ${err} (or use '${AFTER_FULL}', or empty for never)`,
+      );
   },
 });
 

@@ -21,6 +21,9 @@ import type { RotatingStore } from '../../config/store-provider.js';
 import { CronSchedule } from '../../config/schedule.js';
 import { superviseSnapshotter } from '../../snapshotter/supervisor.js';
 import type { BackupScrubber } from '../../verifier/scrubber.js';
+import { drillScheduleOf, type DrillSchedule } from '../../config/drill-schedule.js';
+import { HashDrillRunner } from '../../verifier/drill-runner.js';
+import { memberHashSource } from '../../verifier/member-source.js';
 import type { HealthState } from '../health.js';
 
 export interface LeaderWorkOptions {
@@ -63,10 +66,27 @@ export class LeaderWork {
   private secondarySyncDone = Promise.resolve();
   private scrubDone = Promise.resolve();
   private readonly verifySchedule: CronSchedule | undefined;
+  /** The hash drill and its schedule; undefined without a store or with `--hash-drill-schedule=''`. */
+  private readonly drill: { runner: HashDrillRunner; schedule: DrillSchedule } | undefined;
+  private drillDone = Promise.resolve();
 
   constructor(private readonly opts: LeaderWorkOptions) {
     const { config, store, clock, logger, metrics } = opts;
     this.verifySchedule = config.verifySchedule !== '' && opts.scrubber ? new CronSchedule(config.verifySchedule) : undefined;
+    const drillSchedule = drillScheduleOf(config.hashDrillSchedule);
+    if (store && drillSchedule.kind !== 'off') {
+      const endpoint = config.etcdConnectionConfig.endpoints[0] ?? '';
+      const runner = new HashDrillRunner({
+        store: () => store.get(),
+        // The leader's own member: HashKV is answered by the member asked, and this client reaches the local one.
+        members: () => [memberHashSource(endpoint, opts.client, config.etcdConnectionConfig.connectionTimeout)],
+        tempDir: config.snapstoreConfig.tempDir,
+        clock,
+        logger,
+        metrics,
+      });
+      this.drill = { runner, schedule: drillSchedule };
+    }
     // On the leader: copy the backups to the secondary store and garbage-collect them there.
     this.secondarySync = secondarySyncFromConfig({
       config,
@@ -140,6 +160,10 @@ export class LeaderWork {
         () => undefined,
       );
     }
+    if (this.drill) {
+      const { runner, schedule } = this.drill;
+      this.drillDone = Promise.all([this.drillDone, runner.runOnSchedule(schedule, abort.signal)]).then(() => undefined);
+    }
     if (!store) {
       // Without a store the leader only reports healthy (upstream).
       health.setHealthy(true);
@@ -165,6 +189,7 @@ export class LeaderWork {
       metrics,
       onSnapshot: async (snap, info) => {
         etcdMemberStatus?.onSnapshot(snap, info);
+        if (snap.kind === 'Full') this.drill?.runner.fullSnapshotStored();
         await leaseHooks?.onSnapshot(snap);
       },
       // With other members, leadership may have moved since the watcher's last check: ask etcd before each
@@ -220,6 +245,7 @@ export class LeaderWork {
     await this.secondarySyncDone;
     await this.secondarySync?.close();
     await this.scrubDone;
+    await this.drillDone;
     await this.maintenanceDone;
   }
 }

@@ -1,0 +1,125 @@
+/**
+ * The leader's hash drill: runs src/verifier/hash-drill.ts on `--hash-drill-schedule`
+ * (src/config/drill-schedule.ts decides when), one drill at a time, beside the snapshotter (its own loop: the
+ * snapshot queue never waits for it), with the result in the `etcdbr_backup_hash_drill_*` metrics and a log
+ * line that names the first differing revisions, so an alert fires when the store would not give back what
+ * etcd holds. The drill's modules load with the first drill, not with the server.
+ */
+import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
+import type { Clock } from '../clock.js';
+import { nextDrillAt, type DrillSchedule } from '../config/drill-schedule.js';
+import type { Metrics } from '../metrics.js';
+import type { EtcdHashSource, HashDrillReport } from './hash-drill.js';
+
+export interface DrillRunnerDeps {
+  store: () => Promise<SnapStore>;
+  /** The members to compare with: the leader's own. */
+  members: () => EtcdHashSource[];
+  /** Where a drill fetches the chain to (--snapstore-temp-directory). */
+  tempDir: string;
+  metrics: Metrics;
+  clock: Clock;
+  logger: Logger;
+  maxFetchers?: number;
+}
+
+export class HashDrillRunner {
+  private running: Promise<HashDrillReport> | undefined;
+  private lastStartedAt: number | undefined;
+  private fullSinceLastDrill = false;
+  /** Wakes a schedule loop that waits for a full snapshot. */
+  private wake: (() => void) | undefined;
+
+  constructor(private readonly deps: DrillRunnerDeps) {}
+
+  /** The snapshotter stored a full snapshot (the `after-full` schedule waits for one). */
+  fullSnapshotStored(): void {
+    this.fullSinceLastDrill = true;
+    this.wake?.();
+  }
+
+  /** Drills now, or joins the drill under way; rejects when the store or etcd cannot be read, or `signal` aborts. */
+  drillNow(signal?: AbortSignal): Promise<HashDrillReport> {
+    this.running ??= this.drill(signal).finally(() => {
+      this.running = undefined;
+    });
+    return this.running;
+  }
+
+  /** Drills on `schedule` until `signal` aborts; a failed drill is logged and counted, and the next one comes. */
+  async runOnSchedule(schedule: DrillSchedule, signal: AbortSignal): Promise<void> {
+    const { clock, logger } = this.deps;
+    while (!signal.aborted) {
+      const now = clock.now().getTime();
+      const due = nextDrillAt(schedule, {
+        now,
+        fullSinceLastDrill: this.fullSinceLastDrill,
+        ...(this.lastStartedAt === undefined ? {} : { lastStartedAt: this.lastStartedAt }),
+      });
+      try {
+        if (due === undefined) await this.untilFullSnapshot(signal);
+        else await clock.sleep(Math.max(0, due - now), signal);
+      } catch {
+        return; // aborted
+      }
+      if (due === undefined) continue;
+      this.fullSinceLastDrill = false;
+      this.lastStartedAt = clock.now().getTime();
+      await this.drillNow(signal).catch((err: unknown) => {
+        if (!signal.aborted) logger.warn({ err }, 'hash drill could not read the store or etcd');
+      });
+    }
+  }
+
+  private untilFullSnapshot(signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = (): void => {
+        this.wake = undefined;
+        reject(signal.reason as Error);
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      this.wake = () => {
+        this.wake = undefined;
+        signal.removeEventListener('abort', onAbort);
+        resolve();
+      };
+    });
+  }
+
+  private async drill(signal?: AbortSignal): Promise<HashDrillReport> {
+    const { metrics, logger, clock } = this.deps;
+    let report: HashDrillReport;
+    try {
+      const { runHashDrill } = await import('./hash-drill.js');
+      report = await runHashDrill(await this.deps.store(), this.deps.members(), {
+        tempDir: this.deps.tempDir,
+        maxFetchers: this.deps.maxFetchers ?? 6,
+        ...(signal ? { signal } : {}),
+      });
+    } catch (err) {
+      if (!signal?.aborted) {
+        metrics.hashDrillRuns.labels('error').inc();
+        metrics.hashDrillLastRunTimestamp.set(clock.now().getTime() / 1000);
+      }
+      throw err;
+    }
+    const endedAt = clock.now().getTime() / 1000;
+    metrics.hashDrillRuns.labels(report.outcome).inc();
+    metrics.hashDrillLastRunTimestamp.set(endedAt);
+    const facts = { revision: report.revision, base: report.base, deltas: report.deltas, members: report.members, ms: report.durationMs };
+    if (report.outcome === 'match') {
+      metrics.hashDrillLastProvenRevision.set(report.revision);
+      metrics.hashDrillLastProvenTimestamp.set(endedAt);
+      logger.info(facts, `hash drill: the store gives back what etcd holds at revision ${report.revision}`);
+    } else if (report.outcome === 'mismatch') {
+      logger.error(
+        { ...facts, difference: report.difference },
+        `hash drill: the store does NOT give back what etcd holds: ${report.difference?.message ?? 'the hashes differ'}`,
+      );
+    } else {
+      logger.warn({ ...facts, reason: report.reason }, `hash drill: nothing compared: ${report.reason ?? 'no reason given'}`);
+    }
+    return report;
+  }
+}
