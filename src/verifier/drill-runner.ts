@@ -9,7 +9,7 @@ import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import { nextDrillAt, type DrillSchedule } from '../config/drill-schedule.js';
 import type { Metrics } from '../metrics.js';
-import type { EtcdHashSource, HashDrillReport } from './hash-drill.js';
+import type { EtcdHashSource, HashDrillReport, runHashDrill } from './hash-drill.js';
 
 export interface DrillRunnerDeps {
   store: () => Promise<SnapStore>;
@@ -21,6 +21,8 @@ export interface DrillRunnerDeps {
   clock: Clock;
   logger: Logger;
   maxFetchers?: number;
+  /** The drill itself (tests script it); by default hash-drill.ts's, loaded with the first drill. */
+  runDrill?: typeof runHashDrill;
 }
 
 export class HashDrillRunner {
@@ -29,6 +31,8 @@ export class HashDrillRunner {
   private fullSinceLastDrill = false;
   /** Wakes a schedule loop that waits for a full snapshot. */
   private wake: (() => void) | undefined;
+  /** Scratch directories a killed drill of an earlier process left are removed before the first drill. */
+  private swept = false;
 
   constructor(private readonly deps: DrillRunnerDeps) {}
 
@@ -58,7 +62,7 @@ export class HashDrillRunner {
       });
       try {
         if (due === undefined) await this.untilFullSnapshot(signal);
-        else await clock.sleep(Math.max(0, due - now), signal);
+        else if (due > now) await clock.sleep(due - now, signal);
       } catch {
         return; // aborted
       }
@@ -91,8 +95,17 @@ export class HashDrillRunner {
     const { metrics, logger, clock } = this.deps;
     let report: HashDrillReport;
     try {
-      const { runHashDrill } = await import('./hash-drill.js');
-      report = await runHashDrill(await this.deps.store(), this.deps.members(), {
+      const [runDrill, { removeLeftoverScratch }] = await Promise.all([
+        this.deps.runDrill ?? import('./hash-drill.js').then((m) => m.runHashDrill),
+        import('./local-chain.js'),
+      ]);
+      if (!this.swept) {
+        this.swept = true;
+        const removed = await removeLeftoverScratch(this.deps.tempDir, true);
+        if (removed.length > 0)
+          logger.info({ removed, dir: this.deps.tempDir }, 'removed the scratch directories of hash drills a stopped process left');
+      }
+      report = await runDrill(await this.deps.store(), this.deps.members(), {
         tempDir: this.deps.tempDir,
         maxFetchers: this.deps.maxFetchers ?? 6,
         ...(signal ? { signal } : {}),

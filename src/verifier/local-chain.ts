@@ -7,7 +7,7 @@
  * stays bounded (everything streams). `dispose` removes the directory.
  */
 import { createWriteStream } from 'node:fs';
-import { mkdtemp, rm, stat, truncate } from 'node:fs/promises';
+import { mkdtemp, readdir, rm, stat, truncate } from 'node:fs/promises';
 import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
@@ -20,6 +20,46 @@ import { EtcdbrError } from '../errors.js';
 import { META_BUCKET, isFinishedCompactRevKey, isScheduledCompactRevKey, mainRevisionOf } from '../etcd-schema.js';
 import { fetchDeltasInOrder, type FetchedDelta } from '../restorer/fetch.js';
 import type { Chain } from './chains.js';
+
+/** The scratch directories' names: `hash-drill-<pid>-<random>`, so that a later process can tell who left one. */
+const SCRATCH_PREFIX = 'hash-drill-';
+const SCRATCH = /^hash-drill-(\d+)-[A-Za-z0-9]+$/;
+
+/**
+ * Removes the scratch directories in `tempDir` that a drill killed midway left (a drill removes its own):
+ * those of processes that are gone, and, with `ownPid`, those named with this process's pid, which a process
+ * calls before its first drill (in a container the sidecar is pid 1 again after a restart). Returns what it
+ * removed; best effort.
+ */
+export async function removeLeftoverScratch(tempDir: string, ownPid: boolean): Promise<string[]> {
+  let names: string[];
+  try {
+    names = await readdir(tempDir);
+  } catch {
+    return [];
+  }
+  const removed: string[] = [];
+  for (const name of names) {
+    const m = SCRATCH.exec(name);
+    if (!m) continue;
+    const pid = Number(m[1]);
+    if (pid === process.pid ? !ownPid : processExists(pid)) continue;
+    await rm(join(tempDir, name), { recursive: true, force: true }).then(
+      () => removed.push(name),
+      () => undefined,
+    );
+  }
+  return removed;
+}
+
+function processExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
 
 export interface LocalChain {
   base: Snapshot;
@@ -46,7 +86,7 @@ export interface FetchChainOptions {
 
 export async function fetchChain(store: SnapStore, chain: Chain, opts: FetchChainOptions): Promise<LocalChain> {
   await mkdirParents(opts.tempDir);
-  const dir = await mkdtemp(join(opts.tempDir, 'hash-drill-'));
+  const dir = await mkdtemp(join(opts.tempDir, `${SCRATCH_PREFIX}${process.pid}-`));
   const deltas: FetchedDelta[] = [];
   try {
     const baseFile = join(dir, 'base.db');
