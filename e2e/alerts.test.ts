@@ -201,6 +201,20 @@ describe('deploy/monitoring against a running sidecar', () => {
     });
   });
 
+  it('a hash drill that found the store different from etcd: EtcdBackupHashDrillMismatch', async () => {
+    await promtool({
+      alert: 'EtcdBackupHashDrillMismatch',
+      labels: { result: 'mismatch' },
+      change: (s) => {
+        s.splice(
+          s.findIndex((x) => x.name === 'etcdbr_backup_hash_drill_runs_total' && x.labels.result === 'mismatch'),
+          1,
+        );
+      },
+      extra: [{ series: 'etcdbr_backup_hash_drill_runs_total{result="mismatch"}', values: `0+1x${STEPS}` }],
+    });
+  });
+
   it('a failed defragmentation: EtcdDefragmentationFailing', async () => {
     await promtool({
       alert: 'EtcdDefragmentationFailing',

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { snapshotterGroup } from '../../src/config/groups/snapshotter.js';
 import { CronSchedule } from '../../src/config/schedule.js';
+import { HASH_DRILL_RESULTS, Metrics } from '../../src/metrics.js';
 
 const RULE = fileURLToPath(new URL('../../deploy/monitoring/prometheus-rule.yaml', import.meta.url));
 
@@ -37,5 +38,11 @@ describe('prometheus-rule.yaml thresholds', () => {
     const first = schedule.next(new Date('2026-01-01T00:30:00Z'));
     const period = (schedule.next(first).getTime() - first.getTime()) / 1000;
     expect(ageThresholdSeconds(rule('EtcdBackupFullSnapshotMissing').expr)).toBe(2 * period);
+  });
+
+  it("EtcdBackupHashDrillMismatch counts the drill's mismatch result, under the name the sidecar exposes", () => {
+    const name = (new Metrics({ defaultMetrics: false }).hashDrillRuns as unknown as { name: string }).name;
+    expect(HASH_DRILL_RESULTS).toContain('mismatch');
+    expect(rule('EtcdBackupHashDrillMismatch').expr).toBe(`increase(${name}{result="mismatch"}[6h]) > 0`);
   });
 });
