@@ -55,3 +55,31 @@ export function objectsHolding(base: Snapshot, baseRevision: number, deltas: rea
 export function rangeWords(from: number, to: number): string {
   return from === to ? `revision ${to}` : `revisions ${from} to ${to}`;
 }
+
+/** What the scratch space check looks at (bytes). */
+export interface ScratchSpace {
+  /** Free for this process on the temp directory's file system, and that file system's size. */
+  freeBytes: number;
+  fsBytes: number;
+  /** The largest backend file among the members: the full's database is at most about that. */
+  memberDbBytes: number;
+  /** The chain's objects as stored (the full, the deltas' sum). */
+  baseStoredBytes: number;
+  deltaStoredBytes: number;
+}
+
+/** A delta's JSON is this many times its stored (compressed) size at most, as the drill reckons. */
+export const DELTA_EXPANSION = 8;
+
+/**
+ * Why the chain must not be fetched into the temp directory, or undefined when it may: the directory is
+ * usually on the etcd data volume (etcd-druid's `/var/etcd/data/temp`), which must not fill up. The fetch
+ * takes about the database and the deltas' JSON; a twentieth of the file system (at least 64 MiB) stays free.
+ */
+export function scratchSpaceProblem(s: ScratchSpace): string | undefined {
+  const needed = Math.max(s.memberDbBytes, s.baseStoredBytes) + DELTA_EXPANSION * s.deltaStoredBytes;
+  const reserve = Math.max(s.fsBytes / 20, 64 * 1024 * 1024);
+  if (s.freeBytes - needed >= reserve) return undefined;
+  const mib = (n: number): string => `${Math.ceil(n / 1024 / 1024)} MiB`;
+  return `the chain needs about ${mib(needed)} in the temp directory and ${mib(reserve)} must stay free there, but only ${mib(s.freeBytes)} are free`;
+}

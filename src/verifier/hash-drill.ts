@@ -10,12 +10,14 @@
  * revision, or a full snapshot compacted above the member's compaction revision (it lacks history the member
  * still hashes). Those are "inconclusive", with the reason.
  */
+import { statfs } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import type { SnapStore } from '@etcdbrctl/snapstore';
 import type { EtcdKvHash } from '../etcd/etcd-client.js';
 import { isEtcdError } from '../etcd/errors.js';
 import { planVerification } from './chains.js';
 import { readChainRecords } from './chain-records.js';
-import { bisectionProbes, drillRevision, narrow, objectsHolding, rangeWords, type DiffRange } from './drill-plan.js';
+import { bisectionProbes, drillRevision, narrow, objectsHolding, rangeWords, scratchSpaceProblem, type DiffRange } from './drill-plan.js';
 import { KeepIndex, KvHasher } from './kv-hash.js';
 import { fetchChain, type LocalChain } from './local-chain.js';
 import type { EtcdHashSource } from './member-source.js';
@@ -89,16 +91,41 @@ export async function runHashDrill(store: SnapStore, members: readonly EtcdHashS
     report.reason = 'the store holds no full snapshot';
     return done();
   }
+  report.base = chain.base.snapName;
+  const statuses = await Promise.all(members.map((m) => m.status(opts.signal)));
+  const space = await scratchSpace(opts.tempDir);
+  const problem = scratchSpaceProblem({
+    ...space,
+    memberDbBytes: Math.max(0, ...statuses.map((s) => s.dbSize)),
+    baseStoredBytes: chain.base.sizeBytes ?? 0,
+    deltaStoredBytes: chain.deltas.reduce((n, d) => n + (d.sizeBytes ?? 0), 0),
+  });
+  if (problem !== undefined) {
+    report.reason = `${problem} (${opts.tempDir}; --snapstore-temp-directory)`;
+    return done();
+  }
   const local = await fetchChain(store, chain, { tempDir: opts.tempDir, maxFetchers: opts.maxFetchers, ...signalOf(opts) });
   try {
-    report.base = chain.base.snapName;
     report.deltas = local.deltas.length;
     report.bytes = local.bytes;
     report.storeRevision = local.headRevision;
-    await compare(local, members, report, opts);
+    const heads = statuses.map((s) => s.revision);
+    await compare(local, members, heads, report, opts);
     return done();
   } finally {
     await local.dispose();
+  }
+}
+
+/** Free bytes and size of the file system that holds `dir` (or its nearest existing parent). */
+async function scratchSpace(dir: string): Promise<{ freeBytes: number; fsBytes: number }> {
+  for (let d = dir; ; d = dirname(d)) {
+    try {
+      const s = await statfs(d);
+      return { freeBytes: s.bavail * s.bsize, fsBytes: s.blocks * s.bsize };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT' || dirname(d) === d) throw err;
+    }
   }
 }
 
@@ -109,10 +136,10 @@ function signalOf(opts: HashDrillOptions): { signal?: AbortSignal } {
 async function compare(
   local: LocalChain,
   members: readonly EtcdHashSource[],
+  heads: readonly number[],
   report: HashDrillReport,
   opts: HashDrillOptions,
 ): Promise<void> {
-  const heads = await Promise.all(members.map((m) => m.revision(opts.signal)));
   const revision = drillRevision(local.headRevision, heads);
   const answers: EtcdKvHash[] = [];
   for (const m of members) {

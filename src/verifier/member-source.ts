@@ -9,8 +9,8 @@ export interface EtcdHashSource {
   /** How the member is named in reports (its endpoint). */
   endpoint: string;
   hashKv(revision: number, signal?: AbortSignal): Promise<EtcdKvHash>;
-  /** The member's current revision. */
-  revision(signal?: AbortSignal): Promise<number>;
+  /** The member's current revision and the size of its backend file. */
+  status(signal?: AbortSignal): Promise<{ revision: number; dbSize: number }>;
 }
 
 /** How long one HashKV may take: the member reads its whole backend for it (seconds per GiB). */
@@ -21,6 +21,9 @@ export function memberHashSource(endpoint: string, client: EtcdClient, statusTim
   return {
     endpoint,
     hashKv: (revision, signal) => client.hashKv(revision, { timeoutMs: HASH_KV_TIMEOUT_MS, ...(signal ? { signal } : {}) }),
-    revision: async () => (await client.status({ timeoutMs: statusTimeoutMs })).revision,
+    status: async () => {
+      const s = await client.status({ timeoutMs: statusTimeoutMs });
+      return { revision: s.revision, dbSize: s.dbSize };
+    },
   };
 }

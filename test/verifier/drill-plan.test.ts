@@ -4,7 +4,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { newSnapshot } from '@etcdbrctl/snapstore';
-import { bisectionProbes, drillRevision, narrow, objectsHolding, rangeWords } from '../../src/verifier/drill-plan.js';
+import {
+  DELTA_EXPANSION,
+  bisectionProbes,
+  drillRevision,
+  narrow,
+  objectsHolding,
+  rangeWords,
+  scratchSpaceProblem,
+} from '../../src/verifier/drill-plan.js';
 
 describe('the drill plan', () => {
   it('compares at the newest revision the store and every member have', () => {
@@ -37,5 +45,21 @@ describe('the drill plan', () => {
     expect(objectsHolding(base, 10, deltas, 5, 21)).toEqual([base.snapName, deltas[0]!.snapName, deltas[1]!.snapName]);
     expect(rangeWords(7, 7)).toBe('revision 7');
     expect(rangeWords(7, 9)).toBe('revisions 7 to 9');
+  });
+
+  it('fetches the chain only where it leaves a twentieth of the file system (at least 64 MiB) free', () => {
+    const GiB = 1024 ** 3;
+    const MiB = 1024 ** 2;
+    const volume = { fsBytes: 20 * GiB, memberDbBytes: 8 * GiB, baseStoredBytes: 2 * GiB, deltaStoredBytes: 100 * MiB };
+    const needed = 8 * GiB + DELTA_EXPANSION * 100 * MiB;
+    expect(scratchSpaceProblem({ ...volume, freeBytes: needed + GiB })).toBeUndefined();
+    expect(scratchSpaceProblem({ ...volume, freeBytes: needed + GiB - 1 })).toContain('must stay free there');
+    // An uncompressed full larger than the member's database now (it shrank since): the full counts.
+    expect(
+      scratchSpaceProblem({ fsBytes: GiB, memberDbBytes: MiB, baseStoredBytes: 900 * MiB, deltaStoredBytes: 0, freeBytes: 950 * MiB }),
+    ).toContain('needs about 900 MiB');
+    expect(
+      scratchSpaceProblem({ fsBytes: GiB, memberDbBytes: MiB, baseStoredBytes: 10 * MiB, deltaStoredBytes: 0, freeBytes: 80 * MiB }),
+    ).toBeUndefined();
   });
 });
