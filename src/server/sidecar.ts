@@ -12,6 +12,7 @@ import { RotatingStore } from '../config/store-provider.js';
 import { HealthState } from './health.js';
 import { wireHttp } from './wiring/http.js';
 import { BackupScrubber, scheduledVerificationProblem } from '../verifier/scrubber.js';
+import { drillScheduleProblem } from '../verifier/drill-runner.js';
 import { EtcdbrError } from '../errors.js';
 import { resolveClusterSize, wireInitialization } from './wiring/initialization.js';
 import { startEtcdMemberStatus, wireKube } from './wiring/kube.js';
@@ -38,6 +39,9 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
   const storeConfigured = ctx.stores.primary !== undefined;
   const verifyProblem = scheduledVerificationProblem(config.verifySchedule, ctx.stores.primary?.encryption);
   if (verifyProblem !== undefined) throw new EtcdbrError('E_INVALID_INPUT', verifyProblem);
+  const drillProblem = drillScheduleProblem(config.hashDrillSchedule, ctx.stores.primary?.encryption);
+  if (drillProblem.refuse !== undefined) throw new EtcdbrError('E_INVALID_INPUT', drillProblem.refuse);
+  if (drillProblem.off !== undefined) logger.info({}, drillProblem.off);
   // One sidecar per member runs at a time (its pod), so the temp files a store holds under this name were
   // left by this member's previous sidecar, killed mid-save, and can go at once.
   const tempOwner = `server/${ctx.pod.podName ?? config.restorationConfig.name}`;
@@ -138,6 +142,7 @@ export async function runSidecar(config: ServerConfig, ctx: CommandContext, opts
     singleMember: size === 1,
     store,
     scrubber,
+    hashDrill: drillProblem.off === undefined,
     maintenance,
     leases: k8s.leases,
     renewer: k8s.renewer,

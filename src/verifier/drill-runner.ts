@@ -5,9 +5,9 @@
  * line that names the first differing revisions, so an alert fires when the store would not give back what
  * etcd holds. The drill's modules load with the first drill, not with the server.
  */
-import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
+import type { Logger, SnapshotEncryption, SnapStore } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
-import { nextDrillAt, type DrillSchedule } from '../config/drill-schedule.js';
+import { AFTER_FULL, nextDrillAt, type DrillSchedule } from '../config/drill-schedule.js';
 import type { Metrics } from '../metrics.js';
 import type { EtcdHashSource, HashDrillReport, runHashDrill } from './hash-drill.js';
 
@@ -23,6 +23,22 @@ export interface DrillRunnerDeps {
   maxFetchers?: number;
   /** The drill itself (tests script it); by default hash-drill.ts's, loaded with the first drill. */
   runDrill?: typeof runHashDrill;
+}
+
+/**
+ * A sidecar that encrypts its snapshots (recipients) but cannot decrypt them (no identity) cannot drill: the
+ * default `after-full` is then off, with a reason to log (`off`); a schedule given explicitly is refused at
+ * start-up (`refuse`), as `--verify-schedule` is. Both undefined: drill as scheduled.
+ */
+export function drillScheduleProblem(spec: string, encryption: SnapshotEncryption | undefined): { refuse?: string; off?: string } {
+  if (spec.trim() === '' || encryption === undefined) return {};
+  if (encryption.recipients.length === 0 || encryption.identities.length > 0) return {};
+  const why =
+    'the hash drill cannot read the backups this sidecar encrypts: it has recipients (--encryption-recipients-file) but no identity';
+  if (spec.trim() === AFTER_FULL) return { off: `${why}; it is off (give --encryption-identity-file to drill)` };
+  return {
+    refuse: `--hash-drill-schedule: ${why}; give --encryption-identity-file (or ENCRYPTION_IDENTITY_FILE) too, or drop --hash-drill-schedule`,
+  };
 }
 
 export class HashDrillRunner {

@@ -11,7 +11,7 @@ import type { SnapStore } from '@etcdbrctl/snapstore';
 import { FakeClock } from '../../src/clock.js';
 import { drillScheduleOf } from '../../src/config/drill-schedule.js';
 import { Metrics } from '../../src/metrics.js';
-import { HashDrillRunner } from '../../src/verifier/drill-runner.js';
+import { HashDrillRunner, drillScheduleProblem } from '../../src/verifier/drill-runner.js';
 import type { HashDrillReport } from '../../src/verifier/hash-drill.js';
 import { recordingLogger } from '../restorer/support.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
@@ -152,5 +152,14 @@ describe('HashDrillRunner', () => {
     for (const d of [ours, gone, live, 'other']) await mkdir(join(t.tempDir, d));
     await t.r.drillNow();
     expect((await readdir(t.tempDir)).sort()).toEqual([live, 'other'].sort());
+  });
+
+  it('a sidecar that encrypts but cannot decrypt: the default is off (with the reason), an explicit schedule refused', () => {
+    const writeOnly = { recipients: ['age1xyz'], identities: [] };
+    expect(drillScheduleProblem('after-full', writeOnly).off).toMatch(/cannot read the backups this sidecar encrypts.*it is off/);
+    expect(drillScheduleProblem('0 * * * *', writeOnly).refuse).toMatch(/^--hash-drill-schedule: the hash drill cannot read/);
+    expect(drillScheduleProblem('', writeOnly)).toEqual({});
+    expect(drillScheduleProblem('after-full', undefined)).toEqual({});
+    expect(drillScheduleProblem('after-full', { recipients: [], identities: [] })).toEqual({});
   });
 });

@@ -42,6 +42,8 @@ export interface LeaderWorkOptions {
   store: RotatingStore | undefined;
   /** Backup verification; runs on `--verify-schedule` while this member leads. */
   scrubber: BackupScrubber | undefined;
+  /** The hash drill may run (on `--hash-drill-schedule`): false when it cannot read the store (drillScheduleProblem). */
+  hashDrill?: boolean;
   maintenance: ClusterMaintenance;
   leases: SnapshotLeases | undefined;
   renewer: FullSnapshotLeaseRenewer | undefined;
@@ -74,7 +76,7 @@ export class LeaderWork {
     const { config, store, clock, logger, metrics } = opts;
     this.verifySchedule = config.verifySchedule !== '' && opts.scrubber ? new CronSchedule(config.verifySchedule) : undefined;
     const drillSchedule = drillScheduleOf(config.hashDrillSchedule);
-    if (store && drillSchedule.kind !== 'off') {
+    if (store && drillSchedule.kind !== 'off' && opts.hashDrill !== false) {
       const endpoint = config.etcdConnectionConfig.endpoints[0] ?? '';
       const runner = new HashDrillRunner({
         store: () => store.get(),
