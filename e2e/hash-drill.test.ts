@@ -85,6 +85,13 @@ describe('the hash drill against etcd 3.5', () => {
     expect({ code: healthy.code, stderr: healthy.stderr }).toEqual({ code: 0, stderr: '' });
     expect(healthy.stdout).toContain(`proven: the store gives back what etcd holds at revision ${head}`);
     expect(healthy.stdout).toMatch(/compact revision \d+/);
+    const json = await runCli([...flags, '-o', 'json'], {}, cleanups);
+    expect(json.code).toBe(0);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      outcome: 'match',
+      revision: head,
+      members: [{ endpoint: env.etcd.clientUrl, compactRevision: compactedAt, equal: true }],
+    });
 
     // A put after the compaction, in the middle of a delta: its value changes, the trailer is recomputed.
     const store = await openLocalStore(storeDir, join(env.dir, 'list-tmp'));
