@@ -102,4 +102,25 @@ describe('runHashDrill', () => {
     expect(r.outcome).toBe('inconclusive');
     expect(r.reason).toContain(`compacted its history past revision ${t.revs.at(-1)}`);
   }, 60_000);
+
+  it('several members: each is compared; the one that differs is named, the others listed equal', async () => {
+    const t = await setup();
+    const real = memberHashSource('etcd-0', t.client);
+    // A member whose backend differs from the store from revision 7 on (its hashes there are not etcd-0's).
+    const odd: typeof real = {
+      endpoint: 'etcd-1',
+      status: (signal) => real.status(signal),
+      hashKv: async (revision, signal) => {
+        const a = await real.hashKv(revision, signal);
+        return revision >= 7 ? { ...a, hash: (a.hash ^ 1) >>> 0 } : a;
+      },
+    };
+    const r = await runHashDrill(t.store, [real, odd], { tempDir: t.tmp, maxFetchers: 2 });
+    expect(r.outcome).toBe('mismatch');
+    expect(r.members.map((m) => [m.endpoint, m.equal])).toEqual([
+      ['etcd-0', true],
+      ['etcd-1', false],
+    ]);
+    expect(r.difference).toMatchObject({ endpoint: 'etcd-1', fromRevision: 7, toRevision: 7 });
+  }, 60_000);
 });
