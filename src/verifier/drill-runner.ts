@@ -125,6 +125,7 @@ export class HashDrillRunner {
         tempDir: this.deps.tempDir,
         maxFetchers: this.deps.maxFetchers ?? 6,
         ...(signal ? { signal } : {}),
+        onStep: (range) => logger.info({ after: range.lo, upTo: range.hi }, 'hash drill: narrowing down where the store differs from etcd'),
       });
     } catch (err) {
       if (!signal?.aborted) {

@@ -63,7 +63,8 @@ export async function runDrill(config: VerifyCommandConfig, storeConfig: StoreCo
           tempDir: config.snapstoreConfig.tempDir,
           maxFetchers: config.maxFetchers,
           ...(ctx.signal ? { signal: ctx.signal } : {}),
-          onStep: (range) => ctx.logger.info({ from: range.lo + 1, to: range.hi }, 'hash drill: narrowing down the difference'),
+          onStep: (range) =>
+            ctx.logger.info({ after: range.lo, upTo: range.hi }, 'hash drill: narrowing down where the store differs from etcd'),
         },
       );
     } finally {
