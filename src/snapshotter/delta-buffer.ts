@@ -93,6 +93,11 @@ export function* deltaPayloadBatches(p: DeltaPayload, batchBytes = 64 * 1024): G
   yield hash.digest();
 }
 
+/** The payload's length for `accountedBytes` of buffered JSON (DeltaBuffer.size): the closing `]` and the hash come on top. */
+export function deltaPayloadLength(accountedBytes: number): number {
+  return accountedBytes + 1 + 32;
+}
+
 /** The first slab is small, so a quiet period's delta of a few events holds little; later ones double up to this. */
 const FIRST_SLAB_BYTES = 64 * 1024;
 const MAX_SLAB_BYTES = 1024 * 1024;
@@ -340,8 +345,7 @@ export class DeltaBuffer {
     const records = this.slabs.map((s, i) => s.subarray(0, ends[i]));
     const out: DeltaPayload = {
       records,
-      // The closing `]` and the hash.
-      byteLength: this.bytes + 1 + 32,
+      byteLength: deltaPayloadLength(this.bytes),
       firstRevision: this.first,
       lastRevision: this.last,
       events: this.count,

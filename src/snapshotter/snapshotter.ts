@@ -1,75 +1,34 @@
-import { asError, CodedError, EtcdbrError } from '../errors.js';
-import { creationTimeAfter, latestSet, type CompressionPolicy, type Logger, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
-import type { Clock } from '../clock.js';
+import { asError, EtcdbrError } from '../errors.js';
+import { creationTimeAfter, latestSet, type Snapshot } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../backup/delta-format.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
-import { failureLabel, type Metrics } from '../metrics.js';
+import { failureLabel } from '../metrics.js';
+import type { CronSchedule } from '../config/schedule.js';
+import {
+  boundaryActs,
+  capturing,
+  initialCaptureState,
+  inChain,
+  step,
+  type CaptureEffect,
+  type CaptureEvent,
+  type CaptureState,
+} from './capture-step.js';
+import { updateLatestMetrics } from './chain-metrics.js';
 import { DeltaBuffer, releaseDeltaPayload, type DeltaPayload } from './delta-buffer.js';
 import { saveSizedDeltaSnapshot } from './delta-snapshot.js';
-import { PausableWatch } from './pausable-watch.js';
-import { takeSizedFullSnapshot, type SavedSizes } from './full-snapshot.js';
 import { fullSnapshotToReuse } from './full-skip.js';
-import { isZeroTime, type CronSchedule } from '../config/schedule.js';
-import { advanceTimeline, continuesTimeline, type TimelinePoint } from './timeline.js';
+import { takeSizedFullSnapshot, type SavedSizes } from './full-snapshot.js';
+import { IdlePeriodReporter } from './idle-period.js';
+import { PausableWatch } from './pausable-watch.js';
+import { SnapshotTimers } from './snapshot-timers.js';
+import { CatchUpTooSlowError, LeadershipLost, SnapshotterStoppedError, TimelineChangedError } from './snapshotter-errors.js';
+import type { ChainState, SnapshotterConfig, SnapshotterDeps } from './snapshotter-types.js';
+import { WatchProgress } from './watch-progress.js';
 
-export interface SnapshotterConfig {
-  schedule: CronSchedule;
-  /** < 1000 ms disables delta snapshots (upstream). */
-  deltaSnapshotPeriodMs: number;
-  deltaSnapshotMemoryLimit: number;
-  snapshotTimeoutMs: number;
-  connectionTimeoutMs: number;
-  compression: CompressionPolicy | undefined;
-  /** How long SIGTERM may wait for the last delta (ours; upstream drops buffered events). */
-  finalDeltaTimeoutMs: number;
-}
+export { CatchUpTooSlowError, LeadershipLost, SnapshotterStoppedError, TimelineChangedError } from './snapshotter-errors.js';
+export type { ChainState, SnapshotterConfig, SnapshotterDeps, StoredSnapshotInfo } from './snapshotter-types.js';
 
-export interface SnapshotterDeps {
-  client: EtcdClient;
-  /** The store, re-created by the caller when credentials rotate. */
-  store: () => Promise<SnapStore>;
-  clock: Clock;
-  logger: Logger;
-  metrics: Metrics;
-  /** Called after every stored snapshot (leases, status). Errors are logged, never fatal. */
-  onSnapshot?: (snap: Snapshot, info: StoredSnapshotInfo) => Promise<void> | void;
-  /**
-   * Asked right before a delta is written (a multi-member cluster): false when another member leads now. The
-   * delta is then not written and the run ends with LeadershipLost: the new leader stores those events from
-   * the store's newest revision, and a write of ours landing after it read the store would only overlap it.
-   * Undefined (no answer) counts as leading: the events are written, as upstream would.
-   */
-  stillLeads?: () => Promise<boolean | undefined>;
-  /**
-   * Called when a delta period ends without a stored delta: a delta timer tick or an on-demand delta with
-   * nothing buffered, and the start-up catch-up with nothing to catch up. Upstream renews the delta snapshot
-   * lease on every delta tick, events or not (DeltaSnapshotCaseLeaseUpdate), and etcd-druid's BackupReady
-   * condition wants that lease renewed within two delta periods: an idle etcd must still renew it. A stored
-   * delta goes to `onSnapshot` instead. Runs beside the snapshot queue (an idle period does not hold it while
-   * a slow API server answers); `signal` aborts when the run ends. At most one call runs at a time: a period
-   * that ends while the previous call still runs is skipped. Errors are logged, never fatal.
-   */
-  onIdleDeltaPeriod?: (signal: AbortSignal) => Promise<void> | void;
-}
-
-/** What the snapshotter knows about a snapshot it just stored, besides its name. */
-export interface StoredSnapshotInfo {
-  /** Size of the uncompressed snapshot file (full: database ‖ sha256; delta: JSON ‖ sha256). */
-  uncompressedBytes: number;
-  /** The full snapshot the chain builds on after this one (the snapshot itself for a full). */
-  baseFull: Snapshot | undefined;
-}
-
-/** The chain state that survives loop restarts: what the store holds, newest first. */
-export interface ChainState {
-  /** Last stored snapshot (delta or full); a dummy full at revision 0 when the store is empty. */
-  prevSnapshot: Snapshot | undefined;
-  prevFull: Snapshot | undefined;
-  prevDeltas: Snapshot[];
-  prevFullSucceeded: boolean;
-}
-
-/** A delta taken from the buffer, with the epoch it was taken in (see Snapshotter.epoch). */
+/** A delta taken from the buffer, with the epoch it was taken in (see CaptureState.epoch). */
 interface TakenDelta {
   payload: DeltaPayload;
   epoch: number;
@@ -77,34 +36,6 @@ interface TakenDelta {
 
 /** How long a stop waits for the watch to deliver the writes etcd acknowledged before it (at most). */
 const STOP_CATCH_UP_MS = 3_000;
-
-export class SnapshotterStoppedError extends CodedError {
-  readonly code = 'E_SNAPSHOTTER_STOPPED';
-  override readonly name = 'SnapshotterStoppedError';
-}
-
-/**
- * Abort reason for `run` when this sidecar stops leading while the process goes on. The next leader's
- * sidecar (often another process) catches up from the store's last snapshot; writing the buffered events
- * now could land after it read the store, and two deltas would start at the same revision. So the run only
- * waits for writes already under way and leaves the buffered events to the next leader (as upstream does).
- */
-export class LeadershipLost extends CodedError {
-  readonly code = 'E_LEADERSHIP_LOST';
-  override readonly name = 'LeadershipLost';
-}
-
-/** etcd under the watch is no longer the history the chain records (restored to an older revision, replaced). */
-export class TimelineChangedError extends CodedError {
-  override readonly name = 'TimelineChangedError';
-  readonly code = 'E_TIMELINE_CHANGED';
-}
-
-/** The catch-up's watch did not reach etcd's revision within the snapshot timeout (too much history to replay). */
-export class CatchUpTooSlowError extends CodedError {
-  override readonly name = 'CatchUpTooSlowError';
-  readonly code = 'E_CATCH_UP_TOO_SLOW';
-}
 
 /**
  * Full snapshots on a cron schedule and on demand, delta snapshots from a watch of every key: every
@@ -117,37 +48,23 @@ export class CatchUpTooSlowError extends CodedError {
  * (cancelled) at a revision boundary and opened again from the next revision once the save is done, so etcd
  * holds the history meanwhile and the sidecar holds at most the limit plus one revision's events (upstream
  * gets the same from saving the delta inside its watch loop).
+ *
+ * What to do when is decided by the pure step of capture-step.ts (cut, pause, resume, drop a stale payload,
+ * halt, whether a full continues the chain, the stop's flush, the idle period); this class tells it what
+ * happened and carries out its effects.
  */
 export class Snapshotter {
   readonly chain: ChainState;
   private readonly buffer = new DeltaBuffer();
+  private capture: CaptureState;
   private watch: PausableWatch | undefined;
-  /** Bytes of delta payloads taken from the buffer and not stored yet (queued or being saved). */
-  private savingBytes = 0;
-  /** The most the buffer and the deltas being saved held together (JSON bytes), for tests and diagnostics. */
-  private deltaBytesPeak = 0;
-  /** The last revision the current watch handed over: buffered, saved, or already in the chain. */
-  private takenRevision = 0;
-  /** The watch paused because the delta memory is full; resumed when a save frees room. */
-  private pausedForMemory: PausableWatch | undefined;
-  /**
-   * Incremented when taken events stop belonging to the chain: a full snapshot covers them, or a delta
-   * before them failed (saving them would leave a gap). Payloads of an older epoch are not saved.
-   */
-  private epoch = 0;
-  /** Set when a delta save failed: events are ignored until a watch is opened again from the store's chain. */
-  private deltaSaveFailed = false;
+  /** The watch (the snapshotter's or the catch-up's) paused because the delta memory is full. */
+  private pausedWatch: PausableWatch | undefined;
   private queue: Promise<unknown> = Promise.resolve();
   private fatal: ((err: Error) => void) | undefined;
-  private fullTimer: ReturnType<Clock['setTimeout']> | undefined;
-  private deltaTimer: ReturnType<Clock['setTimeout']> | undefined;
-  private running = false;
-  /** The newest revision and the cluster ID etcd reported under the current watch. */
-  private timeline: TimelinePoint | undefined;
-  /** Set when etcd left the chain's history; events are ignored until a full snapshot starts a new chain. */
-  private timelineChanged = false;
-  /** The `onIdleDeltaPeriod` call in flight, if any, and how to abort it. */
-  private idleCall: { abort: AbortController; done: Promise<void> } | undefined;
+  private readonly timers: SnapshotTimers;
+  private readonly idle: IdlePeriodReporter;
+  private readonly progress = new WatchProgress();
 
   private constructor(
     private readonly config: SnapshotterConfig,
@@ -155,7 +72,13 @@ export class Snapshotter {
     chain: ChainState,
   ) {
     this.chain = chain;
-    this.chainEnd = chain.prevSnapshot?.lastRevision ?? 0;
+    this.capture = initialCaptureState({
+      memoryLimit: config.deltaSnapshotMemoryLimit,
+      deltasEnabled: this.deltasEnabled,
+      chainEnd: chain.prevSnapshot?.lastRevision ?? 0,
+    });
+    this.timers = new SnapshotTimers(deps.clock, config.schedule, config.deltaSnapshotPeriodMs);
+    this.idle = new IdlePeriodReporter(deps.onIdleDeltaPeriod, deps.logger);
   }
 
   /** Reads the latest chain from the store (upstream NewSnapshotter). */
@@ -169,7 +92,7 @@ export class Snapshotter {
       prevDeltas: deltas,
       prevFullSucceeded: true,
     });
-    s.updateLatestMetrics();
+    updateLatestMetrics(deps.metrics, s.chain);
     // After a restart the size gauge starts from what the store lists (stored bytes; encrypted ones are
     // left out, as their listed size includes age's overhead that the snapshots taken from now on do not count).
     for (const snap of [full, deltas.at(-1)]) {
@@ -187,7 +110,7 @@ export class Snapshotter {
   }
 
   get active(): boolean {
-    return this.running;
+    return this.capture.running;
   }
 
   /** The newest revision in the delta buffer, 0 when it is empty (tests and diagnostics). */
@@ -200,7 +123,7 @@ export class Snapshotter {
    * from it and not stored yet. Back-pressure keeps it within the memory limit plus one revision's events.
    */
   get deltaMemoryPeakBytes(): number {
-    return this.deltaBytesPeak;
+    return this.capture.peakBytes;
   }
 
   /** etcd's current store revision. */
@@ -208,14 +131,12 @@ export class Snapshotter {
     return this.deps.client.currentRevision(this.config.connectionTimeoutMs);
   }
 
-  /**
-   * The last revision the delta chain covers: the next delta starts after it, and the watch hands over the
-   * events after it. Set from the store's newest snapshot when the snapshotter is created and after a full
-   * snapshot that starts a new chain; a delta moves it on. A full snapshot taken while the watch runs does not:
-   * the deltas go on across it (the first one after it may start at or below its revision), so every revision
-   * written while the full was being taken is in a delta too, and every point in time stays restorable.
-   */
-  private chainEnd: number;
+  /** Tells the capture step what happened; returns the effects to carry out, in order. */
+  private tell(event: CaptureEvent): readonly CaptureEffect[] {
+    const next = step(this.capture, event);
+    this.capture = next.state;
+    return next.effects;
+  }
 
   /** Runs `op` after every write queued before it; the result is the op's. */
   private serial<T>(op: () => Promise<T>): Promise<T> {
@@ -229,7 +150,7 @@ export class Snapshotter {
    * that one instead of writing another (fullSnapshotToReuse: the one skip rule).
    */
   triggerFullSnapshot(isFinal: boolean): Promise<Snapshot> {
-    if (!this.running) return Promise.reject(new SnapshotterStoppedError('snapshotter is not active'));
+    if (!this.active) return Promise.reject(new SnapshotterStoppedError('snapshotter is not active'));
     return this.serial(async () => {
       try {
         const snap = await this.fullSnapshot(isFinal);
@@ -244,7 +165,7 @@ export class Snapshotter {
 
   /** Writes the buffered events as a delta now; undefined when there were none. */
   triggerDeltaSnapshot(): Promise<Snapshot | undefined> {
-    if (!this.running) return Promise.reject(new SnapshotterStoppedError('snapshotter is not active'));
+    if (!this.active) return Promise.reject(new SnapshotterStoppedError('snapshotter is not active'));
     if (!this.deltasEnabled) {
       return Promise.reject(
         new EtcdbrError(
@@ -258,7 +179,7 @@ export class Snapshotter {
         const snap = await this.saveBufferedDelta();
         this.armDeltaTimer();
         // Upstream renews the delta lease after an on-demand delta too, whether one was stored or not.
-        if (!snap) this.idleDeltaPeriod();
+        this.perform(this.tell({ type: 'DeltaPeriodEnded', stored: snap !== undefined }));
         return snap;
       } catch (err) {
         this.fail(err);
@@ -273,8 +194,8 @@ export class Snapshotter {
    * from the previous snapshot with deltas.
    */
   async run(signal: AbortSignal, startWithFullSnapshot: boolean): Promise<void> {
-    if (this.running) throw new EtcdbrError('E_CONFLICT', 'snapshotter is already running');
-    this.running = true;
+    if (this.active) throw new EtcdbrError('E_CONFLICT', 'snapshotter is already running');
+    this.tell({ type: 'RunStarted' });
     const failed = new Promise<never>((_, reject) => {
       this.fatal = (err) => reject(err);
     });
@@ -298,14 +219,14 @@ export class Snapshotter {
       this.armFullTimer();
       this.armDeltaTimer();
       await Promise.race([stopped, failed]);
-      if (signal.aborted) await this.flushOnStop(!(signal.reason instanceof LeadershipLost));
+      if (signal.aborted) await this.flushOnStop(signal.reason instanceof LeadershipLost);
     } finally {
-      this.running = false;
+      this.tell({ type: 'RunEnded' });
       this.fatal = undefined;
-      this.clearTimers();
+      this.timers.clear();
       await this.closeWatch();
       this.buffer.clear();
-      await this.endIdleCall();
+      await this.idle.end();
     }
   }
 
@@ -317,9 +238,9 @@ export class Snapshotter {
   async catchUpWithDeltas(signal: AbortSignal): Promise<boolean> {
     if (!this.deltasEnabled) return false;
     const target = await this.deps.client.currentRevision(this.config.connectionTimeoutMs);
-    if (target <= this.chainEnd) {
-      // Nothing to catch up: upstream renews the delta lease after its start-up delta, taken or not.
-      this.idleDeltaPeriod(signal);
+    const [start] = this.tell({ type: 'CatchUpStarting', target });
+    if (start?.type !== 'CatchUp') {
+      this.idle.report(signal);
       return true;
     }
     let watchError: Error | undefined;
@@ -336,12 +257,10 @@ export class Snapshotter {
         }),
       );
     };
-    this.takenRevision = this.chainEnd;
-    this.deltaSaveFailed = false;
-    const watch = await PausableWatch.open(this.deps.client, this.chainEnd + 1, {
+    const watch = await PausableWatch.open(this.deps.client, start.fromRevision, {
       onHeader: (revision, clusterId) => {
-        this.observeEtcd({ revision, clusterId });
-        if (this.timelineChanged) {
+        this.observeEtcd(revision, clusterId);
+        if (this.capture.timelineChanged) {
           watchError = new TimelineChangedError('etcd left the backed-up history while catching up with deltas');
           reached();
         }
@@ -368,11 +287,10 @@ export class Snapshotter {
     } finally {
       this.deps.clock.clearTimeout(guard);
       signal.removeEventListener('abort', abort);
-      if (this.pausedForMemory === watch) this.pausedForMemory = undefined;
-      await watch.close();
+      await this.closeWatchOf(watch, false);
     }
     if (timedOut && !watchError) {
-      watchError = new CatchUpTooSlowError(`watch from revision ${this.chainEnd + 1} did not reach revision ${target} in time`);
+      watchError = new CatchUpTooSlowError(`watch from revision ${this.capture.chainEnd + 1} did not reach revision ${target} in time`);
     }
     await Promise.all(pending);
     if (watchError) {
@@ -381,34 +299,38 @@ export class Snapshotter {
     }
     if (signal.aborted) return false;
     const saved = await this.serial(() => this.saveBufferedDelta());
-    if (!saved) this.idleDeltaPeriod(signal);
+    if (this.tell({ type: 'DeltaPeriodEnded', stored: saved !== undefined }).length > 0) this.idle.report(signal);
     return true;
   }
 
   /**
-   * Buffers one watch response's events. The buffer is cut at the memory limit only between revisions: a
-   * transaction's events share one revision, and a delta that ended inside one would lose the rest of it
-   * (replay skips events at or below the revision it has applied). etcd never splits a revision across watch
-   * responses, so the end of a response is a revision boundary too. At a boundary the watch is also paused
-   * when the delta memory is full (holdBack); the events after it come again when the watch resumes.
+   * Buffers one watch response's events. The buffer is cut at the memory limit only between revisions (see
+   * capture-step.ts): etcd never splits a revision across watch responses, so the end of a response is a
+   * revision boundary too. The per-event checks are plain predicates; the capture step runs once per response
+   * and at the rare boundaries where a delta is cut or the watch paused (holding back the events after it,
+   * which come again when the watch resumes).
    */
   private appendEvents(events: readonly DeltaEvent[], watch: PausableWatch, onCut?: (save: Promise<unknown>) => void): void {
-    let appended = false;
+    if (!capturing(this.capture)) return;
+    let taken = this.capture.takenRevision;
+    let appended = 0;
+    /** `appended` when the last boundary was stepped. */
+    let stepped = 0;
     for (const ev of events) {
-      if (this.timelineChanged || this.deltaSaveFailed) return this.noteAppended(appended);
-      if (ev.modRevision > this.takenRevision) {
-        this.cutAtLimit(onCut);
-        if (this.holdBack(watch)) return this.noteAppended(appended);
-        this.takenRevision = ev.modRevision;
+      if (ev.modRevision > taken) {
+        if (boundaryActs(this.capture, this.buffer.size)) {
+          const paused = this.settleBoundary(taken, appended > stepped, watch, onCut);
+          stepped = appended;
+          if (paused) return this.noteAppended(appended > 0);
+        }
+        taken = ev.modRevision;
       }
-      if (ev.modRevision <= this.chainEnd) continue;
+      if (inChain(this.capture, ev.modRevision)) continue;
       this.buffer.append(ev);
-      this.deltaBytesPeak = Math.max(this.deltaBytesPeak, this.buffer.size + this.savingBytes);
-      appended = true;
+      appended++;
     }
-    this.noteAppended(appended);
-    this.cutAtLimit(onCut);
-    this.holdBack(watch);
+    this.noteAppended(appended > 0);
+    this.settleBoundary(taken, appended > stepped, watch, onCut);
   }
 
   /** Once per watch response, not per event: a labelled gauge's set costs a label lookup each time. */
@@ -416,37 +338,28 @@ export class Snapshotter {
     if (appended) this.deps.metrics.snapshotRequired.labels('Incr').set(1);
   }
 
-  /** The buffered events and the deltas being saved reach the memory limit: taking more would exceed it. */
-  private get deltaMemoryFull(): boolean {
-    return this.savingBytes > 0 && this.buffer.size + this.savingBytes >= this.config.deltaSnapshotMemoryLimit;
-  }
-
-  /** Pauses `watch` after the last revision taken when the delta memory is full; true when it did. */
-  private holdBack(watch: PausableWatch): boolean {
-    if (this.timelineChanged || this.deltaSaveFailed || !this.deltaMemoryFull) return false;
-    if (!watch.paused) {
-      this.deps.logger.debug(
-        { bufferedBytes: this.buffer.size, savingBytes: this.savingBytes, nextRevision: this.takenRevision + 1 },
-        'Delta memory limit reached while a delta is being saved; pausing the watch until it is stored',
-      );
-      watch.pause(this.takenRevision + 1);
-      this.pausedForMemory = watch;
+  /** Steps a revision boundary and carries out its cut and pause; true when the watch was paused there. */
+  private settleBoundary(
+    takenRevision: number,
+    appended: boolean,
+    watch: PausableWatch,
+    onCut?: (save: Promise<unknown>) => void,
+  ): boolean {
+    let paused = false;
+    for (const effect of this.tell({ type: 'RevisionBoundary', takenRevision, bufferedBytes: this.buffer.size, appended })) {
+      if (effect.type === 'CutDelta') this.cutDelta(onCut);
+      else if (effect.type === 'PauseWatch') {
+        this.pauseForMemory(watch, effect.nextRevision);
+        paused = true;
+      }
     }
-    return true;
+    return paused;
   }
 
-  /** Called whenever a taken delta is stored or dropped: the paused watch goes on when there is room again. */
-  private resumeIfRoom(): void {
-    const w = this.pausedForMemory;
-    if (!w || this.deltaMemoryFull) return;
-    this.pausedForMemory = undefined;
-    void w.resume();
-  }
-
-  /** Saves the buffer as a delta when it holds the memory limit or more; call only at a revision boundary. */
-  private cutAtLimit(onCut?: (save: Promise<unknown>) => void): void {
-    if (this.timelineChanged || this.deltaSaveFailed || this.buffer.size < this.config.deltaSnapshotMemoryLimit) return;
-    const taken = this.takeBuffer()!;
+  /** Saves the buffer as a delta now: it holds the memory limit or more, at a revision boundary. */
+  private cutDelta(onCut?: (save: Promise<unknown>) => void): void {
+    // The step counted the payload against the memory limit already.
+    const taken: TakenDelta = { payload: this.buffer.take()!, epoch: this.capture.epoch };
     this.deps.logger.info(
       { bytes: taken.payload.byteLength - 32, limit: this.config.deltaSnapshotMemoryLimit },
       'Delta events memory crossed the memory limit; taking a delta snapshot',
@@ -459,18 +372,30 @@ export class Snapshotter {
     onCut?.(save);
   }
 
+  /** Pauses `watch` after the last revision taken: the delta memory is full. */
+  private pauseForMemory(watch: PausableWatch, nextRevision: number): void {
+    if (watch.paused) return;
+    this.deps.logger.debug(
+      { bufferedBytes: this.buffer.size, savingBytes: this.capture.savingBytes, nextRevision },
+      'Delta memory limit reached while a delta is being saved; pausing the watch until it is stored',
+    );
+    watch.pause(nextRevision);
+    this.pausedWatch = watch;
+  }
+
   /** Empties the buffer into a payload that counts against the memory limit until it is stored. */
   private takeBuffer(): TakenDelta | undefined {
     const payload = this.buffer.take();
     if (!payload) return undefined;
-    this.savingBytes += payload.byteLength;
-    return { payload, epoch: this.epoch };
+    this.tell({ type: 'DeltaTaken', payloadBytes: payload.byteLength });
+    return { payload, epoch: this.capture.epoch };
   }
 
   /** Stores a taken payload unless its events no longer belong to the chain; frees its bytes either way. */
   private async saveTaken(taken: TakenDelta): Promise<Snapshot | undefined> {
     try {
-      if (taken.epoch !== this.epoch) {
+      const [verdict] = this.tell({ type: 'DeltaSaving', epoch: taken.epoch });
+      if (verdict?.type === 'DropStalePayload') {
         this.deps.logger.info(
           { revisions: `${taken.payload.firstRevision}-${taken.payload.lastRevision}` },
           'Not saving delta events that a full snapshot or a failed delta before them superseded',
@@ -485,106 +410,44 @@ export class Snapshotter {
       }
       return await this.saveDelta(taken.payload);
     } catch (err) {
-      // The chain now ends before these events: nothing taken after them may be stored (it would leave a gap).
-      // The run fails, and the next one catches up from the store.
-      this.epoch += 1;
-      this.deltaSaveFailed = true;
-      this.buffer.clear();
+      this.perform(this.tell({ type: 'DeltaFailed' }));
       throw err;
     } finally {
-      this.savingBytes -= taken.payload.byteLength;
-      this.resumeIfRoom();
+      this.perform(this.tell({ type: 'DeltaSettled', payloadBytes: taken.payload.byteLength, bufferedBytes: this.buffer.size }));
     }
   }
 
   private async openWatch(): Promise<void> {
     await this.closeWatch();
-    this.watchedRevision = this.chainEnd;
-    this.takenRevision = this.chainEnd;
-    this.deltaSaveFailed = false;
-    this.watch = await PausableWatch.open(this.deps.client, this.chainEnd + 1, {
-      onHeader: (revision, clusterId) => this.observeEtcd({ revision, clusterId }),
+    this.tell({ type: 'WatchOpening' });
+    this.progress.reset(this.capture.chainEnd);
+    this.watch = await PausableWatch.open(this.deps.client, this.capture.chainEnd + 1, {
+      onHeader: (revision, clusterId) => this.observeEtcd(revision, clusterId),
       onEvents: (events, _header, watch) => {
         this.appendEvents(events, watch);
-        // The last revision taken, not the header's: a watch catching up gets the store's current revision
-        // in every header while older events are still on their way (and a pause leaves some for later).
-        this.watchReached(this.takenRevision);
+        this.progress.reached(this.capture.takenRevision);
       },
       onError: (err) => this.fail(err),
     });
+    this.tell({ type: 'WatchOpened' });
   }
 
-  /**
-   * Follows what etcd reports under the watch. When it leaves the chain's history (its revision goes
-   * backwards, its cluster ID changes), the chain is not continued: the buffered events belong to a history
-   * etcd no longer has, so they are dropped, and a full snapshot starts a new chain from what etcd holds now.
-   */
-  /** The revision up to which the current watch delivered etcd's events, and who waits for more. */
-  private watchedRevision = 0;
-  private watchWaiters: Array<{ revision: number; resolve: () => void }> = [];
-
-  private watchReached(revision: number): void {
-    if (revision <= this.watchedRevision) return;
-    this.watchedRevision = revision;
-    const still: typeof this.watchWaiters = [];
-    for (const w of this.watchWaiters) {
-      if (revision >= w.revision) w.resolve();
-      else still.push(w);
-    }
-    this.watchWaiters = still;
+  private observeEtcd(revision: number, clusterId: string | undefined): void {
+    this.perform(this.tell({ type: 'EtcdReported', revision, clusterId }));
   }
 
-  /**
-   * On shutdown, before the watch closes: waits (bounded) until it has delivered every write etcd had
-   * acknowledged, so writes made right before SIGTERM are in the last delta. Cancelling the watch at once
-   * would drop events etcd had not sent yet. Gives up quietly when etcd does not answer or is slow.
-   */
-  private async catchUpBeforeStop(boundMs: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, boundMs);
-      timer.unref();
-    });
-    const caughtUp = (async () => {
-      const target = await this.deps.client.currentRevision(boundMs).catch(() => 0);
-      if (target <= this.watchedRevision) return;
-      await new Promise<void>((resolve) => this.watchWaiters.push({ revision: target, resolve }));
-    })();
-    await Promise.race([caughtUp, bound]);
-    clearTimeout(timer);
-    this.watchWaiters = [];
-  }
-
-  private observeEtcd(point: TimelinePoint): void {
-    if (this.timelineChanged) return;
-    const verdict = continuesTimeline(this.timeline, point);
-    if (verdict.continues) {
-      this.timeline = advanceTimeline(this.timeline, point);
-      return;
-    }
-    this.timelineChanged = true;
-    this.deps.logger.warn(
-      {
-        reason: verdict.reason,
-        ...(this.buffer.isEmpty ? {} : { droppedRevisions: `${this.buffer.firstRevision}-${this.buffer.lastRevision}` }),
-        previousSnapshot: this.chain.prevSnapshot?.snapName,
-      },
-      'etcd left the backed-up history: not continuing the delta chain; taking a full snapshot to start a new one',
-    );
-    this.buffer.clear();
-    this.epoch += 1;
-    if (!this.running) return;
-    void this.serial(() => this.fullSnapshot(false)).then(
-      () => this.armFullTimer(),
-      (err: unknown) => this.fail(err),
-    );
-  }
-
-  private async closeWatch(): Promise<void> {
+  private closeWatch(): Promise<void> {
     const w = this.watch;
     this.watch = undefined;
-    if (w && this.pausedForMemory === w) this.pausedForMemory = undefined;
-    if (w) await w.close();
+    return w ? this.closeWatchOf(w, true) : Promise.resolve();
+  }
+
+  /** Closes `w`; `own`: the snapshotter's watch (else the catch-up's). */
+  private async closeWatchOf(w: PausableWatch, own: boolean): Promise<void> {
+    const paused = this.pausedWatch === w;
+    if (paused) this.pausedWatch = undefined;
+    this.tell({ type: 'WatchClosing', own, paused });
+    await w.close();
   }
 
   private async fullSnapshot(isFinal: boolean): Promise<Snapshot> {
@@ -600,10 +463,7 @@ export class Snapshotter {
         return reuse;
       }
     }
-    // The buffered events go into a delta first, so the deltas reach as far as the watch had delivered: a point
-    // in time between the last delta and the full stays restorable (dropped, they were only in the full's end
-    // state). A save that fails leaves them to the full; one refused because another member leads ends the run.
-    if (this.watch && !this.buffer.isEmpty && !this.timelineChanged && !this.deltaSaveFailed) {
+    if (this.tell({ type: 'FullStarting', bufferedBytes: this.buffer.size }).length > 0) {
       try {
         await this.saveBufferedDelta();
       } catch (err) {
@@ -611,20 +471,9 @@ export class Snapshotter {
         this.deps.logger.warn({ err }, 'could not store the buffered events as a delta before the full snapshot; only the full holds them');
       }
     }
-    // A healthy watch goes on while the full is taken, and the deltas go on across it: the revisions written
-    // between the last delta and the full's own revision land in the next delta (a restore from this full skips
-    // what it already holds, as upstream's applyFirstDeltaSnapshot does), so a point in time between them stays
-    // restorable from the older full. Until issue 38 the watch was closed here and opened again after the full,
-    // and those revisions were in no delta (a soak found 8775-8776 unreachable). Without a healthy watch (the
-    // first full of a run, etcd left the history, a delta failed) the full starts a new chain after itself.
-    const continuesChain = this.watch !== undefined && !this.timelineChanged && !this.deltaSaveFailed;
-    if (!continuesChain) {
-      await this.closeWatch();
-      this.buffer.clear();
-      // Deltas taken before this full and still queued hold events of a history the new chain does not continue.
-      this.epoch += 1;
-      this.timeline = undefined;
-      this.timelineChanged = false;
+    for (const effect of this.tell({ type: 'FullTaking' })) {
+      if (effect.type === 'CloseWatch') await this.closeWatch();
+      else this.perform([effect]);
     }
     const store = await this.deps.store();
     const prev = this.chain.prevSnapshot;
@@ -654,12 +503,12 @@ export class Snapshotter {
     this.chain.prevFull = snap;
     this.chain.prevDeltas = [];
     this.chain.prevFullSucceeded = true;
-    if (!continuesChain) this.chainEnd = snap.lastRevision;
+    this.tell({ type: 'FullStored', lastRevision: snap.lastRevision });
     this.deps.metrics.snapshotRequired.labels('Full').set(0);
     this.deps.metrics.snapshotSizeBytes.labels('Full').set(sizes.storedBytes);
-    this.updateLatestMetrics();
+    updateLatestMetrics(this.deps.metrics, this.chain);
     await this.notify(snap, sizes.payloadBytes);
-    if (this.deltasEnabled && this.running && !this.watch) await this.openWatch();
+    if (this.tell({ type: 'FullDone' }).length > 0) await this.openWatch();
     return snap;
   }
 
@@ -676,7 +525,7 @@ export class Snapshotter {
   private async saveDelta(payload: DeltaPayload): Promise<Snapshot> {
     const store = await this.deps.store();
     const started = this.deps.clock.now().getTime();
-    const start = this.chainEnd + 1;
+    const start = this.capture.chainEnd + 1;
     let snap: Snapshot;
     let storedBytes: number;
     try {
@@ -700,10 +549,10 @@ export class Snapshotter {
     this.deps.logger.info({ snapshot: snap.snapName, events: payload.events }, 'Delta snapshot saved');
     this.chain.prevSnapshot = snap;
     this.chain.prevDeltas.push(snap);
-    this.chainEnd = snap.lastRevision;
+    this.tell({ type: 'DeltaStored', lastRevision: snap.lastRevision });
     if (this.buffer.isEmpty) this.deps.metrics.snapshotRequired.labels('Incr').set(0);
     this.deps.metrics.snapshotSizeBytes.labels('Incr').set(storedBytes);
-    this.updateLatestMetrics();
+    updateLatestMetrics(this.deps.metrics, this.chain);
     await this.notify(snap, payload.byteLength);
     return snap;
   }
@@ -717,102 +566,71 @@ export class Snapshotter {
     }
   }
 
-  private updateLatestMetrics(): void {
-    const m = this.deps.metrics;
-    const { prevFull, prevDeltas } = this.chain;
-    if (prevFull) {
-      m.snapshotLatestRevision.labels('Full').set(prevFull.lastRevision);
-      m.snapshotLatestTimestamp.labels('Full').set(Math.floor(prevFull.createdOn.getTime() / 1000));
-    }
-    const lastDelta = prevDeltas.at(-1);
-    if (lastDelta) {
-      m.snapshotLatestRevision.labels('Incr').set(lastDelta.lastRevision);
-      m.snapshotLatestTimestamp.labels('Incr').set(Math.floor(lastDelta.createdOn.getTime() / 1000));
-    }
-    m.snapstoreLatestDeltasTotal.set(prevDeltas.length);
-    const first = prevDeltas[0];
-    m.snapstoreLatestDeltasRevisionsTotal.set(first && lastDelta ? lastDelta.lastRevision - first.startRevision : 0);
-  }
-
   private armFullTimer(): void {
-    if (!this.running) return;
-    if (this.fullTimer) this.deps.clock.clearTimeout(this.fullTimer);
-    const now = this.deps.clock.now();
-    const next = this.config.schedule.next(now);
-    if (isZeroTime(next)) {
-      // A schedule that never fires (e.g. 30 February): fail the run as upstream does, instead of looping.
-      this.fail(new EtcdbrError('E_INVALID_INPUT', 'error in full snapshot schedule: it never fires'));
-      return;
-    }
-    this.fullTimer = this.deps.clock.setTimeout(
-      () => {
-        this.fullTimer = undefined;
+    if (!this.active) return;
+    try {
+      this.timers.armFull(() => {
         void this.serial(() => this.fullSnapshot(false)).then(
           () => this.armFullTimer(),
           (err: unknown) => this.fail(err),
         );
-      },
-      Math.max(0, next.getTime() - now.getTime()),
-    );
+      });
+    } catch (err) {
+      this.fail(err);
+    }
   }
 
   private armDeltaTimer(): void {
-    if (!this.running || !this.deltasEnabled) return;
-    if (this.deltaTimer) this.deps.clock.clearTimeout(this.deltaTimer);
-    this.deltaTimer = this.deps.clock.setTimeout(() => {
-      this.deltaTimer = undefined;
+    if (!this.active || !this.deltasEnabled) return;
+    this.timers.armDelta(() => {
       void this.serial(() => this.saveBufferedDelta()).then(
         (snap) => {
           this.armDeltaTimer();
-          if (!snap) this.idleDeltaPeriod();
+          this.perform(this.tell({ type: 'DeltaPeriodEnded', stored: snap !== undefined }));
         },
         (err: unknown) => this.fail(err),
       );
-    }, this.config.deltaSnapshotPeriodMs);
+    });
   }
 
-  /**
-   * A delta period stored nothing: tells `onIdleDeltaPeriod` (the delta lease renewal), beside the snapshot
-   * queue. `until` also ends the call (the supervisor's term, for the start-up catch-up before `run`).
-   */
-  private idleDeltaPeriod(until?: AbortSignal): void {
-    const hook = this.deps.onIdleDeltaPeriod;
-    if (!hook) return;
-    if (this.idleCall) {
-      this.deps.logger.debug({}, 'Delta period ended while the previous one is still being reported; skipping this one');
-      return;
-    }
-    const abort = new AbortController();
-    const onUntil = (): void => abort.abort(until?.reason);
-    if (until?.aborted) return;
-    until?.addEventListener('abort', onUntil, { once: true });
-    const call = { abort, done: Promise.resolve() };
-    call.done = (async () => {
-      try {
-        await hook(abort.signal);
-      } catch (err) {
-        this.deps.logger.warn({ err }, 'post-delta-period hook failed');
-      } finally {
-        until?.removeEventListener('abort', onUntil);
-        if (this.idleCall === call) this.idleCall = undefined;
+  /** Carries out the effects that need no waiting (the others are awaited where they are stepped). */
+  private perform(effects: readonly CaptureEffect[]): void {
+    for (const effect of effects) {
+      switch (effect.type) {
+        case 'DropBuffer':
+          if (effect.because === 'leadership-lost')
+            this.deps.logger.info({}, 'Leadership lost: leaving the buffered events to the next leader, which catches up from the store');
+          this.buffer.clear();
+          break;
+        case 'WarnTimelineLeft':
+          this.deps.logger.warn(
+            {
+              reason: effect.reason,
+              ...(this.buffer.isEmpty ? {} : { droppedRevisions: `${this.buffer.firstRevision}-${this.buffer.lastRevision}` }),
+              previousSnapshot: this.chain.prevSnapshot?.snapName,
+            },
+            'etcd left the backed-up history: not continuing the delta chain; taking a full snapshot to start a new one',
+          );
+          break;
+        case 'TakeFullSnapshot':
+          void this.serial(() => this.fullSnapshot(false)).then(
+            () => this.armFullTimer(),
+            (err: unknown) => this.fail(err),
+          );
+          break;
+        case 'ResumeWatch': {
+          const w = this.pausedWatch;
+          this.pausedWatch = undefined;
+          void w?.resume();
+          break;
+        }
+        case 'ReportIdlePeriod':
+          this.idle.report();
+          break;
+        default:
+          throw new EtcdbrError('E_INTERNAL', `capture effect ${effect.type} is not carried out here`);
       }
-    })();
-    this.idleCall = call;
-  }
-
-  /** Aborts the `onIdleDeltaPeriod` call in flight and waits for it to end. */
-  private async endIdleCall(): Promise<void> {
-    const call = this.idleCall;
-    if (!call) return;
-    call.abort.abort(new SnapshotterStoppedError('snapshotter stopped'));
-    await call.done;
-  }
-
-  private clearTimers(): void {
-    if (this.fullTimer) this.deps.clock.clearTimeout(this.fullTimer);
-    if (this.deltaTimer) this.deps.clock.clearTimeout(this.deltaTimer);
-    this.fullTimer = undefined;
-    this.deltaTimer = undefined;
+    }
   }
 
   private fail(err: unknown): void {
@@ -824,21 +642,24 @@ export class Snapshotter {
 
   /**
    * SIGTERM: write what is buffered as one last delta, bounded in time (a difference from upstream).
-   * Without `writeBuffered` (leadership lost) only the writes already under way finish.
+   * With `leadershipLost` only the writes already under way finish.
    */
-  private async flushOnStop(writeBuffered: boolean): Promise<void> {
-    this.clearTimers();
-    if (writeBuffered && this.watch && !this.timelineChanged)
-      await this.catchUpBeforeStop(Math.min(STOP_CATCH_UP_MS, this.config.finalDeltaTimeoutMs));
-    await this.closeWatch();
-    if (!writeBuffered && !this.buffer.isEmpty) {
-      this.deps.logger.info({}, 'Leadership lost: leaving the buffered events to the next leader, which catches up from the store');
-      this.buffer.clear();
+  private async flushOnStop(leadershipLost: boolean): Promise<void> {
+    this.timers.clear();
+    for (const effect of this.tell({ type: 'Stopping', leadershipLost })) {
+      if (effect.type === 'CatchUpBeforeStop')
+        await this.progress.catchUp(this.deps.client, Math.min(STOP_CATCH_UP_MS, this.config.finalDeltaTimeoutMs));
+      else if (effect.type === 'CloseWatch') await this.closeWatch();
     }
-    if (this.buffer.isEmpty) {
-      await this.queue;
-      return;
+    for (const effect of this.tell({ type: 'StopWatchClosed', leadershipLost, bufferedBytes: this.buffer.size })) {
+      if (effect.type === 'AwaitWrites') await this.queue;
+      else if (effect.type === 'WriteLastDelta') await this.writeLastDelta();
+      else this.perform([effect]);
     }
+  }
+
+  /** The stop's last delta, bounded by `finalDeltaTimeoutMs`; a failure is logged, the stop goes on. */
+  private async writeLastDelta(): Promise<void> {
     const flush = this.serial(() => this.saveBufferedDelta());
     const timeout = new Promise<'timeout'>((resolve) => {
       const t = setTimeout(() => resolve('timeout'), this.config.finalDeltaTimeoutMs);

@@ -1,0 +1,49 @@
+import type { EtcdClient } from '../etcd/etcd-client.js';
+
+/**
+ * The revision up to which the snapshotter's watch delivered etcd's events, and who waits for more: the stop
+ * waits here (bounded) until the watch delivered every write etcd had acknowledged, so writes made right
+ * before SIGTERM are in the last delta. Cancelling the watch at once would drop events etcd had not sent yet.
+ */
+export class WatchProgress {
+  private watchedRevision = 0;
+  private waiters: Array<{ revision: number; resolve: () => void }> = [];
+
+  /** A watch opens after `revision`. */
+  reset(revision: number): void {
+    this.watchedRevision = revision;
+  }
+
+  /**
+   * The watch handed over everything up to `revision`. The last revision taken, not a header's: a watch
+   * catching up gets the store's current revision in every header while older events are still on their way
+   * (and a pause leaves some for later).
+   */
+  reached(revision: number): void {
+    if (revision <= this.watchedRevision) return;
+    this.watchedRevision = revision;
+    const still: typeof this.waiters = [];
+    for (const w of this.waiters) {
+      if (revision >= w.revision) w.resolve();
+      else still.push(w);
+    }
+    this.waiters = still;
+  }
+
+  /** Waits until the watch reached etcd's current revision, at most `boundMs`. Gives up quietly when etcd does not answer or is slow. */
+  async catchUp(client: EtcdClient, boundMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const bound = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, boundMs);
+      timer.unref();
+    });
+    const caughtUp = (async () => {
+      const target = await client.currentRevision(boundMs).catch(() => 0);
+      if (target <= this.watchedRevision) return;
+      await new Promise<void>((resolve) => this.waiters.push({ revision: target, resolve }));
+    })();
+    await Promise.race([caughtUp, bound]);
+    clearTimeout(timer);
+    this.waiters = [];
+  }
+}
