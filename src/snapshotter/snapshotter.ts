@@ -1,5 +1,5 @@
 import { asError, EtcdbrError } from '../errors.js';
-import { creationTimeAfter, latestSet, type Snapshot } from '@etcdbrctl/snapstore';
+import { latestSet, type Snapshot } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { failureLabel } from '../metrics.js';
 import type { CronSchedule } from '../config/schedule.js';
@@ -14,10 +14,9 @@ import {
   type CaptureState,
 } from './capture-step.js';
 import { updateLatestMetrics } from './chain-metrics.js';
+import { ChainWriter } from './chain-writer.js';
 import { DeltaBuffer, releaseDeltaPayload, type DeltaPayload } from './delta-buffer.js';
-import { saveSizedDeltaSnapshot } from './delta-snapshot.js';
-import { fullSnapshotToReuse } from './full-skip.js';
-import { takeSizedFullSnapshot, type SavedSizes } from './full-snapshot.js';
+import { followUntilTarget } from './catch-up.js';
 import { IdlePeriodReporter } from './idle-period.js';
 import { PausableWatch } from './pausable-watch.js';
 import { SnapshotTimers } from './snapshot-timers.js';
@@ -65,6 +64,7 @@ export class Snapshotter {
   private readonly timers: SnapshotTimers;
   private readonly idle: IdlePeriodReporter;
   private readonly progress = new WatchProgress();
+  private readonly writer: ChainWriter;
 
   private constructor(
     private readonly config: SnapshotterConfig,
@@ -72,6 +72,7 @@ export class Snapshotter {
     chain: ChainState,
   ) {
     this.chain = chain;
+    this.writer = new ChainWriter(config, deps, chain);
     this.capture = initialCaptureState({
       memoryLimit: config.deltaSnapshotMemoryLimit,
       deltasEnabled: this.deltasEnabled,
@@ -243,56 +244,26 @@ export class Snapshotter {
       this.idle.report(signal);
       return true;
     }
-    let watchError: Error | undefined;
-    let reached!: () => void;
-    const done = new Promise<void>((resolve) => {
-      reached = resolve;
-    });
-    const pending: Promise<unknown>[] = [];
-    const onCut = (save: Promise<unknown>): void => {
-      pending.push(
-        save.catch((err: unknown) => {
-          watchError ??= asError(err);
-          reached();
-        }),
-      );
-    };
-    const watch = await PausableWatch.open(this.deps.client, start.fromRevision, {
+    const watchError = await followUntilTarget({
+      client: this.deps.client,
+      clock: this.deps.clock,
+      fromRevision: start.fromRevision,
+      target,
+      timeoutMs: this.config.snapshotTimeoutMs,
+      signal,
       onHeader: (revision, clusterId) => {
         this.observeEtcd(revision, clusterId);
-        if (this.capture.timelineChanged) {
-          watchError = new TimelineChangedError('etcd left the backed-up history while catching up with deltas');
-          reached();
-        }
+        return this.capture.timelineChanged
+          ? new TimelineChangedError('etcd left the backed-up history while catching up with deltas')
+          : undefined;
       },
-      onEvents: (events, headerRevision, w) => {
+      onEvents: (events, w, onCut) => {
         this.appendEvents(events, w, onCut);
-        if (headerRevision >= target || this.buffer.lastRevision >= target) reached();
+        return this.buffer.lastRevision;
       },
-      onError: (err) => {
-        watchError = err;
-        reached();
-      },
+      tooSlow: () => new CatchUpTooSlowError(`watch from revision ${this.capture.chainEnd + 1} did not reach revision ${target} in time`),
+      close: (w) => this.closeWatchOf(w, false),
     });
-    const abort = () => reached();
-    signal.addEventListener('abort', abort, { once: true });
-    // A watch that never reaches the target (a silent client-side failure) must not block start-up forever.
-    let timedOut = false;
-    const guard = this.deps.clock.setTimeout(() => {
-      timedOut = true;
-      reached();
-    }, this.config.snapshotTimeoutMs);
-    try {
-      await done;
-    } finally {
-      this.deps.clock.clearTimeout(guard);
-      signal.removeEventListener('abort', abort);
-      await this.closeWatchOf(watch, false);
-    }
-    if (timedOut && !watchError) {
-      watchError = new CatchUpTooSlowError(`watch from revision ${this.capture.chainEnd + 1} did not reach revision ${target} in time`);
-    }
-    await Promise.all(pending);
     if (watchError) {
       this.buffer.clear();
       throw watchError;
@@ -452,16 +423,8 @@ export class Snapshotter {
 
   private async fullSnapshot(isFinal: boolean): Promise<Snapshot> {
     if (isFinal) {
-      // Only a final full can be a duplicate (fullSnapshotToReuse): read the revision only then.
-      const rev = await this.deps.client.currentRevision(this.config.connectionTimeoutMs);
-      const reuse = fullSnapshotToReuse(this.chain.prevSnapshot, isFinal, rev);
-      if (reuse) {
-        this.deps.logger.info(
-          { snapshot: reuse.snapName, revision: rev },
-          'There are no new updates since previous final full snapshot, skipping new final full snapshot.',
-        );
-        return reuse;
-      }
+      const reuse = await this.writer.finalFullToReuse();
+      if (reuse) return reuse;
     }
     if (this.tell({ type: 'FullStarting', bufferedBytes: this.buffer.size }).length > 0) {
       try {
@@ -475,39 +438,7 @@ export class Snapshotter {
       if (effect.type === 'CloseWatch') await this.closeWatch();
       else this.perform([effect]);
     }
-    const store = await this.deps.store();
-    const prev = this.chain.prevSnapshot;
-    const started = this.deps.clock.now().getTime();
-    let snap: Snapshot;
-    let sizes: SavedSizes;
-    try {
-      ({ snapshot: snap, ...sizes } = await takeSizedFullSnapshot(
-        {
-          client: this.deps.client,
-          store,
-          compression: this.config.compression,
-          // After the previous snapshot when it ends at the same revision (a full right after a delta, as a final
-          // full after the last delta), also in upstream's order, which compares only the creation second.
-          now: (revision) => creationTimeAfter(this.deps.clock.now(), prev ? [prev] : [], revision),
-          logger: this.deps.logger,
-        },
-        { isFinal, snapshotTimeoutMs: this.config.snapshotTimeoutMs, connectionTimeoutMs: this.config.connectionTimeoutMs },
-      ));
-    } catch (err) {
-      this.chain.prevFullSucceeded = false;
-      this.deps.metrics.snapshotDurationSeconds.labels('Full', 'false').observe((this.deps.clock.now().getTime() - started) / 1000);
-      throw err;
-    }
-    this.deps.metrics.snapshotDurationSeconds.labels('Full', 'true').observe((this.deps.clock.now().getTime() - started) / 1000);
-    this.chain.prevSnapshot = snap;
-    this.chain.prevFull = snap;
-    this.chain.prevDeltas = [];
-    this.chain.prevFullSucceeded = true;
-    this.tell({ type: 'FullStored', lastRevision: snap.lastRevision });
-    this.deps.metrics.snapshotRequired.labels('Full').set(0);
-    this.deps.metrics.snapshotSizeBytes.labels('Full').set(sizes.storedBytes);
-    updateLatestMetrics(this.deps.metrics, this.chain);
-    await this.notify(snap, sizes.payloadBytes);
+    const snap = await this.writer.writeFull(isFinal, (stored) => this.tell({ type: 'FullStored', lastRevision: stored.lastRevision }));
     if (this.tell({ type: 'FullDone' }).length > 0) await this.openWatch();
     return snap;
   }
@@ -522,48 +453,11 @@ export class Snapshotter {
     return this.saveTaken(taken);
   }
 
-  private async saveDelta(payload: DeltaPayload): Promise<Snapshot> {
-    const store = await this.deps.store();
-    const started = this.deps.clock.now().getTime();
-    const start = this.capture.chainEnd + 1;
-    let snap: Snapshot;
-    let storedBytes: number;
-    try {
-      ({ snapshot: snap, storedBytes } = await saveSizedDeltaSnapshot(
-        store,
-        payload,
-        start,
-        this.config.compression,
-        // After a full snapshot at the same revision (a delta that ends where the full does): sorted after it in
-        // every reader, it is the full's first delta, whose events the full already holds.
-        creationTimeAfter(this.deps.clock.now(), this.chain.prevSnapshot ? [this.chain.prevSnapshot] : [], payload.lastRevision),
-      ));
-    } catch (err) {
-      this.deps.metrics.snapshotDurationSeconds.labels('Incr', 'false').observe((this.deps.clock.now().getTime() - started) / 1000);
-      // A failed save may leave a write in flight that still reads the slabs: they are the collector's to free.
-      throw err;
-    }
-    // Stored: nothing reads the slabs any more.
-    releaseDeltaPayload(payload);
-    this.deps.metrics.snapshotDurationSeconds.labels('Incr', 'true').observe((this.deps.clock.now().getTime() - started) / 1000);
-    this.deps.logger.info({ snapshot: snap.snapName, events: payload.events }, 'Delta snapshot saved');
-    this.chain.prevSnapshot = snap;
-    this.chain.prevDeltas.push(snap);
-    this.tell({ type: 'DeltaStored', lastRevision: snap.lastRevision });
-    if (this.buffer.isEmpty) this.deps.metrics.snapshotRequired.labels('Incr').set(0);
-    this.deps.metrics.snapshotSizeBytes.labels('Incr').set(storedBytes);
-    updateLatestMetrics(this.deps.metrics, this.chain);
-    await this.notify(snap, payload.byteLength);
-    return snap;
-  }
-
-  private async notify(snap: Snapshot, uncompressedBytes: number): Promise<void> {
-    if (!this.deps.onSnapshot) return;
-    try {
-      await this.deps.onSnapshot(snap, { uncompressedBytes, baseFull: this.chain.prevFull });
-    } catch (err) {
-      this.deps.logger.warn({ err, snapshot: snap.snapName }, 'post-snapshot hook failed');
-    }
+  private saveDelta(payload: DeltaPayload): Promise<Snapshot> {
+    return this.writer.writeDelta(payload, this.capture.chainEnd + 1, (stored) => {
+      this.tell({ type: 'DeltaStored', lastRevision: stored.lastRevision });
+      if (this.buffer.isEmpty) this.deps.metrics.snapshotRequired.labels('Incr').set(0);
+    });
   }
 
   private armFullTimer(): void {
