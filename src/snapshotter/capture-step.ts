@@ -143,6 +143,11 @@ export interface CaptureStep {
 
 const NONE: readonly CaptureEffect[] = Object.freeze([]);
 
+/** Whether `effects` ask for `type`. */
+export function asks(effects: readonly CaptureEffect[], type: CaptureEffect['type']): boolean {
+  return effects.some((e) => e.type === type);
+}
+
 /** Events are taken: neither a failed delta save nor a timeline change halted the capture. */
 export function capturing(s: CaptureState): boolean {
   return !s.timelineChanged && !s.deltaSaveFailed;

@@ -1,37 +1,21 @@
 import { asError, EtcdbrError } from '../errors.js';
 import { latestSet, type Snapshot } from '@etcdbrctl/snapstore';
-import type { DeltaEvent } from '../backup/delta-format.js';
 import { failureLabel } from '../metrics.js';
 import type { CronSchedule } from '../config/schedule.js';
-import {
-  boundaryActs,
-  capturing,
-  initialCaptureState,
-  inChain,
-  step,
-  type CaptureEffect,
-  type CaptureEvent,
-  type CaptureState,
-} from './capture-step.js';
+import { CaptureMachine } from './capture-machine.js';
+import { asks, initialCaptureState, type CaptureEffect } from './capture-step.js';
+import { followUntilTarget } from './catch-up.js';
 import { updateLatestMetrics } from './chain-metrics.js';
 import { ChainWriter } from './chain-writer.js';
-import { DeltaBuffer, releaseDeltaPayload, type DeltaPayload } from './delta-buffer.js';
-import { followUntilTarget } from './catch-up.js';
+import { releaseDeltaPayload, type DeltaPayload } from './delta-buffer.js';
+import { DeltaIntake, type TakenDelta } from './delta-intake.js';
 import { IdlePeriodReporter } from './idle-period.js';
-import { PausableWatch } from './pausable-watch.js';
 import { SnapshotTimers } from './snapshot-timers.js';
 import { CatchUpTooSlowError, LeadershipLost, SnapshotterStoppedError, TimelineChangedError } from './snapshotter-errors.js';
 import type { ChainState, SnapshotterConfig, SnapshotterDeps } from './snapshotter-types.js';
-import { WatchProgress } from './watch-progress.js';
 
 export { CatchUpTooSlowError, LeadershipLost, SnapshotterStoppedError, TimelineChangedError } from './snapshotter-errors.js';
 export type { ChainState, SnapshotterConfig, SnapshotterDeps, StoredSnapshotInfo } from './snapshotter-types.js';
-
-/** A delta taken from the buffer, with the epoch it was taken in (see CaptureState.epoch). */
-interface TakenDelta {
-  payload: DeltaPayload;
-  epoch: number;
-}
 
 /** How long a stop waits for the watch to deliver the writes etcd acknowledged before it (at most). */
 const STOP_CATCH_UP_MS = 3_000;
@@ -54,16 +38,12 @@ const STOP_CATCH_UP_MS = 3_000;
  */
 export class Snapshotter {
   readonly chain: ChainState;
-  private readonly buffer = new DeltaBuffer();
-  private capture: CaptureState;
-  private watch: PausableWatch | undefined;
-  /** The watch (the snapshotter's or the catch-up's) paused because the delta memory is full. */
-  private pausedWatch: PausableWatch | undefined;
+  private readonly machine: CaptureMachine;
+  private readonly intake: DeltaIntake;
   private queue: Promise<unknown> = Promise.resolve();
   private fatal: ((err: Error) => void) | undefined;
   private readonly timers: SnapshotTimers;
   private readonly idle: IdlePeriodReporter;
-  private readonly progress = new WatchProgress();
   private readonly writer: ChainWriter;
 
   private constructor(
@@ -73,11 +53,14 @@ export class Snapshotter {
   ) {
     this.chain = chain;
     this.writer = new ChainWriter(config, deps, chain);
-    this.capture = initialCaptureState({
-      memoryLimit: config.deltaSnapshotMemoryLimit,
-      deltasEnabled: this.deltasEnabled,
-      chainEnd: chain.prevSnapshot?.lastRevision ?? 0,
-    });
+    this.machine = new CaptureMachine(
+      initialCaptureState({
+        memoryLimit: config.deltaSnapshotMemoryLimit,
+        deltasEnabled: this.deltasEnabled,
+        chainEnd: chain.prevSnapshot?.lastRevision ?? 0,
+      }),
+    );
+    this.intake = new DeltaIntake(this.machine, deps, (taken) => this.saveCut(taken));
     this.timers = new SnapshotTimers(deps.clock, config.schedule, config.deltaSnapshotPeriodMs);
     this.idle = new IdlePeriodReporter(deps.onIdleDeltaPeriod, deps.logger);
   }
@@ -111,12 +94,12 @@ export class Snapshotter {
   }
 
   get active(): boolean {
-    return this.capture.running;
+    return this.machine.state.running;
   }
 
   /** The newest revision in the delta buffer, 0 when it is empty (tests and diagnostics). */
   get bufferedRevision(): number {
-    return this.buffer.isEmpty ? 0 : this.buffer.lastRevision;
+    return this.intake.buffer.isEmpty ? 0 : this.intake.buffer.lastRevision;
   }
 
   /**
@@ -124,19 +107,12 @@ export class Snapshotter {
    * from it and not stored yet. Back-pressure keeps it within the memory limit plus one revision's events.
    */
   get deltaMemoryPeakBytes(): number {
-    return this.capture.peakBytes;
+    return this.machine.state.peakBytes;
   }
 
   /** etcd's current store revision. */
   etcdRevision(): Promise<number> {
     return this.deps.client.currentRevision(this.config.connectionTimeoutMs);
-  }
-
-  /** Tells the capture step what happened; returns the effects to carry out, in order. */
-  private tell(event: CaptureEvent): readonly CaptureEffect[] {
-    const next = step(this.capture, event);
-    this.capture = next.state;
-    return next.effects;
   }
 
   /** Runs `op` after every write queued before it; the result is the op's. */
@@ -180,7 +156,7 @@ export class Snapshotter {
         const snap = await this.saveBufferedDelta();
         this.armDeltaTimer();
         // Upstream renews the delta lease after an on-demand delta too, whether one was stored or not.
-        this.perform(this.tell({ type: 'DeltaPeriodEnded', stored: snap !== undefined }));
+        this.perform(this.machine.tell({ type: 'DeltaPeriodEnded', stored: snap !== undefined }));
         return snap;
       } catch (err) {
         this.fail(err);
@@ -196,7 +172,7 @@ export class Snapshotter {
    */
   async run(signal: AbortSignal, startWithFullSnapshot: boolean): Promise<void> {
     if (this.active) throw new EtcdbrError('E_CONFLICT', 'snapshotter is already running');
-    this.tell({ type: 'RunStarted' });
+    this.machine.tell({ type: 'RunStarted' });
     const failed = new Promise<never>((_, reject) => {
       this.fatal = (err) => reject(err);
     });
@@ -209,7 +185,7 @@ export class Snapshotter {
       try {
         if (startWithFullSnapshot) {
           await this.serial(() => this.fullSnapshot(false));
-        } else if (this.deltasEnabled && !this.watch) {
+        } else if (this.deltasEnabled && !this.intake.watching) {
           await this.serial(() => this.openWatch());
         }
       } catch (err) {
@@ -222,11 +198,11 @@ export class Snapshotter {
       await Promise.race([stopped, failed]);
       if (signal.aborted) await this.flushOnStop(signal.reason instanceof LeadershipLost);
     } finally {
-      this.tell({ type: 'RunEnded' });
+      this.machine.tell({ type: 'RunEnded' });
       this.fatal = undefined;
       this.timers.clear();
-      await this.closeWatch();
-      this.buffer.clear();
+      await this.intake.close();
+      this.intake.buffer.clear();
       await this.idle.end();
     }
   }
@@ -239,7 +215,7 @@ export class Snapshotter {
   async catchUpWithDeltas(signal: AbortSignal): Promise<boolean> {
     if (!this.deltasEnabled) return false;
     const target = await this.deps.client.currentRevision(this.config.connectionTimeoutMs);
-    const [start] = this.tell({ type: 'CatchUpStarting', target });
+    const [start] = this.machine.tell({ type: 'CatchUpStarting', target });
     if (start?.type !== 'CatchUp') {
       this.idle.report(signal);
       return true;
@@ -253,119 +229,32 @@ export class Snapshotter {
       signal,
       onHeader: (revision, clusterId) => {
         this.observeEtcd(revision, clusterId);
-        return this.capture.timelineChanged
+        return this.machine.state.timelineChanged
           ? new TimelineChangedError('etcd left the backed-up history while catching up with deltas')
           : undefined;
       },
       onEvents: (events, w, onCut) => {
-        this.appendEvents(events, w, onCut);
-        return this.buffer.lastRevision;
+        this.intake.append(events, w, onCut);
+        return this.intake.buffer.lastRevision;
       },
-      tooSlow: () => new CatchUpTooSlowError(`watch from revision ${this.capture.chainEnd + 1} did not reach revision ${target} in time`),
-      close: (w) => this.closeWatchOf(w, false),
+      tooSlow: () =>
+        new CatchUpTooSlowError(`watch from revision ${this.machine.state.chainEnd + 1} did not reach revision ${target} in time`),
+      close: (w) => this.intake.closeWatchOf(w, false),
     });
     if (watchError) {
-      this.buffer.clear();
+      this.intake.buffer.clear();
       throw watchError;
     }
     if (signal.aborted) return false;
     const saved = await this.serial(() => this.saveBufferedDelta());
-    if (this.tell({ type: 'DeltaPeriodEnded', stored: saved !== undefined }).length > 0) this.idle.report(signal);
+    if (asks(this.machine.tell({ type: 'DeltaPeriodEnded', stored: saved !== undefined }), 'ReportIdlePeriod')) this.idle.report(signal);
     return true;
-  }
-
-  /**
-   * Buffers one watch response's events. The buffer is cut at the memory limit only between revisions (see
-   * capture-step.ts): etcd never splits a revision across watch responses, so the end of a response is a
-   * revision boundary too. The per-event checks are plain predicates; the capture step runs once per response
-   * and at the rare boundaries where a delta is cut or the watch paused (holding back the events after it,
-   * which come again when the watch resumes).
-   */
-  private appendEvents(events: readonly DeltaEvent[], watch: PausableWatch, onCut?: (save: Promise<unknown>) => void): void {
-    if (!capturing(this.capture)) return;
-    let taken = this.capture.takenRevision;
-    let appended = 0;
-    /** `appended` when the last boundary was stepped. */
-    let stepped = 0;
-    for (const ev of events) {
-      if (ev.modRevision > taken) {
-        if (boundaryActs(this.capture, this.buffer.size)) {
-          const paused = this.settleBoundary(taken, appended > stepped, watch, onCut);
-          stepped = appended;
-          if (paused) return this.noteAppended(appended > 0);
-        }
-        taken = ev.modRevision;
-      }
-      if (inChain(this.capture, ev.modRevision)) continue;
-      this.buffer.append(ev);
-      appended++;
-    }
-    this.noteAppended(appended > 0);
-    this.settleBoundary(taken, appended > stepped, watch, onCut);
-  }
-
-  /** Once per watch response, not per event: a labelled gauge's set costs a label lookup each time. */
-  private noteAppended(appended: boolean): void {
-    if (appended) this.deps.metrics.snapshotRequired.labels('Incr').set(1);
-  }
-
-  /** Steps a revision boundary and carries out its cut and pause; true when the watch was paused there. */
-  private settleBoundary(
-    takenRevision: number,
-    appended: boolean,
-    watch: PausableWatch,
-    onCut?: (save: Promise<unknown>) => void,
-  ): boolean {
-    let paused = false;
-    for (const effect of this.tell({ type: 'RevisionBoundary', takenRevision, bufferedBytes: this.buffer.size, appended })) {
-      if (effect.type === 'CutDelta') this.cutDelta(onCut);
-      else if (effect.type === 'PauseWatch') {
-        this.pauseForMemory(watch, effect.nextRevision);
-        paused = true;
-      }
-    }
-    return paused;
-  }
-
-  /** Saves the buffer as a delta now: it holds the memory limit or more, at a revision boundary. */
-  private cutDelta(onCut?: (save: Promise<unknown>) => void): void {
-    // The step counted the payload against the memory limit already.
-    const taken: TakenDelta = { payload: this.buffer.take()!, epoch: this.capture.epoch };
-    this.deps.logger.info(
-      { bytes: taken.payload.byteLength - 32, limit: this.config.deltaSnapshotMemoryLimit },
-      'Delta events memory crossed the memory limit; taking a delta snapshot',
-    );
-    const save = this.serial(() => this.saveTaken(taken));
-    save.then(
-      () => this.armDeltaTimer(),
-      (err: unknown) => this.fail(err),
-    );
-    onCut?.(save);
-  }
-
-  /** Pauses `watch` after the last revision taken: the delta memory is full. */
-  private pauseForMemory(watch: PausableWatch, nextRevision: number): void {
-    if (watch.paused) return;
-    this.deps.logger.debug(
-      { bufferedBytes: this.buffer.size, savingBytes: this.capture.savingBytes, nextRevision },
-      'Delta memory limit reached while a delta is being saved; pausing the watch until it is stored',
-    );
-    watch.pause(nextRevision);
-    this.pausedWatch = watch;
-  }
-
-  /** Empties the buffer into a payload that counts against the memory limit until it is stored. */
-  private takeBuffer(): TakenDelta | undefined {
-    const payload = this.buffer.take();
-    if (!payload) return undefined;
-    this.tell({ type: 'DeltaTaken', payloadBytes: payload.byteLength });
-    return { payload, epoch: this.capture.epoch };
   }
 
   /** Stores a taken payload unless its events no longer belong to the chain; frees its bytes either way. */
   private async saveTaken(taken: TakenDelta): Promise<Snapshot | undefined> {
     try {
-      const [verdict] = this.tell({ type: 'DeltaSaving', epoch: taken.epoch });
+      const [verdict] = this.machine.tell({ type: 'DeltaSaving', epoch: taken.epoch });
       if (verdict?.type === 'DropStalePayload') {
         this.deps.logger.info(
           { revisions: `${taken.payload.firstRevision}-${taken.payload.lastRevision}` },
@@ -381,44 +270,35 @@ export class Snapshotter {
       }
       return await this.saveDelta(taken.payload);
     } catch (err) {
-      this.perform(this.tell({ type: 'DeltaFailed' }));
+      this.perform(this.machine.tell({ type: 'DeltaFailed' }));
       throw err;
     } finally {
-      this.perform(this.tell({ type: 'DeltaSettled', payloadBytes: taken.payload.byteLength, bufferedBytes: this.buffer.size }));
+      this.perform(
+        this.machine.tell({ type: 'DeltaSettled', payloadBytes: taken.payload.byteLength, bufferedBytes: this.intake.buffer.size }),
+      );
     }
   }
 
   private async openWatch(): Promise<void> {
-    await this.closeWatch();
-    this.tell({ type: 'WatchOpening' });
-    this.progress.reset(this.capture.chainEnd);
-    this.watch = await PausableWatch.open(this.deps.client, this.capture.chainEnd + 1, {
+    await this.intake.close();
+    await this.intake.open({
       onHeader: (revision, clusterId) => this.observeEtcd(revision, clusterId),
-      onEvents: (events, _header, watch) => {
-        this.appendEvents(events, watch);
-        this.progress.reached(this.capture.takenRevision);
-      },
       onError: (err) => this.fail(err),
     });
-    this.tell({ type: 'WatchOpened' });
   }
 
   private observeEtcd(revision: number, clusterId: string | undefined): void {
-    this.perform(this.tell({ type: 'EtcdReported', revision, clusterId }));
+    this.perform(this.machine.tell({ type: 'EtcdReported', revision, clusterId }));
   }
 
-  private closeWatch(): Promise<void> {
-    const w = this.watch;
-    this.watch = undefined;
-    return w ? this.closeWatchOf(w, true) : Promise.resolve();
-  }
-
-  /** Closes `w`; `own`: the snapshotter's watch (else the catch-up's). */
-  private async closeWatchOf(w: PausableWatch, own: boolean): Promise<void> {
-    const paused = this.pausedWatch === w;
-    if (paused) this.pausedWatch = undefined;
-    this.tell({ type: 'WatchClosing', own, paused });
-    await w.close();
+  /** Queues the save of a delta cut at the memory limit (DeltaIntake). */
+  private saveCut(taken: TakenDelta): Promise<unknown> {
+    const save = this.serial(() => this.saveTaken(taken));
+    save.then(
+      () => this.armDeltaTimer(),
+      (err: unknown) => this.fail(err),
+    );
+    return save;
   }
 
   private async fullSnapshot(isFinal: boolean): Promise<Snapshot> {
@@ -426,7 +306,7 @@ export class Snapshotter {
       const reuse = await this.writer.finalFullToReuse();
       if (reuse) return reuse;
     }
-    if (this.tell({ type: 'FullStarting', bufferedBytes: this.buffer.size }).length > 0) {
+    if (asks(this.machine.tell({ type: 'FullStarting', bufferedBytes: this.intake.buffer.size }), 'SaveBufferedDelta')) {
       try {
         await this.saveBufferedDelta();
       } catch (err) {
@@ -434,17 +314,19 @@ export class Snapshotter {
         this.deps.logger.warn({ err }, 'could not store the buffered events as a delta before the full snapshot; only the full holds them');
       }
     }
-    for (const effect of this.tell({ type: 'FullTaking' })) {
-      if (effect.type === 'CloseWatch') await this.closeWatch();
+    for (const effect of this.machine.tell({ type: 'FullTaking' })) {
+      if (effect.type === 'CloseWatch') await this.intake.close();
       else this.perform([effect]);
     }
-    const snap = await this.writer.writeFull(isFinal, (stored) => this.tell({ type: 'FullStored', lastRevision: stored.lastRevision }));
-    if (this.tell({ type: 'FullDone' }).length > 0) await this.openWatch();
+    const snap = await this.writer.writeFull(isFinal, (stored) =>
+      this.machine.tell({ type: 'FullStored', lastRevision: stored.lastRevision }),
+    );
+    if (asks(this.machine.tell({ type: 'FullDone' }), 'OpenWatch')) await this.openWatch();
     return snap;
   }
 
   private async saveBufferedDelta(): Promise<Snapshot | undefined> {
-    const taken = this.takeBuffer();
+    const taken = this.intake.take();
     if (!taken) {
       // Every idle delta period would log this at info (upstream does): an idle cluster's log stays quiet.
       this.deps.logger.debug({}, 'No events received to save snapshot. Skipping delta snapshot.');
@@ -454,9 +336,9 @@ export class Snapshotter {
   }
 
   private saveDelta(payload: DeltaPayload): Promise<Snapshot> {
-    return this.writer.writeDelta(payload, this.capture.chainEnd + 1, (stored) => {
-      this.tell({ type: 'DeltaStored', lastRevision: stored.lastRevision });
-      if (this.buffer.isEmpty) this.deps.metrics.snapshotRequired.labels('Incr').set(0);
+    return this.writer.writeDelta(payload, this.machine.state.chainEnd + 1, (stored) => {
+      this.machine.tell({ type: 'DeltaStored', lastRevision: stored.lastRevision });
+      if (this.intake.buffer.isEmpty) this.deps.metrics.snapshotRequired.labels('Incr').set(0);
     });
   }
 
@@ -480,7 +362,7 @@ export class Snapshotter {
       void this.serial(() => this.saveBufferedDelta()).then(
         (snap) => {
           this.armDeltaTimer();
-          this.perform(this.tell({ type: 'DeltaPeriodEnded', stored: snap !== undefined }));
+          this.perform(this.machine.tell({ type: 'DeltaPeriodEnded', stored: snap !== undefined }));
         },
         (err: unknown) => this.fail(err),
       );
@@ -494,13 +376,15 @@ export class Snapshotter {
         case 'DropBuffer':
           if (effect.because === 'leadership-lost')
             this.deps.logger.info({}, 'Leadership lost: leaving the buffered events to the next leader, which catches up from the store');
-          this.buffer.clear();
+          this.intake.buffer.clear();
           break;
         case 'WarnTimelineLeft':
           this.deps.logger.warn(
             {
               reason: effect.reason,
-              ...(this.buffer.isEmpty ? {} : { droppedRevisions: `${this.buffer.firstRevision}-${this.buffer.lastRevision}` }),
+              ...(this.intake.buffer.isEmpty
+                ? {}
+                : { droppedRevisions: `${this.intake.buffer.firstRevision}-${this.intake.buffer.lastRevision}` }),
               previousSnapshot: this.chain.prevSnapshot?.snapName,
             },
             'etcd left the backed-up history: not continuing the delta chain; taking a full snapshot to start a new one',
@@ -512,12 +396,9 @@ export class Snapshotter {
             (err: unknown) => this.fail(err),
           );
           break;
-        case 'ResumeWatch': {
-          const w = this.pausedWatch;
-          this.pausedWatch = undefined;
-          void w?.resume();
+        case 'ResumeWatch':
+          this.intake.resume();
           break;
-        }
         case 'ReportIdlePeriod':
           this.idle.report();
           break;
@@ -540,12 +421,12 @@ export class Snapshotter {
    */
   private async flushOnStop(leadershipLost: boolean): Promise<void> {
     this.timers.clear();
-    for (const effect of this.tell({ type: 'Stopping', leadershipLost })) {
+    for (const effect of this.machine.tell({ type: 'Stopping', leadershipLost })) {
       if (effect.type === 'CatchUpBeforeStop')
-        await this.progress.catchUp(this.deps.client, Math.min(STOP_CATCH_UP_MS, this.config.finalDeltaTimeoutMs));
-      else if (effect.type === 'CloseWatch') await this.closeWatch();
+        await this.intake.progress.catchUp(this.deps.client, Math.min(STOP_CATCH_UP_MS, this.config.finalDeltaTimeoutMs));
+      else if (effect.type === 'CloseWatch') await this.intake.close();
     }
-    for (const effect of this.tell({ type: 'StopWatchClosed', leadershipLost, bufferedBytes: this.buffer.size })) {
+    for (const effect of this.machine.tell({ type: 'StopWatchClosed', leadershipLost, bufferedBytes: this.intake.buffer.size })) {
       if (effect.type === 'AwaitWrites') await this.queue;
       else if (effect.type === 'WriteLastDelta') await this.writeLastDelta();
       else this.perform([effect]);

@@ -1,0 +1,161 @@
+import type { Logger } from '@etcdbrctl/snapstore';
+import type { DeltaEvent } from '../backup/delta-format.js';
+import type { EtcdClient } from '../etcd/etcd-client.js';
+import type { Metrics } from '../metrics.js';
+import type { CaptureMachine } from './capture-machine.js';
+import { boundaryActs, capturing, inChain } from './capture-step.js';
+import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
+import { PausableWatch } from './pausable-watch.js';
+import { WatchProgress } from './watch-progress.js';
+
+/** A delta taken from the buffer, with the epoch it was taken in (see CaptureState.epoch). */
+export interface TakenDelta {
+  payload: DeltaPayload;
+  epoch: number;
+}
+
+/** Hears of the save of each delta the catch-up cut at the memory limit. */
+export type OnCut = (save: Promise<unknown>) => void;
+
+/**
+ * The watch and the delta buffer: takes a watch's events into the buffer, cuts a delta at the memory limit and
+ * pauses the watch while the delta memory is full, as the capture step decides; saving a cut delta is the
+ * snapshotter's (`saveCut`, through its write queue).
+ */
+export class DeltaIntake {
+  readonly buffer = new DeltaBuffer();
+  /** How far the snapshotter's watch delivered: the stop waits here for the writes etcd acknowledged. */
+  readonly progress = new WatchProgress();
+  /** The snapshotter's watch (the catch-up's is the catch-up's own). */
+  private watch: PausableWatch | undefined;
+  /** The watch (the snapshotter's or the catch-up's) paused because the delta memory is full. */
+  private pausedWatch: PausableWatch | undefined;
+
+  constructor(
+    private readonly machine: CaptureMachine,
+    private readonly deps: { client: EtcdClient; logger: Logger; metrics: Metrics },
+    /** Queues the save of a delta cut at the memory limit; returns the save. */
+    private readonly saveCut: (taken: TakenDelta) => Promise<unknown>,
+  ) {}
+
+  get watching(): boolean {
+    return this.watch !== undefined;
+  }
+
+  /** Opens the snapshotter's watch from after the chain's end; the previous one must be closed. */
+  async open(handlers: { onHeader(revision: number, clusterId: string | undefined): void; onError(err: Error): void }): Promise<void> {
+    this.machine.tell({ type: 'WatchOpening' });
+    const from = this.machine.state.chainEnd + 1;
+    this.progress.reset(from - 1);
+    this.watch = await PausableWatch.open(this.deps.client, from, {
+      onHeader: handlers.onHeader,
+      onEvents: (events, _header, watch) => {
+        this.append(events, watch);
+        this.progress.reached(this.machine.state.takenRevision);
+      },
+      onError: handlers.onError,
+    });
+    this.machine.tell({ type: 'WatchOpened' });
+  }
+
+  /** Closes the snapshotter's watch, if open. */
+  close(): Promise<void> {
+    const w = this.watch;
+    this.watch = undefined;
+    return w ? this.closeWatchOf(w, true) : Promise.resolve();
+  }
+
+  /** Closes `w`; `own`: the snapshotter's watch (else the catch-up's). */
+  async closeWatchOf(w: PausableWatch, own: boolean): Promise<void> {
+    const paused = this.pausedWatch === w;
+    if (paused) this.pausedWatch = undefined;
+    this.machine.tell({ type: 'WatchClosing', own, paused });
+    await w.close();
+  }
+
+  /** The watch paused for memory goes on (the step saw room again). */
+  resume(): void {
+    const w = this.pausedWatch;
+    this.pausedWatch = undefined;
+    void w?.resume();
+  }
+
+  /** Empties the buffer into a payload that counts against the memory limit until it is stored. */
+  take(): TakenDelta | undefined {
+    const payload = this.buffer.take();
+    if (!payload) return undefined;
+    this.machine.tell({ type: 'DeltaTaken', payloadBytes: payload.byteLength });
+    return { payload, epoch: this.machine.state.epoch };
+  }
+
+  /**
+   * Buffers one watch response's events. The buffer is cut at the memory limit only between revisions (see
+   * capture-step.ts): etcd never splits a revision across watch responses, so the end of a response is a
+   * revision boundary too. The per-event checks are plain predicates; the capture step runs once per response
+   * and at the rare boundaries where a delta is cut or the watch paused (holding back the events after it,
+   * which come again when the watch resumes).
+   */
+  append(events: readonly DeltaEvent[], watch: PausableWatch, onCut?: OnCut): void {
+    if (!capturing(this.machine.state)) return;
+    let taken = this.machine.state.takenRevision;
+    let appended = 0;
+    /** `appended` when the last boundary was stepped. */
+    let stepped = 0;
+    for (const ev of events) {
+      if (ev.modRevision > taken) {
+        if (boundaryActs(this.machine.state, this.buffer.size)) {
+          const paused = this.settleBoundary(taken, appended > stepped, watch, onCut);
+          stepped = appended;
+          if (paused) return this.noteAppended(appended > 0);
+        }
+        taken = ev.modRevision;
+      }
+      if (inChain(this.machine.state, ev.modRevision)) continue;
+      this.buffer.append(ev);
+      appended++;
+    }
+    this.noteAppended(appended > 0);
+    this.settleBoundary(taken, appended > stepped, watch, onCut);
+  }
+
+  /** Once per watch response, not per event: a labelled gauge's set costs a label lookup each time. */
+  private noteAppended(appended: boolean): void {
+    if (appended) this.deps.metrics.snapshotRequired.labels('Incr').set(1);
+  }
+
+  /** Steps a revision boundary and carries out its cut and pause; true when the watch was paused there. */
+  private settleBoundary(takenRevision: number, appended: boolean, watch: PausableWatch, onCut?: OnCut): boolean {
+    let paused = false;
+    for (const effect of this.machine.tell({ type: 'RevisionBoundary', takenRevision, bufferedBytes: this.buffer.size, appended })) {
+      if (effect.type === 'CutDelta') this.cut(onCut);
+      else if (effect.type === 'PauseWatch') {
+        this.pauseForMemory(watch, effect.nextRevision);
+        paused = true;
+      }
+    }
+    return paused;
+  }
+
+  /** Saves the buffer as a delta now: it holds the memory limit or more, at a revision boundary. */
+  private cut(onCut?: OnCut): void {
+    // The step counted the payload against the memory limit already.
+    const taken: TakenDelta = { payload: this.buffer.take()!, epoch: this.machine.state.epoch };
+    this.deps.logger.info(
+      { bytes: taken.payload.byteLength - 32, limit: this.machine.state.memoryLimit },
+      'Delta events memory crossed the memory limit; taking a delta snapshot',
+    );
+    const save = this.saveCut(taken);
+    onCut?.(save);
+  }
+
+  /** Pauses `watch` after the last revision taken: the delta memory is full. */
+  private pauseForMemory(watch: PausableWatch, nextRevision: number): void {
+    if (watch.paused) return;
+    this.deps.logger.debug(
+      { bufferedBytes: this.buffer.size, savingBytes: this.machine.state.savingBytes, nextRevision },
+      'Delta memory limit reached while a delta is being saved; pausing the watch until it is stored',
+    );
+    watch.pause(nextRevision);
+    this.pausedWatch = watch;
+  }
+}
