@@ -4,12 +4,13 @@
  * serial write queue, the watch and the DeltaBuffer (the events themselves), tells the step what happened,
  * and carries out the effects in the order given.
  *
- * The watch's events arrive at up to ~100k/s, so the per-event decisions are plain predicates that return a
- * boolean and allocate nothing (`boundaryActs`, `inChain`); the state moves on once per watch response (a
- * `RevisionBoundary` at its end) and at the rare boundaries where a delta is cut or the watch paused.
+ * The watch's events arrive at up to ~100k/s, so what changes with every response stays out of the state: the
+ * last revision taken, the memory peak and etcd's newest revision are the intake's and the snapshotter's
+ * counters (whether etcd left the history is timeline.ts's pure rule). Per event only plain predicates run
+ * (`boundaryActs`, `inChain`), which allocate nothing; the step runs only at the rare revision boundaries where
+ * a delta is cut or the watch paused, and on the other events (a few per delta).
  */
 import { deltaPayloadLength } from './delta-buffer.js';
-import { advanceTimeline, continuesTimeline, type TimelinePoint } from './timeline.js';
 
 export interface CaptureState {
   /** `--delta-snapshot-memory-limit`: the buffered events and the deltas being saved count against it together. */
@@ -27,12 +28,8 @@ export interface CaptureState {
    * written while the full was being taken is in a delta too, and every point in time stays restorable.
    */
   readonly chainEnd: number;
-  /** The last revision the current watch handed over: buffered, saved, or already in the chain. */
-  readonly takenRevision: number;
   /** Bytes of delta payloads taken from the buffer and not stored yet (queued or being saved). */
   readonly savingBytes: number;
-  /** The most the buffer and the deltas being saved held together (JSON bytes), for tests and diagnostics. */
-  readonly peakBytes: number;
   /**
    * Incremented when taken events stop belonging to the chain: a full snapshot covers them, or a delta
    * before them failed (saving them would leave a gap). Payloads of an older epoch are not saved.
@@ -42,8 +39,6 @@ export interface CaptureState {
   readonly deltaSaveFailed: boolean;
   /** Set when etcd left the chain's history; events are ignored until a full snapshot starts a new chain. */
   readonly timelineChanged: boolean;
-  /** The newest revision and the cluster ID etcd reported under the current watch. */
-  readonly timeline: TimelinePoint | undefined;
   /** A watch is paused because the delta memory is full; resumed when a save frees room. */
   readonly pausedForMemory: boolean;
   /** The full snapshot being taken starts a new chain (set when it starts, used when it is stored). */
@@ -57,13 +52,10 @@ export function initialCaptureState(opts: { memoryLimit: number; deltasEnabled: 
     running: false,
     watching: false,
     chainEnd: opts.chainEnd,
-    takenRevision: 0,
     savingBytes: 0,
-    peakBytes: 0,
     epoch: 0,
     deltaSaveFailed: false,
     timelineChanged: false,
-    timeline: undefined,
     pausedForMemory: false,
     fullStartsNewChain: false,
   };
@@ -72,21 +64,21 @@ export function initialCaptureState(opts: { memoryLimit: number; deltasEnabled: 
 export type CaptureEvent =
   | { type: 'RunStarted' }
   | { type: 'RunEnded' }
-  /** The snapshotter's watch is about to be opened from `chainEnd + 1`. */
+  /** The snapshotter's watch is about to be opened from `chainEnd + 1` (it hands over the events after the chain's end). */
   | { type: 'WatchOpening' }
   | { type: 'WatchOpened' }
   /** A watch is being closed; `paused`: it is the one paused for memory. `own`: the snapshotter's watch (not the catch-up's). */
   | { type: 'WatchClosing'; own: boolean; paused: boolean }
   /** The start-up catch-up read etcd's revision. */
   | { type: 'CatchUpStarting'; target: number }
-  /** A watch response's header: etcd's revision and cluster ID. */
-  | { type: 'EtcdReported'; revision: number; clusterId: string | undefined }
+  /** etcd left the chain's history under the watch (timeline.ts: its revision went backwards, its cluster ID changed). */
+  | { type: 'TimelineLeft'; reason: string }
   /**
-   * A revision boundary of a watch response: before the first event of a new revision when `boundaryActs`,
-   * and at the end of every response (etcd never splits a revision across responses). `takenRevision`: the
-   * last revision taken so far; `appended`: events went into the buffer since the previous boundary.
+   * A revision boundary of a watch response where `boundaryActs`: before the first event of a new revision, or
+   * at the end of a response (etcd never splits a revision across responses). `takenRevision`: the last
+   * revision taken so far.
    */
-  | { type: 'RevisionBoundary'; takenRevision: number; bufferedBytes: number; appended: boolean }
+  | { type: 'RevisionBoundary'; takenRevision: number; bufferedBytes: number }
   /** The buffer was emptied into a payload of `payloadBytes` for a delta period, an on-demand delta, a full or the stop. */
   | { type: 'DeltaTaken'; payloadBytes: number }
   /** A taken payload's turn in the write queue came; `epoch`: the epoch it was taken in. */
@@ -123,6 +115,8 @@ export type CaptureEffect =
   /** etcd left the chain's history (`reason`): say so before the buffer is dropped. */
   | { type: 'WarnTimelineLeft'; reason: string }
   | { type: 'TakeFullSnapshot' }
+  /** Forget etcd's revision and cluster ID seen so far: a new chain follows what etcd holds now. */
+  | { type: 'ForgetTimeline' }
   /** Store the buffered events as a delta first (before the full snapshot). */
   | { type: 'SaveBufferedDelta' }
   | { type: 'SaveDelta' }
@@ -155,7 +149,7 @@ export function capturing(s: CaptureState): boolean {
 
 /**
  * At a revision boundary with `bufferedBytes` buffered: whether a delta must be cut or the watch paused
- * there (then the caller steps a `RevisionBoundary` before taking the next revision). Per event, allocates nothing.
+ * there (then the caller steps a `RevisionBoundary` before taking the next revision). Per event: allocates nothing.
  */
 export function boundaryActs(s: CaptureState, bufferedBytes: number): boolean {
   return (bufferedBytes > 0 && bufferedBytes >= s.memoryLimit) || memoryFull(s.savingBytes, bufferedBytes, s.memoryLimit);
@@ -178,7 +172,7 @@ export function step(s: CaptureState, e: CaptureEvent): CaptureStep {
     case 'RunEnded':
       return { state: { ...s, running: false }, effects: NONE };
     case 'WatchOpening':
-      return { state: { ...s, takenRevision: s.chainEnd, deltaSaveFailed: false }, effects: NONE };
+      return { state: { ...s, deltaSaveFailed: false }, effects: NONE };
     case 'WatchOpened':
       return { state: { ...s, watching: true }, effects: NONE };
     case 'WatchClosing':
@@ -190,13 +184,13 @@ export function step(s: CaptureState, e: CaptureEvent): CaptureStep {
       // Nothing to catch up: upstream renews the delta lease after its start-up delta, taken or not.
       if (e.target <= s.chainEnd) return { state: s, effects: [{ type: 'ReportIdlePeriod' }] };
       return {
-        state: { ...s, takenRevision: s.chainEnd, deltaSaveFailed: false },
+        state: { ...s, deltaSaveFailed: false },
         effects: [{ type: 'CatchUp', fromRevision: s.chainEnd + 1 }],
       };
-    case 'EtcdReported':
-      return onEtcdReported(s, e);
+    case 'TimelineLeft':
+      return onTimelineLeft(s, e.reason);
     case 'RevisionBoundary':
-      return onRevisionBoundary(s, e.takenRevision, e.bufferedBytes, e.appended);
+      return onRevisionBoundary(s, e.takenRevision, e.bufferedBytes);
     case 'DeltaTaken':
       return { state: { ...s, savingBytes: s.savingBytes + e.payloadBytes }, effects: NONE };
     case 'DeltaSaving':
@@ -253,16 +247,14 @@ export function step(s: CaptureState, e: CaptureEvent): CaptureStep {
 }
 
 /**
- * Follows what etcd reports under the watch. When it leaves the chain's history (its revision goes
- * backwards, its cluster ID changes), the chain is not continued: the buffered events belong to a history
- * etcd no longer has, so they are dropped, and a full snapshot starts a new chain from what etcd holds now.
+ * etcd left the chain's history (its revision went backwards, its cluster ID changed): the chain is not
+ * continued. The buffered events belong to a history etcd no longer has, so they are dropped, and a full
+ * snapshot starts a new chain from what etcd holds now. Once changed, later reports change nothing until then.
  */
-function onEtcdReported(s: CaptureState, point: TimelinePoint): CaptureStep {
+function onTimelineLeft(s: CaptureState, reason: string): CaptureStep {
   if (s.timelineChanged) return { state: s, effects: NONE };
-  const verdict = continuesTimeline(s.timeline, point);
-  if (verdict.continues) return { state: { ...s, timeline: advanceTimeline(s.timeline, point) }, effects: NONE };
   const effects: CaptureEffect[] = [
-    { type: 'WarnTimelineLeft', reason: verdict.reason },
+    { type: 'WarnTimelineLeft', reason },
     { type: 'DropBuffer', because: 'timeline-left' },
   ];
   if (s.running) effects.push({ type: 'TakeFullSnapshot' });
@@ -275,12 +267,8 @@ function onEtcdReported(s: CaptureState, point: TimelinePoint): CaptureStep {
  * has applied). At a boundary the watch is also paused when the delta memory is full; the events after it come
  * again when the watch resumes from the revision after the last one taken.
  */
-function onRevisionBoundary(s: CaptureState, takenRevision: number, bufferedBytes: number, appended: boolean): CaptureStep {
-  const peakBytes = appended ? Math.max(s.peakBytes, bufferedBytes + s.savingBytes) : s.peakBytes;
-  if (!capturing(s) || !boundaryActs(s, bufferedBytes)) {
-    if (takenRevision === s.takenRevision && peakBytes === s.peakBytes) return { state: s, effects: NONE };
-    return { state: { ...s, takenRevision, peakBytes }, effects: NONE };
-  }
+function onRevisionBoundary(s: CaptureState, takenRevision: number, bufferedBytes: number): CaptureStep {
+  if (!capturing(s) || !boundaryActs(s, bufferedBytes)) return { state: s, effects: NONE };
   let savingBytes = s.savingBytes;
   let buffered = bufferedBytes;
   const effects: CaptureEffect[] = [];
@@ -294,7 +282,7 @@ function onRevisionBoundary(s: CaptureState, takenRevision: number, bufferedByte
     effects.push({ type: 'PauseWatch', nextRevision: takenRevision + 1 });
     pausedForMemory = true;
   }
-  return { state: { ...s, takenRevision, peakBytes, savingBytes, pausedForMemory }, effects };
+  return { state: { ...s, savingBytes, pausedForMemory }, effects };
 }
 
 /**
@@ -309,7 +297,7 @@ function onFullTaking(s: CaptureState): CaptureStep {
   if (s.watching && capturing(s)) return { state: s, effects: NONE };
   return {
     // Deltas taken before this full and still queued hold events of a history the new chain does not continue.
-    state: { ...s, epoch: s.epoch + 1, timeline: undefined, timelineChanged: false, fullStartsNewChain: true },
-    effects: [{ type: 'CloseWatch' }, { type: 'DropBuffer', because: 'new-chain' }],
+    state: { ...s, epoch: s.epoch + 1, timelineChanged: false, fullStartsNewChain: true },
+    effects: [{ type: 'CloseWatch' }, { type: 'DropBuffer', because: 'new-chain' }, { type: 'ForgetTimeline' }],
   };
 }

@@ -30,6 +30,13 @@ export class DeltaIntake {
   private watch: PausableWatch | undefined;
   /** The watch (the snapshotter's or the catch-up's) paused because the delta memory is full. */
   private pausedWatch: PausableWatch | undefined;
+  /**
+   * The last revision the current watch handed over: buffered, saved, or already in the chain. A counter of
+   * the intake's, not the capture state's: it moves with every response (see capture-step.ts).
+   */
+  private taken = 0;
+  /** The most the buffer and the deltas being saved held together (JSON bytes), for tests and diagnostics. */
+  private peak = 0;
 
   constructor(
     private readonly machine: CaptureMachine,
@@ -42,16 +49,30 @@ export class DeltaIntake {
     return this.watch !== undefined;
   }
 
+  get takenRevision(): number {
+    return this.taken;
+  }
+
+  get peakBytes(): number {
+    return this.peak;
+  }
+
+  /** The next watch hands over the events after `revision` (the catch-up's). */
+  takeAfter(revision: number): void {
+    this.taken = revision;
+  }
+
   /** Opens the snapshotter's watch from after the chain's end; the previous one must be closed. */
   async open(handlers: { onHeader(revision: number, clusterId: string | undefined): void; onError(err: Error): void }): Promise<void> {
     this.machine.tell({ type: 'WatchOpening' });
     const from = this.machine.state.chainEnd + 1;
     this.progress.reset(from - 1);
+    this.taken = from - 1;
     this.watch = await PausableWatch.open(this.deps.client, from, {
       onHeader: handlers.onHeader,
       onEvents: (events, _header, watch) => {
         this.append(events, watch);
-        this.progress.reached(this.machine.state.takenRevision);
+        this.progress.reached(this.taken);
       },
       onError: handlers.onError,
     });
@@ -91,31 +112,39 @@ export class DeltaIntake {
   /**
    * Buffers one watch response's events. The buffer is cut at the memory limit only between revisions (see
    * capture-step.ts): etcd never splits a revision across watch responses, so the end of a response is a
-   * revision boundary too. The per-event checks are plain predicates; the capture step runs once per response
-   * and at the rare boundaries where a delta is cut or the watch paused (holding back the events after it,
-   * which come again when the watch resumes).
+   * revision boundary too. The per-event checks are plain predicates that allocate nothing; the capture step
+   * runs only at the rare boundaries where a delta is cut or the watch paused (holding back the events after
+   * it, which come again when the watch resumes).
    */
   append(events: readonly DeltaEvent[], watch: PausableWatch, onCut?: OnCut): void {
     if (!capturing(this.machine.state)) return;
-    let taken = this.machine.state.takenRevision;
     let appended = 0;
-    /** `appended` when the last boundary was stepped. */
-    let stepped = 0;
+    /** `appended` when the peak was last noted. */
+    let noted = 0;
     for (const ev of events) {
-      if (ev.modRevision > taken) {
+      if (ev.modRevision > this.taken) {
         if (boundaryActs(this.machine.state, this.buffer.size)) {
-          const paused = this.settleBoundary(taken, appended > stepped, watch, onCut);
-          stepped = appended;
-          if (paused) return this.noteAppended(appended > 0);
+          if (appended > noted) this.notePeak();
+          noted = appended;
+          if (this.settleBoundary(watch, onCut)) return this.noteAppended(appended > 0);
         }
-        taken = ev.modRevision;
+        this.taken = ev.modRevision;
       }
       if (inChain(this.machine.state, ev.modRevision)) continue;
       this.buffer.append(ev);
       appended++;
     }
     this.noteAppended(appended > 0);
-    this.settleBoundary(taken, appended > stepped, watch, onCut);
+    if (appended > noted) this.notePeak();
+    if (boundaryActs(this.machine.state, this.buffer.size)) this.settleBoundary(watch, onCut);
+  }
+
+  /**
+   * Between two boundaries only appends change what the buffer and the deltas being saved hold together, so
+   * the sum at the last append (now) is the most since the previous boundary.
+   */
+  private notePeak(): void {
+    this.peak = Math.max(this.peak, this.buffer.size + this.machine.state.savingBytes);
   }
 
   /** Once per watch response, not per event: a labelled gauge's set costs a label lookup each time. */
@@ -124,9 +153,9 @@ export class DeltaIntake {
   }
 
   /** Steps a revision boundary and carries out its cut and pause; true when the watch was paused there. */
-  private settleBoundary(takenRevision: number, appended: boolean, watch: PausableWatch, onCut?: OnCut): boolean {
+  private settleBoundary(watch: PausableWatch, onCut?: OnCut): boolean {
     let paused = false;
-    for (const effect of this.machine.tell({ type: 'RevisionBoundary', takenRevision, bufferedBytes: this.buffer.size, appended })) {
+    for (const effect of this.machine.tell({ type: 'RevisionBoundary', takenRevision: this.taken, bufferedBytes: this.buffer.size })) {
       if (effect.type === 'CutDelta') this.cut(onCut);
       else if (effect.type === 'PauseWatch') {
         this.pauseForMemory(watch, effect.nextRevision);

@@ -11,6 +11,7 @@ import { releaseDeltaPayload, type DeltaPayload } from './delta-buffer.js';
 import { DeltaIntake, type TakenDelta } from './delta-intake.js';
 import { IdlePeriodReporter } from './idle-period.js';
 import { SnapshotTimers } from './snapshot-timers.js';
+import { advanceTimeline, continuesTimeline, type TimelinePoint } from './timeline.js';
 import { CatchUpTooSlowError, LeadershipLost, SnapshotterStoppedError, TimelineChangedError } from './snapshotter-errors.js';
 import type { ChainState, SnapshotterConfig, SnapshotterDeps } from './snapshotter-types.js';
 
@@ -45,6 +46,8 @@ export class Snapshotter {
   private readonly timers: SnapshotTimers;
   private readonly idle: IdlePeriodReporter;
   private readonly writer: ChainWriter;
+  /** The newest revision and the cluster ID etcd reported under the current watch. */
+  private timeline: TimelinePoint | undefined;
 
   private constructor(
     private readonly config: SnapshotterConfig,
@@ -107,7 +110,7 @@ export class Snapshotter {
    * from it and not stored yet. Back-pressure keeps it within the memory limit plus one revision's events.
    */
   get deltaMemoryPeakBytes(): number {
-    return this.machine.state.peakBytes;
+    return this.intake.peakBytes;
   }
 
   /** etcd's current store revision. */
@@ -220,6 +223,7 @@ export class Snapshotter {
       this.idle.report(signal);
       return true;
     }
+    this.intake.takeAfter(start.fromRevision - 1);
     const watchError = await followUntilTarget({
       client: this.deps.client,
       clock: this.deps.clock,
@@ -287,8 +291,16 @@ export class Snapshotter {
     });
   }
 
+  /**
+   * Follows what etcd reports under the watch (a response's header; timeline.ts decides whether etcd left the
+   * chain's history, the capture step what then).
+   */
   private observeEtcd(revision: number, clusterId: string | undefined): void {
-    this.perform(this.machine.tell({ type: 'EtcdReported', revision, clusterId }));
+    if (this.machine.state.timelineChanged) return;
+    const point = { revision, clusterId };
+    const verdict = continuesTimeline(this.timeline, point);
+    if (verdict.continues) this.timeline = advanceTimeline(this.timeline, point);
+    else this.perform(this.machine.tell({ type: 'TimelineLeft', reason: verdict.reason }));
   }
 
   /** Queues the save of a delta cut at the memory limit (DeltaIntake). */
@@ -395,6 +407,9 @@ export class Snapshotter {
             () => this.armFullTimer(),
             (err: unknown) => this.fail(err),
           );
+          break;
+        case 'ForgetTimeline':
+          this.timeline = undefined;
           break;
         case 'ResumeWatch':
           this.intake.resume();

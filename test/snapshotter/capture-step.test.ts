@@ -25,7 +25,7 @@ const fresh = (over: Partial<CaptureState> = {}): CaptureState => ({
   ...over,
 });
 /** A running snapshotter whose watch is open from revision 101 (the store's chain ends at 100). */
-const watching = (over: Partial<CaptureState> = {}): CaptureState => fresh({ running: true, watching: true, takenRevision: 100, ...over });
+const watching = (over: Partial<CaptureState> = {}): CaptureState => fresh({ running: true, watching: true, ...over });
 
 /** An effect as a short string: its type, then what it carries. */
 function show(e: CaptureEffect): string {
@@ -63,11 +63,10 @@ interface Row {
   state?: Partial<CaptureState>;
 }
 
-const boundary = (takenRevision: number, bufferedBytes: number, appended = true): CaptureEvent => ({
+const boundary = (takenRevision: number, bufferedBytes: number): CaptureEvent => ({
   type: 'RevisionBoundary',
   takenRevision,
   bufferedBytes,
-  appended,
 });
 
 function table(rows: Row[]): void {
@@ -81,46 +80,39 @@ function table(rows: Row[]): void {
 describe('capture step: the memory-limit cut and the pause', () => {
   table([
     {
-      name: 'below the limit with nothing being saved: the revisions are taken, nothing cut',
+      name: 'below the limit with nothing being saved: nothing cut',
       from: watching(),
       events: [boundary(105, 600)],
       effects: [],
-      state: { takenRevision: 105, savingBytes: 0, peakBytes: 600, pausedForMemory: false },
+      state: { savingBytes: 0, pausedForMemory: false },
     },
     {
       name: 'the buffer reaches the limit: a delta is cut there, and the watch paused after the last revision taken (the cut delta fills the memory)',
       from: watching(),
       events: [boundary(107, LIMIT)],
       effects: ['CutDelta', 'PauseWatch@108'],
-      state: { takenRevision: 107, savingBytes: payload(LIMIT), peakBytes: LIMIT, pausedForMemory: true },
+      state: { savingBytes: payload(LIMIT), pausedForMemory: true },
     },
     {
       name: 'over the limit by the last revision’s events: cut all the same (the limit is checked between revisions only)',
       from: watching(),
       events: [boundary(107, LIMIT + 250)],
       effects: ['CutDelta', 'PauseWatch@108'],
-      state: { savingBytes: payload(LIMIT + 250), peakBytes: LIMIT + 250 },
+      state: { savingBytes: payload(LIMIT + 250) },
     },
     {
       name: 'a delta being saved and the buffer fill the memory together: the watch is paused, nothing cut',
       from: watching({ savingBytes: 700 }),
       events: [boundary(110, 300)],
       effects: ['PauseWatch@111'],
-      state: { takenRevision: 110, savingBytes: 700, peakBytes: 1000, pausedForMemory: true },
+      state: { savingBytes: 700, pausedForMemory: true },
     },
     {
       name: 'a delta being saved with room left: nothing happens',
       from: watching({ savingBytes: 700 }),
       events: [boundary(110, 299)],
       effects: [],
-      state: { pausedForMemory: false, peakBytes: 999 },
-    },
-    {
-      name: 'a boundary with nothing appended since the last one does not count towards the peak',
-      from: watching({ savingBytes: 700, peakBytes: 10 }),
-      events: [boundary(110, 200, false)],
-      effects: [],
-      state: { peakBytes: 10 },
+      state: { pausedForMemory: false },
     },
     {
       name: 'after a failed delta save nothing is cut or paused (capture halted)',
@@ -200,9 +192,9 @@ describe('capture step: the per-event checks', () => {
     expect(inChain(watching(), revision)).toBe(expected);
   });
 
-  it('a response that takes nothing new keeps the same state object (nothing allocated)', () => {
-    const s = watching({ takenRevision: 105, peakBytes: 600 });
-    expect(step(s, boundary(105, 600, false)).state).toBe(s);
+  it('a boundary that acts on nothing keeps the same state object (nothing allocated)', () => {
+    const s = watching();
+    expect(step(s, boundary(105, 600)).state).toBe(s);
   });
 });
 
@@ -223,16 +215,16 @@ describe('capture step: stale payloads, failed saves', () => {
     },
     {
       name: 'a watch opened again (the next run) takes events again, from the chain’s end',
-      from: watching({ deltaSaveFailed: true, watching: false, chainEnd: 120, takenRevision: 140 }),
+      from: watching({ deltaSaveFailed: true, watching: false, chainEnd: 120 }),
       events: [{ type: 'WatchOpening' }, { type: 'WatchOpened' }],
       effects: [],
-      state: { deltaSaveFailed: false, takenRevision: 120, watching: true },
+      state: { deltaSaveFailed: false, watching: true },
     },
     {
       name: 'a full that starts a new chain makes the deltas still queued stale',
       from: watching({ watching: false, epoch: 1 }),
       events: [{ type: 'FullStarting', bufferedBytes: 0 }, { type: 'FullTaking' }, { type: 'DeltaSaving', epoch: 1 }],
-      effects: ['CloseWatch', 'DropBuffer:new-chain', 'DropStalePayload'],
+      effects: ['CloseWatch', 'DropBuffer:new-chain', 'ForgetTimeline', 'DropStalePayload'],
       state: { epoch: 2 },
     },
     {
@@ -246,63 +238,42 @@ describe('capture step: stale payloads, failed saves', () => {
 });
 
 describe('capture step: etcd leaves the backed-up history (timeline change)', () => {
-  const report = (revision: number, clusterId = 'c1'): CaptureEvent => ({ type: 'EtcdReported', revision, clusterId });
+  // Whether it left is timeline.ts's rule (test/snapshotter/timeline.test.ts); this is what follows.
+  const BACKWARDS = "etcd's revision went backwards from 120 to 50 (etcd was restored or replaced)";
+  const left = (reason = BACKWARDS): CaptureEvent => ({ type: 'TimelineLeft', reason });
   table([
     {
-      name: 'revisions that keep growing in one cluster: followed, nothing else',
-      from: watching(),
-      events: [report(110), report(110), report(120)],
-      effects: [],
-      state: { timeline: { revision: 120, clusterId: 'c1' }, timelineChanged: false },
-    },
-    {
-      name: 'the revision goes backwards: the buffer is dropped, capture halts, a full starts a new chain',
+      name: 'under a run: the buffer is dropped, capture halts, a full starts a new chain',
       from: watching({ epoch: 2 }),
-      events: [report(120), report(50)],
-      effects: [
-        "WarnTimelineLeft:etcd's revision went backwards from 120 to 50 (etcd was restored or replaced)",
-        'DropBuffer:timeline-left',
-        'TakeFullSnapshot',
-      ],
+      events: [left(), boundary(130, 5 * LIMIT)],
+      effects: [`WarnTimelineLeft:${BACKWARDS}`, 'DropBuffer:timeline-left', 'TakeFullSnapshot'],
       state: { timelineChanged: true, epoch: 3 },
     },
     {
-      name: 'the cluster ID changes: the same',
-      from: watching(),
-      events: [report(120, 'c1'), report(130, 'c2')],
-      effects: [
-        "WarnTimelineLeft:etcd's cluster ID changed from c1 to c2 (etcd was replaced)",
-        'DropBuffer:timeline-left',
-        'TakeFullSnapshot',
-      ],
-      state: { timelineChanged: true },
-    },
-    {
       name: 'outside a run (the start-up catch-up): the buffer is dropped, no full taken here (the catch-up fails)',
-      from: watching({ running: false, watching: false }),
-      events: [report(120), report(50)],
-      effects: [
-        "WarnTimelineLeft:etcd's revision went backwards from 120 to 50 (etcd was restored or replaced)",
-        'DropBuffer:timeline-left',
-      ],
+      from: fresh(),
+      events: [left()],
+      effects: [`WarnTimelineLeft:${BACKWARDS}`, 'DropBuffer:timeline-left'],
       state: { timelineChanged: true },
     },
     {
       name: 'once changed, later reports change nothing until a full starts a new chain',
       from: watching(),
-      events: [report(120), report(50), report(40), report(300, 'c9')],
-      effects: [
-        "WarnTimelineLeft:etcd's revision went backwards from 120 to 50 (etcd was restored or replaced)",
-        'DropBuffer:timeline-left',
-        'TakeFullSnapshot',
-      ],
+      events: [left(), left("etcd's cluster ID changed from c1 to c2 (etcd was replaced)")],
+      effects: [`WarnTimelineLeft:${BACKWARDS}`, 'DropBuffer:timeline-left', 'TakeFullSnapshot'],
+      state: { epoch: 1 },
     },
     {
-      name: 'the full after a change starts a new chain at its own (lower) revision and opens the watch from there',
+      name: 'payloads taken before the change are not saved',
+      from: watching(),
+      events: [{ type: 'DeltaTaken', payloadBytes: 400 }, left(), { type: 'DeltaSaving', epoch: 0 }],
+      effects: [`WarnTimelineLeft:${BACKWARDS}`, 'DropBuffer:timeline-left', 'TakeFullSnapshot', 'DropStalePayload'],
+    },
+    {
+      name: 'the full after a change starts a new chain at its own (lower) revision, forgets etcd’s old revision, and opens the watch from there',
       from: watching({ chainEnd: 120 }),
       events: [
-        report(120),
-        report(50),
+        left(),
         { type: 'FullStarting', bufferedBytes: 300 },
         { type: 'FullTaking' },
         { type: 'WatchClosing', own: true, paused: false },
@@ -310,17 +281,20 @@ describe('capture step: etcd leaves the backed-up history (timeline change)', ()
         { type: 'FullDone' },
         { type: 'WatchOpening' },
         { type: 'WatchOpened' },
-        report(56),
+        boundary(60, LIMIT),
       ],
       effects: [
-        "WarnTimelineLeft:etcd's revision went backwards from 120 to 50 (etcd was restored or replaced)",
+        `WarnTimelineLeft:${BACKWARDS}`,
         'DropBuffer:timeline-left',
         'TakeFullSnapshot',
         'CloseWatch',
         'DropBuffer:new-chain',
+        'ForgetTimeline',
         'OpenWatch',
+        'CutDelta',
+        'PauseWatch@61',
       ],
-      state: { chainEnd: 55, takenRevision: 55, timelineChanged: false, timeline: { revision: 56, clusterId: 'c1' }, watching: true },
+      state: { chainEnd: 55, timelineChanged: false, watching: true, epoch: 2 },
     },
   ]);
 });
@@ -337,15 +311,13 @@ describe('capture step: a full snapshot and the delta chain', () => {
         { type: 'DeltaStored', lastRevision: 120 },
         { type: 'DeltaSettled', payloadBytes: payload(300), bufferedBytes: 0 },
         { type: 'FullTaking' },
-        // Revisions written while the full is taken are buffered as ever.
-        boundary(125, 200),
         { type: 'FullStored', lastRevision: 126 },
         { type: 'FullDone' },
         // The next delta starts after 120, at or below the full's revision.
         { type: 'DeltaSaving', epoch: 5 },
       ],
       effects: ['SaveBufferedDelta', 'SaveDelta', 'SaveDelta'],
-      state: { chainEnd: 120, epoch: 5, watching: true, takenRevision: 125, fullStartsNewChain: false },
+      state: { chainEnd: 120, epoch: 5, watching: true, fullStartsNewChain: false },
     },
     {
       name: 'a healthy watch with nothing buffered: no delta first, the chain continues',
@@ -368,7 +340,7 @@ describe('capture step: a full snapshot and the delta chain', () => {
         { type: 'FullStored', lastRevision: 130 },
         { type: 'FullDone' },
       ],
-      effects: ['CloseWatch', 'DropBuffer:new-chain', 'OpenWatch'],
+      effects: ['CloseWatch', 'DropBuffer:new-chain', 'ForgetTimeline', 'OpenWatch'],
       state: { chainEnd: 130, epoch: 1 },
     },
     {
@@ -382,7 +354,7 @@ describe('capture step: a full snapshot and the delta chain', () => {
         { type: 'FullStored', lastRevision: 140 },
         { type: 'FullDone' },
       ],
-      effects: ['SaveBufferedDelta', 'DropBuffer:delta-failed', 'CloseWatch', 'DropBuffer:new-chain', 'OpenWatch'],
+      effects: ['SaveBufferedDelta', 'DropBuffer:delta-failed', 'CloseWatch', 'DropBuffer:new-chain', 'ForgetTimeline', 'OpenWatch'],
       state: { chainEnd: 140, epoch: 2, deltaSaveFailed: true },
     },
     {
@@ -400,7 +372,7 @@ describe('capture step: a full snapshot and the delta chain', () => {
         { type: 'FullStored', lastRevision: 130 },
         { type: 'FullDone' },
       ],
-      effects: ['CloseWatch', 'DropBuffer:new-chain'],
+      effects: ['CloseWatch', 'DropBuffer:new-chain', 'ForgetTimeline'],
     },
     {
       name: 'the run ended while the full was stored: no watch opened',
@@ -412,7 +384,7 @@ describe('capture step: a full snapshot and the delta chain', () => {
         { type: 'RunEnded' },
         { type: 'FullDone' },
       ],
-      effects: ['CloseWatch', 'DropBuffer:new-chain'],
+      effects: ['CloseWatch', 'DropBuffer:new-chain', 'ForgetTimeline'],
     },
     {
       name: 'a full that would start a new chain fails; the next one, with a watch open by then, continues the chain',
@@ -426,7 +398,7 @@ describe('capture step: a full snapshot and the delta chain', () => {
         { type: 'FullTaking' },
         { type: 'FullStored', lastRevision: 150 },
       ],
-      effects: ['CloseWatch', 'DropBuffer:new-chain'],
+      effects: ['CloseWatch', 'DropBuffer:new-chain', 'ForgetTimeline'],
       state: { chainEnd: 100, epoch: 1, fullStartsNewChain: false },
     },
   ]);
@@ -498,14 +470,13 @@ describe('capture step: the idle delta period and the start-up catch-up', () => 
       from: fresh(),
       events: [{ type: 'CatchUpStarting', target: 100 }],
       effects: ['ReportIdlePeriod'],
-      state: { takenRevision: 0 },
     },
     {
       name: 'catch-up: a watch from after the chain’s end, taking events again after a failed save',
       from: fresh({ deltaSaveFailed: true }),
       events: [{ type: 'CatchUpStarting', target: 150 }],
       effects: ['CatchUp@101'],
-      state: { takenRevision: 100, deltaSaveFailed: false },
+      state: { deltaSaveFailed: false },
     },
     {
       name: 'the catch-up’s paused watch is closed: it is not the snapshotter’s own',
