@@ -173,7 +173,7 @@ export class Snapshotter {
    * backoff, as upstream). `startWithFullSnapshot`: take a full snapshot first; otherwise catch up
    * from the previous snapshot with deltas.
    */
-  async run(signal: AbortSignal, startWithFullSnapshot: boolean): Promise<void> {
+  async run(signal: AbortSignal, startWithFullSnapshot: boolean, opts: { chainCaughtUp?: boolean } = {}): Promise<void> {
     if (this.active) throw new EtcdbrError('E_CONFLICT', 'snapshotter is already running');
     this.machine.tell({ type: 'RunStarted' });
     const failed = new Promise<never>((_, reject) => {
@@ -187,6 +187,10 @@ export class Snapshotter {
     try {
       try {
         if (startWithFullSnapshot) {
+          // After a catch-up the chain goes on: the watch opens first, so the revisions written between the
+          // catch-up and the full's own revision land in the next delta too (a soak found 2122-2123 in no delta:
+          // a start-up full after a catch-up started a new chain at its revision).
+          if (opts.chainCaughtUp === true && this.deltasEnabled && !this.intake.watching) await this.serial(() => this.openWatch());
           await this.serial(() => this.fullSnapshot(false));
         } else if (this.deltasEnabled && !this.intake.watching) {
           await this.serial(() => this.openWatch());

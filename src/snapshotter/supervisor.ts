@@ -80,6 +80,8 @@ export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSi
       revisions: { etcd: etcdRevision, store: snapshotter.chain.prevSnapshot?.lastRevision ?? 0 },
     });
     let startWithFull = decision.required;
+    /** The deltas reach etcd's revision of the catch-up: a full snapshot at start goes on with the same chain. */
+    let chainCaughtUp = false;
     if (decision.required) logger.info({ reason: decision.reason, etcdRevision }, 'full snapshot required at start-up');
     // The chain goes on from the store's newest revision first, also when a full snapshot follows (upstream
     // takes the full at once: the revisions since the last delta would be in no delta, and no point in time
@@ -88,6 +90,7 @@ export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSi
     if (continueChain) {
       try {
         if (await snapshotter.catchUpWithDeltas(signal)) {
+          chainCaughtUp = true;
           if (!decision.required) deps.backoff.reset();
         } else startWithFull = true;
       } catch (err) {
@@ -124,7 +127,7 @@ export async function superviseSnapshotter(deps: SupervisorDeps, signal: AbortSi
     const gcDone = gc.run(runAbort.signal);
     deps.onActiveSnapshotter(snapshotter);
     try {
-      await snapshotter.run(runAbort.signal, startWithFull);
+      await snapshotter.run(runAbort.signal, startWithFull, { chainCaughtUp });
       deps.backoff.reset();
     } catch (err) {
       if (err instanceof LeadershipLost) {

@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import type { Etcd3 } from 'etcd3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { openSnapStore, silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
+import { compareSnapshots, openSnapStore, silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
 import { FakeClock } from '../../src/clock.js';
 import { Metrics } from '../../src/metrics.js';
 import { ExponentialBackoff } from '../../src/snapshotter/backoff.js';
@@ -18,6 +18,8 @@ import { startEtcdWithClient, type EtcdWithClient } from '../support/etcd.js';
 import { openLocalStore } from '../support/local-store.js';
 import { createTestSnapshotter } from '../support/snapshotter.js';
 import { waitFor } from '../support/wait.js';
+import { gatedStore } from '../support/gated-store.js';
+import { planRestore } from '../../src/restorer/plan.js';
 import { recordingLogger } from '../restorer/support.js';
 import { S3RVER_CREDENTIALS, startS3rver, type S3rverInstance } from '../../snapstore/test/support/s3rver.js';
 import { startFaultyStoreProxy, type FaultyStoreProxy } from '../../e2e/support/faulty-store.js';
@@ -66,14 +68,14 @@ describe('a new leader continues the chain before a full snapshot required at st
   async function lead(
     done: () => Promise<true | undefined>,
     what: string,
-    opts: { stillLeads?: () => Promise<boolean | undefined>; logger?: ReturnType<typeof recordingLogger> } = {},
+    opts: { stillLeads?: () => Promise<boolean | undefined>; logger?: ReturnType<typeof recordingLogger>; store?: SnapStore } = {},
   ): Promise<Metrics> {
     const metrics = new Metrics({ defaultMetrics: false });
     const clock = new FakeClock(Date.now());
     const logger = opts.logger ?? silentLogger;
     const make = (): Promise<Snapshotter> =>
       createTestSnapshotter(
-        { client, store, metrics, clock, ...(opts.stillLeads ? { stillLeads: opts.stillLeads } : {}) },
+        { client, store: opts.store ?? store, metrics, clock, ...(opts.stillLeads ? { stillLeads: opts.stillLeads } : {}) },
         { deltaSnapshotPeriodMs: 600_000 },
       );
     const stop = new AbortController();
@@ -117,6 +119,35 @@ describe('a new leader continues the chain before a full snapshot required at st
     const deltas = (await store.list()).filter((x) => x.kind === 'Incr' && x.startRevision > finalAt); // (the one before the final full holds its buffered write)
     expect(deltas.map((d) => [d.startRevision, d.lastRevision])).toEqual([[finalAt + 1, head]]);
     expect((await metrics.snapshotChainGaps.get()).values[0]?.value ?? 0).toBe(0);
+  });
+
+  it('the full after the catch-up goes on with the chain: writes between the two are in a delta too', async () => {
+    const { finalAt, head } = await finalFullThenWrites();
+    // The catch-up's delta is held in its save while more writes land: after the catch-up's target, before the full.
+    const gated = gatedStore(store);
+    const { reached, release } = gated.holdNext('Incr');
+    let between = 0;
+    void reached.then(async () => {
+      for (let i = 0; i < 3; i++) await client.put(`between/${i}`).value('v');
+      between = await rev();
+      release();
+    });
+    await lead(
+      async () => ((await store.list()).some((x) => x.kind === 'Full' && x.lastRevision > finalAt) ? true : undefined),
+      'the start-up full',
+      { store: gated.store },
+    );
+    expect(between).toBeGreaterThan(head);
+    const full = (await store.list())
+      .filter((x) => x.kind === 'Full')
+      .sort(compareSnapshots)
+      .at(-1)!;
+    expect(full.lastRevision).toBeGreaterThanOrEqual(between);
+    // The stop wrote the watch's events as a last delta: it starts right after the catch-up's, below the full.
+    const deltas = (await store.list()).filter((x) => x.kind === 'Incr' && x.startRevision > finalAt).sort(compareSnapshots);
+    expect(deltas.map((d) => d.startRevision)).toEqual([finalAt + 1, head + 1]);
+    const listing = await store.list();
+    for (let revision = head + 1; revision <= between; revision++) expect(planRestore(listing, { revision }).targetRevision).toBe(revision);
   });
 
   it('leadership moved on while catching up: neither the delta nor a full is written, and no gap is counted', async () => {

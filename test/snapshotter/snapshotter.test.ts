@@ -138,6 +138,43 @@ describe('snapshotter against a real etcd and a Local store', () => {
     }
   });
 
+  it('a full snapshot at start after a catch-up goes on with the chain: revisions written in between are in a delta', async () => {
+    // The first sidecar: a full, then a delta.
+    const first = await make();
+    const stop1 = new AbortController();
+    const run1 = first.run(stop1.signal, true);
+    const older = await full();
+    await client.put('first').value('v');
+    stop1.abort();
+    await run1;
+    // The next term (as the supervisor runs it): catch up, then a full snapshot the start-up decision requires.
+    await client.put('caught-up').value('v');
+    const s = await make();
+    expect(await s.catchUpWithDeltas(new AbortController().signal)).toBe(true);
+    const caughtUp = await rev();
+    for (let i = 0; i < 4; i++) await client.put(`between/${i}`).value('v');
+    const stop = new AbortController();
+    const running = s.run(stop.signal, true, { chainCaughtUp: true });
+    const newer = await waitFor(
+      async () => (await store.list()).find((x) => x.kind === 'Full' && x.snapName !== older.snapName),
+      'the start-up full',
+    );
+    await client.put('after').value('v');
+    const last = await rev();
+    await waitFor(async () => {
+      await clock.advanceAsync(PERIOD_MS);
+      return (await store.list()).some((x) => x.kind === 'Incr' && x.lastRevision === last);
+    }, 'a delta through the write after the full');
+    stop.abort();
+    await running;
+    const listing = await store.list();
+    expect(newer.lastRevision).toBeGreaterThan(caughtUp);
+    // Until this was fixed the start-up full began a new chain at its revision: caughtUp+1 .. newer-1 were in no delta.
+    for (let revision = caughtUp + 1; revision <= last; revision++) {
+      expect(planRestore(listing, { revision }).targetRevision, `revision ${revision}`).toBe(revision);
+    }
+  });
+
   it('takes a full snapshot, then gapless deltas per period; an idle period writes nothing', async () => {
     const s = await make();
     const stop = new AbortController();
