@@ -332,7 +332,7 @@ describe('uploadStream (multipart through part files) against s3rver', () => {
     proxy.reset((s) => (isPart(s) && partNo(s) === 2 ? { fail: 503, code: 'SlowDown' } : undefined));
     const logger = captureLogger();
     const err = await failure(uploadStream(source(4 * PART).stream, options({ logger })));
-    expect(err.origin).toBe('s3');
+    expect(err.origin).toBe('store');
     expect((err.cause as { name?: string }).name).toBe('SlowDown');
     // 1 + 2 retries, after 20 and 40 ms (the backoff the uploader reports, not the test's wall clock)
     expect(proxy.seen.filter((s) => isPart(s) && partNo(s) === 2)).toHaveLength(3);
@@ -344,7 +344,7 @@ describe('uploadStream (multipart through part files) against s3rver', () => {
   it('does not retry what a retry cannot fix (403)', async () => {
     proxy.reset((s) => (isPart(s) && partNo(s) === 1 ? { fail: 403, code: 'AccessDenied' } : undefined));
     const err = await failure(uploadStream(source(2 * PART).stream, options()));
-    expect(err.origin).toBe('s3');
+    expect(err.origin).toBe('store');
     expect(proxy.seen.filter((s) => isPart(s) && partNo(s) === 1)).toHaveLength(1);
     expect(proxy.seen.filter(isAbort)).toHaveLength(1);
   });
@@ -508,7 +508,7 @@ describe('uploadStream (multipart through part files) against s3rver', () => {
 
     proxy.reset((s) => (isPart(s) && partNo(s) === 2 ? { fail: 403, code: 'AccessDenied' } : undefined));
     const err = await failure(uploadStream(source(4 * PART).stream, options()));
-    expect(err.origin).toBe('s3');
+    expect(err.origin).toBe('store');
     expect(proxy.seen.filter(isAbort)).toHaveLength(1);
     expect(proxy.seen.some(isComplete)).toBe(false);
   });

@@ -422,7 +422,7 @@ class S3SnapStore implements SnapStore {
     } catch (err) {
       if (!data.destroyed) data.destroy();
       // Input and abort errors are the caller's story; S3's answers are classified like every other call.
-      if (err instanceof UploadFailedError && err.origin !== 's3') throw saveFailed(err.cause, what);
+      if (err instanceof UploadFailedError && err.origin !== 'store') throw saveFailed(err.cause, what);
       const cause = err instanceof UploadFailedError ? err.cause : err;
       throw saveFailed(this.mapError(cause, 'save', where, true), what);
     }
