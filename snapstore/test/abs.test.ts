@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { Readable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AbsStoreConfig } from '../src/config.js';
-import { absContainerUrl, blockId, cutBlocks, openAbsStore } from '../src/providers/abs.js';
+import { absContainerUrl, blockId, openAbsStore } from '../src/providers/abs.js';
 import type { AbsStoreOptions } from '../src/providers/abs.js';
 import type { Snapshot } from '../src/snapshot.js';
 import type { SnapStore } from '../src/store.js';
@@ -111,41 +111,6 @@ describe('ABS block helpers', () => {
   it('block IDs are base64 of the %010d part number (upstream)', () => {
     expect(blockId(1)).toBe('MDAwMDAwMDAwMQ==');
     expect(Buffer.from(blockId(12345), 'base64').toString()).toBe('0000012345');
-  });
-
-  it('cuts a stream into blocks of exactly the block size', async () => {
-    const src = Readable.from([Buffer.alloc(3, 1), Buffer.alloc(10, 2), Buffer.alloc(0), Buffer.alloc(2, 3)]);
-    const blocks: Buffer[] = [];
-    for await (const b of cutBlocks(src, 4)) blocks.push(Buffer.from(b.bytes));
-    expect(blocks.map((b) => b.length)).toEqual([4, 4, 4, 3]);
-    expect(Buffer.concat(blocks)).toEqual(Buffer.concat([Buffer.alloc(3, 1), Buffer.alloc(10, 2), Buffer.alloc(2, 3)]));
-    const none: Buffer[] = [];
-    for await (const b of cutBlocks(Readable.from([]), 4)) none.push(b.bytes);
-    expect(none).toEqual([]);
-  });
-
-  it('fills buffers from take, one per block, and takes none beyond the last byte', async () => {
-    const given: Buffer[] = [];
-    const take = (): Buffer => {
-      const b = Buffer.alloc(4, 0xee);
-      given.push(b);
-      return b;
-    };
-    const cut: Array<{ bytes: string; buffer: Buffer }> = [];
-    for await (const b of cutBlocks(Readable.from([Buffer.from('abcdefgh')]), 4, take))
-      cut.push({ bytes: b.bytes.toString(), buffer: b.buffer });
-    expect(cut.map((c) => c.bytes)).toEqual(['abcd', 'efgh']);
-    expect(given).toHaveLength(2);
-    expect(cut.map((c) => c.buffer)).toEqual(given);
-
-    given.length = 0;
-    const last: Array<{ bytes: string; buffer: Buffer }> = [];
-    for await (const b of cutBlocks(Readable.from([Buffer.from('abcdef')]), 4, take))
-      last.push({ bytes: b.bytes.toString(), buffer: b.buffer });
-    // The short last block is a view of a whole buffer, and that buffer is what goes back.
-    expect(last.map((c) => c.bytes)).toEqual(['abcd', 'ef']);
-    expect(last[1]!.buffer).toBe(given[1]);
-    expect(last[1]!.buffer.length).toBe(4);
   });
 });
 

@@ -2,13 +2,13 @@
  * Azure Blob Storage provider (upstream `pkg/snapstore/abs_snapstore.go`).
  *
  * A save streams the input into blocks of exactly `minChunkSize` bytes (upstream's fixed ABS chunk
- * size), stages up to `maxParallelChunkUploads` of them at once and commits the block list only when
- * the input ended cleanly, so the blob appears whole or not at all. Memory stays bounded at
- * `maxParallelChunkUploads + 1` blocks, reused block after block and kept between the saves of one
- * store; nothing is spooled to disk (upstream writes a temp file first).
+ * size) through the multipart-upload engine (multipart-upload.ts), stages up to `maxParallelChunkUploads`
+ * of them at once and commits the block list only when the input ended cleanly, so the blob appears whole
+ * or not at all. Memory stays bounded at `maxParallelChunkUploads + 1` blocks, reused block after block
+ * and lent between the overlapping saves of one store (part-buffers.ts); nothing is spooled to disk
+ * (upstream writes a temp file first).
  */
 import path from 'node:path';
-import { addAbortSignal } from 'node:stream';
 import type { Readable } from 'node:stream';
 import { ContainerClient, StorageSharedKeyCredential } from '@azure/storage-blob';
 import type { BlockBlobClient, StoragePipelineOptions } from '@azure/storage-blob';
@@ -20,17 +20,13 @@ import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from '../store.js';
-import {
-  type StoreFailureCode,
-  abortReason,
-  classifyStoreFailure,
-  describeError,
-  isAbortError,
-  isNetworkError,
-  saveFailed,
-} from './common.js';
+import { type StoreFailureCode, classifyStoreFailure, describeError, isAbortError, isNetworkError, saveFailed } from './common.js';
 import { DEFAULT_FETCH_STALL_MS, guardedFetch } from './fetch-guard.js';
+import { MemoryParts } from './memory-parts.js';
+import { uploadInParts, type MultipartAdapter } from './multipart-upload.js';
 import { IdleBuffers, PartBufferPool } from './part-buffers.js';
+import { UploadFailedError } from './upload-failed.js';
+import { NO_PART_RETRY } from './upload-retry.js';
 
 /** Blob index tag that hides a snapshot from everything but garbage collection. */
 export const ABS_EXCLUDE_TAG = 'x-etcd-snapshot-exclude';
@@ -220,83 +216,52 @@ class AbsSnapStore implements SnapStore {
   async save(snap: Snapshot, data: Readable, options?: SaveOptions): Promise<void> {
     this.assertOpen();
     const key = objectKey(this.prefix, snap);
-    const what = `snapshot ${key} to ABS container ${this.url}`;
-    const signal = options?.signal;
-    const blob = this.client.getBlockBlobClient(key);
-    // `stop` ends reading (and the existence check and commit) on the caller's abort or our first
-    // failure. Staged requests get their own controller: cancelling one whose body already reached
-    // the server does not undo it, so on failure they are first given time to finish, and only then
-    // is the uncommitted blob deleted.
-    const stop = new AbortController();
-    const requests = new AbortController();
-    const onAbort = (): void => stop.abort(signal ? abortReason(signal) : undefined);
-    signal?.addEventListener('abort', onAbort, { once: true });
-    const inflight = new Set<Promise<void>>();
     // Staged blocks in flight plus the one being filled; a block goes back once its request settled.
     const pool = new PartBufferPool(this.blockSize, this.parallel + 1, this.idleBlocks);
-    // Boxed: the first stage failure as it was thrown (any value), told apart from "none yet".
-    let failure: { error: unknown } | undefined;
-    let committedBefore: boolean | undefined;
     try {
-      if (signal?.aborted) throw abortReason(signal);
-      // Stops a stalled input as soon as anything aborts.
-      addAbortSignal(stop.signal, data);
-      committedBefore = await this.exists(blob, stop.signal);
-      const blockIds: string[] = [];
-      for await (const block of cutBlocks(data, this.blockSize, () => pool.take())) {
-        if (blockIds.length >= MAX_BLOCKS) {
-          throw new InternalError('E_TOO_LARGE', `more than ${MAX_BLOCKS} blocks of ${this.blockSize} bytes; raise --min-chunk-size`);
-        }
-        const id = blockId(blockIds.length + 1);
-        blockIds.push(id);
-        const { bytes, buffer } = block;
-        const staged: Promise<void> = blob.stageBlock(id, bytes, bytes.length, { abortSignal: requests.signal }).then(
-          () => {
-            inflight.delete(staged);
-            pool.give(buffer);
-          },
-          (err: unknown) => {
-            inflight.delete(staged);
-            pool.give(buffer);
-            failure ??= { error: err };
-            stop.abort();
-          },
-        );
-        inflight.add(staged);
-        while (inflight.size >= this.parallel && failure === undefined) await Promise.race(inflight);
-        if (failure !== undefined) throw failure.error;
-      }
-      await Promise.all(inflight);
-      if (failure !== undefined) throw failure.error;
-      if (signal?.aborted) throw abortReason(signal);
-      await blob.commitBlockList(blockIds, {
-        abortSignal: stop.signal,
-        blobHTTPHeaders: { blobContentType: 'application/octet-stream' },
+      await uploadInParts(data, this.blockCalls(this.client.getBlockBlobClient(key)), new MemoryParts(pool), {
+        partSize: this.blockSize,
+        concurrency: this.parallel,
+        maxParts: MAX_BLOCKS,
+        // The SDK retries every request itself (`retry` of AbsStoreOptions).
+        retry: NO_PART_RETRY,
+        // Cancelling a stage request whose body already reached the server does not undo it: on failure they
+        // are first given time to finish, and only then is the uncommitted blob deleted.
+        drainMs: STAGE_DRAIN_MS,
+        ...(options?.signal ? { signal: options.signal } : {}),
+        logger: this.logger,
+        where: key,
       });
     } catch (err) {
-      stop.abort();
-      data.destroy();
-      let drained = false;
-      await Promise.race([
-        Promise.allSettled(inflight).then(() => (drained = true)),
-        new Promise((r) => setTimeout(r, STAGE_DRAIN_MS).unref()),
-      ]);
-      if (!drained) {
-        requests.abort();
-        await Promise.allSettled(inflight);
-      }
+      const cause = err instanceof UploadFailedError ? err.cause : err;
+      throw saveFailed(this.mapSaveError(cause, key), `snapshot ${key} to ABS container ${this.url}`);
+    }
+  }
+
+  /**
+   * A blob's block calls: staged blocks named with upstream's IDs, committed as one block list only when
+   * the input ended cleanly, so the blob appears whole or not at all. The upload is whether a committed blob
+   * was under the key before.
+   */
+  private blockCalls(blob: BlockBlobClient): MultipartAdapter<Buffer, boolean, string> {
+    return {
+      begin: (signal) => this.exists(blob, signal),
+      async putPart(_committedBefore, n, bytes, abortSignal) {
+        const id = blockId(n);
+        await blob.stageBlock(id, bytes, bytes.length, { abortSignal });
+        return id;
+      },
+      async commit(_committedBefore, ids) {
+        await blob.commitBlockList(ids, { blobHTTPHeaders: { blobContentType: 'application/octet-stream' } });
+      },
       // Staged blocks of a blob that has no committed version form an invisible "uncommitted blob";
       // deleting it drops them at once instead of after Azure's 7 days. With a committed blob under
       // the key we must not delete: its uncommitted blocks go with the next commit or after 7 days.
-      if (committedBefore === false) await blob.delete().catch(() => undefined);
-      const cause = signal?.aborted ? abortReason(signal) : (failure ?? err);
-      throw saveFailed(this.mapSaveError(cause, key), what);
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      // Every stage request has settled by now (on failure the catch waited for them), so no request
-      // can still read a buffer that goes back. The one cutBlocks was filling is left to the GC.
-      pool.release();
-    }
+      async discard(committedBefore) {
+        if (committedBefore === false) await blob.delete().catch(() => undefined);
+      },
+      retryable: () => false,
+    };
   }
 
   async delete(snap: Snapshot): Promise<void> {
@@ -390,50 +355,6 @@ const ABS_VENDOR_CODES: ReadonlyMap<string, StoreFailureCode> = new Map<string, 
 /** Upstream block IDs: base64 of the 1-based part number as `%010d`. */
 export function blockId(partNumber: number): string {
   return Buffer.from(String(partNumber).padStart(10, '0')).toString('base64');
-}
-
-/** One block cut from the input: `bytes` to send, a view of `buffer`, which goes back to the pool. */
-export interface CutBlock {
-  bytes: Buffer;
-  buffer: Buffer;
-}
-
-/**
- * Cuts `src` into blocks of exactly `size` bytes (the last one shorter, none for no input), copied into
- * buffers from `take`, which must be `size` bytes long. A buffer is the caller's once yielded; the next
- * block takes a new one.
- */
-export async function* cutBlocks(
-  src: AsyncIterable<unknown>,
-  size: number,
-  take: () => Buffer = () => Buffer.allocUnsafe(size),
-): AsyncGenerator<CutBlock> {
-  // Taken when the first byte for it arrives, so an input that ends on a block boundary takes no spare.
-  let block: Buffer | undefined;
-  let filled = 0;
-  for await (const piece of src) {
-    const bytes = toBytes(piece);
-    let offset = 0;
-    while (offset < bytes.length) {
-      block ??= take();
-      const n = Math.min(size - filled, bytes.length - offset);
-      block.set(bytes.subarray(offset, offset + n), filled);
-      filled += n;
-      offset += n;
-      if (filled === size) {
-        yield { bytes: block, buffer: block };
-        block = undefined;
-        filled = 0;
-      }
-    }
-  }
-  if (block && filled > 0) yield { bytes: block.subarray(0, filled), buffer: block };
-}
-
-function toBytes(piece: unknown): Uint8Array {
-  if (piece instanceof Uint8Array) return piece;
-  if (typeof piece === 'string') return Buffer.from(piece);
-  throw new InternalError('E_BAD_INPUT', `snapshot stream yielded ${typeof piece}, expected bytes`);
 }
 
 function isRestError(err: unknown): boolean {

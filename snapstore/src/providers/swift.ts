@@ -9,8 +9,9 @@
  * one (`<key>.final`) can never become part of it. Reading a Go-written store is unaffected: Swift
  * resolves either manifest.
  *
- * Differences from upstream, on purpose: the snapshot streams into segments of `minChunkSize` held in
- * memory ((maxParallelChunkUploads + 1) buffers, reused) instead of a temp file first, so the segment
+ * Differences from upstream, on purpose: the snapshot streams through the multipart-upload engine
+ * (multipart-upload.ts) into segments of `minChunkSize` held in memory ((maxParallelChunkUploads + 1)
+ * buffers, reused) instead of a temp file first, so the segment
  * size cannot depend on the total size (upstream `max(minChunkSize, size/999)`); DLOs have no segment
  * limit, so this only means more segments above 999 x minChunkSize. A snapshot that fits one segment is
  * stored as a plain object (one request, and its size is listed). Segment objects are listed as chunks
@@ -21,7 +22,6 @@
  * place, so if that save then fails the old object is damaged. Snapshot names carry their creation time,
  * so the snapshotter never saves one key twice.
  */
-import { addAbortSignal } from 'node:stream';
 import type { Readable } from 'node:stream';
 import type { SwiftStoreConfig } from '../config.js';
 import { SnapStoreError, isSnapStoreError } from '../errors.js';
@@ -30,9 +30,12 @@ import { silentLogger } from '../logger.js';
 import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from '../store.js';
-import { abortReason, classifyStoreFailure, describeError, isAbortError, isNetworkError, saveFailed } from './common.js';
+import { classifyStoreFailure, describeError, isAbortError, isNetworkError, saveFailed } from './common.js';
 import { DEFAULT_FETCH_STALL_MS, guardedFetch } from './fetch-guard.js';
+import { MemoryParts } from './memory-parts.js';
+import { uploadInParts, type MultipartAdapter } from './multipart-upload.js';
 import { IdleBuffers, PartBufferPool } from './part-buffers.js';
+import { UploadFailedError } from './upload-failed.js';
 import { SwiftClient, bodyStream } from './swift-client.js';
 
 export interface SwiftTuning {
@@ -166,123 +169,66 @@ class SwiftSnapStore implements SnapStore {
 
   async save(snap: Snapshot, data: Readable, options?: SaveOptions): Promise<void> {
     const key = objectKey(this.prefix, snap);
-    const what = `snapshot ${key} to ${this.where}`;
-    const signal = options?.signal;
-    const cancel = new AbortController();
-    const onAbort = (): void => cancel.abort(signal ? abortReason(signal) : undefined);
-    signal?.addEventListener('abort', onAbort, { once: true });
     const pool = new PartBufferPool(this.segmentSize, this.concurrency + 1, this.idle);
-    const inFlight = new Set<Promise<void>>();
-    let started = 0;
-    // Boxed: the first segment failure as it was thrown (any value), told apart from "none yet".
-    let failure: { error: unknown } | undefined;
     try {
-      if (signal?.aborted) throw abortReason(signal);
-      // A stalled input must not keep the save waiting once it is aborted or a segment failed.
-      addAbortSignal(cancel.signal, data);
-      let buf = pool.take();
-      let filled = 0;
-      let segments = 0;
-      const dispatch = async (b: Buffer, length: number): Promise<void> => {
-        const n = ++segments;
-        started = n;
-        const p = this.putSegment(segmentName(key, n), b.subarray(0, length), cancel.signal)
-          .catch((err: unknown) => {
-            failure ??= { error: err };
-            cancel.abort(err);
-          })
-          .finally(() => {
-            pool.give(b);
-            inFlight.delete(p);
-          });
-        inFlight.add(p);
-        // Backpressure: at most `concurrency` segments in flight, one more buffer being filled.
-        while (inFlight.size >= this.concurrency) await Promise.race(inFlight);
-      };
-      for await (const piece of data.iterator({ destroyOnReturn: true })) {
-        if (cancel.signal.aborted) throw failure ? failure.error : abortReason(cancel.signal);
-        const bytes = toBuffer(piece);
-        let offset = 0;
-        while (offset < bytes.length) {
-          const n = bytes.copy(buf, filled, offset);
-          filled += n;
-          offset += n;
-          if (filled === buf.length) {
-            await dispatch(buf, filled);
-            if (cancel.signal.aborted) throw failure ? failure.error : abortReason(cancel.signal);
-            buf = pool.take();
-            filled = 0;
-          }
-        }
-      }
-      if (segments === 0) {
-        // Fits one segment: a plain object, no manifest.
-        await this.putObject(key, buf.subarray(0, filled), {}, cancel.signal);
-        pool.give(buf);
-      } else {
-        if (filled > 0) await dispatch(buf, filled);
-        else pool.give(buf);
-        await Promise.all(inFlight);
-        if (failure !== undefined) throw failure.error;
-        if (cancel.signal.aborted) throw abortReason(cancel.signal);
-        const manifest = `${this.client.container}/${key}/`;
-        await this.putObject(key, Buffer.alloc(0), { 'x-object-manifest': manifest }, cancel.signal);
-        this.logger.debug({ key, segments }, 'snapshot uploaded as a Swift dynamic large object');
-      }
-      // A previous, larger object under this key must not keep segments beyond the new ones.
-      await this.deleteSegments(key, segments);
+      const r = await uploadInParts(data, this.segmentCalls(key), new MemoryParts(pool), {
+        partSize: this.segmentSize,
+        concurrency: this.concurrency,
+        // Upstream's retries (1, 2, 4, 8, 16 s) on network errors and 5xx answers.
+        retry: { retries: this.tuning.segmentRetries, baseDelayMs: this.tuning.retryBaseDelayMs },
+        ...(options?.signal ? { signal: options.signal } : {}),
+        logger: this.logger,
+        where: key,
+      });
+      if (r.parts > 0) this.logger.debug({ key, segments: r.parts }, 'snapshot uploaded as a Swift dynamic large object');
     } catch (err) {
-      cancel.abort(err);
-      if (!data.destroyed) data.destroy();
-      await Promise.allSettled([...inFlight]);
-      // Nothing is committed: remove what was uploaded (a manifest was not written). By name, each segment
-      // this save started: a PUT the server finished after we gave up may not be in the container listing
-      // yet (Swift updates listings asynchronously), and a DELETE, later by Swift's timestamps, wins over it.
-      if (started > 0)
-        await this.deleteSegments(key, 0, started).catch((e: unknown) =>
-          this.logger.warn({ key, err: describeError(e) }, 'could not remove uploaded segments'),
-        );
-      const cause = signal?.aborted ? abortReason(signal) : isAbortError(err) && failure !== undefined ? failure.error : err;
-      throw saveFailed(this.mapSaveError(cause, key), what);
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      pool.release();
+      const cause = err instanceof UploadFailedError ? err.cause : err;
+      throw saveFailed(this.mapSaveError(cause, key), `snapshot ${key} to ${this.where}`);
     }
   }
 
-  private async putObject(name: string, body: Buffer, headers: Record<string, string>, signal: AbortSignal): Promise<void> {
+  /**
+   * The requests of one save: segments `<key>/%010d`, each its own object, and the manifest as the commit;
+   * a snapshot that fits one segment is a plain object (one request, and its size is listed).
+   */
+  private segmentCalls(key: string): MultipartAdapter<Buffer, void, void> {
+    return {
+      begin: () => Promise.resolve(),
+      putPart: (_, n, body, signal) => this.putObject(segmentName(key, n), body, {}, signal),
+      commit: async (_, segments) => {
+        // A previous, larger object under this key must not keep segments beyond the new ones: the manifest
+        // would take them in. Before the manifest, so that a failure here commits nothing.
+        await this.deleteSegments(key, segments.length);
+        await this.putObject(key, Buffer.alloc(0), { 'x-object-manifest': `${this.client.container}/${key}/` });
+      },
+      // Nothing is committed: remove what was uploaded (a manifest was not written). By name, each segment
+      // this save started: a PUT the server finished after we gave up may not be in the container listing
+      // yet (Swift updates listings asynchronously), and a DELETE, later by Swift's timestamps, wins over it.
+      discard: async (_, started) => {
+        if (started === 0) return;
+        await this.deleteSegments(key, 0, started).catch((e: unknown) =>
+          this.logger.warn({ key, err: describeError(e) }, 'could not remove uploaded segments'),
+        );
+      },
+      putWhole: async (body, signal) => {
+        await this.putObject(key, body, {}, signal);
+        // The segments of a previous large object under this key are orphans now.
+        await this.deleteSegments(key, 0);
+      },
+      retryable: (err) => isNetworkError(err) || isSnapStoreError(err, 'E_UNREACHABLE'),
+    };
+  }
+
+  private async putObject(name: string, body: Buffer, headers: Record<string, string>, signal?: AbortSignal): Promise<void> {
     const res = await this.client.request({
       method: 'PUT',
       object: name,
       body,
       headers: { 'content-type': 'application/octet-stream', ...headers },
-      signal,
+      ...(signal ? { signal } : {}),
     });
     if (res.status !== 201) throw await this.statusError(res, 'save', `object ${name}`);
     await res.body?.cancel();
-  }
-
-  /** One segment with upstream's retries (1, 2, 4, 8, 16 s) on network errors and 5xx answers. */
-  private async putSegment(name: string, body: Buffer, signal: AbortSignal): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.putObject(name, body, {}, signal);
-        return;
-      } catch (err) {
-        const retryable = !signal.aborted && (isNetworkError(err) || isSnapStoreError(err, 'E_UNREACHABLE'));
-        if (!retryable || attempt >= this.tuning.segmentRetries) throw err;
-        const delay = this.tuning.retryBaseDelayMs * 2 ** attempt;
-        this.logger.warn(
-          { segment: name, attempt: attempt + 1, err: describeError(err) },
-          `segment upload failed; retrying in ${delay} ms`,
-        );
-        await new Promise<void>((resolve) => {
-          const t = setTimeout(resolve, delay);
-          signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
-        });
-        if (signal.aborted) throw err;
-      }
-    }
   }
 
   /**
@@ -353,11 +299,4 @@ class SwiftSnapStore implements SnapStore {
     }
     return new SnapStoreError('E_UNREACHABLE', `${op} ${subject} in ${this.where} failed: ${describeError(err)}`, { cause: err });
   }
-}
-
-function toBuffer(piece: unknown): Buffer {
-  if (Buffer.isBuffer(piece)) return piece;
-  if (piece instanceof Uint8Array) return Buffer.from(piece.buffer, piece.byteOffset, piece.byteLength);
-  if (typeof piece === 'string') return Buffer.from(piece);
-  throw new SnapStoreError('E_SAVE_FAILED', `snapshot stream yielded ${typeof piece}, expected bytes`);
 }
