@@ -18,6 +18,7 @@ import { createOssClient, mapOssError, ossEndpoint, ossErrorInfo } from './oss-c
 import type { OssApi, OssClientTuning } from './oss-client.js';
 import { uploadOssObject } from './oss-upload.js';
 import { IdleBuffers } from './part-buffers.js';
+import { UploadFailedError } from './upload-failed.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
 /** ListObjects' largest page. */
@@ -137,9 +138,13 @@ class OssStore implements SnapStore {
         idle: this.idle,
       });
       this.logger.debug({ key, ...result }, 'snapshot uploaded to OSS');
-    } catch (err) {
+    } catch (failure) {
+      const err = failure instanceof UploadFailedError ? failure.cause : failure;
       // OSS answers and network failures become typed errors; the input's own failure stays what it was.
-      const mapped = ossErrorInfo(err).status !== 0 || isNetworkError(err) ? mapOssError(err, this.where, `save object ${key}`) : err;
+      const mapped =
+        failure instanceof UploadFailedError && failure.origin === 'store' && (ossErrorInfo(err).status !== 0 || isNetworkError(err))
+          ? mapOssError(err, this.where, `save object ${key}`)
+          : err;
       throw saveFailed(mapped, `snapshot ${key} to ${this.where}`);
     }
   }
