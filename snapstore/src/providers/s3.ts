@@ -6,11 +6,9 @@
  * `maxParallelChunkUploads` in flight. So memory stays small and fixed whatever the snapshot size, and the
  * disk holds at most that many + 1 parts (upstream holds a temp copy of the whole snapshot). With 10,000
  * parts the largest object is 10,000 x minChunkSize (>= 48.8 GiB at 5 MiB), far above etcd's 8 GiB quota.
+ * The client and its settings (endpoint, TLS, credentials, SSE-C) are made in s3-client.ts.
  */
-import { createHash } from 'node:crypto';
-import type { AgentOptions as HttpsAgentOptions, Agent as HttpsAgent } from 'node:https';
 import { Readable } from 'node:stream';
-import tls from 'node:tls';
 import {
   DeleteObjectCommand,
   GetBucketVersioningCommand,
@@ -20,10 +18,9 @@ import {
   HeadObjectCommand,
   ListObjectVersionsCommand,
   ListObjectsV2Command,
-  S3Client,
 } from '@aws-sdk/client-s3';
-import type { ObjectVersion, S3ClientConfig } from '@aws-sdk/client-s3';
-import type { S3Credentials, S3StoreConfig } from '../config.js';
+import type { ObjectVersion, S3Client } from '@aws-sdk/client-s3';
+import type { S3StoreConfig } from '../config.js';
 import { SnapStoreError } from '../errors.js';
 import { InternalError } from '../internal-errors.js';
 import type { Logger } from '../logger.js';
@@ -32,47 +29,21 @@ import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnaps
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import { type StoreFailureCode, abortReason, classifyStoreFailure, describeError, isNetworkError, saveFailed } from './common.js';
-import { nodeHttp, nodeHttps } from '../node-http.js';
 import { DEFAULT_FETCH_STALL_MS, guardedFetch } from './fetch-guard.js';
 import { DEFAULT_PART_RETRY, UploadFailedError, errorName, httpStatus, uploadStream } from './s3-upload.js';
 import type { PartRetryPolicy } from './s3-upload.js';
+import { connectS3, type S3Tuning, type Ssec } from './s3-client.js';
+
+export type { S3Tuning } from './s3-client.js';
 
 /** Tag (S3) that hides a snapshot version from listings unless `includeExcluded` (upstream). */
 export const EXCLUDE_TAG = 'x-etcd-snapshot-exclude';
 
-/**
- * Knobs that are not upstream flags. Defaults follow upstream's constants; tests lower them to
- * fail fast against a closed port.
- */
-export interface S3Tuning {
-  /** Attempts per request including the first (upstream `maxRetryAttempts` = 5). */
-  maxAttempts?: number;
-  /** TCP/TLS connect timeout (upstream `providerConnectionTimeout` = 30 s). */
-  connectionTimeoutMs?: number;
-  /** Socket idle timeout, also while a fetched body is being read (upstream `downloadTimeout` = 5 min). */
-  socketTimeoutMs?: number;
-  /** STS endpoint for web identity (default: the SDK's regional STS endpoint). */
-  stsEndpoint?: string;
-  /** Retries of one failed part after the SDK's own attempts (upstream: 5). */
-  partRetries?: number;
-  /** Backoff before part retry i is base x 2^i (upstream: 1 s, so 1, 2, 4, 8, 16 s). */
-  partRetryBaseDelayMs?: number;
-  /** Time limit of one attempt of one part (upstream `chunkUploadTimeout` = 180 s). */
-  partTimeoutMs?: number;
-}
-
 /** S3's smallest allowed part (except the last). */
 const S3_MIN_PART_SIZE = 5 * 1024 * 1024;
 
-const DEFAULTS = { maxAttempts: 5, connectionTimeoutMs: 30_000, socketTimeoutMs: 300_000 };
 /** Parallel GetObjectTagging calls while listing a versioned bucket. */
 const TAGGING_CONCURRENCY = 8;
-
-interface Ssec {
-  SSECustomerAlgorithm: string;
-  SSECustomerKey: string;
-  SSECustomerKeyMD5: string;
-}
 
 /**
  * Opens an S3 store. `provider` is the name the store reports (ECS and OCS are S3 underneath, and
@@ -80,126 +51,13 @@ interface Ssec {
  */
 export async function openS3Store(config: S3StoreConfig, tuning: S3Tuning = {}, provider: 'S3' | 'ECS' | 'OCS' = 'S3'): Promise<SnapStore> {
   if (!config.container) throw new SnapStoreError('E_CONFIG', 'S3 store needs a bucket name (--store-container)');
-  const creds = config.credentials;
-  const endpoint = parseEndpoint(config.endpointOverride ?? creds?.endpoint);
-  const ssec = sseCustomer(creds);
-  const t = { ...DEFAULTS, ...tuning };
-
-  const clientConfig: S3ClientConfig = {
-    maxAttempts: t.maxAttempts,
-    forcePathStyle: creds?.s3ForcePathStyle ?? false,
-    requestHandler: {
-      connectionTimeout: t.connectionTimeoutMs,
-      socketTimeout: t.socketTimeoutMs,
-      httpAgent: new nodeHttp.Agent({ keepAlive: true, maxSockets: 64 }),
-      httpsAgent: httpsAgent(creds),
-    },
-  };
-  // Region: from the credentials; an S3-compatible endpoint without one gets the SDK's classic
-  // default; with no credentials at all the SDK's own chain (AWS_REGION, profile) decides.
-  const region = creds?.region || (endpoint && creds ? 'us-east-1' : undefined);
-  if (region) clientConfig.region = region;
-  if (endpoint) clientConfig.endpoint = endpoint;
-  if (creds?.requestChecksumCalculation) {
-    clientConfig.requestChecksumCalculation = creds.requestChecksumCalculation === 'when_required' ? 'WHEN_REQUIRED' : 'WHEN_SUPPORTED';
-  }
-  if (creds?.responseChecksumValidation) {
-    clientConfig.responseChecksumValidation = creds.responseChecksumValidation === 'when_required' ? 'WHEN_REQUIRED' : 'WHEN_SUPPORTED';
-  }
-  const credentials = await credentialProvider(creds, region, t.stsEndpoint);
-  if (credentials) clientConfig.credentials = credentials;
-
-  const client = new S3Client(clientConfig);
+  const { client, where, ssec } = await connectS3(config, tuning);
   const partRetry: PartRetryPolicy = {
     retries: tuning.partRetries ?? DEFAULT_PART_RETRY.retries,
     baseDelayMs: tuning.partRetryBaseDelayMs ?? DEFAULT_PART_RETRY.baseDelayMs,
     timeoutMs: tuning.partTimeoutMs ?? DEFAULT_PART_RETRY.timeoutMs,
   };
-  const where = endpoint ?? (region ? `https://s3.${region}.amazonaws.com` : 'the default AWS S3 endpoint');
   return new S3SnapStore(config, client, where, ssec, partRetry, provider);
-}
-
-function parseEndpoint(raw: string | undefined): string | undefined {
-  if (raw === undefined || raw === '') return undefined;
-  let u: URL;
-  try {
-    u = new URL(raw);
-  } catch {
-    throw new SnapStoreError('E_CONFIG', `S3 endpoint ${JSON.stringify(raw)} is not an absolute URL`);
-  }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') {
-    throw new SnapStoreError('E_CONFIG', `S3 endpoint ${raw} must use http or https`);
-  }
-  return raw;
-}
-
-function httpsAgent(creds: S3Credentials | undefined): HttpsAgent {
-  const opts: HttpsAgentOptions = { keepAlive: true, maxSockets: 64 };
-  if (creds?.insecureSkipVerify) opts.rejectUnauthorized = false;
-  if (creds?.trustedCaCert) {
-    // In addition to, not instead of, the system roots; TLS 1.3 minimum as upstream sets it there.
-    opts.ca = [...tls.rootCertificates, creds.trustedCaCert];
-    opts.minVersion = 'TLSv1.3';
-  }
-  return new nodeHttps.Agent(opts);
-}
-
-/**
- * SSE-C: both key and algorithm, or neither. The key is the raw key string as in upstream's
- * credential file; S3 wants it base64-encoded with base64(md5(key)) beside it. AES256 (the only
- * algorithm S3 accepts) needs exactly 32 key bytes; checking that here turns a per-request 400
- * into one clear error at start.
- */
-function sseCustomer(creds: S3Credentials | undefined): Ssec | undefined {
-  const key = creds?.sseCustomerKey ?? '';
-  const algorithm = creds?.sseCustomerAlgorithm ?? '';
-  if (key === '' && algorithm === '') return undefined;
-  if (key === '' || algorithm === '') {
-    throw new SnapStoreError(
-      'E_CREDENTIALS',
-      `S3 SSE-C needs both sseCustomerKey and sseCustomerAlgorithm in the credentials; only ${key === '' ? 'sseCustomerAlgorithm' : 'sseCustomerKey'} is set`,
-    );
-  }
-  const bytes = Buffer.from(key, 'utf8');
-  if (algorithm === 'AES256' && bytes.length !== 32) {
-    throw new SnapStoreError(
-      'E_CREDENTIALS',
-      `S3 SSE-C key for AES256 must be 32 bytes, the configured sseCustomerKey has ${bytes.length}`,
-    );
-  }
-  return {
-    SSECustomerAlgorithm: algorithm,
-    SSECustomerKey: bytes.toString('base64'),
-    SSECustomerKeyMD5: createHash('md5').update(bytes).digest('base64'),
-  };
-}
-
-async function credentialProvider(
-  creds: S3Credentials | undefined,
-  region: string | undefined,
-  stsEndpoint: string | undefined,
-): Promise<S3ClientConfig['credentials'] | undefined> {
-  if (!creds) return undefined; // SDK default chain
-  if (creds.accessKeyID) {
-    if (!creds.secretAccessKey) {
-      throw new SnapStoreError('E_CREDENTIALS', 'S3 credentials have accessKeyID but no secretAccessKey');
-    }
-    return { accessKeyId: creds.accessKeyID, secretAccessKey: creds.secretAccessKey };
-  }
-  if (creds.roleARN || creds.tokenPath) {
-    if (!creds.roleARN || !creds.tokenPath) {
-      throw new SnapStoreError('E_CREDENTIALS', 'S3 web identity needs both roleARN and the token file (token / tokenPath)');
-    }
-    // The token file is re-read on every refresh, so a rotated projected token is picked up.
-    const { fromTokenFile } = await import('@aws-sdk/credential-provider-web-identity');
-    return fromTokenFile({
-      roleArn: creds.roleARN,
-      webIdentityTokenFile: creds.tokenPath,
-      roleSessionName: `etcdbrctl-${Date.now()}`,
-      clientConfig: { ...(region ? { region } : {}), ...(stsEndpoint ? { endpoint: stsEndpoint } : {}) },
-    });
-  }
-  return undefined;
 }
 
 class S3SnapStore implements SnapStore {
