@@ -3,7 +3,8 @@
  * (upstream `pkg/snapshot/snapshotter/garbagecollector.go`). `gc.ts` executes a plan.
  */
 import { SnapStoreError } from './errors.js';
-import { isDeletable, sortSnapshots } from './snapshot.js';
+import { isDeletable } from './snapshot.js';
+import { sortSnapshots } from './snapshot-order.js';
 import type { Snapshot } from './snapshot.js';
 
 export type GcPolicyKind = 'Exponential' | 'LimitBased';

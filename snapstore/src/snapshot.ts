@@ -1,10 +1,11 @@
 /**
- * Snapshot records and their names, exactly as etcd-backup-restore writes and parses them
- * (upstream `pkg/types/snapstore.go`, `pkg/miscellaneous/miscellaneous.go`
- * `GetLatestFullSnapshotAndDeltaSnapList`).
+ * Snapshot records, their names and keys and their JSON, exactly as etcd-backup-restore writes and parses
+ * them (upstream `pkg/types/snapstore.go`). Their order and the selections made from a listing are in
+ * snapshot-order.ts.
  */
 import path from 'node:path';
 import { SnapStoreError } from './errors.js';
+import { formatGoTime, parseGoTime, unixSeconds } from './go-time.js';
 import type { Logger } from './logger.js';
 
 export type SnapshotKind = 'Full' | 'Incr';
@@ -70,11 +71,6 @@ function pad8(n: number): string {
 /** Go's `%010d` for chunk numbers. */
 function pad10(n: number): string {
   return String(n).padStart(10, '0');
-}
-
-/** Go's `Time.Unix()`: whole seconds, rounded down (also before 1970). */
-function unixSeconds(d: Date): number {
-  return Math.floor(d.getTime() / 1000);
 }
 
 /**
@@ -329,107 +325,6 @@ export function listingPrefix(storePrefix: string): string {
   return i < 0 ? '' : trimmed.slice(0, i + 1);
 }
 
-// ---------------------------------------------------------------------------------------------------
-// Ordering and selection
-
-/**
- * Upstream SnapList.Less: ascending last revision; on a tie a complete object before a chunk; two
- * complete objects by creation second; chunks (any order upstream) by chunk number.
- */
-export function compareSnapshots(a: Snapshot, b: Snapshot): number {
-  if (a.lastRevision !== b.lastRevision) return a.lastRevision < b.lastRevision ? -1 : 1;
-  if (a.isChunk !== b.isChunk) return a.isChunk ? 1 : -1;
-  if (!a.isChunk) return unixSeconds(a.createdOn) - unixSeconds(b.createdOn);
-  return (a.chunkNumber ?? 0) - (b.chunkNumber ?? 0);
-}
-
-/**
- * The creation time for a new snapshot ending at `revision`: `now`, but never in the same or an earlier second
- * than one of `snapshots` at that revision, so it sorts strictly after them (compareSnapshots). Upstream sorts
- * with Go's unstable `sort.Sort`: a full and the delta it follows at the same revision and second come out
- * either way, and when the delta comes last its restore replays the delta onto the full a second time
- * ("mismatched event revision", `applyFirstDeltaSnapshot` in pkg/snapshot/restorer/restorer.go).
- */
-export function creationTimeAfter(now: Date, snapshots: readonly Snapshot[], revision: number): Date {
-  let notBefore = Number.NEGATIVE_INFINITY;
-  for (const s of snapshots) {
-    if (s.isChunk || s.lastRevision !== revision) continue;
-    notBefore = Math.max(notBefore, (unixSeconds(s.createdOn) + 1) * 1000);
-  }
-  return now.getTime() >= notBefore ? now : new Date(notBefore);
-}
-
-/** A sorted copy (stable: equal snapshots keep their order). The input is not modified. */
-export function sortSnapshots(list: readonly Snapshot[]): Snapshot[] {
-  return [...list].sort(compareSnapshots);
-}
-
-export interface LatestSet {
-  /** The newest full snapshot; undefined when the store has none. */
-  full: Snapshot | undefined;
-  /** The deltas after it, ascending (all deltas when there is no full). */
-  deltas: Snapshot[];
-}
-
-/**
- * What a restore starts from (upstream GetLatestFullSnapshotAndDeltaSnapList): walking from the newest,
- * chunks are skipped and deltas collected until the first full.
- */
-export function latestSet(list: readonly Snapshot[]): LatestSet {
-  const sorted = sortSnapshots(list);
-  const deltas: Snapshot[] = [];
-  for (let i = sorted.length - 1; i >= 0; i--) {
-    const snap = sorted[i] as Snapshot;
-    if (snap.isChunk) continue;
-    if (snap.kind === 'Full') return { full: snap, deltas: sortSnapshots(deltas) };
-    deltas.push(snap);
-  }
-  return { full: undefined, deltas: sortSnapshots(deltas) };
-}
-
-/** The newest `n` full snapshots (chunks excluded), newest first; [] when n <= 0. */
-export function latestFulls(list: readonly Snapshot[], n: number): Snapshot[] {
-  const out: Snapshot[] = [];
-  const sorted = sortSnapshots(list);
-  for (let i = sorted.length - 1; i >= 0 && out.length < n; i--) {
-    const snap = sorted[i] as Snapshot;
-    if (!snap.isChunk && snap.kind === 'Full') out.push(snap);
-  }
-  return out;
-}
-
-/**
- * Upstream GetFilteredBackups (used by copy): backups = a full and the deltas after it; sorted by the
- * full's creation time, newest first; `filter` is applied to the full; the first `maxBackups` passing
- * backups (-1 = all) are flattened as the full followed by its deltas, newest delta first. Deltas
- * older than the oldest full belong to no backup and are left out.
- */
-export function filteredBackups(list: readonly Snapshot[], maxBackups: number, filter?: (full: Snapshot) => boolean): Snapshot[] {
-  const sorted = sortSnapshots(list);
-  const backups: Array<{ full: Snapshot; deltas: Snapshot[] }> = [];
-  let deltas: Snapshot[] = [];
-  for (let i = sorted.length - 1; i >= 0; i--) {
-    const snap = sorted[i] as Snapshot;
-    if (snap.isChunk) continue;
-    if (snap.kind === 'Full') {
-      backups.push({ full: snap, deltas });
-      deltas = [];
-    } else {
-      deltas.push(snap);
-    }
-  }
-  backups.sort((a, b) => b.full.createdOn.getTime() - a.full.createdOn.getTime());
-  const out: Snapshot[] = [];
-  let count = 0;
-  for (const backup of backups) {
-    if (maxBackups >= 0 && count === maxBackups) break;
-    if (filter !== undefined && !filter(backup.full)) continue;
-    out.push(backup.full, ...backup.deltas);
-    count++;
-  }
-  return out;
-}
-
 /** A copy with `.final` appended to or stripped from the name (upstream SetFinal). */
 export function setFinal(snap: Snapshot, final: boolean): Snapshot {
   const hasSuffix = snap.snapName.endsWith(FINAL_SUFFIX);
@@ -481,38 +376,6 @@ export interface SnapshotJSON {
   lastRevision: number;
   isChunk: boolean;
   isFinal: boolean;
-}
-
-/** Go's RFC3339Nano for a UTC time: fraction with trailing zeros dropped, `Z`. */
-function formatGoTime(d: Date): string {
-  const pad = (n: number, w: number): string => String(n).padStart(w, '0');
-  const year = d.getUTCFullYear();
-  if (year < 0 || year > 9999) {
-    throw new SnapStoreError('E_BAD_NAME', `time ${d.toISOString()} is outside the years 0000-9999 JSON can carry`);
-  }
-  const ms = d.getUTCMilliseconds();
-  const fraction = ms === 0 ? '' : `.${pad(ms, 3)}`.replace(/0+$/, '');
-  return (
-    `${pad(year, 4)}-${pad(d.getUTCMonth() + 1, 2)}-${pad(d.getUTCDate(), 2)}` +
-    `T${pad(d.getUTCHours(), 2)}:${pad(d.getUTCMinutes(), 2)}:${pad(d.getUTCSeconds(), 2)}${fraction}Z`
-  );
-}
-
-const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
-
-/** RFC 3339 with up to 9 fractional digits (truncated to ms); years below 100 are taken literally. */
-function parseGoTime(s: string): Date | undefined {
-  const m = RFC3339.exec(s);
-  if (m === null) return undefined;
-  const num = (i: number): number => Number(m[i] ?? '0');
-  const d = new Date(0);
-  d.setUTCFullYear(num(1), num(2) - 1, num(3));
-  d.setUTCHours(num(4), num(5), num(6), Number((m[7] ?? '').padEnd(3, '0').slice(0, 3)));
-  if (m[9] !== undefined) {
-    const offsetMinutes = (num(10) * 60 + num(11)) * (m[9] === '-' ? -1 : 1);
-    d.setTime(d.getTime() - offsetMinutes * 60_000);
-  }
-  return Number.isNaN(d.getTime()) ? undefined : d;
 }
 
 export function snapshotToJSON(snap: Snapshot): SnapshotJSON {

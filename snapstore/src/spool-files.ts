@@ -1,7 +1,7 @@
 /**
  * The files this tool writes into `--snapstore-temp-directory`, and the removal of those a process that is
  * gone left behind. The only writer is the S3 upload: each part in flight waits in a file of its own
- * (providers/s3-upload.ts), removed once the part is sent; a killed process leaves its parts behind.
+ * (providers/spooled-parts.ts), removed once the part is sent; a killed process leaves its parts behind.
  *
  * Names: `.etcdbr-part-<pid>.<start ticks>.<boot>-<12 hex>-<part>`. The writer's identity (process-identity.ts) lets
  * the next initialization remove a killed process's parts at once, however fresh they are, and never those

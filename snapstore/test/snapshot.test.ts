@@ -8,12 +8,8 @@ import { describe, expect, it } from 'vitest';
 import { isSnapStoreError } from '../src/errors.js';
 import type { Logger } from '../src/logger.js';
 import {
-  compareSnapshots,
-  filteredBackups,
   generateSnapshotName,
   isDeletable,
-  latestFulls,
-  latestSet,
   listedObjectKey,
   listingPrefix,
   newSnapshot,
@@ -22,10 +18,10 @@ import {
   setFinal,
   snapshotFromJSON,
   snapshotToJSON,
-  sortSnapshots,
   tryParseSnapshotKey,
 } from '../src/snapshot.js';
 import type { Snapshot, SnapshotKind } from '../src/snapshot.js';
+import { compareSnapshots, filteredBackups, latestFulls, latestSet, sortSnapshots } from '../src/snapshot-order.js';
 import { listedSnapshot } from './support/snapshots.js';
 import { UPSTREAM_V023 } from '../../test/support/fixtures.js';
 

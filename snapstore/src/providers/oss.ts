@@ -9,7 +9,8 @@ import type { OssStoreConfig } from '../config.js';
 import { SnapStoreError } from '../errors.js';
 import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
-import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
+import { listedObjectKey, listingPrefix, objectKey, tryParseSnapshotKey } from '../snapshot.js';
+import { sortSnapshots } from '../snapshot-order.js';
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import { isNetworkError, saveFailed } from './common.js';
@@ -42,7 +43,7 @@ class OssStore implements SnapStore {
   readonly prefix: string;
   private readonly logger: Logger;
   private readonly where: string;
-  // Part buffers kept between uploads, as the S3 provider does (see part-buffers.ts).
+  // Part buffers lent between overlapping uploads, as for ABS and Swift (see part-buffers.ts).
   private readonly idle: IdleBuffers;
 
   constructor(

@@ -1,8 +1,8 @@
 /**
- * Upload part buffers shared by the ABS block stager and the Swift and OSS segment uploaders: a fixed number
+ * Upload part buffers of the ABS, Swift and OSS uploads (their part storage, memory-parts.ts): a fixed number
  * per upload, reused part after part, shared by the uploads of one store that overlap, and freed when the
  * store has no upload running. Each sends one buffer per request and must not touch it again until that
- * request has settled. (S3 writes its parts to files instead: part-file.ts.)
+ * request has settled. (S3 writes its parts to files instead: spooled-parts.ts.)
  */
 import { InternalError } from '../internal-errors.js';
 

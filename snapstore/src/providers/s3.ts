@@ -1,7 +1,7 @@
 /**
  * S3 provider (upstream `pkg/snapstore/s3_snapstore.go`) on @aws-sdk/client-s3.
  *
- * Save streams into a multipart upload through our own uploader (s3-upload.ts): parts of `minChunkSize`,
+ * Save streams into a multipart upload through our own uploader (spooled-parts.ts): parts of `minChunkSize`,
  * written to files in `--snapstore-temp-directory` as they arrive and sent from there,
  * `maxParallelChunkUploads` in flight. So memory stays small and fixed whatever the snapshot size, and the
  * disk holds at most that many + 1 parts (upstream holds a temp copy of the whole snapshot). With 10,000
@@ -25,7 +25,8 @@ import { SnapStoreError } from '../errors.js';
 import { InternalError } from '../internal-errors.js';
 import type { Logger } from '../logger.js';
 import { silentLogger } from '../logger.js';
-import { listedObjectKey, listingPrefix, objectKey, sortSnapshots, tryParseSnapshotKey } from '../snapshot.js';
+import { listedObjectKey, listingPrefix, objectKey, tryParseSnapshotKey } from '../snapshot.js';
+import { sortSnapshots } from '../snapshot-order.js';
 import type { Snapshot } from '../snapshot.js';
 import type { ByteRange, FetchOptions, ListOptions, SaveOptions, SnapStore } from '../store.js';
 import { type StoreFailureCode, abortReason, classifyStoreFailure, describeError, isNetworkError, saveFailed } from './common.js';
@@ -266,7 +267,7 @@ class S3SnapStore implements SnapStore {
         key,
         partSize: this.partSize,
         concurrency: this.queueSize,
-        // Parts wait for their upload as files, not buffers (s3-upload.ts): an uncompressed full snapshot fills
+        // Parts wait for their upload as files, not buffers (spooled-parts.ts): an uncompressed full snapshot fills
         // all of them as fast as etcd sends, and 6 x 5 MiB in memory took it past the pod's 128 MiB.
         spoolDir: this.tempDir,
         writeParams: this.ssec ?? {},
