@@ -7,6 +7,8 @@ import type { PartBufferPool } from './part-buffers.js';
 import type { PartFilling, PartStorage, SealedPart, WholeObject } from './upload-parts.js';
 
 export class MemoryParts implements PartStorage<Buffer> {
+  readonly fillsAhead = false;
+
   /** `pool`: buffers of exactly the part size; this storage releases it when the upload ends. */
   constructor(private readonly pool: PartBufferPool) {}
 

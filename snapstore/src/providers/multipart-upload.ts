@@ -7,10 +7,11 @@
  * Flow: the input is cut into parts of exactly `partSize` bytes (the last one shorter). An input that ends
  * within the first part goes up as one request when the adapter can store an object whole (S3, Swift, OSS;
  * a delta snapshot, most copied objects). Otherwise the upload begins when the first part is ready (in
- * parallel with filling the second), every part is sent with the retry policy, and the commit names the
- * parts in order. At most `concurrency` parts are in flight and one more is being filled or waits for a
- * slot; while it waits the input is not read, so a slow store slows the producer (etcd's stream) down
- * instead of filling memory or disk.
+ * parallel with filling the second; at once for a store that cannot take an object whole, ABS), every part
+ * is sent with the retry policy, and the commit names the parts in order. At most `concurrency` parts are
+ * in flight and, where the part storage fills ahead (files on disk), one more is being filled or waits for
+ * a slot; part buffers in memory are filled only while a slot is free. While the engine waits the input is
+ * not read, so a slow store slows the producer (etcd's stream) down instead of filling memory or disk.
  *
  * The first failure wins: the input's, the caller's signal, a request's (after its retries) or the part
  * storage's. It stops the reading, cancels the requests in flight (at once, or after `drainMs`), has the
@@ -33,8 +34,9 @@ import { withRetry, type PartRetryPolicy, type RetryContext } from './upload-ret
  */
 export interface MultipartAdapter<P, U, R> {
   /**
-   * Starts the upload; called once, when the first part is ready. Every part request waits for it. The
-   * signal aborts when the upload fails; an adapter that must learn the upload id to clean up ignores it.
+   * Starts the upload; called once, when the first part is ready (at the start without `putWhole`). Every
+   * part request waits for it, and its failure fails the upload. The signal aborts when the upload fails;
+   * an adapter that must learn the upload id to clean up ignores it.
    */
   begin(signal: AbortSignal): Promise<U>;
   /** Sends part `number` (1-based); one attempt, the engine retries. */
@@ -126,14 +128,15 @@ export async function uploadInParts<P, U, R>(
   const begin = (): Promise<U> => {
     if (!begun) {
       begun = adapter.begin(stop.signal);
-      begun.catch(() => undefined); // observed by every part and by the cleanup
+      // Every part waits for it, so its failure is the upload's; the cleanup sees it too.
+      begun.catch((err: unknown) => fail('store', err));
     }
     return begun;
   };
 
   /** Starts sending a part once a slot is free; the part is released when its request has settled. */
   const dispatch = async (part: SealedPart<P>): Promise<void> => {
-    while (inflight.size >= concurrency && !failure) await Promise.race(inflight);
+    await slotFree();
     const n = started + 1;
     if (!failure && opts.maxParts !== undefined && n > opts.maxParts) {
       fail(
@@ -160,8 +163,13 @@ export async function uploadInParts<P, U, R>(
   const settle = async (): Promise<void> => {
     while (inflight.size > 0) await Promise.race(inflight);
   };
+  const slotFree = async (): Promise<void> => {
+    while (inflight.size >= concurrency && !failure) await Promise.race(inflight);
+  };
 
   try {
+    // A store that cannot take an object whole always begins an upload: at once, while the first part fills.
+    if (!failure && adapter.putWhole === undefined) void begin();
     if (!failure) {
       try {
         for await (const item of cutParts(input, partSize, storage, adapter.putWhole !== undefined)) {
@@ -188,6 +196,8 @@ export async function uploadInParts<P, U, R>(
           }
           bytes += item.part.size;
           await dispatch(item.part);
+          // Reading on fills the next part: not before a slot is free, unless the storage fills ahead.
+          if (!storage.fillsAhead) await slotFree();
           if (failure) break;
         }
       } catch (err) {

@@ -19,6 +19,7 @@ import { PartFileWriter, STAGING_BYTES, type PartFile, type PartFileOptions } fr
 import type { PartFilling, PartStorage, SealedPart, WholeObject } from './upload-parts.js';
 
 export class SpooledParts implements PartStorage<PartFile> {
+  readonly fillsAhead = true;
   /** Part files on disk now, and at most over the upload (never more than `concurrency + 1`). */
   private files = 0;
   maxFiles = 0;

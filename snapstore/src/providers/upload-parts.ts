@@ -35,6 +35,12 @@ export interface WholeObject {
 }
 
 export interface PartStorage<P> {
+  /**
+   * Whether the next part may be filled while every request slot is busy. Files on disk: yes, so the next
+   * part is ready the moment a slot frees (at most `concurrency + 1` parts then). Buffers in memory: no, an
+   * upload then holds at most one buffer per slot.
+   */
+  readonly fillsAhead: boolean;
   /** A new part; `first` tells the upload's first part from the others (its object may still fit one request). */
   open(first: boolean): PartFilling<P> | Promise<PartFilling<P>>;
   /** The upload ended and every request has settled: what the storage still holds can go. */
