@@ -147,6 +147,26 @@ describe('uploadInParts', () => {
     expect(store.maxInFlight).toBeLessThanOrEqual(2);
   });
 
+  it('fills a part buffer only while a request slot is free: one buffer per slot at most', async () => {
+    let open: () => void = () => undefined;
+    const store = fakeStore({ hold: new Promise<void>((r) => (open = r)) });
+    const pool = new PartBufferPool(4, 3);
+    let read = 0;
+    const input = new Readable({
+      read() {
+        read += 4;
+        this.push(read > 40 ? null : Buffer.alloc(4, read));
+      },
+    });
+    const saving = uploadInParts(input, store.adapter, new MemoryParts(pool), options({ concurrency: 2 }));
+    await new Promise((r) => setTimeout(r, 50));
+    // Two parts held in flight and no third one filled, beyond what the stream itself buffers (16 KiB).
+    expect(pool.allocated).toBe(2);
+    open();
+    expect(await saving).toMatchObject({ bytes: 40, parts: 10 });
+    expect(pool.allocated).toBe(2);
+  });
+
   it('stores an input within the first part whole; without putWhole it is a one-part upload, and no input an empty commit', async () => {
     const store = fakeStore();
     expect(await uploadInParts(Readable.from([Buffer.from('abc')]), store.adapter, memory(), options())).toEqual({
