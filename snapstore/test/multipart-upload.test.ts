@@ -223,6 +223,34 @@ describe('uploadInParts', () => {
     expect(held.calls.some((c) => c.startsWith('commit'))).toBe(false);
   });
 
+  it('on a failure gives the requests in flight drainMs to finish, then cancels them and cleans up', async () => {
+    const cancelled: number[] = [];
+    const calls: string[] = [];
+    const adapter: MultipartAdapter<Buffer, string, number> = {
+      begin: () => Promise.resolve('up'),
+      putPart: (_id, n, _body, signal) =>
+        new Promise<number>((_resolve, reject) => {
+          if (n === 1) setTimeout(() => reject(new Error('refused')), 20);
+          signal.addEventListener('abort', () => {
+            cancelled.push(n);
+            reject(new Error('cancelled'));
+          });
+        }),
+      commit: () => Promise.resolve(),
+      discard: (id, started) => {
+        calls.push(`discard ${id} ${started} after ${cancelled.length} cancelled`);
+        return Promise.resolve();
+      },
+      retryable: () => false,
+    };
+    const t0 = Date.now();
+    const saving = uploadInParts(Readable.from([Buffer.alloc(12)]), adapter, memory(), options({ concurrency: 3, drainMs: 300 }));
+    await expect(saving).rejects.toMatchObject({ origin: 'store', cause: { message: 'refused' } });
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(280);
+    expect(cancelled.sort()).toEqual([2, 3]);
+    expect(calls).toEqual(['discard up 3 after 2 cancelled']);
+  });
+
   it('fails an object that needs more than maxParts parts, before sending the one too many', async () => {
     const store = fakeStore();
     const err = await uploadInParts(Readable.from([Buffer.alloc(13)]), store.adapter, memory(), options({ maxParts: 3 })).catch(

@@ -160,8 +160,9 @@ export async function uploadInParts<P, U, R>(
       });
     inflight.add(p);
   };
+  /** Waits until every part has been sent; on a failure the cleanup's drain waits for the rest instead. */
   const settle = async (): Promise<void> => {
-    while (inflight.size > 0) await Promise.race(inflight);
+    while (inflight.size > 0 && !failure) await Promise.race(inflight);
   };
   const slotFree = async (): Promise<void> => {
     while (inflight.size >= concurrency && !failure) await Promise.race(inflight);
