@@ -4,7 +4,7 @@
  */
 import type { Logger } from '../logger.js';
 import { TimeoutError } from '../internal-errors.js';
-import { describeError } from './common.js';
+import { abortReason, describeError } from './common.js';
 
 export interface PartRetryPolicy {
   /** Retries after the first attempt (upstream: 5). */
@@ -46,6 +46,8 @@ export interface RetryContext {
 export async function withRetry<T>(what: string, ctx: RetryContext, run: (signal: AbortSignal) => Promise<T>): Promise<T> {
   const { policy, cancel, giveUp } = ctx;
   for (let i = 0; ; i++) {
+    // A part that was waiting for the upload to begin when it failed never starts (ali-oss cannot cancel).
+    if (giveUp.aborted) throw abortReason(giveUp);
     // One controller per attempt, released as soon as the attempt settles (AbortSignal.timeout would keep
     // a timer and the signal alive for the whole timeout, once per part).
     const attempt = new AbortController();
