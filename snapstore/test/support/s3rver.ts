@@ -60,6 +60,15 @@ export interface S3rverOptions {
   tls?: { keyFile: string; certFile: string };
 }
 
+/**
+ * The preload beside this module; a bench bundled by `scripts/bench.mjs --compiled` runs from
+ * node_modules/.cache, so there it is found from the bench's directory (ETCDBR_BENCH_DIR, e2e/bench).
+ */
+const ATOMIC_PUT_PRELOAD =
+  process.env['ETCDBR_BENCH_DIR'] === undefined
+    ? fileURLToPath(new URL('./s3rver-atomic-put.cjs', import.meta.url))
+    : path.join(process.env['ETCDBR_BENCH_DIR'], '..', '..', 'snapstore', 'test', 'support', 's3rver-atomic-put.cjs');
+
 export async function startS3rver(opts: S3rverOptions = {}): Promise<S3rverInstance> {
   const bucket = opts.bucket ?? 'etcd-backups';
   const directory = await mkdtemp(path.join(os.tmpdir(), 's3rver-'));
@@ -80,7 +89,7 @@ export async function startS3rver(opts: S3rverOptions = {}): Promise<S3rverInsta
       '--openssl-legacy-provider',
       // S3's all-or-nothing object writes (s3rver-atomic-put.cjs says why).
       '--require',
-      fileURLToPath(new URL('./s3rver-atomic-put.cjs', import.meta.url)),
+      ATOMIC_PUT_PRELOAD,
       cli,
       '--directory',
       directory,
