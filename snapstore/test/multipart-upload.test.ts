@@ -230,7 +230,7 @@ describe('uploadInParts', () => {
       begin: () => Promise.resolve('up'),
       putPart: (_id, n, _body, signal) =>
         new Promise<number>((_resolve, reject) => {
-          if (n === 1) setTimeout(() => reject(new Error('refused')), 20);
+          if (n === 1) return void setTimeout(() => reject(new Error('refused')), 20);
           signal.addEventListener('abort', () => {
             cancelled.push(n);
             reject(new Error('cancelled'));

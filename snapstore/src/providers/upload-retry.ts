@@ -48,28 +48,34 @@ export async function withRetry<T>(what: string, ctx: RetryContext, run: (signal
   for (let i = 0; ; i++) {
     // A part that was waiting for the upload to begin when it failed never starts (ali-oss cannot cancel).
     if (giveUp.aborted) throw abortReason(giveUp);
-    // One controller per attempt, released as soon as the attempt settles (AbortSignal.timeout would keep
-    // a timer and the signal alive for the whole timeout, once per part).
-    const attempt = new AbortController();
     let timedOut = false;
-    const timer =
-      policy.timeoutMs === undefined
-        ? undefined
-        : setTimeout(() => {
-            timedOut = true;
-            attempt.abort();
-          }, policy.timeoutMs);
-    const propagate = (): void => attempt.abort(cancel.reason);
-    if (cancel.aborted) propagate();
-    else cancel.addEventListener('abort', propagate, { once: true });
     let caught: unknown;
-    try {
-      return await run(attempt.signal);
-    } catch (err) {
-      caught = err;
-    } finally {
-      clearTimeout(timer);
-      cancel.removeEventListener('abort', propagate);
+    if (policy.timeoutMs === undefined) {
+      // The client limits each request itself: the upload's signal is the attempt's.
+      try {
+        return await run(cancel);
+      } catch (err) {
+        caught = err;
+      }
+    } else {
+      // One controller per attempt, released as soon as the attempt settles (AbortSignal.timeout would keep
+      // a timer and the signal alive for the whole timeout, once per part).
+      const attempt = new AbortController();
+      const timer = setTimeout(() => {
+        timedOut = true;
+        attempt.abort();
+      }, policy.timeoutMs);
+      const propagate = (): void => attempt.abort(cancel.reason);
+      if (cancel.aborted) propagate();
+      else cancel.addEventListener('abort', propagate, { once: true });
+      try {
+        return await run(attempt.signal);
+      } catch (err) {
+        caught = err;
+      } finally {
+        clearTimeout(timer);
+        cancel.removeEventListener('abort', propagate);
+      }
     }
     if (cancel.aborted || giveUp.aborted) throw caught;
     const err = timedOut ? new TimeoutError(`upload of ${what} took longer than ${policy.timeoutMs} ms`, { cause: caught }) : caught;
