@@ -3,15 +3,16 @@
  * has exactly the shape Go's encoding/json gives a `{etcdEvent, time}` (and our encoder, byte for byte):
  *
  *   {"etcdEvent":{["type":1,]"kv":{["key":"b64"][,"create_revision":N][,"mod_revision":N][,"version":N]
- *     [,"value":"b64"][,"lease":N]}},"time":"RFC 3339"}
+ *     [,"value":"b64"][,"lease":N]}},"time":"RFC 3339"[,"leaseTTL":N]}
  *
  * No whitespace, fields in that order, decimal numbers without a sign or leading zeros (a lease may be
- * negative), padded base64, a time without escapes. Anything else, valid JSON or not, gives undefined and
+ * negative), padded base64, a time without escapes, a lease TTL (ours, see DeltaEvent.leaseTTL) from 1 to etcd's
+ * largest. Anything else, valid JSON or not, gives undefined and
  * the parser takes its general path (JSON.parse), which decides what it means: this function only ever
  * agrees with that path, faster (no string, no JSON.parse, no regular expression per element).
  */
 import { decodeBase64, isBase64 } from './base64.js';
-import type { DeltaEvent } from './delta-format.js';
+import { isLeaseTtl, type DeltaEvent } from './delta-format.js';
 
 function bytes(s: string): Buffer {
   return Buffer.from(s, 'latin1');
@@ -21,6 +22,7 @@ const HEAD = bytes('{"etcdEvent":{');
 const TYPE_DELETE = bytes('"type":1,');
 const KV = bytes('"kv":{');
 const TIME = bytes('}},"time":"');
+const LEASE_TTL = bytes(',"leaseTTL":');
 /** The kv fields in the order Go writes them (mvccpb.KeyValue's field order). */
 const FIELDS = [
   bytes('"key":"'),
@@ -188,10 +190,22 @@ export function readCanonicalElement(
     if (b === BACKSLASH || b < 0x20 || b > 0x7e) return undefined;
     p++;
   }
-  // The closing quote, then the element's closing brace as its last byte.
-  if (p + 2 > end || buf[p + 1] !== CLOSE_BRACE) return undefined;
-  at.end = p + 2;
-  return {
+  const timeEnd = p;
+  p++;
+  let leaseTTL = 0;
+  if (startsWith(buf, p, end, LEASE_TTL)) {
+    p += LEASE_TTL.length;
+    const e = numberEnd(buf, p, end, false);
+    if (e < 0 || e - p > MAX_SAFE_DIGITS) return undefined;
+    leaseTTL = digitsValue(buf, p, e);
+    // Out of range: the general path says what is wrong with it.
+    if (!isLeaseTtl(leaseTTL)) return undefined;
+    p = e;
+  }
+  // The element's closing brace as its last byte.
+  if (p + 1 > end || buf[p] !== CLOSE_BRACE) return undefined;
+  at.end = p + 1;
+  const ev: DeltaEvent = {
     type,
     key,
     value,
@@ -199,6 +213,9 @@ export function readCanonicalElement(
     modRevision,
     version,
     lease,
-    time: reading.times ? buf.toString('latin1', timeStart, p) : '',
+    time: reading.times ? buf.toString('latin1', timeStart, timeEnd) : '',
   };
+  // Only when there is one: nearly every event has none, and they keep the shape they always had.
+  if (leaseTTL > 0) ev.leaseTTL = leaseTTL;
+  return ev;
 }

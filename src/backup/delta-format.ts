@@ -24,6 +24,12 @@ export interface DeltaEvent {
   lease: string;
   /** Wall-clock receive time, RFC 3339 with up to nanosecond precision (kept verbatim when decoded). */
   time: string;
+  /**
+   * Ours: the TTL in seconds etcd granted the event's lease, as the sidecar asked etcd when it saw the lease
+   * (`"leaseTTL"` beside `"time"`, written on the first event of a delta naming the lease). A restore gives
+   * the lease that TTL. Absent or 0: not known (every Go-written delta; Go's json.Unmarshal ignores the field).
+   */
+  leaseTTL?: number;
 }
 
 const INT64_RE = /^-?\d{1,19}$/;
@@ -41,7 +47,8 @@ export function encodeDeltaEvent(ev: DeltaEvent): string {
   if (ev.value.length > 0) add(`"value":"${ev.value.toString('base64')}"`);
   if (hasLease(ev)) add(`"lease":${ev.lease}`);
   const type = ev.type === 'DELETE' ? '"type":1,' : '';
-  return `{"etcdEvent":{${type}"kv":{${kv}}},"time":"${ev.time}"}`;
+  const ttl = hasLeaseTtl(ev) ? `,"leaseTTL":${ev.leaseTTL}` : '';
+  return `{"etcdEvent":{${type}"kv":{${kv}}},"time":"${ev.time}"${ttl}}`;
 }
 
 /**
@@ -62,8 +69,27 @@ export function deltaEventJsonLength(ev: DeltaEvent): number {
   if (ev.value.length > 0) add(10 + base64Length(ev.value.length)); // "value":"…"
   if (hasLease(ev)) add(8 + ev.lease.length); // "lease":n
   if (fields > 1) kv += fields - 1; // the commas between fields
+  // ,"leaseTTL":n
+  const ttl = hasLeaseTtl(ev) ? 12 + String(ev.leaseTTL).length : 0;
   // {"etcdEvent":{ [type":1,] "kv":{ … }} ,"time":" … "}
-  return 14 + (ev.type === 'DELETE' ? 9 : 0) + 6 + kv + 2 + 9 + Buffer.byteLength(ev.time, 'utf8') + 2;
+  return 14 + (ev.type === 'DELETE' ? 9 : 0) + 6 + kv + 2 + 9 + Buffer.byteLength(ev.time, 'utf8') + 2 + ttl;
+}
+
+/** The largest TTL etcd grants (its `MaxLeaseTTL`, 9,000,000,000 s): a recorded TTL above it is not one etcd gave. */
+export const MAX_LEASE_TTL_SECONDS = 9_000_000_000;
+
+/** Whether the event carries its lease's TTL; throws for one that is not a TTL etcd could have granted. */
+function hasLeaseTtl(ev: DeltaEvent): boolean {
+  const ttl = ev.leaseTTL;
+  if (ttl === undefined || ttl === 0 || !hasLease(ev)) return false;
+  if (!isLeaseTtl(ttl))
+    throw new EtcdbrError('E_INVALID_INPUT', `invalid lease TTL ${ttl} of lease ${ev.lease}: not 1..${MAX_LEASE_TTL_SECONDS} seconds`);
+  return true;
+}
+
+/** A TTL in seconds etcd could have granted: a whole number from 1 to MAX_LEASE_TTL_SECONDS. */
+export function isLeaseTtl(ttl: number): boolean {
+  return Number.isSafeInteger(ttl) && ttl >= 1 && ttl <= MAX_LEASE_TTL_SECONDS;
 }
 
 function base64Length(bytes: number): number {

@@ -3,7 +3,7 @@ import { createHash, type Hash } from 'node:crypto';
 import { Transform, type TransformCallback } from 'node:stream';
 import { decodeBase64 } from './base64.js';
 import { decodeCanonicalElement, readCanonicalElement, type ElementEnd, type ElementReading } from './delta-element.js';
-import type { DeltaEvent } from './delta-format.js';
+import { isLeaseTtl, MAX_LEASE_TTL_SECONDS, type DeltaEvent } from './delta-format.js';
 import { SHA256_SIZE } from './full-verify.js';
 
 export class DeltaPayloadError extends CodedError {
@@ -52,6 +52,8 @@ interface RawKv {
 interface RawElement {
   etcdEvent?: { type?: number; kv?: RawKv };
   time?: string;
+  /** Ours (DeltaEvent.leaseTTL). */
+  leaseTTL?: unknown;
 }
 
 /**
@@ -74,7 +76,13 @@ function toEvent(raw: RawElement, where: string): DeltaEvent {
   const type = ev.type ?? 0;
   if (type !== 0 && type !== 1) throw new DeltaPayloadError(`${where}: unexpected event type ${type}`);
   const kv = ev.kv;
-  return {
+  const leaseTTL = raw.leaseTTL ?? 0;
+  if (typeof leaseTTL !== 'number' || (leaseTTL !== 0 && !isLeaseTtl(leaseTTL))) {
+    throw new DeltaPayloadError(
+      `${where}: leaseTTL ${JSON.stringify(leaseTTL)} is not a lease TTL (whole seconds from 1 to ${MAX_LEASE_TTL_SECONDS})`,
+    );
+  }
+  const out: DeltaEvent = {
     type: type === 1 ? 'DELETE' : 'PUT',
     key: Buffer.from(kv.key ?? '', 'base64'),
     value: Buffer.from(kv.value ?? '', 'base64'),
@@ -84,6 +92,8 @@ function toEvent(raw: RawElement, where: string): DeltaEvent {
     lease: kv.lease ?? '0',
     time: raw.time ?? '',
   };
+  if (leaseTTL > 0) out.leaseTTL = leaseTTL;
+  return out;
 }
 
 /**

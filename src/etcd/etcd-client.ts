@@ -78,6 +78,16 @@ export interface SnapshotStream extends AsyncIterable<SnapshotChunk> {
   cancel(): void;
 }
 
+/** Lease.LeaseTimeToLive of one lease. */
+export interface LeaseTimeToLive {
+  /** Seconds left; -1 when etcd has no such lease (it expired or was revoked). */
+  ttl: number;
+  /** The TTL it was granted (0 when etcd has no such lease). */
+  grantedTtl: number;
+  /** Keys attached to it (counted only when asked for with `keys`). */
+  keys: number;
+}
+
 export interface EtcdClient {
   /** Maintenance.Status of the member behind the client's (first reachable) endpoint. */
   status(opts?: CallOptions): Promise<EtcdStatus>;
@@ -107,6 +117,8 @@ export interface EtcdClient {
   memberRemove(memberId: string, opts?: CallOptions): Promise<void>;
   memberPromote(memberId: string, opts?: CallOptions): Promise<void>;
   memberUpdate(memberId: string, peerUrls: readonly string[], opts?: CallOptions): Promise<void>;
+  /** Lease.LeaseTimeToLive of the lease `id` (a decimal int64, as watch events name it). */
+  leaseTimeToLive(id: string, opts?: CallOptions & { keys?: boolean }): Promise<LeaseTimeToLive>;
   /** Opens Maintenance.Snapshot; `timeoutMs` bounds the whole stream. */
   snapshot(opts?: CallOptions): Promise<SnapshotStream>;
   /**
@@ -122,4 +134,8 @@ export interface EtcdClient {
 export interface LocalEtcdClient extends EtcdClient {
   /** The replay's transaction path (replay-txns.ts) to this etcd. */
   openReplayTxns(logger: Logger, opts?: ReplayTxnsOptions): Promise<ReplayTxns>;
+  /** Lease.LeaseGrant of the lease `id` (decimal int64) with `ttlSeconds`; rejects when etcd refuses it. */
+  leaseGrant(id: string, ttlSeconds: number, opts?: CallOptions): Promise<void>;
+  /** Lease.LeaseRevoke of the lease `id`: deletes the keys attached to it, if any. */
+  leaseRevoke(id: string, opts?: CallOptions): Promise<void>;
 }

@@ -15,6 +15,7 @@ import type {
   EtcdKvHash,
   EtcdMemberList,
   EtcdStatus,
+  LeaseTimeToLive,
   SnapshotChunk,
   SnapshotStream,
 } from './etcd-client.js';
@@ -30,6 +31,7 @@ const MAINTENANCE = '/etcdserverpb.Maintenance';
 const CLUSTER = '/etcdserverpb.Cluster';
 const WATCH = '/etcdserverpb.Watch/Watch';
 const AUTHENTICATE = '/etcdserverpb.Auth/Authenticate';
+const LEASE = '/etcdserverpb.Lease';
 
 /**
  * Snapshot messages (32 KiB each from etcd) read ahead of the consumer before reading pauses; the receive
@@ -136,6 +138,12 @@ export class H2EtcdClient implements EtcdClient {
 
   async put(key: string, value: string | Buffer, opts?: CallOptions): Promise<void> {
     await this.unary(`${KV}/Put`, wire.encodePutRequest(key, value), opts);
+  }
+
+  async leaseTimeToLive(id: string, opts: CallOptions & { keys?: boolean } = {}): Promise<LeaseTimeToLive> {
+    return wire.decodeLeaseTimeToLiveResponse(
+      await this.unary(`${LEASE}/LeaseTimeToLive`, wire.encodeLeaseTimeToLiveRequest(id, opts.keys ?? false), opts),
+    );
   }
 
   async memberList(opts: CallOptions & { linearizable?: boolean } = {}): Promise<EtcdMemberList> {
@@ -401,6 +409,16 @@ export class LocalH2EtcdClient extends H2EtcdClient implements LocalEtcdClient {
       logger,
       opts,
     );
+  }
+
+  async leaseGrant(id: string, ttlSeconds: number, opts?: CallOptions): Promise<void> {
+    const res = wire.decodeLeaseGrantResponse(await this.unary(`${LEASE}/LeaseGrant`, wire.encodeLeaseGrantRequest(id, ttlSeconds), opts));
+    if (res.error !== '') throw new EtcdError('E_ETCD_REQUEST', `LeaseGrant of lease ${id}: ${res.error}`);
+    if (res.id !== id) throw new EtcdError('E_ETCD_REQUEST', `LeaseGrant of lease ${id}: etcd granted lease ${res.id}`);
+  }
+
+  async leaseRevoke(id: string, opts?: CallOptions): Promise<void> {
+    await this.unary(`${LEASE}/LeaseRevoke`, wire.encodeLeaseRevokeRequest(id), opts);
   }
 
   /** KV.Txn of `ops` (txn-wire.ts encodes it), with etcd's own message when it refuses. */

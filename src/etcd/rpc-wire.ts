@@ -435,3 +435,57 @@ function decodeEvent(r: ProtoReader): WatchEvent {
   }
   return { type, kv: kv ?? decodeKeyValueWith(new ProtoReader(NO_BYTES), bytesView) };
 }
+
+/** A lease ID (decimal int64, as DeltaEvent.lease) as the varint etcd reads: its 64 bits, two's complement. */
+export function leaseIdOf(decimal: string): bigint {
+  return BigInt.asUintN(64, BigInt(decimal));
+}
+
+/** A varint read as int64 (etcd's lease IDs and TTLs), in decimal. */
+const int64Text = (r: ProtoReader): string => BigInt.asIntN(64, r.uint64Big()).toString();
+
+/** LeaseGrantRequest{TTL = 1, ID = 2}. */
+export function encodeLeaseGrantRequest(id: string, ttlSeconds: number): Buffer {
+  return new ProtoBuilder().uint(1, ttlSeconds).uint(2, leaseIdOf(id)).grpcFrame();
+}
+
+/** LeaseGrantResponse{header = 1, ID = 2, TTL = 3, error = 4}: the ID and TTL granted, or etcd's error text. */
+export function decodeLeaseGrantResponse(msg: Buffer): { id: string; ttl: number; error: string } {
+  const r = new ProtoReader(msg);
+  const out = { id: '0', ttl: 0, error: '' };
+  while (r.next()) {
+    if (r.field === 2) out.id = int64Text(r);
+    else if (r.field === 3) out.ttl = Number(int64Text(r));
+    else if (r.field === 4) out.error = text(r);
+    else r.skip();
+  }
+  return out;
+}
+
+/** LeaseRevokeRequest{ID = 1}. */
+export function encodeLeaseRevokeRequest(id: string): Buffer {
+  return new ProtoBuilder().uint(1, leaseIdOf(id)).grpcFrame();
+}
+
+/** LeaseTimeToLiveRequest{ID = 1, keys = 2}. */
+export function encodeLeaseTimeToLiveRequest(id: string, keys: boolean): Buffer {
+  return new ProtoBuilder().uint(1, leaseIdOf(id)).bool(2, keys).grpcFrame();
+}
+
+/**
+ * LeaseTimeToLiveResponse{header = 1, ID = 2, TTL = 3, grantedTTL = 4, keys = 5}: TTL is -1 for a lease etcd
+ * does not have (expired or revoked); `keys` counts the keys attached (asked for with `keys`).
+ */
+export function decodeLeaseTimeToLiveResponse(msg: Buffer): { ttl: number; grantedTtl: number; keys: number } {
+  const r = new ProtoReader(msg);
+  const out = { ttl: 0, grantedTtl: 0, keys: 0 };
+  while (r.next()) {
+    if (r.field === 3) out.ttl = Number(int64Text(r));
+    else if (r.field === 4) out.grantedTtl = Number(int64Text(r));
+    else if (r.field === 5) {
+      r.skip();
+      out.keys++;
+    } else r.skip();
+  }
+  return out;
+}

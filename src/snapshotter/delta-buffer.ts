@@ -10,7 +10,10 @@ import { EtcdbrError } from '../errors.js';
 export interface DeltaPayload {
   /** The used part of each slab, in order: the events as records (see DeltaBuffer). */
   records: readonly Buffer[];
-  /** Length of the upstream payload: the JSON array plus the 32-byte hash. */
+  /**
+   * Length of the upstream payload: the JSON array plus the 32-byte hash (the lease TTL fields a save adds,
+   * `leaseTtls`, are not counted: a few bytes per lease, never part of the memory limit's account).
+   */
   byteLength: number;
   /** First and last mod_revision of the events inside. */
   firstRevision: number;
@@ -18,6 +21,14 @@ export interface DeltaPayload {
   events: number;
   /** The buffer's slabs the records point into, whole: what releaseDeltaPayload frees. */
   slabs: readonly Buffer[];
+  /** The distinct lease IDs the events name (none: empty). */
+  leases: ReadonlySet<string>;
+  /**
+   * The granted TTL of each lease the sidecar knows it of, set before the payload is written: the first event
+   * naming such a lease carries it (`"leaseTTL"`, DeltaEvent.leaseTTL). Fixed per payload, so that a save that
+   * starts over writes the same bytes.
+   */
+  leaseTtls?: ReadonlyMap<string, number>;
 }
 
 /**
@@ -41,7 +52,7 @@ function isDetached(ab: ArrayBufferLike): boolean {
 
 /** The payload as one buffer: for tests and small payloads only. */
 export function deltaPayloadBytes(p: DeltaPayload): Buffer {
-  return Buffer.concat([...deltaPayloadBatches(p)], p.byteLength);
+  return Buffer.concat([...deltaPayloadBatches(p)]);
 }
 
 /**
@@ -62,6 +73,7 @@ export function* deltaPayloadBatches(p: DeltaPayload, batchBytes = 64 * 1024): G
       `delta payload of revisions ${p.firstRevision}-${p.lastRevision} was released before it was written`,
     );
   const hash = createHash('sha256');
+  const ttls = p.leaseTtls !== undefined && p.leaseTtls.size > 0 ? new LeaseTtlWriter(p.leaseTtls) : undefined;
   let out = Buffer.allocUnsafe(batchBytes);
   let o = 0;
   out[o++] = 0x5b; // [
@@ -79,7 +91,7 @@ export function* deltaPayloadBatches(p: DeltaPayload, batchBytes = 64 * 1024): G
       if (!first) out[o++] = 0x2c; // ,
       first = false;
       const end = o + bound;
-      o = writeEventJson(r, at, out, o);
+      o = writeEventJson(r, at, out, o, ttls);
       // Writes past a Buffer's end are dropped silently: a bound that fell short must fail the save, not cut the JSON.
       if (o > end)
         throw new EtcdbrError('E_INTERNAL', `delta event JSON at revision ${r.readDoubleLE(at + FIELD.modRevision)} exceeds its bound`);
@@ -156,9 +168,10 @@ function nextRecord(r: Buffer, at: number): number {
 function eventJsonBound(r: Buffer, at: number): number {
   const keyLength = r.readUInt32LE(at + FIELD.keyLength);
   const valueLength = r.readUInt32LE(at + FIELD.valueLength);
-  // 116 bytes of names, braces, quotes and commas when every field is there.
+  // 116 bytes of names, braces, quotes and commas when every field is there, 12 more and 10 digits for a
+  // lease TTL.
   return (
-    128 +
+    150 +
     3 * 17 +
     4 * Math.ceil(keyLength / 3) +
     4 * Math.ceil(valueLength / 3) +
@@ -179,6 +192,21 @@ const VALUE = ASCII('"value":"');
 const LEASE = ASCII('"lease":');
 const TIME = ASCII('}},"time":"');
 const CLOSE = ASCII('"}');
+const LEASE_TTL = ASCII(',"leaseTTL":');
+
+/** Which lease TTLs a payload carries and which of them one writing of it has written already. */
+class LeaseTtlWriter {
+  private readonly written = new Set<string>();
+  constructor(private readonly ttls: ReadonlyMap<string, number>) {}
+
+  /** The TTL to write with the event naming `lease`: on the first such event of the payload only. */
+  take(lease: string): number | undefined {
+    const ttl = this.ttls.get(lease);
+    if (ttl === undefined || this.written.has(lease)) return undefined;
+    this.written.add(lease);
+    return ttl;
+  }
+}
 const BASE64 = ASCII('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/');
 
 /**
@@ -186,7 +214,7 @@ const BASE64 = ASCII('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345
  * same fields, order and omissions; test/snapshotter/delta-buffer.test.ts holds the two to the same bytes)
  * into `out` at `o`, which must have room for `eventJsonBound`; returns the offset after it.
  */
-function writeEventJson(r: Buffer, at: number, out: Buffer, o: number): number {
+function writeEventJson(r: Buffer, at: number, out: Buffer, o: number, ttls?: LeaseTtlWriter): number {
   const keyLength = r.readUInt32LE(at + FIELD.keyLength);
   const valueLength = r.readUInt32LE(at + FIELD.valueLength);
   const createRevision = r.readDoubleLE(at + FIELD.createRevision);
@@ -216,13 +244,19 @@ function writeEventJson(r: Buffer, at: number, out: Buffer, o: number): number {
     out[o++] = 0x22; // "
   }
   // "0" and "" name no lease (hasLease in delta-format.ts); append checked that any other is an int64.
+  let ttl: number | undefined;
   if (leaseLength > 1 || (leaseLength === 1 && r[lease] !== 0x30)) {
     o = put(LEASE, out, comma(out, o, start));
     o += r.copy(out, o, lease, lease + leaseLength);
+    ttl = ttls?.take(r.toString('latin1', lease, lease + leaseLength));
   }
   o = put(TIME, out, o);
   o += r.copy(out, o, time, time + timeLength);
-  return put(CLOSE, out, o);
+  if (ttl === undefined) return put(CLOSE, out, o);
+  out[o++] = 0x22; // "
+  o = uintInto(ttl, out, put(LEASE_TTL, out, o));
+  out[o++] = 0x7d; // }
+  return o;
 }
 
 /** A comma before a field unless it is the first of the kv object, which starts at `start`. */
@@ -298,6 +332,7 @@ export class DeltaBuffer {
   private count = 0;
   private first = 0;
   private last = 0;
+  private leases = new Set<string>();
 
   get size(): number {
     return this.bytes;
@@ -332,6 +367,7 @@ export class DeltaBuffer {
     const length = recordLength(ev, time);
     const slab = this.slabFor(length);
     this.used = writeRecord(ev, time, slab, this.used);
+    if (ev.lease !== '0' && ev.lease !== '') this.leases.add(ev.lease);
     if (this.count === 0) this.first = ev.modRevision;
     this.bytes += accounted;
     this.count += 1;
@@ -350,6 +386,7 @@ export class DeltaBuffer {
       lastRevision: this.last,
       events: this.count,
       slabs: this.slabs,
+      leases: this.leases,
     };
     this.clear();
     return out;
@@ -363,6 +400,7 @@ export class DeltaBuffer {
     this.count = 0;
     this.first = 0;
     this.last = 0;
+    this.leases = new Set();
   }
 
   /**

@@ -5,6 +5,7 @@ import type { Metrics } from '../metrics.js';
 import type { CaptureMachine } from './capture-machine.js';
 import { boundaryActs, capturing, inChain } from './capture-step.js';
 import { DeltaBuffer, type DeltaPayload } from './delta-buffer.js';
+import { LEASE_LOOKUP_TIMEOUT_MS, LeaseTtls } from './lease-ttls.js';
 import { PausableWatch } from './pausable-watch.js';
 import { WatchProgress } from './watch-progress.js';
 
@@ -24,6 +25,8 @@ export type OnCut = (save: Promise<unknown>) => void;
  */
 export class DeltaIntake {
   readonly buffer = new DeltaBuffer();
+  /** The granted TTLs of the leases the events name, for the delta JSON (lease-ttls.ts). */
+  readonly leaseTtls: LeaseTtls;
   /** How far the snapshotter's watch delivered: the stop waits here for the writes etcd acknowledged. */
   readonly progress = new WatchProgress();
   /** The snapshotter's watch (the catch-up's is the catch-up's own). */
@@ -43,7 +46,12 @@ export class DeltaIntake {
     private readonly deps: { client: EtcdClient; logger: Logger; metrics: Metrics },
     /** Queues the save of a delta cut at the memory limit; returns the save. */
     private readonly saveCut: (taken: TakenDelta) => Promise<unknown>,
-  ) {}
+  ) {
+    this.leaseTtls = new LeaseTtls(
+      (lease) => deps.client.leaseTimeToLive(lease, { timeoutMs: LEASE_LOOKUP_TIMEOUT_MS }).then((l) => (l.ttl < 0 ? 0 : l.grantedTtl)),
+      deps.logger,
+    );
+  }
 
   get watching(): boolean {
     return this.watch !== undefined;
@@ -132,6 +140,7 @@ export class DeltaIntake {
       }
       if (inChain(this.machine.state, ev.modRevision)) continue;
       this.buffer.append(ev);
+      this.leaseTtls.note(ev.lease);
       appended++;
     }
     this.noteAppended(appended > 0);

@@ -276,6 +276,7 @@ export class Snapshotter {
           `another member leads now: not writing the delta of revisions ${taken.payload.firstRevision}-${taken.payload.lastRevision} (the new leader stores them)`,
         );
       }
+      taken.payload.leaseTtls = await this.intake.leaseTtls.of(taken.payload.leases);
       return await this.saveDelta(taken.payload);
     } catch (err) {
       this.perform(this.machine.tell({ type: 'DeltaFailed' }));

@@ -37,6 +37,8 @@ interface GoDelta {
   events: number;
   jsonBytes: number;
   remarshal: string;
+  /** Our `"leaseTTL"` fields in the file (which Go ignores). */
+  leaseTtls: number;
   lines: string[];
 }
 
@@ -44,8 +46,8 @@ function parseDeltaDump(out: string): GoDelta[] {
   const files: GoDelta[] = [];
   for (const line of out.split('\n')) {
     if (line.startsWith('F ')) {
-      const [, name = '', events = '', jsonBytes = '', remarshal = ''] = line.split(' ');
-      files.push({ name, events: Number(events), jsonBytes: Number(jsonBytes), remarshal, lines: [] });
+      const [, name = '', events = '', jsonBytes = '', remarshal = '', leaseTtls = ''] = line.split(' ');
+      files.push({ name, events: Number(events), jsonBytes: Number(jsonBytes), remarshal, leaseTtls: Number(leaseTtls), lines: [] });
     } else if (line.startsWith('E ')) {
       files.at(-1)!.lines.push(line.slice(2));
     }
@@ -256,6 +258,11 @@ describe('Go restorer reads the deltas and fulls we write', () => {
       expect(goLines.map(withoutTime), r.name).toEqual(expected);
       // The 500 KiB value crossed the 256 KiB limit: its delta ends at that revision or shortly after.
       expect(files.some((f) => f.jsonBytes > 500 * 1024)).toBe(true);
+      // The chosen lease lives on: its granted TTL is in our JSON, which Go read past (remarshal above).
+      expect(
+        files.reduce((n, f) => n + f.leaseTtls, 0),
+        r.name,
+      ).toBeGreaterThanOrEqual(1);
     }
   });
 });
@@ -271,6 +278,7 @@ describe('control: the same Go program accepts upstream v0.23 fixture stores', (
       expect(files.map((f) => f.name)).toEqual(incr);
       for (const f of files) {
         expect(f.remarshal, f.name).toBe('same');
+        expect(f.leaseTtls, f.name).toBe(0);
         expect(f.lines.length).toBe(f.events);
         const [, start, last] = f.name.split('-');
         const revs = f.lines.map((l) => Number(l.split(' ')[4]));

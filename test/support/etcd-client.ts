@@ -49,6 +49,7 @@ export function fakeEtcdClient(calls: Partial<EtcdClient>): EtcdClient {
     memberRemove: unexpected('memberRemove'),
     memberPromote: unexpected('memberPromote'),
     memberUpdate: unexpected('memberUpdate'),
+    leaseTimeToLive: unexpected('leaseTimeToLive'),
     snapshot: unexpected('snapshot'),
     watchAllKeys: unexpected('watchAllKeys'),
     close: () => undefined,

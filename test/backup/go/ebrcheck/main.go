@@ -3,10 +3,12 @@
 //
 //	ebrcheck delta <file>...   per file: decompress by name suffix, require len > 32 and a matching sha256
 //	                           trailer, json.Unmarshal the body into upstream's event slice, then print
-//	                           "F <name> <events> <json bytes> <remarshal>" and one line per event:
+//	                           "F <name> <events> <json bytes> <remarshal> <lease TTLs>" and one line per event:
 //	                           "E <type> <key hex|-> <value hex|-> <create> <mod> <version> <lease> <time>"
 //	                           <remarshal> is "same" when json.Marshal of the decoded events gives the body
-//	                           back byte for byte, else "differs@<offset>".
+//	                           back byte for byte, else "differs@<offset>". etcdbrctl's own lease TTL
+//	                           fields (`,"leaseTTL":N` after "time", which json.Unmarshal ignores) are taken
+//	                           out of the body before the comparison; <lease TTLs> counts them.
 //	ebrcheck full <file>...    per file: decompress by suffix, require size % 512 == 32, a matching sha256
 //	                           trailer and the bbolt magic; print "F <name> <size> <sha256 of the db>"
 //
@@ -28,6 +30,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -99,6 +102,9 @@ func hexOrDash(b []byte) string {
 	return hex.EncodeToString(b)
 }
 
+// etcdbrctl's lease TTL field at the end of an element (its time string holds no quote before it).
+var leaseTTLField = regexp.MustCompile(`,"leaseTTL":[0-9]+\}`)
+
 func delta(path string) {
 	all := readAll(path)
 	if len(all) <= sha256.Size {
@@ -116,15 +122,17 @@ func delta(path string) {
 	if err != nil {
 		fail("%s: json marshal: %v", path, err)
 	}
+	ttls := len(leaseTTLField.FindAllIndex(data, -1))
+	body := leaseTTLField.ReplaceAll(data, []byte("}"))
 	remarshal := "same"
-	if !bytes.Equal(again, data) {
+	if !bytes.Equal(again, body) {
 		i := 0
-		for i < len(again) && i < len(data) && again[i] == data[i] {
+		for i < len(again) && i < len(body) && again[i] == body[i] {
 			i++
 		}
 		remarshal = fmt.Sprintf("differs@%d", i)
 	}
-	fmt.Printf("F %s %d %d %s\n", filepath.Base(path), len(events), len(data), remarshal)
+	fmt.Printf("F %s %d %d %s %d\n", filepath.Base(path), len(events), len(data), remarshal, ttls)
 	for i, e := range events {
 		if e.EtcdEvent == nil || e.EtcdEvent.Kv == nil {
 			fail("%s: event %d has no etcdEvent.kv", path, i)
