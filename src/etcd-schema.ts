@@ -12,6 +12,11 @@ export const KEY_BUCKET = Buffer.from('key');
 export const META_BUCKET = Buffer.from('meta');
 /** Bucket of the auth store's switch and revision. */
 export const AUTH_BUCKET = Buffer.from('auth');
+/**
+ * Bucket of the leases: the key is the lease ID as 8 big-endian bytes (its int64 bits), the value a
+ * `leasepb.Lease` (see `leaseKey`, and src/restorer/lease-record.ts for the value).
+ */
+export const LEASE_BUCKET = Buffer.from('lease');
 
 /** `meta`: the revision of the last finished compaction (8-byte big-endian main revision, `_`, sub revision). */
 export const FINISHED_COMPACT_REV_KEY = Buffer.from('finishedCompactRev');
@@ -74,4 +79,16 @@ export function isScheduledCompactRevKey(buf: Buffer, start: number, end: number
 export function mainRevisionOf(buf: Buffer, start = 0, end = buf.length): number | undefined {
   if (end - start < 8) return undefined;
   return buf.readUInt32BE(start) * 0x1_0000_0000 + buf.readUInt32BE(start + 4);
+}
+
+/** The `lease` bucket's key of a lease ID (decimal int64): its 64 bits, big-endian. */
+export function leaseKey(id: string): Buffer {
+  const b = Buffer.allocUnsafe(8);
+  b.writeBigInt64BE(BigInt(id));
+  return b;
+}
+
+/** The lease ID (decimal int64) of a `lease` bucket key; undefined when it is not 8 bytes. */
+export function leaseIdOfKey(key: Buffer): string | undefined {
+  return key.length === 8 ? key.readBigInt64BE(0).toString() : undefined;
 }

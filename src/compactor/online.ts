@@ -58,9 +58,11 @@ export async function compactThroughEtcd(
   const started = Date.now();
   let etcd: LocalEtcd | undefined;
   let client: EtcdClient | undefined;
+  // The compacted snapshot has its keys without their lease, as upstream's (no restoredLeaseTtlSeconds).
+  const { restoredLeaseTtlSeconds: _leases, ...settings } = restoreSettings(rc);
   try {
     const restored = await executeRestore(store, plan, {
-      ...restoreSettings(rc),
+      ...settings,
       binaries: deps.binaries,
       dataDir,
       tempDir: path.resolve(rc.tempDir),

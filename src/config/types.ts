@@ -122,6 +122,8 @@ export interface RestorationConfig {
   skipHashCheck: boolean;
   /** `--delta-replay` (ours): auto, offline or online. */
   deltaReplay: 'auto' | 'offline' | 'online';
+  /** `--restored-lease-ttl` (ours): the TTL a restore gives a lease whose TTL no delta recorded. */
+  restoredLeaseTtl: DurationMs;
 }
 
 /** `pkg/types/health.go`. */

@@ -1,9 +1,9 @@
 /**
  * etcd's KV.Txn request and response as protobuf bytes, encoded and decoded by hand for the replay's lean
  * gRPC path (h2-unary-client.ts): only the shapes a replay sends, an unconditional transaction of puts
- * (key, value: no lease) and single-key deletes, and only the response fields it reads. Field numbers are
+ * (key, value, lease) and single-key deletes, and only the response fields it reads. Field numbers are
  * those of etcd's rpc.proto (etcdserverpb): TxnRequest{success = 2}, RequestOp{request_put = 2,
- * request_delete_range = 3}, PutRequest{key = 1, value = 2}, DeleteRangeRequest{key = 1},
+ * request_delete_range = 3}, PutRequest{key = 1, value = 2, lease = 3}, DeleteRangeRequest{key = 1},
  * TxnResponse{header = 1, succeeded = 2}, ResponseHeader{revision = 3}.
  */
 import { CodedError } from '../errors.js';
@@ -11,7 +11,8 @@ import { varintSize, writeVarint } from '../encoding/protobuf-write.js';
 
 /** One operation of a replayed revision, in the form etcd3's raw KV client takes too. */
 export interface ReplayOp {
-  request_put?: { key: Buffer; value: Buffer };
+  /** `lease`: the lease ID as a decimal int64 ('0' or absent: none). */
+  request_put?: { key: Buffer; value: Buffer; lease?: string };
   request_delete_range?: { key: Buffer };
 }
 
@@ -35,12 +36,21 @@ function writeBytesField(buf: Buffer, at: number, tag: number, bytes: Buffer): n
   return at + bytes.length;
 }
 
+/** The lease of a put as the varint etcd reads (its int64 bits); 0n for none. */
+function leaseBits(put: NonNullable<ReplayOp['request_put']>): bigint {
+  const { lease } = put;
+  return lease === undefined || lease === '0' || lease === '' ? 0n : BigInt.asUintN(64, BigInt(lease));
+}
+
+/** Content size of a PutRequest. */
+function putSize(put: NonNullable<ReplayOp['request_put']>, lease: bigint): number {
+  const { key, value } = put;
+  return fieldSize(key.length) + (value.length > 0 ? fieldSize(value.length) : 0) + (lease !== 0n ? 1 + varintSize(lease) : 0);
+}
+
 /** Content size of one RequestOp message. */
 function opSize(op: ReplayOp): number {
-  if (op.request_put) {
-    const { key, value } = op.request_put;
-    return fieldSize(fieldSize(key.length) + (value.length > 0 ? fieldSize(value.length) : 0));
-  }
+  if (op.request_put) return fieldSize(putSize(op.request_put, leaseBits(op.request_put)));
   if (op.request_delete_range) return fieldSize(fieldSize(op.request_delete_range.key.length));
   throw new TxnWireError('a replay operation must be a put or a delete');
 }
@@ -63,10 +73,15 @@ export function encodeTxnRequest(ops: readonly ReplayOp[]): Buffer {
     at = writeVarint(buf, at, sizes[i]!);
     if (op.request_put) {
       const { key, value } = op.request_put;
+      const lease = leaseBits(op.request_put);
       buf[at++] = (2 << 3) | LEN; // RequestOp.request_put
-      at = writeVarint(buf, at, fieldSize(key.length) + (value.length > 0 ? fieldSize(value.length) : 0));
+      at = writeVarint(buf, at, putSize(op.request_put, lease));
       at = writeBytesField(buf, at, (1 << 3) | LEN, key);
       if (value.length > 0) at = writeBytesField(buf, at, (2 << 3) | LEN, value);
+      if (lease !== 0n) {
+        buf[at++] = (3 << 3) | VARINT; // PutRequest.lease
+        at = writeVarint(buf, at, lease);
+      }
     } else {
       const key = op.request_delete_range!.key;
       buf[at++] = (3 << 3) | LEN; // RequestOp.request_delete_range

@@ -3,6 +3,7 @@ import { createReadStream } from 'node:fs';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { DELTA_READ_BYTES, DeltaPayloadParser } from '../backup/delta-parse.js';
 import type { ReplayOp, ReplayTxns } from '../etcd/replay-txns.js';
+import type { GrantLease, OnlineLeases } from './online-leases.js';
 
 export class RevisionMismatchError extends CodedError {
   readonly code = 'E_REVISION_MISMATCH';
@@ -39,13 +40,22 @@ export interface DeltaApply {
   onContinued?: (revision: number) => void;
   /** Leading events already applied from the delta before (FetchedDelta.skipEvents). */
   skipEvents?: number;
+  /** Keep the keys' leases (online-leases.ts): the puts name them, granted before their transaction. */
+  leases?: ReplayLeases | undefined;
+}
+
+/** The online replay's leases and how it grants one in its etcd. */
+export interface ReplayLeases {
+  tracker: OnlineLeases;
+  grant: GrantLease;
 }
 
 /**
  * Replays one delta (a decompressed payload file) into etcd: one transaction per source revision, in
  * order, only events above `currentRevision` (or continuing the carried revision), up to `stopAtRevision`.
  * Each transaction must land exactly on its source revision, so the restored keys get the source's
- * mod/create revisions and versions. Leases are not restored (as upstream): the keys are written without them.
+ * mod/create revisions and versions. With `leases` the puts carry their lease (granted first); without, keys are
+ * written without it (as upstream).
  */
 export async function applyDeltaFile(
   txns: ReplayTxns,
@@ -69,8 +79,10 @@ export async function applyDeltaFile(
   let groupRevision = opts.carry?.revision ?? 0;
   let continued = opts.carry === undefined;
 
+  const leases = opts.leases;
   const flush = async () => {
     if (group.length === 0) return;
+    if (leases) await leases.tracker.grantFor(group, leases.grant);
     const applied = await txns.commit(group, groupRevision);
     if (applied !== groupRevision) {
       throw new RevisionMismatchError(
@@ -101,7 +113,14 @@ export async function applyDeltaFile(
       continued = true;
       opts.onContinued?.(groupRevision);
     }
-    group.push(ev.type === 'PUT' ? { request_put: { key: ev.key, value: ev.value } } : { request_delete_range: { key: ev.key } });
+    if (leases) {
+      leases.tracker.note(ev);
+      group.push(
+        ev.type === 'PUT' ? { request_put: { key: ev.key, value: ev.value, lease: ev.lease } } : { request_delete_range: { key: ev.key } },
+      );
+    } else {
+      group.push(ev.type === 'PUT' ? { request_put: { key: ev.key, value: ev.value } } : { request_delete_range: { key: ev.key } });
+    }
   }
   if (opts.holdLast && group.length > 0) {
     return { revisions, events, lastRevision: revision, open: { revision: groupRevision, ops: group } };
@@ -111,7 +130,13 @@ export async function applyDeltaFile(
 }
 
 /** Commits a revision held back by the last delta. */
-export async function commitOpenRevision(txns: ReplayTxns, open: OpenRevision, what: string): Promise<ApplyResult> {
+export async function commitOpenRevision(
+  txns: ReplayTxns,
+  open: OpenRevision,
+  what: string,
+  leases?: ReplayLeases | undefined,
+): Promise<ApplyResult> {
+  if (leases) await leases.tracker.grantFor(open.ops, leases.grant);
   const applied = await txns.commit(open.ops, open.revision);
   if (applied !== open.revision) {
     throw new RevisionMismatchError(

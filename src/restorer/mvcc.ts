@@ -17,21 +17,26 @@ export interface MvccKeyValue {
   modRevision: number;
   version: number;
   value: Buffer;
+  /**
+   * The lease ID (decimal int64; '0' or absent: none). A restore keeps it (restored-leases.ts); `compact` leaves
+   * it out, as the compacted snapshot upstream takes through etcd has its keys without their lease.
+   */
+  lease?: string;
 }
 
-/**
- * A put's stored KeyValue. The lease is left out: the replay writes keys without their lease, as the
- * online replay (and upstream) does, so both give the same database.
- */
+/** A put's stored KeyValue, byte for byte as etcd marshals it (so `etcdctl endpoint hashkv` agrees). */
 export function encodePutValue(kv: MvccKeyValue): Buffer {
   // Field by field rather than from a list of (tag, number) pairs: this runs once per event written, and the
   // pairs were four arrays of garbage per event.
   const { key, createRevision, modRevision, version, value } = kv;
+  // The int64's bits: a negative ID is a 10-byte varint, as Go writes it.
+  const lease = kv.lease !== undefined && kv.lease !== '0' && kv.lease !== '' ? BigInt.asUintN(64, BigInt(kv.lease)) : 0n;
   let size = 1 + varintSize(key.length) + key.length;
   if (createRevision !== 0) size += 1 + varintSize(createRevision);
   if (modRevision !== 0) size += 1 + varintSize(modRevision);
   if (version !== 0) size += 1 + varintSize(version);
   if (value.length > 0) size += 1 + varintSize(value.length) + value.length;
+  if (lease !== 0n) size += 1 + varintSize(lease);
   const out = Buffer.allocUnsafe(size);
   out[0] = 0x0a;
   let off = writeVarint(out, 1, key.length);
@@ -51,7 +56,11 @@ export function encodePutValue(kv: MvccKeyValue): Buffer {
   if (value.length > 0) {
     out[off++] = 0x2a;
     off = writeVarint(out, off, value.length);
-    value.copy(out, off);
+    off += value.copy(out, off);
+  }
+  if (lease !== 0n) {
+    out[off++] = 0x30;
+    writeVarint(out, off, lease);
   }
   return out;
 }

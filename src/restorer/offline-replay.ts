@@ -4,8 +4,8 @@
  * a new, compact file; the `key` bucket gets the deltas' revisions appended after the base's (they are all
  * newer, so they arrive in key order). etcd rebuilds its index from that bucket when it starts, and takes
  * its current revision from the last key. Every other bucket (meta with its consistent index, leases, auth,
- * members) is copied as it is: the result is the database the online replay produces (keys written without
- * their lease, as there), not a similar one.
+ * members) is copied as it is, the `lease` bucket with the leases a restore creates added (restored-leases.ts):
+ * the result is the database the online replay produces, not a similar one.
  *
  * The new file is written beside the backend and only renamed over it once complete and fsynced; the
  * caller checks it before the data dir is put in place. Any failure leaves the base backend untouched.
@@ -16,12 +16,14 @@ import { rename, rm, stat } from 'node:fs/promises';
 import type { Logger, Snapshot } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { DELTA_READ_BYTES, DeltaPayloadDecoder } from '../backup/delta-parse.js';
-import { Cursor } from '../bbolt/cursor.js';
-import { BoltDB, bucketFromValue, type Bucket } from '../bbolt/db.js';
+import { BoltDB } from '../bbolt/db.js';
 import { storeRevisionOf } from '../bbolt/revision.js';
 import { BoltWriter, type WriterEntry } from '../bbolt/writer.js';
-import { KEY_BUCKET, META_BUCKET } from '../etcd-schema.js';
+import { KEY_BUCKET, LEASE_BUCKET, META_BUCKET } from '../etcd-schema.js';
 import { RevisionMismatchError } from './apply.js';
+import { copyEntries, noEntries, OfflineReplayNotApplicable, topLevelBuckets, type NamedBucket } from './backend-copy.js';
+import { noLeases, withCreatedLeases, type LeaseCounts } from './lease-bucket.js';
+import { LeaseRefs, leasesToCreate } from './restored-leases.js';
 import type { CompactionIndex } from './compaction.js';
 import type { FetchedDelta } from './fetch.js';
 import { KeyStates } from './key-states.js';
@@ -29,17 +31,13 @@ import { encodePutValue, encodeTombstoneValue, revisionKey } from './mvcc.js';
 import { fetchAll, prepareCompaction, withCompaction, type PreparedCompaction } from './offline-compaction.js';
 import { compactsForQuota, passesQuota, type QuotaRule } from './quota-rule.js';
 
-/** The backend is not one the offline replay knows how to write (auto then replays online). */
-export class OfflineReplayNotApplicable extends CodedError {
-  override readonly name = 'OfflineReplayNotApplicable';
-  readonly code = 'E_OFFLINE_NOT_APPLICABLE';
-}
-
 /** The deltas are not a history etcd could have produced (auto then replays online, which decides). */
 export class InconsistentDeltaError extends CodedError {
   override readonly name = 'InconsistentDeltaError';
   readonly code = 'E_DELTA_INCONSISTENT';
 }
+
+export { OfflineReplayNotApplicable } from './backend-copy.js';
 
 export interface OfflineReplayInput {
   /** The backend of the restored data dir (`<dataDir>.part/member/snap/db`). */
@@ -71,6 +69,12 @@ export interface OfflineReplayInput {
    * entries, so an abort (SIGINT, SIGTERM) ends even a long replay at once, with the signal's reason.
    */
   signal?: AbortSignal;
+  /**
+   * Keep each key's lease (a restore; restored-leases.ts): the keys are written with it, and the leases the
+   * restored revision's keys name are created in the `lease` bucket with the TTL a delta recorded, else
+   * `defaultTtlSeconds`. Without it the keys are written without their lease (`compact`, as upstream's).
+   */
+  leases?: { defaultTtlSeconds: number };
 }
 
 export interface OfflineReplayResult {
@@ -85,6 +89,8 @@ export interface OfflineReplayResult {
   bytes: number;
   /** The revision the result is compacted at by this replay (undefined: not compacted by it). */
   compactRevision?: number;
+  /** With `leases`: what the `lease` bucket got. */
+  leases?: LeaseCounts;
 }
 
 export async function replayDeltasOffline(input: OfflineReplayInput): Promise<OfflineReplayResult> {
@@ -224,14 +230,21 @@ async function writeBackend(
   const { db, buckets, baseRevision } = base;
   const { dbPath, logger } = input;
   const tmp = `${dbPath}.offline-replay`;
-  const replay = new DeltaRevisions(baseRevision, input, keys, compaction, keepFiles);
+  const leaseRefs = input.leases ? new LeaseRefs<number>() : undefined;
+  const leaseCounts = noLeases();
+  const replay = new DeltaRevisions(baseRevision, input, keys, compaction, keepFiles, leaseRefs);
   let writer: BoltWriter | undefined = await BoltWriter.create(tmp, { pageSize: db.pageSize, txid: Math.max(2, db.meta.txid + 1) });
   try {
-    for (const b of buckets) {
-      let entries: AsyncIterable<WriterEntry[]> = copyEntries(db, b, input.signal);
+    for (const b of leaseRefs ? withLeaseBucket(buckets) : buckets) {
+      let entries: AsyncIterable<WriterEntry[]> = b.bucket ? copyEntries(db, b as NamedBucket, input.signal) : noEntries();
       if (compaction) entries = withCompaction(b.name, entries, compaction);
       // The replay itself leaves out the delta revisions the compaction removes.
       if (b.name.equals(KEY_BUCKET)) entries = concat(entries, replay.entries());
+      // After the `key` bucket (bbolt's name order): the replay knows by now which leases the keys name.
+      if (leaseRefs && b.name.equals(LEASE_BUCKET)) {
+        const defaultTtl = input.leases!.defaultTtlSeconds;
+        entries = withCreatedLeases(entries, () => leasesToCreate(leaseRefs, () => false, defaultTtl), leaseCounts);
+      }
       await writer.writeBucket(b.name, entries, b.sequence);
     }
     await writer.finish();
@@ -246,6 +259,7 @@ async function writeBackend(
         revisions: replay.revisionsApplied,
         bytes,
         ...(compaction ? { compactRevision: compaction.revision, compactedKeys: compaction.distinctKeys } : {}),
+        ...(leaseRefs ? { leases: leaseCounts } : {}),
       },
       'delta snapshots replayed offline into the backend',
     );
@@ -257,6 +271,7 @@ async function writeBackend(
       eventsApplied: replay.eventsApplied,
       bytes,
       ...(compaction ? { compactRevision: compaction.revision } : {}),
+      ...(leaseRefs ? { leases: leaseCounts } : {}),
     };
   } finally {
     await writer?.abort();
@@ -264,41 +279,14 @@ async function writeBackend(
   }
 }
 
-interface NamedBucket {
-  name: Buffer;
-  bucket: Bucket;
-  sequence: number;
-}
+/** A bucket to write: one of the base's, or (without `bucket`) a new, empty one. */
+type BucketToWrite = Omit<NamedBucket, 'bucket'> & { bucket?: NamedBucket['bucket'] };
 
-async function topLevelBuckets(db: BoltDB): Promise<NamedBucket[]> {
-  const out: NamedBucket[] = [];
-  for await (const e of new Cursor(db, db.rootBucket())) {
-    if (!e.isBucket) {
-      throw new OfflineReplayNotApplicable(`${db.path}: a plain key ${JSON.stringify(e.key.toString())} among the top-level buckets`);
-    }
-    const sequence = Number(e.value.readBigUInt64LE(8));
-    out.push({ name: Buffer.from(e.key), bucket: bucketFromValue(e.value, 0), sequence });
-  }
-  return out;
-}
-
-/** Entries handed to the writer per batch (one await per batch instead of one per entry). */
-const COPY_BATCH = 256;
-
-async function* copyEntries(db: BoltDB, b: NamedBucket, signal: AbortSignal | undefined): AsyncGenerator<WriterEntry[]> {
-  let batch: WriterEntry[] = [];
-  for await (const e of new Cursor(db, b.bucket)) {
-    if (e.isBucket) {
-      throw new OfflineReplayNotApplicable(`${db.path}: bucket ${JSON.stringify(b.name.toString())} has nested buckets`);
-    }
-    batch.push({ key: e.key, value: e.value });
-    if (batch.length === COPY_BATCH) {
-      signal?.throwIfAborted();
-      yield batch;
-      batch = [];
-    }
-  }
-  if (batch.length > 0) yield batch;
+/** The base's buckets, plus an empty `lease` bucket in its place by name when the base has none. */
+function withLeaseBucket(buckets: readonly NamedBucket[]): BucketToWrite[] {
+  if (buckets.some((b) => b.name.equals(LEASE_BUCKET))) return [...buckets];
+  const out: BucketToWrite[] = [...buckets, { name: LEASE_BUCKET, sequence: 0 }];
+  return out.sort((a, b) => Buffer.compare(a.name, b.name));
 }
 
 async function* concat<T>(...parts: AsyncIterable<T>[]): AsyncGenerator<T> {
@@ -327,6 +315,8 @@ class DeltaRevisions {
     private readonly compaction: CompactionIndex | undefined,
     /** Leave each delta's file for the caller to remove (else it is removed once read). */
     private readonly keepFiles = false,
+    /** Keeps track of the keys' leases, by the key's row (restored-leases.ts); none: leases are left out. */
+    private readonly leases?: LeaseRefs<number>,
   ) {
     this.revision = baseRevision;
   }
@@ -423,6 +413,7 @@ class DeltaRevisions {
         );
       }
       const at = this.keys.delete(id, row);
+      this.leases?.delete(at);
       if (this.compaction && !this.compaction.keepsEvent(at, ev.modRevision, true)) return undefined;
       return { key: revisionKey(ev.modRevision, sub, true), value: encodeTombstoneValue(ev.key) };
     }
@@ -439,6 +430,7 @@ class DeltaRevisions {
       );
     }
     const at = this.keys.put(id, row, ev.createRevision, ev.version);
+    this.leases?.put(at, ev.lease, ev.leaseTTL);
     // Decided before the value is encoded: a compaction at the head removes most events of a long chain.
     if (this.compaction && !this.compaction.keepsEvent(at, ev.modRevision, false)) return undefined;
     return {
@@ -449,6 +441,7 @@ class DeltaRevisions {
         modRevision: ev.modRevision,
         version: ev.version,
         value: decoder.valueOf(ev),
+        lease: this.leases ? ev.lease : '0',
       }),
     };
   }

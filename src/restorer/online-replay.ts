@@ -9,7 +9,8 @@ import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
 import { asError } from '../errors.js';
 import type { EtcdClient } from '../etcd/etcd-client.js';
 import { bounded } from '../etcd/replay-txns.js';
-import { applyDeltaFile, commitOpenRevision, RevisionMismatchError, type OpenRevision } from './apply.js';
+import { applyDeltaFile, commitOpenRevision, RevisionMismatchError, type OpenRevision, type ReplayLeases } from './apply.js';
+import type { OnlineLeases } from './online-leases.js';
 import { fetchDeltasInOrder } from './fetch.js';
 import type { RestorePlan } from './plan.js';
 import { passesQuota, type QuotaRule } from './quota-rule.js';
@@ -29,6 +30,8 @@ export interface OnlineReplayOptions extends ReplayCalls {
   quotaRule: QuotaRule;
   /** Compact at this revision (the result's when above it) once the deltas are in; see RestoreOptions. */
   compactRevision?: number | undefined;
+  /** Keep the keys' leases (online-leases.ts; prepared before the replay etcd started). */
+  leases?: OnlineLeases | undefined;
   logger: Logger;
 }
 
@@ -53,6 +56,10 @@ export async function replayOnline(
   const client = replay.client;
   let revision = await readRevision(client, opts);
   const txns = await client.openReplayTxns(logger, { signal, callTimeoutMs: opts.callTimeoutMs });
+  const leases: ReplayLeases | undefined = opts.leases && {
+    tracker: opts.leases,
+    grant: (id, ttl) => replayCall(client.leaseGrant(id, ttl, { timeoutMs: 2 * opts.callTimeoutMs }), `granting lease ${id}`, opts),
+  };
   try {
     const progress = new ReplayProgress(plan, revision, logger);
     let revisionsApplied = 0;
@@ -79,6 +86,7 @@ export async function replayOnline(
           holdLast: snap.snapName !== plan.deltas.at(-1)?.snapName,
           onContinued: (rev) => logContinuedRevision(logger, snap.snapName, rev),
           ...(skipEvents ? { skipEvents } : {}),
+          leases,
         });
         revision = r.lastRevision;
         revisionsApplied += r.revisions;
@@ -106,7 +114,7 @@ export async function replayOnline(
       }
     }
     if (open) {
-      revision = (await commitOpenRevision(txns, open, `revision ${open.revision}`)).lastRevision;
+      revision = (await commitOpenRevision(txns, open, `revision ${open.revision}`, leases)).lastRevision;
       revisionsApplied++;
     }
     // The same compaction the offline replay writes: at the newest revision when the chain passes the

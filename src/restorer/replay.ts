@@ -12,6 +12,7 @@ import { stat } from 'node:fs/promises';
 import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
 import { fetchDeltasInOrder } from './fetch.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable, replayDeltasOffline } from './offline-replay.js';
+import type { OnlineLeases } from './online-leases.js';
 import type { ReplayCounts } from './online-replay.js';
 import type { RestorePlan } from './plan.js';
 import type { QuotaRule } from './quota-rule.js';
@@ -24,6 +25,8 @@ export type DeltaReplayMode = 'auto' | 'offline' | 'online';
 export interface ReplayOptions extends ReplayEtcdOptions {
   deltaReplay?: DeltaReplayMode | undefined;
   compactRevision?: number | undefined;
+  /** Keep the keys' leases, with this TTL where no delta recorded one (RestoreOptions.restoredLeaseTtlSeconds). */
+  restoredLeaseTtlSeconds?: number | undefined;
   /** Start the replay etcd even when no delta needs it, and leave it running (see RestoreOptions). */
   keepEtcdRunning?: boolean | undefined;
   maxFetchers: number;
@@ -32,6 +35,11 @@ export interface ReplayOptions extends ReplayEtcdOptions {
 }
 
 export interface Replayed extends ReplayCounts {
+  /**
+   * The online replay's leases: once the replay etcd has stopped, the caller writes its `lease` bucket
+   * (OnlineLeases.writeBucket) before the result is checked.
+   */
+  leases?: OnlineLeases;
   /** Time from the start of the replay to the last delta applied (0 when nothing was replayed). */
   replayMs: number;
   /** The replay etcd, still running on `.part`: the caller stops it (ReplayEtcd.stop) or hands it over. */
@@ -69,10 +77,16 @@ export async function replayDeltas(
   // The online path, or an etcd the caller keeps using.
   if (!(rewrite && !offline) && opts.keepEtcdRunning !== true) return replayed;
 
-  const [{ startReplayEtcd }, { readRevision, replayOnline }] = await Promise.all([
+  const [{ startReplayEtcd }, { readRevision, replayOnline }, { prepareOnlineLeases }] = await Promise.all([
     import('./replay-etcd.js'),
     import('./online-replay.js'),
+    import('./online-leases.js'),
   ]);
+  // Before the replay etcd opens the backend: its leases must outlast the replay (online-leases.ts).
+  const leases =
+    !offline && opts.restoredLeaseTtlSeconds !== undefined
+      ? await prepareOnlineLeases(backendPath(partDir), opts.restoredLeaseTtlSeconds, signal)
+      : undefined;
   const etcd = await startReplayEtcd(partDir, opts);
   try {
     const calls = { signal, callTimeoutMs: opts.callTimeoutMs };
@@ -87,9 +101,10 @@ export async function replayDeltas(
         scratchDir,
         quotaRule,
         compactRevision: opts.compactRevision,
+        leases,
         logger,
       });
-      replayed = { ...counts, replayMs: Date.now() - started };
+      replayed = { ...counts, replayMs: Date.now() - started, ...(leases ? { leases } : {}) };
     }
     return { ...replayed, etcd };
   } catch (err) {
@@ -130,6 +145,7 @@ async function replayOffline(
       quotaRule,
       logger,
       ...(signal ? { signal } : {}),
+      ...(opts.restoredLeaseTtlSeconds !== undefined ? { leases: { defaultTtlSeconds: opts.restoredLeaseTtlSeconds } } : {}),
       onDelta: (snap, rev) => progress.delta(snap, rev),
       onContinued: (snap, rev) => logContinuedRevision(logger, snap.snapName, rev),
     });

@@ -16,7 +16,7 @@ import type { RestorePlan } from './plan.js';
 import { replayDeltas, type DeltaReplayMode } from './replay.js';
 import type { ReplayEtcd } from './replay-etcd.js';
 import { recoverInterruptedSwap, swapInto } from './swap.js';
-import { openScratch, partDirOf, refuseNonEmptyDataDir } from './work-dirs.js';
+import { backendPath, openScratch, partDirOf, refuseNonEmptyDataDir } from './work-dirs.js';
 
 export { BaseSnapshotError } from './base.js';
 export type { DeltaReplayMode } from './replay.js';
@@ -45,6 +45,12 @@ export interface RestoreOptions {
    * backend layout, deltas etcd could not have written, a result above 80 % of the quota), then online.
    */
   deltaReplay?: DeltaReplayMode;
+  /**
+   * Keep each restored key's lease, and create the leases the restored revision's keys name, with the TTL a
+   * delta recorded, else this one (restored-leases.ts; `--restored-lease-ttl`). Absent: keys are written
+   * without their lease (`compact`, as upstream's).
+   */
+  restoredLeaseTtlSeconds?: number;
   /**
    * Compact the result at this revision (the result's revision when above it), as etcd's compaction does:
    * the offline replay writes it so; the online replay compacts through its etcd once the deltas are in.
@@ -77,6 +83,7 @@ export type RestoreSettings = Pick<
   | 'maxRequestBytes'
   | 'maxTxnOps'
   | 'deltaReplay'
+  | 'restoredLeaseTtlSeconds'
 >;
 
 export function restoreSettings(rc: RestorationConfig): RestoreSettings {
@@ -91,6 +98,7 @@ export function restoreSettings(rc: RestorationConfig): RestoreSettings {
     maxRequestBytes: rc.maxRequestBytes,
     maxTxnOps: rc.maxTxnOps,
     deltaReplay: rc.deltaReplay,
+    restoredLeaseTtlSeconds: Math.round(rc.restoredLeaseTtl / 1000),
   };
 }
 
@@ -176,6 +184,10 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     } else {
       await etcd?.stop();
       etcd = undefined;
+      if (replayed.leases) {
+        const leases = await replayed.leases.writeBucket(backendPath(partDir), signal);
+        logger.info({ leases }, 'leases of the online replay written');
+      }
       await checkRestored(partDir);
       await swapInto(partDir, opts.dataDir, opts.replaceExisting === true);
     }

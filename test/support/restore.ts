@@ -23,6 +23,7 @@ export function restoreOptions(binaries: EtcdBinaries, dir: string, over: Partia
     embeddedEtcdQuotaBytes: 8 * 1024 ** 3,
     maxRequestBytes: 10 * 1024 * 1024,
     maxTxnOps: 10240,
+    restoredLeaseTtlSeconds: restorationGroup.defaults().restoredLeaseTtl / 1000,
     logger: silentLogger,
     ...over,
   };

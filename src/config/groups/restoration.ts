@@ -4,7 +4,10 @@ import { cleanPath, urlListError, urlsMapError } from '../urls.js';
 
 const DELTA_REPLAY_MODES: readonly string[] = ['auto', 'offline', 'online'];
 
-/** Restoration (`pkg/types/restorer.go`; `--delta-replay` is ours). */
+/** The TTLs etcd grants: 1 s to its `MaxLeaseTTL` of 9,000,000,000 s. */
+const MAX_LEASE_TTL_MS = 9_000_000_000 * 1000;
+
+/** Restoration (`pkg/types/restorer.go`; `--delta-replay` and `--restored-lease-ttl` are ours). */
 export const restorationGroup = defineGroup<RestorationConfig>({
   title: 'restoration',
   fields: {
@@ -70,6 +73,12 @@ export const restorationGroup = defineGroup<RestorationConfig>({
       usage:
         'how delta snapshots are applied: offline (straight into the restored backend, no etcd), online (through a local etcd), or auto (offline where it applies, else online)',
     },
+    restoredLeaseTtl: {
+      type: 'duration',
+      flag: 'restored-lease-ttl',
+      usage:
+        'TTL a restore gives a lease that keys name at the restored revision when no delta snapshot recorded its TTL (deltas written by the Go tool); whole seconds, at least 1s',
+    },
   },
   defaults: () => ({
     initialCluster: 'default=http://localhost:2380',
@@ -87,6 +96,7 @@ export const restorationGroup = defineGroup<RestorationConfig>({
     maxFetchers: 6,
     skipHashCheck: false,
     deltaReplay: 'auto',
+    restoredLeaseTtl: 60 * 60 * 1000,
   }),
   complete(c) {
     c.dataDir = cleanPath(c.dataDir);
@@ -102,6 +112,9 @@ export const restorationGroup = defineGroup<RestorationConfig>({
     if (c.embeddedEtcdQuotaBytes <= 0) issues.add(`${flag('embeddedEtcdQuotaBytes')} must be greater than 0`);
     if (!DELTA_REPLAY_MODES.includes(c.deltaReplay)) {
       issues.add(`${flag('deltaReplay')}: unknown mode ${JSON.stringify(c.deltaReplay)}; use auto, offline or online`);
+    }
+    if (c.restoredLeaseTtl < 1000 || c.restoredLeaseTtl > MAX_LEASE_TTL_MS || c.restoredLeaseTtl % 1000 !== 0) {
+      issues.add(`${flag('restoredLeaseTtl')} must be whole seconds from 1s to 9000000000s (etcd's longest lease)`);
     }
     if (c.autoCompactionMode !== 'periodic' && c.autoCompactionMode !== 'revision') {
       issues.add(`${flag('autoCompactionMode')}: unknown mode ${JSON.stringify(c.autoCompactionMode)}; use periodic or revision`);
