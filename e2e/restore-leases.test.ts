@@ -1,0 +1,216 @@
+/**
+ * A restore keeps leases, and gives back the source byte for byte as `etcdctl endpoint hashkv` sees it (issue 40):
+ * a real etcd under a workload of puts, overwrites, deletes, a range delete, a multi-op transaction, leased keys
+ * (a lease from before the full snapshot, leases granted after it with TTLs of 8 s and 1 h, a lease revoked, a
+ * lease that expires) and a compaction before the full, backed up by our sidecar (`etcdbrctl server`, which
+ * records each new lease's TTL in its deltas). Restored by the CLI, offline and online, at the head and at a
+ * revision in the middle (`--to-revision`): the restored member's `hashkv --rev R` equals the source's, the
+ * leases the restored keys name exist with the source's TTLs (the revoked and expired ones do not), and once
+ * the 8 s lease's time is over its keys are gone in the restored member as in the source.
+ */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Etcd3 } from 'etcd3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type { SnapStore } from '@etcdbrctl/snapstore';
+import type { EtcdBinaries } from '../src/etcd/binaries.js';
+import { startLocalEtcd, type LocalEtcd } from '../src/etcd/local-etcd.js';
+import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries, startEtcdWithClient, type EtcdWithClient } from '../test/support/etcd.js';
+import { etcdClient } from '../test/support/etcd-client.js';
+import { openLocalStore } from '../test/support/local-store.js';
+import { runCli } from './support/cli-process.js';
+import { restoreFlags } from './support/restore-dump.js';
+import { localStoreFlags, startSidecar, waitFor, type SidecarProcess } from './support/sidecar.js';
+
+const execFileAsync = promisify(execFile);
+
+async function hashKv(binaries: EtcdBinaries, endpoint: string, revision: number): Promise<{ hash: number; compactRevision: number }> {
+  const { stdout } = await execFileAsync(
+    binaries.etcdctl!,
+    [`--endpoints=${endpoint}`, 'endpoint', 'hashkv', `--rev=${revision}`, '-w', 'json'],
+    { env: { ...process.env, ETCDCTL_API: '3' } },
+  );
+  const [first] = JSON.parse(stdout) as Array<{ HashKV: { hash: number; compact_revision?: number } }>;
+  return { hash: first!.HashKV.hash, compactRevision: first!.HashKV.compact_revision ?? 0 };
+}
+
+/** The number of keys under `prefix`. */
+async function countUnder(client: Etcd3, prefix: string): Promise<number> {
+  return Number((await client.getAll().prefix(prefix).count()) ?? 0);
+}
+
+describe('a restore keeps leases and is byte-identical by hashkv (etcd 3.5, our sidecar)', () => {
+  let env: EtcdWithClient;
+  let client: Etcd3;
+  let dir: string;
+  let store: SnapStore;
+  let sidecar: SidecarProcess | undefined;
+  const cleanups: Array<() => Promise<unknown>> = [];
+
+  beforeEach(async () => {
+    env = await startEtcdWithClient('etcdbr-e2e-restore-leases-');
+    ({ client, dir } = env);
+    store = await openLocalStore(join(dir, 'store'), dir);
+  });
+
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+    await sidecar?.stop('SIGKILL');
+    sidecar = undefined;
+    await store.close();
+    await env.cleanup();
+  });
+
+  const revision = async () => Number((await client.get('/none').exec()).header.revision);
+
+  /** Asks the sidecar for deltas until the store's last one reaches `target` (an on-demand delta may end short of it). */
+  async function deltaUpTo(s: SidecarProcess, target: number): Promise<void> {
+    await waitFor(async () => {
+      const r = await fetch(`${s.url}/snapshot/delta`);
+      const last = r.status === 200 ? ((await r.json()) as { lastRevision?: number }).lastRevision : undefined;
+      const listed = (await store.list()).filter((x) => x.kind === 'Incr').at(-1)?.lastRevision ?? 0;
+      return Math.max(last ?? 0, listed) >= target ? true : undefined;
+    }, `a delta up to revision ${target}`);
+  }
+
+  /** `etcdbrctl restore` with `extra` flags into `<dir>/<name>`, then etcd started on it (stopped by the test's cleanup). */
+  async function restored(name: string, extra: string[]): Promise<LocalEtcd> {
+    const dataDir = join(dir, name);
+    const flags = [
+      '--storage-provider=Local',
+      `--store-container=${join(dir, 'store')}`,
+      ...restoreFlags(join(dir, `${name}-scratch`), dataDir),
+    ];
+    const r = await runCli(['restore', ...flags, ...extra], {}, cleanups);
+    expect(r.code, r.stderr).toBe(0);
+    const etcd = await startLocalEtcd({
+      binaries: await etcdBinaries(),
+      dataDir,
+      name: 'default',
+      extraArgs: [...SINGLE_MEMBER_RAFT_ARGS],
+    });
+    cleanups.push(() => etcd.stop());
+    return etcd;
+  }
+
+  it('offline and online, at the head and in the middle; the 8 s lease expires in the restored member as in the source', async () => {
+    const binaries = await etcdBinaries();
+
+    // Before the full snapshot: keys, a lease with keys (the base's), history, and a compaction.
+    for (let i = 0; i < 20; i++) await client.put(`/base/k${i}`).value(`v${i}`);
+    for (let i = 0; i < 5; i++) await client.put(`/base/k${i}`).value(`again ${i}`);
+    await client.delete().key('/base/k19');
+    const baseLease = client.lease(3600, { autoKeepAlive: false });
+    const baseLeaseId = await baseLease.grant();
+    for (let i = 0; i < 3; i++) await baseLease.put(`/base/leased-${i}`).value(`b${i}`);
+    await client.kv.compact({ revision: String(await revision()), physical: true });
+    for (let i = 0; i < 5; i++) await client.put(`/base/k${i}`).value(`after compaction ${i}`);
+
+    sidecar = await startSidecar([
+      `--endpoints=${env.etcd.clientUrl}`,
+      ...localStoreFlags(join(dir, 'store'), join(dir, 'tmp')),
+      '--schedule=0 0 1 1 *',
+      '--delta-snapshot-period=1h',
+      '--garbage-collection-period=1h',
+    ]);
+    const s = sidecar;
+    await waitFor(async () => ((await store.list()).some((x) => x.kind === 'Full') ? true : undefined), 'the start-up full snapshot');
+    const fullRevision = (await store.list()).find((x) => x.kind === 'Full')!.lastRevision;
+
+    // After it: every kind of write, and leases granted, revoked and expiring.
+    for (let i = 0; i < 10; i++) await client.put(`/after/k${i}`).value(`a${i}`);
+    await client.put('/base/k5').value('overwritten after the full');
+    await client.delete().key('/base/k6');
+    for (let i = 0; i < 4; i++) await client.put(`/range/k${i}`).value(`r${i}`);
+    await client.delete().prefix('/range/');
+    const txn = await client
+      .if('/after/k0', 'Create', '>', 0)
+      .then(client.put('/txn/a').value('A'), client.put('/txn/b').value('B'), client.delete().key('/after/k1'))
+      .commit();
+    expect(txn.succeeded).toBe(true);
+    const hour = client.lease(3600, { autoKeepAlive: false });
+    const hourId = await hour.grant();
+    for (let i = 0; i < 3; i++) await hour.put(`/hour/k${i}`).value(`h${i}`);
+    // A base key moves to the hour lease; an hour key leaves its lease.
+    await hour.put('/base/leased-0').value('moved to the hour lease');
+    await client.put('/hour/k2').value('no lease any more');
+    const revoked = client.lease(600, { autoKeepAlive: false });
+    const revokedId = await revoked.grant();
+    for (let i = 0; i < 2; i++) await revoked.put(`/revoked/k${i}`).value(`x${i}`);
+    await revoked.revoke();
+    const expiring = client.lease(2, { autoKeepAlive: false });
+    const expiringId = await expiring.grant();
+    for (let i = 0; i < 2; i++) await expiring.put(`/expiring/k${i}`).value(`e${i}`);
+    // The middle: the expiring lease's keys are there (the point-in-time restore must create their lease).
+    const middle = await revision();
+    await deltaUpTo(s, middle);
+    await waitFor(async () => ((await countUnder(client, '/expiring/')) === 0 ? true : undefined), 'the 2 s lease to expire in the source');
+    for (let i = 0; i < 5; i++) await client.put(`/after/k${i}`).value(`late ${i}`);
+    // Last: keys on an 8 s lease, still there at the head.
+    const short = client.lease(8, { autoKeepAlive: false });
+    const shortId = await short.grant();
+    for (let i = 0; i < 2; i++) await short.put(`/short/k${i}`).value(`s${i}`);
+    const head = await revision();
+    await deltaUpTo(s, head);
+    expect((await store.list()).filter((x) => x.kind === 'Incr').length).toBeGreaterThanOrEqual(2);
+    expect(fullRevision).toBeLessThan(middle);
+
+    const source = { head: await hashKv(binaries, env.etcd.clientUrl, head), middle: await hashKv(binaries, env.etcd.clientUrl, middle) };
+    expect(source.head.compactRevision).toBeGreaterThan(0);
+
+    // Head, offline (the default): the source's hashkv, the leases with their TTLs, the short keys still there.
+    // --restored-lease-ttl is no TTL of the source's: every lease below has a TTL its delta recorded or the base held.
+    const offline = await restored('offline', ['--restored-lease-ttl=77s', `--to-revision=${head}`]);
+    expect(await hashKv(binaries, offline.clientUrl, head)).toEqual(source.head);
+    const c = etcdClient(offline.clientUrl);
+    cleanups.push(async () => c.close());
+    expect((await c.leaseTimeToLive(shortId, { keys: true })).grantedTtl).toBe(8);
+    expect(await c.leaseTimeToLive(hourId, { keys: true })).toMatchObject({ grantedTtl: 3600, keys: 3 });
+    expect(await c.leaseTimeToLive(baseLeaseId, { keys: true })).toMatchObject({ grantedTtl: 3600, keys: 2 });
+    expect((await c.leaseTimeToLive(revokedId)).ttl).toBe(-1);
+    expect((await c.leaseTimeToLive(expiringId)).ttl).toBe(-1);
+
+    // Head, online: the same.
+    const online = await restored('online', ['--delta-replay=online', '--restored-lease-ttl=77s', `--to-revision=${head}`]);
+    expect(await hashKv(binaries, online.clientUrl, head)).toEqual(source.head);
+    const o = etcdClient(online.clientUrl);
+    cleanups.push(async () => o.close());
+    expect(await o.leaseTimeToLive(shortId, { keys: true })).toMatchObject({ grantedTtl: 8, keys: 2 });
+    expect(await o.leaseTimeToLive(hourId, { keys: true })).toMatchObject({ grantedTtl: 3600, keys: 3 });
+    expect((await o.leaseTimeToLive(revokedId)).ttl).toBe(-1);
+
+    // The middle, offline: the source's hashkv there; the expiring lease exists again (its keys name it).
+    const atMiddle = await restored('middle', [`--to-revision=${middle}`]);
+    expect(await hashKv(binaries, atMiddle.clientUrl, middle)).toEqual(source.middle);
+    const m = etcdClient(atMiddle.clientUrl);
+    cleanups.push(async () => m.close());
+    expect((await m.leaseTimeToLive(expiringId, { keys: true })).keys).toBe(2);
+    expect((await m.leaseTimeToLive(shortId)).ttl).toBe(-1);
+
+    // The 8 s lease's time passes: its keys go, in the source and in each restored member; the hour's stay.
+    for (const [what, url] of [
+      ['the source', env.etcd.clientUrl],
+      ['the offline restore', offline.clientUrl],
+      ['the online restore', online.clientUrl],
+    ] as const) {
+      const e = etcdClient(url);
+      try {
+        await waitFor(
+          async () => ((await e.leaseTimeToLive(shortId, { keys: true })).ttl === -1 ? true : undefined),
+          `${what}: the 8 s lease to expire`,
+          30_000,
+        );
+      } finally {
+        e.close();
+      }
+    }
+    for (const url of [offline.clientUrl, online.clientUrl]) {
+      const e = new Etcd3({ hosts: url });
+      cleanups.push(async () => e.close());
+      expect(await countUnder(e, '/short/')).toBe(0);
+      expect(await countUnder(e, '/hour/')).toBe(3);
+    }
+    expect(await countUnder(client, '/short/')).toBe(0);
+  });
+});
