@@ -107,6 +107,8 @@ const UPSTREAM: Record<string, [type: string, def: unknown, shorthand?: string]>
   'base-snapshot': ['string', ''],
   // restoration (ours): how delta snapshots are applied
   'delta-replay': ['string', 'auto'],
+  // restoration (ours): the TTL of a restored lease whose TTL no delta recorded
+  'restored-lease-ttl': ['duration', 60 * m],
   // age encryption of snapshot objects (ours)
   'encryption-recipients-file': ['string', ''],
   'encryption-identity-file': ['stringSlice', []],
@@ -178,6 +180,7 @@ const restoration = [
   'auto-compaction-mode',
   'auto-compaction-retention',
   'delta-replay',
+  'restored-lease-ttl',
 ];
 const compression = ['compress-snapshots', 'compression-policy'];
 const health = [
