@@ -11,7 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver } from '../../snapstore/test/support/s3rver.js';
 import { cleanupAfterEach } from '../../test/support/cleanups.js';
 import { backupLive } from './support/backup-live.js';
-import { localStore, restoreWith, runOk, withoutLeases, type Cleanups, type Tool } from './support/tools.js';
+import { expectGoDropsOnlyLeases, localStore, restoreWith, runOk, withoutLeases, type Cleanups, type Tool } from './support/tools.js';
 
 const after = cleanupAfterEach();
 const cleanups: Cleanups = [];
@@ -84,6 +84,9 @@ describe.each<Tool>(['ours', 'go'])('a chain written by %s', (writer) => {
     expect(await localObjects(back)).toEqual(sourceObjects);
     const fromLocal = await restoreWith(copier, localStore(back), dir, cleanups, { tag: 'from-local' });
     expect(withoutLeases(fromLocal)).toEqual(withoutLeases(backup.source));
-    expect(fromLocal).toEqual(fromS3);
+    // Ours keeps the leases of the keys a delta carries, the Go tool drops them.
+    const [go, ours] = writer === 'go' ? [fromS3, fromLocal] : [fromLocal, fromS3];
+    expect(ours).toEqual(backup.source);
+    expectGoDropsOnlyLeases(go, ours);
   });
 });
