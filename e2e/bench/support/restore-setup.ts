@@ -28,6 +28,8 @@ export function benchRestoreOptions(binaries: EtcdBinaries, dir: string, over: P
     embeddedEtcdQuotaBytes: 8 * 1024 * MiB,
     maxRequestBytes: 10 * MiB,
     maxTxnOps: 10240,
+    // The restore command's default (--restored-lease-ttl 1h): keys keep their leases, as in production.
+    restoredLeaseTtlSeconds: 3600,
     logger: silentLogger,
     ...over,
   };
