@@ -45,10 +45,15 @@ export class LeaseTtls {
    * (over the limit) is asked again. Never rejects: an unknown TTL is left out.
    */
   async of(leases: Iterable<string>): Promise<Map<string, number>> {
-    const out = new Map<string, number>();
+    // Every lookup asked for first, then waited for together: a save waits for the slowest, not for their sum.
+    const pending: Array<[string, Known | Promise<Known>]> = [];
     for (const lease of leases) {
       if (lease === '0' || lease === '') continue;
-      const ttl = await (this.known.get(lease) ?? this.ask(lease));
+      pending.push([lease, this.known.get(lease) ?? this.ask(lease)]);
+    }
+    const out = new Map<string, number>();
+    for (const [lease, known] of pending) {
+      const ttl = await known;
       if (ttl > 0) out.set(lease, ttl);
     }
     return out;

@@ -48,4 +48,28 @@ describe('the granted TTLs of the leases the watch sees', () => {
     expect(await t.of(['21'])).toEqual(new Map([['21', 5]]));
     expect(calls).toEqual(['20', '20', '21', '22', '23', '21']);
   });
+
+  it('a delta waits for its lookups together, not one after another', async () => {
+    const asked: string[] = [];
+    const answer = new Map<string, (ttl: number) => void>();
+    const t = new LeaseTtls(
+      (lease) =>
+        new Promise<number>((resolve) => {
+          asked.push(lease);
+          answer.set(lease, resolve);
+        }),
+      recordingLogger(),
+    );
+    const ttls = t.of(['30', '31']);
+    // Both asked before either answered.
+    expect(asked).toEqual(['30', '31']);
+    answer.get('31')!(5);
+    answer.get('30')!(6);
+    expect(await ttls).toEqual(
+      new Map([
+        ['30', 6],
+        ['31', 5],
+      ]),
+    );
+  });
 });
