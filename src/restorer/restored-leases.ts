@@ -19,11 +19,17 @@ export interface RestoredLease {
   source: 'recorded' | 'default';
 }
 
+/** A lease live keys name: its ID, kept once however many keys name it, and how many do. */
+interface Named {
+  id: string;
+  keys: number;
+}
+
 export class LeaseRefs<K> {
-  /** The lease of each key whose newest event is a put naming one. */
-  private readonly leaseOf = new Map<K, string>();
-  /** How many such keys name each lease. */
-  private readonly refs = new Map<string, number>();
+  /** The lease of each key whose newest event is a put naming one (the lease's one entry, not a copy of its ID). */
+  private readonly leaseOf = new Map<K, Named>();
+  /** The leases live keys name, by ID. */
+  private readonly named = new Map<string, Named>();
   /** The granted TTLs the deltas recorded. */
   private readonly ttls = new Map<string, number>();
 
@@ -36,10 +42,15 @@ export class LeaseRefs<K> {
     }
     if (ttl !== undefined && ttl > 0) this.ttls.set(lease, ttl);
     const before = this.leaseOf.get(key);
-    if (before === lease) return;
+    if (before?.id === lease) return;
     if (before !== undefined) this.release(before);
-    this.leaseOf.set(key, lease);
-    this.refs.set(lease, (this.refs.get(lease) ?? 0) + 1);
+    let entry = this.named.get(lease);
+    if (entry === undefined) {
+      entry = { id: lease, keys: 0 };
+      this.named.set(lease, entry);
+    }
+    entry.keys++;
+    this.leaseOf.set(key, entry);
   }
 
   /** A delete of `key`. */
@@ -54,7 +65,7 @@ export class LeaseRefs<K> {
 
   /** Whether any live key names `lease` now. */
   referenced(lease: string): boolean {
-    return this.refs.has(lease);
+    return this.named.has(lease);
   }
 
   /** The TTL a delta recorded for `lease`, if any. */
@@ -64,7 +75,7 @@ export class LeaseRefs<K> {
 
   /** The leases live keys name now, in no particular order. */
   referencedLeases(): IterableIterator<string> {
-    return this.refs.keys();
+    return this.named.keys();
   }
 
   private drop(key: K): void {
@@ -74,10 +85,9 @@ export class LeaseRefs<K> {
     this.release(before);
   }
 
-  private release(lease: string): void {
-    const n = this.refs.get(lease)!;
-    if (n <= 1) this.refs.delete(lease);
-    else this.refs.set(lease, n - 1);
+  private release(entry: Named): void {
+    entry.keys--;
+    if (entry.keys === 0) this.named.delete(entry.id);
   }
 }
 
