@@ -193,7 +193,8 @@ export function readCanonicalElement(
   const timeEnd = p;
   p++;
   let leaseTTL = 0;
-  if (startsWith(buf, p, end, LEASE_TTL)) {
+  // Ours, and rare: one byte tells most elements apart.
+  if (buf[p] === COMMA && startsWith(buf, p, end, LEASE_TTL)) {
     p += LEASE_TTL.length;
     const e = numberEnd(buf, p, end, false);
     if (e < 0 || e - p > MAX_SAFE_DIGITS) return undefined;

@@ -29,14 +29,17 @@ export function encodePutValue(kv: MvccKeyValue): Buffer {
   // Field by field rather than from a list of (tag, number) pairs: this runs once per event written, and the
   // pairs were four arrays of garbage per event.
   const { key, createRevision, modRevision, version, value } = kv;
+  // Most keys have no lease: no BigInt is made or compared for them (this runs once per event written).
+  const id = kv.lease ?? '0';
+  const leased = id !== '0' && id !== '';
   // The int64's bits: a negative ID is a 10-byte varint, as Go writes it.
-  const lease = kv.lease !== undefined && kv.lease !== '0' && kv.lease !== '' ? BigInt.asUintN(64, BigInt(kv.lease)) : 0n;
+  const lease = leased ? BigInt.asUintN(64, BigInt(id)) : 0n;
   let size = 1 + varintSize(key.length) + key.length;
   if (createRevision !== 0) size += 1 + varintSize(createRevision);
   if (modRevision !== 0) size += 1 + varintSize(modRevision);
   if (version !== 0) size += 1 + varintSize(version);
   if (value.length > 0) size += 1 + varintSize(value.length) + value.length;
-  if (lease !== 0n) size += 1 + varintSize(lease);
+  if (leased) size += 1 + varintSize(lease);
   const out = Buffer.allocUnsafe(size);
   out[0] = 0x0a;
   let off = writeVarint(out, 1, key.length);
@@ -58,7 +61,7 @@ export function encodePutValue(kv: MvccKeyValue): Buffer {
     off = writeVarint(out, off, value.length);
     off += value.copy(out, off);
   }
-  if (lease !== 0n) {
+  if (leased) {
     out[off++] = 0x30;
     writeVarint(out, off, lease);
   }
