@@ -17,7 +17,7 @@ export function resultTable(r: SoakResult, minutes: number): string {
     ['largest recovery point at a fault (revisions)', String(r.nemesis.maxRecoveryPoint)],
     ["etcd's head / store's last revision", `${r.headRevision} / ${r.storeRevision}`],
     ['catch-up once quiet', `${(r.catchUpMs / 1000).toFixed(1)} s`],
-    ['hashkv compared', r.leases ? 'no (leases in the workload; keys compared one by one)' : 'yes'],
+    ['hashkv compared', r.leases ? 'yes (leases in the workload: the restores keep them)' : 'yes'],
     ['point-in-time restores checked', r.pointInTime.join(', ') || '-'],
     ['revisions no restore reaches (delta gaps after a leader loss)', r.unreachable.join(', ') || '-'],
     ['crashes', String(r.crashes.length)],

@@ -16,8 +16,7 @@ const endpoints = (arg('endpoints') ?? '').split(',').filter(Boolean);
 const seed = Number(arg('seed') ?? '1');
 const out = arg('out');
 const pauseMs = Number(arg('pause-ms') ?? '30');
-// Keys restored from deltas come back without their lease (as upstream restores them), which changes
-// `hashkv`: a run with leases has the checker compare key by key only.
+// Leased keys (odd seeds): the checker's restores must give their leases back too (hashkv compares the lease IDs).
 const withLeases = arg('leases') !== 'false';
 if (endpoints.length === 0 || !out) {
   process.stderr.write('usage: workload.ts --endpoints=URL[,URL…] --seed=N --out=FILE [--pause-ms=N]\n');
