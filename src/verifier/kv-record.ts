@@ -6,15 +6,14 @@
  * A delta event becomes the entry etcd wrote for it (server/mvcc kvstore_txn.go): a put is the KeyValue with
  * key = 1, create_revision = 2, mod_revision = 3, version = 4, value = 5, lease = 6 in field order, zero and
  * empty fields left out (proto3, as gogoproto marshals it); a delete is a tombstone, the revision key with the
- * `t` mark and a KeyValue of the key alone. Unlike the restore's writer (src/restorer/mvcc.ts, which writes
- * keys without their lease, as upstream restores them), the lease is kept: the drill hashes what the store
- * holds, which is what the live etcd has.
+ * `t` mark and a KeyValue of the key alone. The bytes come from the one KeyValue encoder, the restore's
+ * (src/restorer/mvcc.ts): the drill hashes what a restore writes, leases included, which is what the live etcd has.
  */
 import { CodedError } from '../errors.js';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { isTombstoneKey, mainRevisionOf, revisionKey } from '../etcd-schema.js';
 import { ProtoReader } from '../encoding/protobuf.js';
-import { varintSize, writeVarint } from '../encoding/protobuf-write.js';
+import { encodePutValue, encodeTombstoneValue } from '../restorer/mvcc.js';
 
 export class KvRecordError extends CodedError {
   readonly code = 'E_KV_RECORD';
@@ -84,8 +83,15 @@ export function recordOfEvent(ev: DeltaEvent, sub: number, out: KvRecord): KvRec
   const tombstone = ev.type === 'DELETE';
   out.revKey = revisionKey(ev.modRevision, sub, tombstone);
   out.value = tombstone
-    ? encodeKeyValue(ev.key, 0, 0, 0, EMPTY, '0')
-    : encodeKeyValue(ev.key, ev.createRevision, ev.modRevision, ev.version, ev.value, ev.lease);
+    ? encodeTombstoneValue(ev.key)
+    : encodePutValue({
+        key: ev.key,
+        createRevision: ev.createRevision,
+        modRevision: ev.modRevision,
+        version: ev.version,
+        value: ev.value,
+        lease: ev.lease,
+      });
   out.main = ev.modRevision;
   out.tombstone = tombstone;
   out.key = ev.key;
@@ -97,51 +103,4 @@ const EMPTY = Buffer.alloc(0);
 /** A fresh record to fill. */
 export function emptyRecord(): KvRecord {
   return { revKey: EMPTY, value: EMPTY, main: 0, tombstone: false, key: EMPTY };
-}
-
-/**
- * `mvccpb.KeyValue` as etcd marshals it. `lease` is the decimal int64 of the delta format; a negative one is
- * its 64-bit two's complement, a 10-byte varint, as Go's int64 fields are.
- */
-export function encodeKeyValue(
-  key: Buffer,
-  createRevision: number,
-  modRevision: number,
-  version: number,
-  value: Buffer,
-  lease: string,
-): Buffer {
-  const leaseId = lease === '0' || lease === '' ? 0n : BigInt.asUintN(64, BigInt(lease));
-  let size = 1 + varintSize(key.length) + key.length;
-  if (createRevision !== 0) size += 1 + varintSize(createRevision);
-  if (modRevision !== 0) size += 1 + varintSize(modRevision);
-  if (version !== 0) size += 1 + varintSize(version);
-  if (value.length > 0) size += 1 + varintSize(value.length) + value.length;
-  if (leaseId !== 0n) size += 1 + varintSize(leaseId);
-  const out = Buffer.allocUnsafe(size);
-  out[0] = KEY_TAG;
-  let off = writeVarint(out, 1, key.length);
-  off += key.copy(out, off);
-  if (createRevision !== 0) {
-    out[off++] = 0x10;
-    off = writeVarint(out, off, createRevision);
-  }
-  if (modRevision !== 0) {
-    out[off++] = 0x18;
-    off = writeVarint(out, off, modRevision);
-  }
-  if (version !== 0) {
-    out[off++] = 0x20;
-    off = writeVarint(out, off, version);
-  }
-  if (value.length > 0) {
-    out[off++] = 0x2a;
-    off = writeVarint(out, off, value.length);
-    off += value.copy(out, off);
-  }
-  if (leaseId !== 0n) {
-    out[off++] = 0x30;
-    writeVarint(out, off, leaseId);
-  }
-  return out;
 }

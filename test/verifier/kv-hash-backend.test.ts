@@ -17,7 +17,8 @@ import { freePort } from '../../src/etcd/ports.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { KEY_BUCKET, META_BUCKET, SCHEDULED_COMPACT_REV_KEY, revisionKey } from '../../src/etcd-schema.js';
 import { KeepIndex, KvHasher } from '../../src/verifier/kv-hash.js';
-import { emptyRecord, encodeKeyValue, recordOfEntry, type KvRecord } from '../../src/verifier/kv-record.js';
+import { emptyRecord, recordOfEntry, type KvRecord } from '../../src/verifier/kv-record.js';
+import { encodePutValue, encodeTombstoneValue } from '../../src/restorer/mvcc.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 import { etcdClient } from '../support/etcd-client.js';
 import { etcd35Binaries, etcdBinaries } from '../support/etcd.js';
@@ -44,7 +45,7 @@ function history(): WriterEntry[] {
       const s = state.get(name);
       if (s && next(5) === 0) {
         state.delete(name);
-        out.push({ key: revisionKey(rev, used.size - 1, true), value: encodeKeyValue(key, 0, 0, 0, Buffer.alloc(0), '0') });
+        out.push({ key: revisionKey(rev, used.size - 1, true), value: encodeTombstoneValue(key) });
         continue;
       }
       const create = s?.create ?? rev;
@@ -53,7 +54,7 @@ function history(): WriterEntry[] {
       const lease = next(3) === 0 ? '7587869011225645570' : '0';
       out.push({
         key: revisionKey(rev, used.size - 1, false),
-        value: encodeKeyValue(key, create, rev, version, Buffer.from(`v${rev}.${sub}`), lease),
+        value: encodePutValue({ key, createRevision: create, modRevision: rev, version, value: Buffer.from(`v${rev}.${sub}`), lease }),
       });
     }
   }
