@@ -1,12 +1,14 @@
 /**
- * The gRPC channel's message framing over real HTTP/2 (a node:http2 server that answers as a gRPC server
+ * The gRPC transport's message framing over real HTTP/2 (a node:http2 server that answers as a gRPC server
  * does): messages split across many DATA frames, several messages in one frame, and a 5-byte prefix split
- * between frames all arrive whole and in order.
+ * between frames all arrive whole and in order, decoded by the generated code.
  */
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import { create, toBinary } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
-import { GrpcChannel } from '../../src/etcd/grpc-channel.js';
+import { Maintenance, SnapshotRequestSchema, SnapshotResponseSchema } from '../../src/etcd/gen/etcd/api/etcdserverpb/rpc_pb.js';
+import { GrpcTransport } from '../../src/etcd/grpc.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 
 const cleanups = cleanupAfterEach();
@@ -38,33 +40,37 @@ async function serverWriting(pieces: Buffer[]): Promise<string> {
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
+/** A SnapshotResponse carrying `blob`, encoded. */
+const message = (blob: Buffer): Buffer => Buffer.from(toBinary(SnapshotResponseSchema, create(SnapshotResponseSchema, { blob })));
+
 async function receive(url: string): Promise<Buffer[]> {
-  const channel = new GrpcChannel({ endpoints: [url] });
-  cleanups.push(async () => channel.close());
+  const transport = new GrpcTransport({ endpoints: [url] });
+  cleanups.push(async () => transport.close());
   const got: Buffer[] = [];
-  const call = await channel.open('/test.Service/Stream', (msg) => got.push(Buffer.from(msg)));
+  const call = await transport.open(Maintenance.method.snapshot, (msg) => got.push(Buffer.from(msg.blob)));
+  call.send(create(SnapshotRequestSchema));
   call.end();
   await call.done;
   return got;
 }
 
-describe('gRPC channel framing', () => {
+describe('gRPC transport framing', () => {
   it('joins a message split into many pieces, the prefix split too, and splits pieces holding several', async () => {
     const big = Buffer.alloc(3 * 1024 * 1024 + 17);
     for (let i = 0; i < big.length; i++) big[i] = (i * 31) & 0xff;
     const small = [Buffer.from('one'), Buffer.from(''), Buffer.from('three')];
-    const stream = Buffer.concat([framed(big), ...small.map(framed), framed(Buffer.from('last'))]);
+    const stream = Buffer.concat([framed(message(big)), ...small.map((m) => framed(message(m))), framed(message(Buffer.from('last')))]);
     // The big message in 16 KiB pieces, its prefix cut after 2 bytes; the small ones all in one piece with the
     // start of the last message; the rest of the last one in a piece of its own.
     const pieces: Buffer[] = [stream.subarray(0, 2)];
     let at = 2;
-    const bigEnd = 5 + big.length;
+    const bigEnd = 5 + message(big).length;
     while (at < bigEnd) {
       const next = Math.min(at + 16 * 1024, bigEnd);
       pieces.push(stream.subarray(at, next));
       at = next;
     }
-    const lastStart = stream.length - (5 + 4);
+    const lastStart = stream.length - (5 + message(Buffer.from('last')).length);
     pieces.push(stream.subarray(at, lastStart + 3), stream.subarray(lastStart + 3));
     const got = await receive(await serverWriting(pieces));
     expect(got.map((m) => m.length)).toEqual([big.length, 3, 0, 5, 4]);
