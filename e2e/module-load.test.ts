@@ -89,11 +89,13 @@ function ownModulesOf(log: string): Set<string> {
   return found;
 }
 
-/** What only the online replay needs: its own modules, our etcd client and its transport and messages, and Node's HTTP/2. */
+/** What only the online replay needs: its own modules, our etcd client (its transport, messages and lean path), and Node's HTTP/2. */
 const ONLINE_ONLY = [
   'restorer/online-replay.js',
   'restorer/replay-etcd.js',
   'restorer/replay-txns.js',
+  'etcd/lean-h2.js',
+  'etcd/lean-txns.js',
   'etcd/calls.js',
   'etcd/grpc.js',
   'etcd/gen/etcd/api/etcdserverpb/rpc_pb.js',

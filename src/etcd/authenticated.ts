@@ -7,7 +7,7 @@
 import { create, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
 import { EtcdError, isEtcdError } from './errors.js';
 import { Auth, AuthenticateRequestSchema } from './gen/etcd/api/etcdserverpb/rpc_pb.js';
-import type { CallSettings, GrpcCall, GrpcMethod, GrpcTransport } from './grpc.js';
+import type { CallSettings, GrpcCall, GrpcMethod, Transport } from './grpc.js';
 
 export interface Credentials {
   username: string;
@@ -21,7 +21,7 @@ export class AuthenticatedCalls {
   private token: Promise<string> | undefined;
 
   constructor(
-    readonly transport: GrpcTransport,
+    readonly transport: Transport,
     private readonly credentials?: Credentials,
   ) {}
 

@@ -25,13 +25,12 @@ import {
   MemberUpdateRequestSchema,
   PutRequestSchema,
   RangeRequestSchema,
-  RequestOpSchema,
   StatusRequestSchema,
-  TxnRequestSchema,
   type Member,
-  type RequestOp,
 } from './gen/etcd/api/etcdserverpb/rpc_pb.js';
-import { GrpcTransport, type TransportOptions } from './grpc.js';
+import { GrpcTransport, type Transport, type TransportOptions } from './grpc.js';
+import { openLeanTxns } from './lean-txns.js';
+import { headerRevision, leaseIdOf, txnRequestOf } from './replay-codec.js';
 import { openSnapshotStream } from './snapshot-stream.js';
 import type {
   CallOptions,
@@ -40,6 +39,7 @@ import type {
   EtcdMember,
   EtcdMemberList,
   EtcdStatus,
+  LeanTxns,
   LeaseTimeToLive,
   LocalEtcdClient,
   ReplayOp,
@@ -58,12 +58,6 @@ function memberIdOf(id: string): bigint {
   return BigInt(`0x${id}`);
 }
 
-/** A lease ID (decimal int64, as DeltaEvent.lease names it) as the int64 etcd takes. */
-function leaseIdOf(id: string): bigint {
-  if (!/^-?\d{1,20}$/.test(id)) throw new EtcdError('E_ETCD_REQUEST', `not a lease id: ${JSON.stringify(id)}`);
-  return BigInt.asIntN(64, BigInt(id));
-}
-
 function toMember(m: Member): EtcdMember {
   return { id: hex(m.ID), name: m.name, peerUrls: m.peerURLs, clientUrls: m.clientURLs, isLearner: m.isLearner };
 }
@@ -71,8 +65,9 @@ function toMember(m: Member): EtcdMember {
 export class GrpcEtcdClient implements EtcdClient {
   protected readonly calls: AuthenticatedCalls;
 
-  constructor(transport: TransportOptions, credentials?: Credentials) {
-    this.calls = new AuthenticatedCalls(new GrpcTransport(transport), credentials);
+  /** On a transport, or on a GrpcTransport made from its options. */
+  constructor(transport: Transport | TransportOptions, credentials?: Credentials) {
+    this.calls = new AuthenticatedCalls('unary' in transport ? transport : new GrpcTransport(transport), credentials);
   }
 
   async status(opts?: CallOptions): Promise<EtcdStatus> {
@@ -170,6 +165,13 @@ export class GrpcEtcdClient implements EtcdClient {
 
 /** The client of an etcd this process started: plain HTTP/2 on loopback, and the restore's transactions. */
 export class LocalGrpcEtcdClient extends GrpcEtcdClient implements LocalEtcdClient {
+  constructor(
+    private readonly clientUrl: string,
+    transport: Transport | TransportOptions = { endpoints: [clientUrl] },
+  ) {
+    super(transport);
+  }
+
   /** KV.Txn of `ops`, unconditional; resolves with the revision etcd gave it. */
   async leaseGrant(id: string, ttlSeconds: number, opts?: CallOptions): Promise<void> {
     const res = await this.calls.unary(
@@ -186,22 +188,11 @@ export class LocalGrpcEtcdClient extends GrpcEtcdClient implements LocalEtcdClie
   }
 
   async txn(ops: readonly ReplayOp[], opts: CallOptions & SignalOptions = {}): Promise<number> {
-    const request = create(TxnRequestSchema, { success: ops.map(toRequestOp) });
-    const res = await this.calls.unary(KV.method.txn, request, opts);
-    const revision = Number(res.header?.revision ?? 0n);
-    if (revision <= 0) throw new EtcdError('E_ETCD_REQUEST', 'KV.Txn: etcd answered without a header revision');
-    return revision;
+    const res = await this.calls.unary(KV.method.txn, txnRequestOf(ops), opts);
+    return headerRevision(res.header?.revision);
   }
-}
 
-function toRequestOp(op: ReplayOp): RequestOp {
-  if (op.request_put) {
-    const { key, value, lease } = op.request_put;
-    const put = { key, value, lease: lease === undefined || lease === '' || lease === '0' ? 0n : leaseIdOf(lease) };
-    return create(RequestOpSchema, { request: { case: 'requestPut', value: put } });
+  openLeanTxns(): Promise<LeanTxns> {
+    return openLeanTxns(this.clientUrl);
   }
-  if (op.request_delete_range) {
-    return create(RequestOpSchema, { request: { case: 'requestDeleteRange', value: { key: op.request_delete_range.key } } });
-  }
-  throw new EtcdError('E_ETCD_REQUEST', 'a replay operation must be a put or a delete');
 }

@@ -15,7 +15,7 @@ import type { EtcdClient, LocalEtcdClient } from './types.js';
  */
 export async function connectLocalEtcd(clientUrl: string): Promise<LocalEtcdClient> {
   const { LocalGrpcEtcdClient } = await import('./calls.js');
-  return new LocalGrpcEtcdClient({ endpoints: [clientUrl], receiveWindow: ETCD_FLOW_CONTROL_WINDOW_BYTES });
+  return new LocalGrpcEtcdClient(clientUrl, { endpoints: [clientUrl], receiveWindow: ETCD_FLOW_CONTROL_WINDOW_BYTES });
 }
 
 /** What the etcd-connection flag group decides about reaching etcd (upstream `pkg/types/etcdconnection.go`). */

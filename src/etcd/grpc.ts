@@ -59,6 +59,21 @@ export interface GrpcCall<I extends DescMessage> {
   readonly done: Promise<void>;
 }
 
+/** What the client needs of a transport: GrpcTransport, or another carrying the same generated code (a bench's). */
+export interface Transport {
+  unary<I extends DescMessage, O extends DescMessage>(
+    method: GrpcMethod<I, O>,
+    request: MessageShape<I>,
+    settings?: CallSettings,
+  ): Promise<MessageShape<O>>;
+  open<I extends DescMessage, O extends DescMessage>(
+    method: GrpcMethod<I, O>,
+    onMessage: (message: MessageShape<O>) => void,
+    settings?: CallSettings,
+  ): Promise<GrpcCall<I>>;
+  close(): void;
+}
+
 /** Decoding skips unknown fields: nothing here re-encodes a response, and keeping them costs memory. */
 const READ_OPTIONS = { readUnknownFields: false } as const;
 
@@ -82,7 +97,7 @@ function frame<I extends DescMessage>(schema: I, message: MessageShape<I>): Buff
   return out;
 }
 
-export class GrpcTransport {
+export class GrpcTransport implements Transport {
   private session: ClientHttp2Session | undefined;
   private connecting: Promise<ClientHttp2Session> | undefined;
   private next = 0;

@@ -12,6 +12,7 @@ export type {
   EtcdMember,
   EtcdMemberList,
   EtcdStatus,
+  LeanTxns,
   LeaseTimeToLive,
   LocalEtcdClient,
   ReplayOp,
@@ -30,6 +31,7 @@ export {
 } from './connect.js';
 export { EtcdError, ETCD_UNREACHABLE_CODES, etcdErrorFromStatus, isEtcdError, type EtcdErrorCode } from './errors.js';
 export { CompactedRevisionError, WATCH_CANCEL_TIMEOUT_MS } from './watch.js';
+export { LeanCallError, LeanDeadlineError } from './lean-errors.js';
 export { atLeast35, etcdMinorVersion, etcdVersion, findEtcdBinaries, type EtcdBinaries } from './binaries.js';
 export { killOnProcessExit, startLocalEtcd, type LocalEtcd, type LocalEtcdOptions } from './local-etcd.js';
 export { ephemeralPortRange, freePort, keptPorts, saveKeptPorts, type KeptPorts } from './ports.js';

@@ -55,7 +55,7 @@ export async function replayOnline(
   const { logger, signal } = opts;
   const client = replay.client;
   let revision = await readRevision(client, opts);
-  const txns = openReplayTxns(client, { signal, callTimeoutMs: opts.callTimeoutMs });
+  const txns = await openReplayTxns(client, logger, { signal, callTimeoutMs: opts.callTimeoutMs });
   const leases: ReplayLeases | undefined = opts.leases && {
     tracker: opts.leases,
     grant: (id, ttl) => replayCall(client.leaseGrant(id, ttl, { timeoutMs: 2 * opts.callTimeoutMs }), `granting lease ${id}`, opts),

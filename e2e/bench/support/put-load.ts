@@ -18,7 +18,7 @@
  * hand-encoded `etcdserverpb.PutRequest` (key = field 1, value = field 2) and a `PutResponse` whose
  * header revision (field 1 → field 3) is read back.
  */
-import { H2UnaryClient } from '../../../src/etcd/h2-unary-client.js';
+import { LeanH2 } from '../../../src/etcd/lean-h2.js';
 import { putFrame } from '../../../test/support/put-frame.js';
 import type { PutLoadResult } from './put-load-result.js';
 
@@ -81,7 +81,7 @@ function revisionOf(response: Buffer): number {
   throw new Error('PutResponse without a header revision');
 }
 
-async function put(client: H2UnaryClient, frame: Buffer): Promise<number> {
+async function put(client: LeanH2, frame: Buffer): Promise<number> {
   return revisionOf(await client.call(PUT_PATH, frame));
 }
 
@@ -95,7 +95,7 @@ async function main(): Promise<void> {
   const concurrency = num('concurrency', 64);
   const keys = num('keys', 50_000);
   const total = Math.round(rate * seconds);
-  const client = await H2UnaryClient.connect(endpoint, {
+  const client = await LeanH2.connect(endpoint, {
     onError: (err) => process.stderr.write(`  load: connection error: ${err.message}\n`),
   });
   const template = Buffer.alloc(valueBytes);
