@@ -14,7 +14,7 @@
  * Why raw gRPC and not the etcd3 client: through etcd3 (even its RPC layer) one put cost this process
  * about 300 µs of CPU, nearly four times what etcd itself spends on it (about 85 µs), and through
  * node:http2 still about 130 µs, so on a 2-core machine the generator, not etcd or the sidecar, capped
- * the load. A put here is one HTTP/2 stream of our own minimal client (h2-unary-client.ts) carrying a
+ * the load. A put here is one HTTP/2 stream of our own minimal client (src/etcd/lean-h2.ts) carrying a
  * hand-encoded `etcdserverpb.PutRequest` (key = field 1, value = field 2) and a `PutResponse` whose
  * header revision (field 1 → field 3) is read back.
  */
