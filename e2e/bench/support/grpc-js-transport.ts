@@ -1,7 +1,7 @@
 /**
  * The client's Transport (src/etcd/grpc.ts) on @grpc/grpc-js, carrying the same generated messages: what our own
- * transport is measured against (e2e/bench/transport.bench.ts, and the delta-capture bench and a footprint
- * peer with BENCH_TRANSPORT=grpc-js). Plain text only (the benches' etcds); statuses become EtcdErrors as ours do.
+ * transport is measured against (e2e/bench/transport.bench.ts, and the footprint bench's peer built by
+ * scripts/grpc-js-peer.mjs). Plain text only (the benches' etcds); statuses become EtcdErrors as ours do.
  */
 import { fromBinary, toBinary, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
