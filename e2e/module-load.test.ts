@@ -60,8 +60,11 @@ function dependencyClosure(names: readonly string[]): Set<string> {
   return seen;
 }
 
-/** What the sidecar always loads: its logger and metrics, and our own workspace packages, with their dependencies. */
-const ALWAYS = ['pino', 'prom-client', '@etcdbrctl/snapstore', '@etcdbrctl/malloc-trim'];
+/**
+ * What the sidecar always loads: its logger and metrics, our own workspace packages, and the runtime of the
+ * protobuf code generated from etcd's .proto files (src/etcd/gen), with their dependencies.
+ */
+const ALWAYS = ['pino', 'prom-client', '@etcdbrctl/snapstore', '@etcdbrctl/malloc-trim', '@bufbuild/protobuf'];
 
 /** The loaded packages outside `allowed` (empty when the process loaded only what its case uses). */
 const beyond = (packages: Set<string>, allowed: Set<string>): string[] => [...packages].filter((p) => !allowed.has(p)).sort();
@@ -86,16 +89,16 @@ function ownModulesOf(log: string): Set<string> {
   return found;
 }
 
-/** What only the online replay needs: its own modules, our etcd clients, and Node's HTTP/2. */
+/** What only the online replay needs: its own modules, our etcd client (its transport, messages and lean path), and Node's HTTP/2. */
 const ONLINE_ONLY = [
   'restorer/online-replay.js',
   'restorer/replay-etcd.js',
-  'etcd/client.js',
-  'etcd/h2-etcd-client.js',
-  'etcd/grpc-channel.js',
-  'etcd/h2-unary-client.js',
-  'etcd/replay-txns.js',
-  'etcd/txn-wire.js',
+  'restorer/replay-txns.js',
+  'etcd/lean-h2.js',
+  'etcd/lean-txns.js',
+  'etcd/calls.js',
+  'etcd/grpc.js',
+  'etcd/gen/etcd/api/etcdserverpb/rpc_pb.js',
   'node:http2',
 ] as const;
 
@@ -164,7 +167,7 @@ describe('etcdbrctl server loads only what its flags use', () => {
     const packages = await packagesLoadedBy('local', localStoreFlags(join(dir, 'local-store'), join(dir, 'tmp')));
     // What the server does use is in the log: the hook saw the process load its packages.
     expect(loadedAny(packages, 'prom-client')).toContain('prom-client');
-    // Our own etcd client (src/etcd/h2-etcd-client.ts) and our own cron walk: no gRPC library, no cron library.
+    // Our own etcd transport (src/etcd/grpc.ts) and our own cron walk: no gRPC library, no cron library.
     expect(['etcd3', '@grpc/', 'protobufjs', 'cron-parser', 'luxon'].flatMap((p) => loadedAny(packages, p))).toEqual([]);
     // The HTTP API is Node's own server (src/server/http-router.ts): no framework, no schema validator.
     expect(['fastify', 'ajv', 'avvio', 'find-my-way'].flatMap((p) => loadedAny(packages, p))).toEqual([]);
@@ -232,7 +235,7 @@ describe('etcdbrctl restore loads the online replay only when it replays online'
   });
 
   /** Restores the Go-written `gzip` chain with `--delta-replay=<mode>` and returns the modules the process loaded. */
-  async function modulesLoadedBy(mode: 'auto' | 'online'): Promise<Set<string>> {
+  async function modulesLoadedBy(mode: 'auto' | 'online'): Promise<Set<string> & { packages: Set<string> }> {
     const log = join(dir, `${mode}.modules`);
     await writeFile(log, '');
     const args = [
@@ -249,7 +252,8 @@ describe('etcdbrctl restore loads the online replay only when it replays online'
         err ? reject(new Error(`etcdbrctl restore --delta-replay=${mode} failed: ${stderr}`)) : resolve(),
       ),
     );
-    return ownModulesOf(await readFile(log, 'utf8'));
+    const text = await readFile(log, 'utf8');
+    return Object.assign(ownModulesOf(text), { packages: packagesOf(text) });
   }
 
   it('offline (auto on a chain it can write): no online replay, no etcd client, no node:http2', async () => {
@@ -258,10 +262,12 @@ describe('etcdbrctl restore loads the online replay only when it replays online'
     expect(modules).toContain('restorer/offline-replay.js');
     expect(modules).toContain('bbolt/writer.js');
     expect(ONLINE_ONLY.filter((m) => modules.has(m))).toEqual([]);
+    expect(loadedAny(modules.packages, '@bufbuild/')).toEqual([]);
   });
 
   it('online: the same chain loads them', async () => {
     const modules = await modulesLoadedBy('online');
     expect(ONLINE_ONLY.filter((m) => !modules.has(m))).toEqual([]);
+    expect(loadedAny(modules.packages, '@bufbuild/')).toEqual(['@bufbuild/protobuf']);
   });
 });

@@ -26,7 +26,7 @@ import { fileURLToPath } from 'node:url';
 import { newSnapshot, type SnapStore } from '../../snapstore/src/index.js';
 import { BoltWriter, type WriterEntry } from '../../src/bbolt/writer.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
-import { H2EtcdClient } from '../../src/etcd/h2-etcd-client.js';
+import { GrpcEtcdClient } from '../../src/etcd/calls.js';
 import { freePort } from '../../src/etcd/ports.js';
 import { startLocalEtcd, type LocalEtcd } from '../../src/etcd/local-etcd.js';
 import { KEY_BUCKET, META_BUCKET } from '../../src/etcd-schema.js';
@@ -95,7 +95,7 @@ async function drillBoth(root: string, etcd: LocalEtcd, tmp: string, runs: numbe
   const out: Record<'uncompacted' | 'compacted', DrillRun[]> = { uncompacted: [], compacted: [] };
   for (const phase of ['uncompacted', 'compacted'] as const) {
     if (phase === 'compacted') {
-      const client = new H2EtcdClient({ endpoints: [etcd.clientUrl] });
+      const client = new GrpcEtcdClient({ endpoints: [etcd.clientUrl] });
       try {
         await client.compact(compactAt);
       } finally {

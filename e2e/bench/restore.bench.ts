@@ -33,7 +33,7 @@ import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { Etcd3 } from 'etcd3';
 import type { SnapStore, Snapshot } from '../../snapstore/src/index.js';
-import { restoreTool } from '../../src/etcd/base-restore.js';
+import { restoreTool } from '../../src/restorer/base-restore.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { atLeast35 } from '../../src/etcd/binaries.js';
 import { planRestore, type RestorePlan } from '../../src/restorer/plan.js';

@@ -8,7 +8,7 @@
  */
 import { DEFAULT_FETCH_STALL_MS } from '@etcdbrctl/snapstore';
 import { formatGoDuration, parseGoDuration } from '../config/values.js';
-import { REPLAY_CALL_TIMEOUT_MS } from '../etcd/replay-deadline.js';
+import { REPLAY_CALL_TIMEOUT_MS } from '../restorer/replay-deadline.js';
 
 /** Ours: the deadline of each call to the restore's replay etcd, as a Go duration (default 30s). */
 export const REPLAY_CALL_TIMEOUT_ENV = 'ETCDBRCTL_REPLAY_CALL_TIMEOUT';

@@ -9,7 +9,7 @@
  * Jobs see what they saw before; the table keeps the exit code per rule so that a distinction is one edit.
  */
 import { errorCode } from '../errors.js';
-import { ETCD_UNREACHABLE_CODES, isEtcdError } from '../etcd/errors.js';
+import { ETCD_UNREACHABLE_CODES, isEtcdError } from '../etcd/index.js';
 import type { Logger } from '../log.js';
 import type { CliIO } from '../config/context.js';
 

@@ -1,6 +1,6 @@
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
+import type { EtcdClient } from '../etcd/index.js';
 import type { Metrics } from '../metrics.js';
 import {
   EndpointClients,

@@ -1,7 +1,7 @@
 import { EtcdbrError } from '../errors.js';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
+import type { EtcdClient } from '../etcd/index.js';
 
 export type LeadershipState = 'Follower' | 'Leader' | 'Unknown';
 

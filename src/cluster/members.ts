@@ -7,9 +7,7 @@
  */
 import { EtcdbrError } from '../errors.js';
 import { systemClock, type Clock } from '../clock.js';
-import type { EtcdClientOptions } from '../etcd/client.js';
-import { createEtcdClient } from '../etcd/client.js';
-import type { EtcdClient, EtcdMember } from '../etcd/etcd-client.js';
+import { type EtcdClientOptions, createEtcdClient, type EtcdClient, type EtcdMember } from '../etcd/index.js';
 import { legacyUrlTemplate, type EtcdConfigTemplate } from '../config/etcd-config.js';
 import type { ClusterObservation, ObservedMember } from '../initializer/bootstrap.js';
 import type { Logger } from '@etcdbrctl/snapstore';

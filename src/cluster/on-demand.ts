@@ -7,7 +7,7 @@
  */
 import { CodedError, EtcdbrError } from '../errors.js';
 import type { Clock } from '../clock.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
+import type { EtcdClient } from '../etcd/index.js';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { Metrics } from '../metrics.js';
 import { MaintenanceBusyError, type DefragAttemptResult } from './defrag.js';

@@ -1,7 +1,7 @@
 import { EtcdbrError } from '../errors.js';
 import { nodeHttp, nodeHttps, type Logger } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
+import type { EtcdClient } from '../etcd/index.js';
 
 /** Port of etcd-wrapper's own HTTP server, where `POST /stop` makes it stop etcd (which then restarts). */
 export const ETCD_WRAPPER_PORT = 9095;

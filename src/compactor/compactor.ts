@@ -26,7 +26,7 @@ import {
 } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { CompactorConfig, RestorationConfig } from '../config/types.js';
-import type { EtcdBinaries } from '../etcd/binaries.js';
+import type { EtcdBinaries } from '../etcd/index.js';
 import type { SnapshotLeases } from '../k8s/snapshot-leases.js';
 import { compactedSnapshotClock } from './snapshot-time.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable } from '../restorer/offline-replay.js';

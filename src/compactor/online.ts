@@ -10,14 +10,11 @@ import { rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { CompressionPolicy, Logger, SnapStore, Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
-import type { EtcdBinaries } from '../etcd/binaries.js';
-import type { LocalEtcd } from '../etcd/local-etcd.js';
+import { type EtcdBinaries, type LocalEtcd, connectLocalEtcd, type EtcdClient } from '../etcd/index.js';
 import type { RestorePlan } from '../restorer/plan.js';
 import { backendPath, executeRestore, restoreSettings } from '../restorer/restore.js';
 import { reenableAuth } from '../restorer/replay-etcd.js';
 import { takeFullSnapshot } from '../snapshotter/full-snapshot.js';
-import { connectLocalEtcd } from '../etcd/client.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
 import type { CompactorConfig, RestorationConfig } from '../config/types.js';
 import { saveCompactedBackend, withSha256Trailer } from './upload.js';
 

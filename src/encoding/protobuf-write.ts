@@ -1,8 +1,8 @@
 /**
- * Protobuf wire-format writing for the few messages we encode by hand (etcd's TxnRequest in
- * src/etcd/txn-wire.ts, mvccpb.KeyValue in src/restorer/mvcc.ts); protobuf.ts beside it reads. Values are
- * non-negative integers below 2^53 (lengths, revisions, versions), so a varint is at most 8 bytes and plain
- * number arithmetic is exact; only etcd's 64-bit member ids come as BigInt.
+ * Protobuf wire-format writing for the records we encode by hand into etcd's files (mvccpb.KeyValue in
+ * src/restorer/mvcc.ts and src/verifier/kv-record.ts; etcd's RPC messages are generated, src/etcd/gen);
+ * protobuf.ts beside it reads. Values are non-negative integers below 2^53 (lengths, revisions, versions), so a
+ * varint is at most 8 bytes and plain number arithmetic is exact; 64-bit ids come as BigInt.
  */
 
 /** Bytes the varint encoding of `n` takes. */

@@ -1,5 +1,5 @@
 /**
- * What a failed etcd call throws (our client, h2-etcd-client.ts, makes them from the gRPC status and message
+ * What a failed etcd call throws (our transport, grpc.ts, makes them from the gRPC status and message
  * etcd answers with, or from its own connection and deadline handling). A code is what the rest of the
  * project looks at, as with KubeError and SnapStoreError.
  */

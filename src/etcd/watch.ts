@@ -1,5 +1,5 @@
 /**
- * The all-keys watch's types and errors; H2EtcdClient.watchAllKeys (h2-etcd-client.ts) implements it.
+ * The all-keys watch's types and errors; watch-stream.ts implements it.
  */
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { EtcdError } from './errors.js';

@@ -2,7 +2,7 @@ import { CodedError } from '../errors.js';
 import { createReadStream } from 'node:fs';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { DELTA_READ_BYTES, DeltaPayloadParser } from '../backup/delta-parse.js';
-import type { ReplayOp, ReplayTxns } from '../etcd/replay-txns.js';
+import type { ReplayOp, ReplayTxns } from './replay-txns.js';
 import type { GrantLease, OnlineLeases } from './online-leases.js';
 
 export class RevisionMismatchError extends CodedError {

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { asError, CodedError, errorCode } from '../errors.js';
-import { restoreBaseSnapshot, type BaseRestoreOptions } from '../etcd/base-restore.js';
+import { restoreBaseSnapshot, type BaseRestoreOptions } from './base-restore.js';
 import { DATA_DIR_FLAG, namingWorkDir, TEMP_DIR_FLAG, WorkDirWriteError, writeRefusalInText } from './work-dirs.js';
 
 /**

@@ -15,7 +15,7 @@ import { copyEntries, rewriteBucket, topLevelBuckets } from './backend-copy.js';
 import { noLeases, withCreatedLeases, type LeaseCounts } from './lease-bucket.js';
 import { decodeLeaseRecord, encodeLeaseRecord } from './lease-record.js';
 import { LeaseRefs, leasesToCreate } from './restored-leases.js';
-import type { ReplayOp } from '../etcd/replay-txns.js';
+import type { ReplayOp } from '../etcd/index.js';
 
 /**
  * The TTL of every lease in the replay etcd while it replays (a year): longer than any replay, and set right

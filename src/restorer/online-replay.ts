@@ -1,14 +1,14 @@
 /**
  * The online replay path (docs/how-it-works.md "How a restore works", Replay): the deltas go through the replay etcd
  * (replay-etcd.ts), one transaction per source revision, strictly in order, as upstream replays them
- * (apply.ts sends them, replay-txns.ts carries them). Every call to that etcd takes the restore's signal and
+ * (apply.ts sends them, replay-txns.ts commits them). Every call to that etcd takes the restore's signal and
  * the per-call deadline, so a replay etcd that stalls fails the restore instead of hanging it.
  */
 import { stat, rm } from 'node:fs/promises';
 import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
 import { asError } from '../errors.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
-import { bounded } from '../etcd/replay-txns.js';
+import type { EtcdClient } from '../etcd/index.js';
+import { bounded, openReplayTxns } from './replay-txns.js';
 import { applyDeltaFile, commitOpenRevision, RevisionMismatchError, type OpenRevision, type ReplayLeases } from './apply.js';
 import type { OnlineLeases } from './online-leases.js';
 import { fetchDeltasInOrder } from './fetch.js';
@@ -55,7 +55,7 @@ export async function replayOnline(
   const { logger, signal } = opts;
   const client = replay.client;
   let revision = await readRevision(client, opts);
-  const txns = await client.openReplayTxns(logger, { signal, callTimeoutMs: opts.callTimeoutMs });
+  const txns = await openReplayTxns(client, logger, { signal, callTimeoutMs: opts.callTimeoutMs });
   const leases: ReplayLeases | undefined = opts.leases && {
     tracker: opts.leases,
     grant: (id, ttl) => replayCall(client.leaseGrant(id, ttl, { timeoutMs: 2 * opts.callTimeoutMs }), `granting lease ${id}`, opts),

@@ -8,10 +8,7 @@
  */
 import type { Logger } from '@etcdbrctl/snapstore';
 import { setAuthEnabled } from '../bbolt/patch.js';
-import type { EtcdBinaries } from '../etcd/binaries.js';
-import { connectLocalEtcd } from '../etcd/client.js';
-import type { LocalEtcdClient } from '../etcd/etcd-client.js';
-import { startLocalEtcd, type LocalEtcd } from '../etcd/local-etcd.js';
+import { type EtcdBinaries, connectLocalEtcd, type LocalEtcdClient, startLocalEtcd, type LocalEtcd } from '../etcd/index.js';
 import { backendPath } from './work-dirs.js';
 
 export interface ReplayEtcdOptions {

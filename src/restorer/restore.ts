@@ -7,9 +7,8 @@
 import { checkDecryptable, type Logger, type SnapStore } from '@etcdbrctl/snapstore';
 import { rm } from 'node:fs/promises';
 import type { RestorationConfig } from '../config/types.js';
-import type { EtcdBinaries } from '../etcd/binaries.js';
-import type { LocalEtcd } from '../etcd/local-etcd.js';
-import { REPLAY_CALL_TIMEOUT_MS } from '../etcd/replay-deadline.js';
+import type { EtcdBinaries, LocalEtcd } from '../etcd/index.js';
+import { REPLAY_CALL_TIMEOUT_MS } from './replay-deadline.js';
 import { restoreBase } from './base.js';
 import { checkRestored } from './check.js';
 import type { RestorePlan } from './plan.js';

@@ -5,7 +5,7 @@ import { ClusterMaintenance } from '../cluster/maintenance.js';
 import { MultiNode } from '../cluster/multinode.js';
 import type { ServerConfig } from '../config/types.js';
 import { STORE_ENV_PREFIX } from '../config/store.js';
-import { createEtcdClientFromFlags } from '../etcd/client.js';
+import { createEtcdClientFromFlags } from '../etcd/index.js';
 import { Metrics } from '../metrics.js';
 import type { Snapshotter } from '../snapshotter/snapshotter.js';
 import { RotatingStore } from '../config/store-provider.js';

@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { DeltaEvent } from '../backup/delta-format.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
+import type { EtcdClient } from '../etcd/index.js';
 import { asError } from '../errors.js';
 import { PausableWatch } from './pausable-watch.js';
 

@@ -1,6 +1,6 @@
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { DeltaEvent } from '../backup/delta-format.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
+import type { EtcdClient } from '../etcd/index.js';
 import type { Metrics } from '../metrics.js';
 import type { CaptureMachine } from './capture-machine.js';
 import { boundaryActs, capturing, inChain } from './capture-step.js';

@@ -2,7 +2,7 @@ import type { Logger, SnapStore, Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { CompressionConfig, EtcdConnectionConfig, SnapshotterConfig } from '../config/types.js';
 import type { Metrics } from '../metrics.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
+import type { EtcdClient } from '../etcd/index.js';
 import { GarbageCollector } from './garbage-collector.js';
 import { CronSchedule } from '../config/schedule.js';
 import { Snapshotter, type SnapshotterDeps, type StoredSnapshotInfo } from './snapshotter.js';

@@ -12,7 +12,7 @@ import {
 } from '@etcdbrctl/snapstore';
 import { ByteCounter } from '../backup/byte-counter.js';
 import { FullSnapshotVerifier } from '../backup/full-verify.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
+import type { EtcdClient } from '../etcd/index.js';
 
 export interface FullSnapshotDeps {
   client: EtcdClient;

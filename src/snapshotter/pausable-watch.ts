@@ -1,6 +1,6 @@
 import { asError } from '../errors.js';
 import type { DeltaEvent } from '../backup/delta-format.js';
-import type { AllKeysWatch, EtcdClient, WatchHandlers } from '../etcd/etcd-client.js';
+import type { AllKeysWatch, EtcdClient, WatchHandlers } from '../etcd/index.js';
 
 /** WatchHandlers, with the watch handed to onEvents so that a handler can pause it while it takes events. */
 export interface PausableWatchHandlers {

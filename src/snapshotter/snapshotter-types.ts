@@ -1,7 +1,7 @@
 import type { CompressionPolicy, Logger, SnapStore, Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
 import type { CronSchedule } from '../config/schedule.js';
-import type { EtcdClient } from '../etcd/etcd-client.js';
+import type { EtcdClient } from '../etcd/index.js';
 import type { Metrics } from '../metrics.js';
 
 export interface SnapshotterConfig {

@@ -1,4 +1,4 @@
-import type { EtcdClient } from '../etcd/etcd-client.js';
+import type { EtcdClient } from '../etcd/index.js';
 
 /**
  * The revision up to which the snapshotter's watch delivered etcd's events, and who waits for more: the stop

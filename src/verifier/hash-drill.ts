@@ -13,8 +13,7 @@
 import { statfs } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type { SnapStore } from '@etcdbrctl/snapstore';
-import type { EtcdKvHash } from '../etcd/etcd-client.js';
-import { isEtcdError } from '../etcd/errors.js';
+import { isEtcdError, type EtcdKvHash } from '../etcd/index.js';
 import { planVerification } from './chains.js';
 import { readChainRecords } from './chain-records.js';
 import { bisectionProbes, drillRevision, narrow, objectsHolding, rangeWords, scratchSpaceProblem, type DiffRange } from './drill-plan.js';

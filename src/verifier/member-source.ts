@@ -2,7 +2,7 @@
  * An etcd member as the hash drill compares with it: its HashKV and its current revision, asked of that member
  * alone (HashKV is answered by the member asked, from its own backend, never forwarded).
  */
-import type { EtcdClient, EtcdKvHash } from '../etcd/etcd-client.js';
+import type { EtcdClient, EtcdKvHash } from '../etcd/index.js';
 
 /** One member to compare with: HashKV and its current revision, of that member alone. */
 export interface EtcdHashSource {

@@ -1,10 +1,11 @@
 /**
  * src/etcd is the only door to etcd: no module outside it may import an etcd client library (they take an
- * EtcdClient), and inside it the etcd3 library is not used at all (its gRPC stack cost the idle sidecar
- * megabytes); only tests drive etcd through it, as a client apart from ours.
+ * EtcdClient), and inside it neither the etcd3 library nor a gRPC library is used (etcd3's gRPC stack cost the
+ * idle sidecar megabytes; our transport is src/etcd/grpc.ts); only tests drive etcd through etcd3, as a client
+ * apart from ours. The door is src/etcd/index.ts: no module outside src/etcd imports one behind it.
  */
 import { readFile } from 'node:fs/promises';
-import { join, relative } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { moduleImports, sourceFiles, type ModuleImport } from '../support/module-imports.js';
@@ -24,7 +25,7 @@ describe('the etcd boundary', () => {
       if (!relative(ETCD_DIR, file).startsWith('..')) continue;
       for (const imp of etcd3Imports(file, await readFile(file, 'utf8'))) offenders.push(`${relative(SRC, file)}:${imp.line}: ${imp.text}`);
     }
-    expect(offenders, 'take an EtcdClient (src/etcd/etcd-client.ts) instead').toEqual([]);
+    expect(offenders, 'take an EtcdClient (src/etcd/index.ts) instead').toEqual([]);
   });
 
   it('inside src/etcd, etcd3 is not imported either (the client speaks gRPC on node:http2 itself)', async () => {
@@ -33,6 +34,32 @@ describe('the etcd boundary', () => {
       for (const imp of etcd3Imports(file, await readFile(file, 'utf8'))) found.push(`${relative(SRC, file)}:${imp.line}: ${imp.text}`);
     }
     expect(found).toEqual([]);
+  });
+
+  it("no module under src/ imports a gRPC or protobuf library other than the generated code's runtime", async () => {
+    const found: string[] = [];
+    for (const file of await sourceFiles(SRC)) {
+      for (const imp of moduleImports(file, await readFile(file, 'utf8'))) {
+        if (/^(@grpc\/|protobufjs|google-protobuf|@bufbuild\/(?!protobuf(?:\/|$)))/.test(imp.specifier))
+          found.push(`${relative(SRC, file)}:${imp.line}: ${imp.text}`);
+      }
+    }
+    expect(found).toEqual([]);
+  });
+
+  it('outside src/etcd, modules reach it through its door (index.ts) only', async () => {
+    const offenders: string[] = [];
+    for (const file of await sourceFiles(SRC)) {
+      if (!relative(ETCD_DIR, file).startsWith('..')) continue;
+      for (const imp of moduleImports(file, await readFile(file, 'utf8'))) {
+        if (!imp.specifier.startsWith('.')) continue;
+        const target = resolve(dirname(file), imp.specifier);
+        if (!relative(ETCD_DIR, target).startsWith('..') && target !== join(ETCD_DIR, 'index.js')) {
+          offenders.push(`${relative(SRC, file)}:${imp.line}: ${imp.text}`);
+        }
+      }
+    }
+    expect(offenders, 'import from src/etcd/index.js').toEqual([]);
   });
 
   it('the check sees every form an import can take, and nothing else', () => {

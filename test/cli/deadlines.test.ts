@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_FETCH_STALL_MS } from '@etcdbrctl/snapstore';
 import { REPLAY_CALL_TIMEOUT_ENV, STORE_STALL_TIMEOUT_ENV, replayCallTimeout, storeStallTimeout } from '../../src/cli/deadlines.js';
-import { REPLAY_CALL_TIMEOUT_MS } from '../../src/etcd/replay-txns.js';
+import { REPLAY_CALL_TIMEOUT_MS } from '../../src/restorer/replay-txns.js';
 
 describe('replayCallTimeout', () => {
   it('defaults to 30s; ETCDBRCTL_REPLAY_CALL_TIMEOUT takes a positive Go duration', () => {

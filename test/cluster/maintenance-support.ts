@@ -3,7 +3,7 @@ import { Etcd3 } from 'etcd3';
 import type { Logger } from '@etcdbrctl/snapstore';
 import type { EndpointClientFactory } from '../../src/cluster/defrag.js';
 import { memberStatus } from '../../src/cluster/leadership.js';
-import { createEtcdClient } from '../../src/etcd/client.js';
+import { createEtcdClient } from '../../src/etcd/index.js';
 import type { TestCluster } from '../support/cluster.js';
 import { etcdClient } from '../support/etcd-client.js';
 import { waitFor } from '../support/wait.js';

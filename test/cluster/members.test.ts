@@ -14,7 +14,7 @@ import {
   type ClusterClientFactory,
 } from '../../src/cluster/members.js';
 import { LearnerPromoter } from '../../src/cluster/promoter.js';
-import type { EtcdMember } from '../../src/etcd/etcd-client.js';
+import type { EtcdMember } from '../../src/etcd/index.js';
 import { Metrics } from '../../src/metrics.js';
 import { fakeEtcdClient } from '../support/etcd-client.js';
 import { collectingLogger } from './multinode-support.js';

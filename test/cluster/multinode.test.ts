@@ -13,7 +13,7 @@ import { FakeClock, systemClock } from '../../src/clock.js';
 import { CREATE_AS_LEARNER_ANNOTATION, clearCreateAsLearner, readCreateAsLearner } from '../../src/k8s/etcd-member.js';
 import { EtcdMemberAccess } from '../../src/k8s/etcd-member-access.js';
 import type { ClusterClientFactory } from '../../src/cluster/members.js';
-import type { EtcdMember } from '../../src/etcd/etcd-client.js';
+import type { EtcdMember } from '../../src/etcd/index.js';
 import { MultiNode } from '../../src/cluster/multinode.js';
 import type { EtcdConnectionConfig } from '../../src/config/types.js';
 import { readEtcdConfigTemplate, renderMemberConfig } from '../../src/config/etcd-config.js';

@@ -18,7 +18,7 @@ import { createDecompressStream, latestSet, policyForSuffix, type SnapStore, typ
 import { FakeClock } from '../../src/clock.js';
 import { compactSnapshots, type CompactConfig } from '../../src/compactor/compactor.js';
 import { compactThroughEtcd } from '../../src/compactor/online.js';
-import { restoreTool } from '../../src/etcd/base-restore.js';
+import { restoreTool } from '../../src/restorer/base-restore.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { planRestore } from '../../src/restorer/plan.js';

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { hexByteLists as hexDigests, restoreBaseSnapshot } from '../../src/etcd/base-restore.js';
+import { hexByteLists as hexDigests, restoreBaseSnapshot } from '../../src/restorer/base-restore.js';
 import { findEtcdBinaries } from '../../src/etcd/binaries.js';
 
 const FIXTURE = new URL('../fixtures/upstream-v0.23/none/snapstore/v2/Full-00000000-00000283-1795219380', import.meta.url);

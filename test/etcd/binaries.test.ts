@@ -7,7 +7,7 @@ import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { restoreBaseSnapshot } from '../../src/etcd/base-restore.js';
+import { restoreBaseSnapshot } from '../../src/restorer/base-restore.js';
 import { atLeast35, findEtcdBinaries } from '../../src/etcd/binaries.js';
 
 let root: string;

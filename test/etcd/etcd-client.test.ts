@@ -1,5 +1,5 @@
 /**
- * EtcdClient, the project's one way to etcd (H2EtcdClient: node:http2 with hand-written protobuf), against a
+ * EtcdClient, the project's one way to etcd (GrpcEtcdClient: node:http2 with code generated from etcd's .proto files), against a
  * real etcd, made the ways the project makes it (createEtcdClient from flags, connectLocalEtcd for a local
  * etcd, the class itself): every call in the project's types, the snapshot stream, the replay transactions of
  * a local client, the all-keys watch (compacted start, re-established after the connection breaks, bounded
@@ -8,13 +8,12 @@
  */
 import { createHash } from 'node:crypto';
 import { createServer, connect, type Server, type Socket } from 'node:net';
-import { silentLogger } from '@etcdbrctl/snapstore';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
-import { connectLocalEtcd, createEtcdClient } from '../../src/etcd/client.js';
-import type { EtcdClient, LocalEtcdClient } from '../../src/etcd/etcd-client.js';
+import { connectLocalEtcd, createEtcdClient } from '../../src/etcd/index.js';
+import type { EtcdClient, LocalEtcdClient } from '../../src/etcd/index.js';
 import { EtcdError, ETCD_UNREACHABLE_CODES, etcdErrorFromStatus, isEtcdError } from '../../src/etcd/errors.js';
-import { H2EtcdClient } from '../../src/etcd/h2-etcd-client.js';
+import { GrpcEtcdClient } from '../../src/etcd/calls.js';
 import { freePort } from '../../src/etcd/ports.js';
 import { CompactedRevisionError } from '../../src/etcd/watch.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
@@ -172,15 +171,10 @@ describe('EtcdClient on a running etcd', () => {
     expect(await client.currentRevision(5_000)).toBeGreaterThan(0);
   });
 
-  it('defragment, and the replay transaction path of a local client', async () => {
+  it('defragment, and the replay transactions of a local client', async () => {
     await expect(client.defragment({ timeoutMs: 30_000 })).resolves.toBeUndefined();
-    const txns = await client.openReplayTxns(silentLogger);
-    try {
-      const next = (await client.currentRevision(5_000)) + 1;
-      expect(await txns.commit([{ request_put: { key: Buffer.from('/t'), value: Buffer.from('v') } }], next)).toBe(next);
-    } finally {
-      await txns.close();
-    }
+    const next = (await client.currentRevision(5_000)) + 1;
+    expect(await client.txn([{ request_put: { key: Buffer.from('/t'), value: Buffer.from('v') } }], { timeoutMs: 5_000 })).toBe(next);
     expect((await client.get('/t'))?.toString()).toBe('v');
   });
 
@@ -203,7 +197,7 @@ describe('EtcdClient on a running etcd', () => {
   it('watch: the events after the start revision, again after the connection broke (none lost or repeated)', async () => {
     const proxy = await startProxy(new URL(etcd.clientUrl));
     cleanups.push(() => proxy.close());
-    const watching = new H2EtcdClient({ endpoints: [proxy.url] });
+    const watching = new GrpcEtcdClient({ endpoints: [proxy.url] });
     cleanups.push(async () => watching.close());
     const start = (await client.currentRevision(5_000)) + 1;
     const seen: DeltaEvent[] = [];
@@ -239,7 +233,7 @@ describe('EtcdClient on a running etcd', () => {
   it('watch: close() returns although a stopped etcd never confirms it', async () => {
     const own = await startTestEtcd();
     cleanups.push(() => own.cleanup());
-    const c = new H2EtcdClient({ endpoints: [own.clientUrl] });
+    const c = new GrpcEtcdClient({ endpoints: [own.clientUrl] });
     cleanups.push(async () => c.close());
     await c.put('/d', 'x');
     const start = (await c.currentRevision(5_000)) + 1;
@@ -254,7 +248,7 @@ describe('EtcdClient on a running etcd', () => {
   });
 
   it('a call after close() fails with E_ETCD_CLOSED (a client made from flags, and one made directly)', async () => {
-    for (const c of [await plain(etcd.clientUrl), new H2EtcdClient({ endpoints: [etcd.clientUrl] })]) {
+    for (const c of [await plain(etcd.clientUrl), new GrpcEtcdClient({ endpoints: [etcd.clientUrl] })]) {
       await c.currentRevision(5_000);
       c.close();
       expect((await rejection(c.currentRevision(1_000))).code).toBe('E_ETCD_CLOSED');
@@ -263,7 +257,7 @@ describe('EtcdClient on a running etcd', () => {
 
   it('several endpoints: the first reachable one answers', async () => {
     const dead = `http://127.0.0.1:${await freePort()}`;
-    const c = new H2EtcdClient({ endpoints: [dead, etcd.clientUrl], dialTimeoutMs: 2_000 });
+    const c = new GrpcEtcdClient({ endpoints: [dead, etcd.clientUrl], dialTimeoutMs: 2_000 });
     cleanups.push(async () => c.close());
     expect(await c.currentRevision(5_000)).toBeGreaterThan(0);
   });
@@ -283,7 +277,7 @@ describe('EtcdClient failures', () => {
   it('no answer within the deadline: E_ETCD_TIMEOUT', async () => {
     const peer = await startSilentPeer();
     cleanups.push(() => peer.close());
-    const c = new H2EtcdClient({ endpoints: [peer.url] });
+    const c = new GrpcEtcdClient({ endpoints: [peer.url] });
     cleanups.push(async () => c.close());
     const err = await rejection(c.status({ timeoutMs: 300 }));
     expect(err.code).toBe('E_ETCD_TIMEOUT');

@@ -11,8 +11,8 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createDecompressStream, silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
-import { createEtcdClient, type EtcdClientOptions } from '../../src/etcd/client.js';
-import type { EtcdClient } from '../../src/etcd/etcd-client.js';
+import { createEtcdClient, type EtcdClientOptions } from '../../src/etcd/index.js';
+import type { EtcdClient } from '../../src/etcd/index.js';
 import { memberStatus } from '../../src/cluster/leadership.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { createTestPki, enableEtcdAuth, startTlsEtcd, type TestPki, type TlsEtcd } from '../support/certs.js';
@@ -190,7 +190,7 @@ describe('etcd over TLS', () => {
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 // Run from source through tsx, so the child sees the same code as this test.
-const CLIENT_SOURCE = fileURLToPath(new URL('../../src/etcd/client.ts', import.meta.url));
+const CLIENT_SOURCE = fileURLToPath(new URL('../../src/etcd/index.ts', import.meta.url));
 
 describe('etcd with authentication enabled (over mutual TLS)', () => {
   const root = () => ({ endpoints: [authed.httpsUrl], ...mutual(), ...strict, username: 'root', password: ROOT_PASSWORD });

@@ -8,7 +8,7 @@ import { gunzipSync, gzipSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
 import { planRestore } from '../../src/restorer/plan.js';
 import { executeRestore, type DeltaReplayMode } from '../../src/restorer/restore.js';
-import type { LeaseTimeToLive } from '../../src/etcd/etcd-client.js';
+import type { LeaseTimeToLive } from '../../src/etcd/index.js';
 import { etcdClient } from '../support/etcd-client.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { SINGLE_MEMBER_RAFT_ARGS, etcd35Binaries, etcdBinaries } from '../support/etcd.js';

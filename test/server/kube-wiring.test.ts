@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FakeClock } from '../../src/clock.js';
 import { buildCommandConfig } from '../../src/config/build.js';
-import type { EtcdClient } from '../../src/etcd/etcd-client.js';
+import type { EtcdClient } from '../../src/etcd/index.js';
 import { PEER_URL_TLS_ENABLED_ANNOTATION } from '../../src/k8s/member-lease.js';
 import { wireKube, type KubeParts } from '../../src/server/wiring/kube.js';
 import { startTestEtcd, type TestEtcd } from '../support/etcd.js';

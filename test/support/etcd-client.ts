@@ -5,8 +5,8 @@
  * (`fakeEtcdClient`).
  */
 import type { Etcd3 } from 'etcd3';
-import type { EtcdClient } from '../../src/etcd/etcd-client.js';
-import { H2EtcdClient } from '../../src/etcd/h2-etcd-client.js';
+import type { EtcdClient } from '../../src/etcd/index.js';
+import { GrpcEtcdClient } from '../../src/etcd/calls.js';
 
 /**
  * The project's EtcdClient to the etcd a test's own etcd3 client talks to (plain HTTP/2, its credentials);
@@ -16,7 +16,7 @@ export function ours(raw: Etcd3): EtcdClient {
   const { hosts, auth } = (
     raw as unknown as { pool: { options: { hosts: string | string[]; auth?: { username: string; password: string } } } }
   ).pool.options;
-  const client = new H2EtcdClient({ endpoints: typeof hosts === 'string' ? [hosts] : hosts }, auth);
+  const client = new GrpcEtcdClient({ endpoints: typeof hosts === 'string' ? [hosts] : hosts }, auth);
   const closeRaw = raw.close.bind(raw);
   raw.close = () => {
     client.close();
@@ -27,7 +27,7 @@ export function ours(raw: Etcd3): EtcdClient {
 
 /** An EtcdClient of `hosts` over plain HTTP/2, without credentials (the test etcds'). */
 export function etcdClient(hosts: string | string[]): EtcdClient {
-  return new H2EtcdClient({ endpoints: typeof hosts === 'string' ? [hosts] : hosts });
+  return new GrpcEtcdClient({ endpoints: typeof hosts === 'string' ? [hosts] : hosts });
 }
 
 /**

@@ -8,8 +8,8 @@ import type { Etcd3 } from 'etcd3';
 import { createCompressStream, newSnapshot, silentLogger, suffixForPolicy } from '../../snapstore/src/index.js';
 import type { CompressionPolicy, SnapStore, Snapshot } from '../../snapstore/src/index.js';
 import { encodeDeltaEvent, type DeltaEvent } from '../../src/backup/delta-format.js';
-import { H2UnaryClient } from '../../src/etcd/h2-unary-client.js';
-import { encodeTxnRequest } from '../../src/etcd/txn-wire.js';
+import { LeanH2 } from '../../src/etcd/lean-h2.js';
+import { framedTxnRequest } from '../../src/etcd/replay-codec.js';
 import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
 import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
@@ -203,7 +203,7 @@ export async function writeLargeDelta(
 
 /**
  * FLOOR: `revisions` sequential single-put transactions through the same lean gRPC client and request
- * encoding as the online replay (src/etcd/replay-txns.ts), requests built before the clock starts.
+ * encoding as the online replay (src/restorer/replay-txns.ts), requests built before the clock starts.
  * Returns revisions per second.
  */
 export async function floorLoop(
@@ -214,9 +214,9 @@ export async function floorLoop(
   const reqs = new Array<Buffer>(opts.revisions);
   for (let i = 0; i < opts.revisions; i++) {
     const n = firstIndex + i;
-    reqs[i] = encodeTxnRequest([{ request_put: { key: replayKey(n, opts.keySpace), value: replayValue(n, opts.valueBytes) } }]);
+    reqs[i] = framedTxnRequest([{ request_put: { key: replayKey(n, opts.keySpace), value: replayValue(n, opts.valueBytes) } }]);
   }
-  const client = await H2UnaryClient.connect(clientUrl);
+  const client = await LeanH2.connect(clientUrl);
   try {
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < opts.revisions; i++) await client.call('/etcdserverpb.KV/Txn', reqs[i]!);

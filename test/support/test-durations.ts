@@ -66,7 +66,7 @@ export const MEASURED_SECONDS: Readonly<Record<string, number>> = {
   'snapstore/test/local.test.ts': 4,
   'test/architecture/layers.test.ts': 4,
   'snapstore/test/compat-fixtures.test.ts': 3,
-  'test/etcd/h2-unary-client.test.ts': 3,
+  'test/etcd/lean-h2.test.ts': 3,
   'test/verifier/scrubber.test.ts': 3,
   'test/bbolt/writer.test.ts': 3,
   'test/snapshotter/full-snapshot.test.ts': 3,

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { Etcd3 } from 'etcd3';
 import { describe, expect, it } from 'vitest';
 import { silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
-import type { EtcdClient } from '../../src/etcd/etcd-client.js';
+import type { EtcdClient } from '../../src/etcd/index.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { runHashDrill } from '../../src/verifier/hash-drill.js';
 import { memberHashSource } from '../../src/verifier/member-source.js';

@@ -11,7 +11,7 @@ import { appendFile, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { BoltWriter, type WriterEntry } from '../../src/bbolt/writer.js';
-import { restoreBaseSnapshot } from '../../src/etcd/base-restore.js';
+import { restoreBaseSnapshot } from '../../src/restorer/base-restore.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { freePort } from '../../src/etcd/ports.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';

@@ -17,7 +17,7 @@ import { describe, expect, it } from 'vitest';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
 import { Cursor } from '../../src/bbolt/cursor.js';
 import { BoltDB } from '../../src/bbolt/db.js';
-import type { EtcdClient } from '../../src/etcd/etcd-client.js';
+import type { EtcdClient } from '../../src/etcd/index.js';
 import { KEY_BUCKET } from '../../src/etcd-schema.js';
 import { KeepIndex, KvHasher } from '../../src/verifier/kv-hash.js';
 import { emptyRecord, recordOfEntry, recordOfEvent, type KvRecord } from '../../src/verifier/kv-record.js';

@@ -14,11 +14,11 @@
  * Why raw gRPC and not the etcd3 client: through etcd3 (even its RPC layer) one put cost this process
  * about 300 µs of CPU, nearly four times what etcd itself spends on it (about 85 µs), and through
  * node:http2 still about 130 µs, so on a 2-core machine the generator, not etcd or the sidecar, capped
- * the load. A put here is one HTTP/2 stream of our own minimal client (h2-unary-client.ts) carrying a
+ * the load. A put here is one HTTP/2 stream of our own minimal client (src/etcd/lean-h2.ts) carrying a
  * hand-encoded `etcdserverpb.PutRequest` (key = field 1, value = field 2) and a `PutResponse` whose
  * header revision (field 1 → field 3) is read back.
  */
-import { H2UnaryClient } from '../../../src/etcd/h2-unary-client.js';
+import { LeanH2 } from '../../../src/etcd/lean-h2.js';
 import { putFrame } from '../../../test/support/put-frame.js';
 import type { PutLoadResult } from './put-load-result.js';
 
@@ -81,7 +81,7 @@ function revisionOf(response: Buffer): number {
   throw new Error('PutResponse without a header revision');
 }
 
-async function put(client: H2UnaryClient, frame: Buffer): Promise<number> {
+async function put(client: LeanH2, frame: Buffer): Promise<number> {
   return revisionOf(await client.call(PUT_PATH, frame));
 }
 
@@ -95,7 +95,7 @@ async function main(): Promise<void> {
   const concurrency = num('concurrency', 64);
   const keys = num('keys', 50_000);
   const total = Math.round(rate * seconds);
-  const client = await H2UnaryClient.connect(endpoint, {
+  const client = await LeanH2.connect(endpoint, {
     onError: (err) => process.stderr.write(`  load: connection error: ${err.message}\n`),
   });
   const template = Buffer.alloc(valueBytes);

@@ -6,7 +6,7 @@ import { systemClock } from '../../clock.js';
 import { compactSnapshots } from '../../compactor/compactor.js';
 import { buildStoreConfig } from '../../config/store.js';
 import type { CompactCommandConfig } from '../../config/types.js';
-import { findEtcdBinaries } from '../../etcd/binaries.js';
+import { findEtcdBinaries } from '../../etcd/index.js';
 import { createKubeClient, resolveKubeConnection } from '../../k8s/client.js';
 import { SnapshotLeases } from '../../k8s/snapshot-leases.js';
 import type { CommandContext } from '../../config/context.js';

@@ -1,7 +1,7 @@
 import { etcdBinaryLookup } from '../../config/pod-environment.js';
 import type { InitializeCommandConfig } from '../../config/types.js';
 import { pathsTheTempDirKeeps, STORE_ENV_PREFIX } from '../../config/store.js';
-import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/binaries.js';
+import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/index.js';
 import { initializeDataDir } from '../../initializer/initializer.js';
 import { restoreSettings } from '../../restorer/restore.js';
 import { Metrics } from '../../metrics.js';

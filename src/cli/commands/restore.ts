@@ -1,7 +1,7 @@
 import { etcdBinaryLookup } from '../../config/pod-environment.js';
 import { openSnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import type { RestoreCommandConfig } from '../../config/types.js';
-import { findEtcdBinaries } from '../../etcd/binaries.js';
+import { findEtcdBinaries } from '../../etcd/index.js';
 import { nothingToRestore, olderChain, planRestore, type RestorePlan, type RestoreTarget } from '../../restorer/plan.js';
 import { storeLocation } from '../../config/store.js';
 import { BaseSnapshotError, executeRestore, restoreSettings } from '../../restorer/restore.js';

@@ -2,7 +2,7 @@ import { DefragRunner, endpointClientFactory, endpointsClientFactory } from '../
 import { defragRetryPeriodMs } from '../../cluster/maintenance.js';
 import type { SnapshotCommandConfig } from '../../config/types.js';
 import { STORE_ENV_PREFIX } from '../../config/store.js';
-import { createEtcdClientFromFlags } from '../../etcd/client.js';
+import { createEtcdClientFromFlags } from '../../etcd/index.js';
 import { systemClock } from '../../clock.js';
 import { Metrics } from '../../metrics.js';
 import { snapshotterFactory } from '../../snapshotter/from-config.js';

@@ -7,8 +7,7 @@
 import { openSnapStore, type StoreConfig } from '@etcdbrctl/snapstore';
 import type { CommandContext } from '../../config/context.js';
 import type { VerifyCommandConfig } from '../../config/types.js';
-import { createEtcdClient } from '../../etcd/client.js';
-import type { EtcdClient } from '../../etcd/etcd-client.js';
+import { createEtcdClient, type EtcdClient } from '../../etcd/index.js';
 import { runHashDrill, type HashDrillReport } from '../../verifier/hash-drill.js';
 import { memberHashSource } from '../../verifier/member-source.js';
 import { reportFailure } from '../failure.js';

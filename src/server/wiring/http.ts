@@ -3,7 +3,7 @@
  * etcd's leader and member list) and the etcd-wrapper's initialization routes. Built, not listening yet.
  */
 import { readFile } from 'node:fs/promises';
-import type { EtcdClient } from '../../etcd/etcd-client.js';
+import type { EtcdClient } from '../../etcd/index.js';
 import type { PodEnvironment } from '../../config/pod-environment.js';
 import { memberStatus } from '../../cluster/leadership.js';
 import type { MultiNode } from '../../cluster/multinode.js';

@@ -6,7 +6,7 @@ import type { StoreConfig } from '@etcdbrctl/snapstore';
 import { etcdBinaryLookup, type PodEnvironment } from '../../config/pod-environment.js';
 import type { MultiNode } from '../../cluster/multinode.js';
 import type { ServerConfig } from '../../config/types.js';
-import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/binaries.js';
+import { findEtcdBinaries, type EtcdBinaries } from '../../etcd/index.js';
 import {
   clusterSize,
   initialClusterSize,

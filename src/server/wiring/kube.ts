@@ -4,7 +4,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { EtcdbrError } from '../../errors.js';
-import type { EtcdClient } from '../../etcd/etcd-client.js';
+import type { EtcdClient } from '../../etcd/index.js';
 import type { Snapshot } from '@etcdbrctl/snapstore';
 import type { Env, PodEnvironment } from '../../config/pod-environment.js';
 import type { Clock } from '../../clock.js';

@@ -2,7 +2,7 @@
  * What runs only while the local etcd member is the raft leader: cluster maintenance, the secondary backup
  * sync and the supervised snapshotter. Owns the ordering between leadership terms and what shutdown awaits.
  */
-import type { EtcdClient } from '../../etcd/etcd-client.js';
+import type { EtcdClient } from '../../etcd/index.js';
 import { latestSet, type StoreConfig } from '@etcdbrctl/snapstore';
 import type { Env } from '../../config/context.js';
 import type { Clock } from '../../clock.js';

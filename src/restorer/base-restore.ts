@@ -1,8 +1,7 @@
 import { asError, EtcdbrError } from '../errors.js';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import type { EtcdBinaries } from './binaries.js';
-import { atLeast35 } from './binaries.js';
+import { type EtcdBinaries, atLeast35 } from '../etcd/index.js';
 
 const execFileAsync = promisify(execFile);
 

@@ -1,13 +1,11 @@
 /**
  * A minimal HTTP/2 client for unary gRPC calls over cleartext TCP (h2c with prior knowledge, as gRPC
- * does): the restore's online replay sends its transactions through it to the replay etcd it started
- * (replay-txns.ts), and the benches' load generator (e2e/bench/support/put-load.ts) and replay floor
- * (e2e/bench/support/restore-chain.ts) use it too. Node's http2 client, and grpc-channel.ts on it, cost
- * 2-3x the CPU per sequential call (measured on etcd 3.5 without fsync, loaded 2-core machine: ~190-260 µs
- * bare node:http2, ~280-320 µs through grpc-channel, ~90-120 µs here), and etcd3's gRPC stack more
- * (async-resource binding, header objects, per-stream events). Speaking the frames (RFC 9113) directly over
- * a net.Socket is what makes the online replay on etcd 3.5 without fsync ~1.6x faster than through
- * grpc-channel (docs/performance.md, "Why the online replay has a client of its own").
+ * does), beside the one transport (grpc.ts) for the case that needs it: the restore's online replay sends its
+ * transactions through it to the replay etcd it started (lean-txns.ts, src/restorer/replay-txns.ts), and the
+ * benches' load generator (e2e/bench/support/put-load.ts) and replay floor (test/support/restore-chain.ts) use
+ * it too. Per sequential call node:http2 alone costs this process 2-2.5x the CPU of speaking the frames
+ * (RFC 9113) directly over a net.Socket, and the online replay through the one transport ran at 0.35-0.6x the
+ * rate of this client (docs/design-decisions.md, "One etcd transport, and the replay's lean client").
  *
  * What it does: one HEADERS frame pre-encoded per path (HPACK static-table indexes and literals without
  * indexing, so no dynamic table on our side) and the request body as DATA, within the server's flow
@@ -19,29 +17,17 @@
  * response) whose grpc-status is not decoded, as that would need a full HPACK decoder (etcd's encoder uses
  * the dynamic table and Huffman strings). A unary gRPC error never carries a message, so this is exact in
  * telling success from failure; only the error's code and text are missing. Each call may carry the
- * caller's abort signal and a deadline (`H2CallOptions`): either ends the call (RST_STREAM CANCEL) without
+ * caller's abort signal and a deadline (`LeanCallOptions`): either ends the call (RST_STREAM CANCEL) without
  * touching the connection's other streams.
  */
-import { asError, CodedError } from '../errors.js';
+import { asError } from '../errors.js';
+import { LeanCallError, LeanDeadlineError } from './lean-errors.js';
+
+export { LeanCallError, LeanDeadlineError } from './lean-errors.js';
 import net from 'node:net';
 
-/** A call that did not get a response message: a gRPC error (status not decoded) or a failed connection. */
-export class H2CallError extends CodedError {
-  override readonly name = 'H2CallError';
-  readonly code = 'E_ETCD_H2_CALL';
-}
-
-/**
- * A call that got no answer within its deadline: the server stalled or is overloaded. Not an H2CallError:
- * whether the request was applied is unknown, so nothing may be retried or sent another way.
- */
-export class H2DeadlineError extends CodedError {
-  override readonly name = 'H2DeadlineError';
-  readonly code = 'E_UNAVAILABLE';
-}
-
 /** What may end one call early besides the server: the caller's signal (rejects with its reason) and a deadline. */
-export interface H2CallOptions {
+export interface LeanCallOptions {
   signal?: AbortSignal | undefined;
   /** Milliseconds from the call to its response; none: wait as long as the connection lives. */
   timeoutMs?: number | undefined;
@@ -171,7 +157,7 @@ interface Call {
   unacknowledged: number;
 }
 
-export interface H2UnaryClientOptions {
+export interface LeanH2Options {
   /**
    * How much the server may send before we acknowledge it, per stream and for the connection (bytes,
    * 65,535 to 2^31-1; default 16 MiB). We widen both windows when half is used.
@@ -182,25 +168,25 @@ export interface H2UnaryClientOptions {
 }
 
 /** One HTTP/2 connection carrying unary gRPC calls; see the module comment for what it decodes. */
-export class H2UnaryClient {
+export class LeanH2 {
   /** Connects to `endpoint` (http://host:port) and resolves once the server's SETTINGS have arrived. */
-  static connect(endpoint: string, options: H2UnaryClientOptions = {}): Promise<H2UnaryClient> {
+  static connect(endpoint: string, options: LeanH2Options = {}): Promise<LeanH2> {
     let url: URL;
     try {
       url = new URL(endpoint);
     } catch {
-      return Promise.reject(new H2CallError(`h2 client: endpoint ${JSON.stringify(endpoint)} is not a URL`));
+      return Promise.reject(new LeanCallError(`h2 client: endpoint ${JSON.stringify(endpoint)} is not a URL`));
     }
     if (url.protocol !== 'http:') {
-      return Promise.reject(new H2CallError(`h2 client: endpoint must be plain http:// (h2c), got ${endpoint}`));
+      return Promise.reject(new LeanCallError(`h2 client: endpoint must be plain http:// (h2c), got ${endpoint}`));
     }
     const receiveWindow = options.receiveWindow ?? 16 * 1024 * 1024;
     if (!Number.isInteger(receiveWindow) || receiveWindow < DEFAULT_WINDOW || receiveWindow > MAX_WINDOW) {
       return Promise.reject(
-        new H2CallError(`h2 client: receiveWindow must be an integer from ${DEFAULT_WINDOW} to ${MAX_WINDOW}, got ${receiveWindow}`),
+        new LeanCallError(`h2 client: receiveWindow must be an integer from ${DEFAULT_WINDOW} to ${MAX_WINDOW}, got ${receiveWindow}`),
       );
     }
-    const client = new H2UnaryClient(url, receiveWindow, options.onError);
+    const client = new LeanH2(url, receiveWindow, options.onError);
     return client.ready.then(() => client);
   }
 
@@ -297,9 +283,9 @@ export class H2UnaryClient {
    * Resolves with the response body in the same form, checked to be exactly one uncompressed message;
    * rejects when the stream ends without one (a gRPC error), is reset, or the connection fails.
    */
-  call(path: string, body: Buffer, options?: H2CallOptions): Promise<Buffer> {
-    if (this.failure !== undefined) return Promise.reject(new H2CallError(`cannot call ${path}: ${this.failure}`));
-    if (this.goAway !== undefined) return Promise.reject(new H2CallError(`cannot call ${path}: the server sent ${this.goAway}`));
+  call(path: string, body: Buffer, options?: LeanCallOptions): Promise<Buffer> {
+    if (this.failure !== undefined) return Promise.reject(new LeanCallError(`cannot call ${path}: ${this.failure}`));
+    if (this.goAway !== undefined) return Promise.reject(new LeanCallError(`cannot call ${path}: the server sent ${this.goAway}`));
     const signal = options?.signal;
     if (signal?.aborted) return Promise.reject(asError(signal.reason));
     return new Promise((resolve, reject) => {
@@ -317,7 +303,7 @@ export class H2UnaryClient {
       timeoutMs === undefined
         ? undefined
         : setTimeout(
-            () => this.cancel(call, new H2DeadlineError(`${call.path}: ${this.authority} did not answer within ${timeoutMs} ms`)),
+            () => this.cancel(call, new LeanDeadlineError(`${call.path}: ${this.authority} did not answer within ${timeoutMs} ms`)),
             timeoutMs,
           );
     const onAbort = (): void => this.cancel(call, asError(signal?.reason));
@@ -379,7 +365,7 @@ export class H2UnaryClient {
 
   private open(call: Call): void {
     if (this.nextStreamId > MAX_STREAM_ID) {
-      call.reject(new H2CallError(`cannot call ${call.path}: this connection has used all its stream ids`));
+      call.reject(new LeanCallError(`cannot call ${call.path}: this connection has used all its stream ids`));
       return;
     }
     call.id = this.nextStreamId;
@@ -391,7 +377,7 @@ export class H2UnaryClient {
       const block = grpcRequestHeaderBlock(call.path, this.authority);
       if (block.length > MIN_FRAME_SIZE_SETTING) {
         this.streams.delete(call.id);
-        call.reject(new H2CallError(`cannot call ${call.path}: its header block (${block.length} bytes) does not fit one frame`));
+        call.reject(new LeanCallError(`cannot call ${call.path}: its header block (${block.length} bytes) does not fit one frame`));
         return;
       }
       template = Buffer.alloc(FRAME_HEADER_BYTES + block.length);
@@ -689,7 +675,7 @@ export class H2UnaryClient {
     if (call === undefined) return;
     this.streams.delete(streamId);
     call.reject(
-      new H2CallError(`${call.path} on stream ${streamId} was reset by the server: RST_STREAM code ${errorName(buf.readUInt32BE(p))}`),
+      new LeanCallError(`${call.path} on stream ${streamId} was reset by the server: RST_STREAM code ${errorName(buf.readUInt32BE(p))}`),
     );
     this.openWaiting();
   }
@@ -754,11 +740,11 @@ export class H2UnaryClient {
     for (const [id, call] of this.streams) {
       if (id <= lastStreamId) continue;
       this.streams.delete(id);
-      call.reject(new H2CallError(`${call.path} on stream ${id} was not processed: the server sent ${this.goAway}`));
+      call.reject(new LeanCallError(`${call.path} on stream ${id} was not processed: the server sent ${this.goAway}`));
     }
     const waiting = this.waiting;
     this.waiting = [];
-    for (const call of waiting) call.reject(new H2CallError(`cannot call ${call.path}: the server sent ${this.goAway}`));
+    for (const call of waiting) call.reject(new LeanCallError(`cannot call ${call.path}: the server sent ${this.goAway}`));
   }
 
   private onWindowUpdate(buf: Buffer, p: number, length: number, streamId: number): void {
@@ -785,7 +771,7 @@ export class H2UnaryClient {
         this.streams.delete(streamId);
         this.resetStream(streamId, increment === 0 ? PROTOCOL_ERROR : FLOW_CONTROL_ERROR);
         call.reject(
-          new H2CallError(`${call.path} on stream ${streamId}: the server sent an invalid WINDOW_UPDATE (increment ${increment})`),
+          new LeanCallError(`${call.path} on stream ${streamId}: the server sent an invalid WINDOW_UPDATE (increment ${increment})`),
         );
         this.openWaiting();
         return;
@@ -804,11 +790,11 @@ export class H2UnaryClient {
     const body = call.chunks.length === 1 ? call.chunks[0]! : Buffer.concat(call.chunks, call.receivedBytes);
     const where = `${call.path} on stream ${streamId}`;
     if (body.length === 0) {
-      call.reject(new H2CallError(`${where} ended with no response message (a gRPC error; status not decoded)`));
+      call.reject(new LeanCallError(`${where} ended with no response message (a gRPC error; status not decoded)`));
     } else if (body.length < 5 || body.readUInt32BE(1) + 5 !== body.length) {
-      call.reject(new H2CallError(`${where} ended with ${body.length} bytes of DATA, not exactly one gRPC message`));
+      call.reject(new LeanCallError(`${where} ended with ${body.length} bytes of DATA, not exactly one gRPC message`));
     } else if (body[0] !== 0) {
-      call.reject(new H2CallError(`${where} answered with a compressed gRPC message, which this client does not decode`));
+      call.reject(new LeanCallError(`${where} answered with a compressed gRPC message, which this client does not decode`));
     } else {
       call.resolve(body);
     }
@@ -823,8 +809,8 @@ export class H2UnaryClient {
     this.streams.clear();
     this.waiting = [];
     this.blocked = [];
-    for (const call of streams) call.reject(new H2CallError(`${call.path} on stream ${call.id}: ${reason}`));
-    for (const call of waiting) call.reject(new H2CallError(`cannot call ${call.path}: ${reason}`));
+    for (const call of streams) call.reject(new LeanCallError(`${call.path} on stream ${call.id}: ${reason}`));
+    for (const call of waiting) call.reject(new LeanCallError(`cannot call ${call.path}: ${reason}`));
   }
 
   /** Makes the connection unusable: every call rejects with `reason`; a protocol error is told with GOAWAY. */
@@ -843,7 +829,7 @@ export class H2UnaryClient {
     } else {
       this.socket.destroy();
     }
-    const err = new H2CallError(reason);
+    const err = new LeanCallError(reason);
     if (this.settleReady !== undefined) {
       this.settleReady(err);
       this.settleReady = undefined;

@@ -1,34 +1,35 @@
 /**
- * The online replay's transaction path against a real etcd: the hand-encoded Txn requests land as the
- * revisions etcd3 would write, and a transaction etcd refuses fails with etcd's own message (the lean
- * client cannot decode it, so the full client takes over).
+ * The online replay's transactions against a real etcd: each revision's operations land as one transaction
+ * on the lean path, at the revisions etcd3 would write; a transaction etcd refuses fails with etcd's own
+ * message (the lean client cannot decode it, so the one transport takes over) and the replay can go on; a
+ * stalled etcd fails the commit at the per-call deadline, and the restore's stop ends it at once with the
+ * stop's reason.
  */
 import { Etcd3 } from 'etcd3';
 import { describe, expect, it } from 'vitest';
-import { LocalH2EtcdClient } from '../../src/etcd/h2-etcd-client.js';
-import { openReplayTxns } from '../../src/etcd/replay-txns.js';
-import { decodeTxnResponse, encodeTxnRequest, TxnWireError } from '../../src/etcd/txn-wire.js';
+import { connectLocalEtcd } from '../../src/etcd/index.js';
+import { openReplayTxns } from '../../src/restorer/replay-txns.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 import { startTestEtcd } from '../support/etcd.js';
-import { recordingLogger } from '../restorer/support.js';
+import { recordingLogger } from './support.js';
 
 const put = (key: string, value: string | Buffer) => ({
   request_put: { key: Buffer.from(key), value: Buffer.isBuffer(value) ? value : Buffer.from(value) },
 });
 const del = (key: string) => ({ request_delete_range: { key: Buffer.from(key) } });
 
-describe('replay transactions through the lean gRPC path', () => {
+describe('replay transactions', () => {
   const cleanups = cleanupAfterEach();
 
-  async function setup(extraArgs: string[] = []) {
+  async function setup(extraArgs: string[] = [], opts: { signal?: AbortSignal; callTimeoutMs?: number } = {}) {
     const etcd = await startTestEtcd({ extraArgs });
     cleanups.push(() => etcd.cleanup());
     const client = new Etcd3({ hosts: etcd.clientUrl });
     cleanups.push(async () => client.close());
+    const local = await connectLocalEtcd(etcd.clientUrl);
+    cleanups.push(async () => local.close());
     const logger = recordingLogger();
-    const full = new LocalH2EtcdClient(etcd.clientUrl);
-    cleanups.push(async () => full.close());
-    const txns = await openReplayTxns(etcd.clientUrl, full, logger);
+    const txns = await openReplayTxns(local, logger, opts);
     cleanups.push(() => txns.close());
     const start = Number((await client.get('x').exec()).header.revision);
     return { etcd, client, logger, txns, start };
@@ -56,27 +57,33 @@ describe('replay transactions through the lean gRPC path', () => {
     expect(txns.path).toBe('lean');
   });
 
-  it("a transaction etcd refuses fails with etcd's own message, through the full client that takes over", async () => {
+  it("a transaction etcd refuses fails with etcd's own message, through the one transport that takes over", async () => {
     const { client, logger, txns, start } = await setup(['--max-request-bytes=4096']);
     expect(await txns.commit([put('/small', 'fits')], start + 1)).toBe(start + 1);
     await expect(txns.commit([put('/large', Buffer.alloc(20_000, 1))], start + 2)).rejects.toThrow(/request is too large/);
     expect(txns.path).toBe('client');
     expect(logger.warnings.some((w) => /failed on the lean gRPC path/.test(w))).toBe(true);
-    // Nothing was applied, and the replay can go on (through etcd3) from where it was.
+    // Nothing was applied, and the replay can go on from where it was.
     expect(await txns.commit([put('/next', 'n')], start + 2)).toBe(start + 2);
     expect((await client.get('/large').exec()).kvs).toHaveLength(0);
   });
 
-  it('the wire format: a request is one gRPC message; a response without a header revision or cut short is an error', () => {
-    const req = encodeTxnRequest([put('/k', 'v'), del('/d')]);
-    expect(req[0]).toBe(0);
-    expect(req.readUInt32BE(1)).toBe(req.length - 5);
-    expect(() => encodeTxnRequest([{}])).toThrow(TxnWireError);
-    // TxnResponse{header{revision: 300}, succeeded: true}
-    const ok = Buffer.from([0, 0, 0, 0, 7, 0x0a, 0x03, 0x18, 0xac, 0x02, 0x10, 0x01]);
-    expect(decodeTxnResponse(ok)).toEqual({ revision: 300, succeeded: true });
-    expect(() => decodeTxnResponse(Buffer.from([0, 0, 0, 0, 2, 0x10, 0x01]))).toThrow(/no header revision/);
-    expect(() => decodeTxnResponse(Buffer.from([0, 0, 0, 0, 4, 0x0a, 0x03, 0x18, 0xac]))).toThrow(TxnWireError);
-    expect(() => decodeTxnResponse(Buffer.from([1, 0, 0, 0, 0]))).toThrow(/not an uncompressed/);
+  it('a stalled etcd fails the commit at the deadline; a stop ends it at once with its reason', async () => {
+    const stop = new AbortController();
+    const { etcd, txns, start } = await setup([], { signal: stop.signal, callTimeoutMs: 300 });
+    expect(await txns.commit([put('/a', '1')], start + 1)).toBe(start + 1);
+    process.kill(etcd.pid, 'SIGSTOP');
+    try {
+      await expect(txns.commit([put('/b', '2')], start + 2)).rejects.toMatchObject({
+        code: 'E_UNAVAILABLE',
+        message: `the replay etcd did not commit revision ${start + 2} within 300 ms (stalled or overloaded): stopping the restore`,
+      });
+      const reason = new Error('stopped by the test');
+      const pending = txns.commit([put('/c', '3')], start + 2);
+      stop.abort(reason);
+      await expect(pending).rejects.toBe(reason);
+    } finally {
+      process.kill(etcd.pid, 'SIGCONT');
+    }
   });
 });

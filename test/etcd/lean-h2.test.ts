@@ -1,11 +1,11 @@
 /**
- * The online replay's lean HTTP/2 client (src/etcd/h2-unary-client.ts, also the benches' load generator's) against a real
+ * The online replay's lean HTTP/2 client (src/etcd/lean-h2.ts, also the benches' load generator's) against a real
  * etcd: many concurrent streams each get their own answer, bodies larger than etcd's flow-control windows
  * go through, and a server that goes away fails pending calls instead of leaving them hanging.
  */
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { H2DeadlineError, H2UnaryClient } from '../../src/etcd/h2-unary-client.js';
+import { LeanDeadlineError, LeanH2 } from '../../src/etcd/lean-h2.js';
 import { putFrame } from '../support/put-frame.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 import { startEtcdWithClient, startTestEtcd } from '../support/etcd.js';
@@ -42,10 +42,10 @@ function revisionOf(response: Buffer): number {
 
 const cleanups = cleanupAfterEach();
 
-async function etcdAndClient(options: Parameters<typeof H2UnaryClient.connect>[1] = {}) {
+async function etcdAndClient(options: Parameters<typeof LeanH2.connect>[1] = {}) {
   const env = await startEtcdWithClient('etcdbr-h2-client-');
   cleanups.push(() => env.cleanup());
-  const client = await H2UnaryClient.connect(env.etcd.clientUrl, options);
+  const client = await LeanH2.connect(env.etcd.clientUrl, options);
   cleanups.push(() => client.close());
   return { env, client };
 }
@@ -125,7 +125,7 @@ describe('raw HTTP/2 unary gRPC client (bench load generator)', () => {
   it("keeps to etcd's limit on concurrent streams, queueing the calls beyond it", async () => {
     const etcd = await startTestEtcd({ extraArgs: ['--max-concurrent-streams=4'] });
     cleanups.push(() => etcd.cleanup());
-    const client = await H2UnaryClient.connect(etcd.clientUrl);
+    const client = await LeanH2.connect(etcd.clientUrl);
     cleanups.push(() => client.close());
     // etcd refuses (RST_STREAM REFUSED_STREAM) a fifth stream opened while four are open.
     const responses = await Promise.all(
@@ -145,19 +145,17 @@ describe('raw HTTP/2 unary gRPC client (bench load generator)', () => {
     cleanups.push(() => new Promise((resolve) => server.close(resolve)));
     const { port } = server.address() as net.AddressInfo;
 
-    await expect(H2UnaryClient.connect(`http://127.0.0.1:${port}`)).rejects.toThrow(
+    await expect(LeanH2.connect(`http://127.0.0.1:${port}`)).rejects.toThrow(
       `127.0.0.1:${port} did not answer with HTTP/2 SETTINGS (is it an h2c/gRPC server?); it sent "HTTP/1.1 "`,
     );
     const closed = net.createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const closedPort = (closed.address() as net.AddressInfo).port;
     await new Promise((resolve) => closed.close(resolve));
-    await expect(H2UnaryClient.connect(`http://127.0.0.1:${closedPort}`)).rejects.toThrow(
+    await expect(LeanH2.connect(`http://127.0.0.1:${closedPort}`)).rejects.toThrow(
       `HTTP/2 connection to 127.0.0.1:${closedPort} failed: connect ECONNREFUSED 127.0.0.1:${closedPort}`,
     );
-    await expect(H2UnaryClient.connect(`https://127.0.0.1:${port}`)).rejects.toThrow(
-      /endpoint must be plain http:\/\/ \(h2c\), got https:/,
-    );
+    await expect(LeanH2.connect(`https://127.0.0.1:${port}`)).rejects.toThrow(/endpoint must be plain http:\/\/ \(h2c\), got https:/);
   });
 
   it("ends a call to a server that stalls at its deadline, or at the caller's abort, and keeps the connection", async () => {
@@ -171,11 +169,11 @@ describe('raw HTTP/2 unary gRPC client (bench load generator)', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     cleanups.push(() => new Promise((resolve) => (sockets.forEach((s) => s.destroy()), server.close(resolve))));
     const { port } = server.address() as net.AddressInfo;
-    const client = await H2UnaryClient.connect(`http://127.0.0.1:${port}`);
+    const client = await LeanH2.connect(`http://127.0.0.1:${port}`);
     cleanups.push(() => client.close());
 
     const late = client.call(PUT, putBody('k', Buffer.from('v')), { timeoutMs: 50 });
-    await expect(late).rejects.toBeInstanceOf(H2DeadlineError);
+    await expect(late).rejects.toBeInstanceOf(LeanDeadlineError);
     await expect(late).rejects.toThrow(`${PUT}: 127.0.0.1:${port} did not answer within 50 ms`);
 
     const stop = new AbortController();
@@ -196,7 +194,7 @@ describe('raw HTTP/2 unary gRPC client (bench load generator)', () => {
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     cleanups.push(() => new Promise((resolve) => (sockets.forEach((s) => s.destroy()), server.close(resolve))));
     const { port } = server.address() as net.AddressInfo;
-    const client = await H2UnaryClient.connect(`http://127.0.0.1:${port}`);
+    const client = await LeanH2.connect(`http://127.0.0.1:${port}`);
     const [serverSide] = sockets;
     const serverSawEnd = new Promise<void>((resolve) => serverSide!.once('end', () => resolve()));
     serverSide!.resume();

@@ -1,15 +1,21 @@
+/**
+ * How a client of etcd is made: from the etcd-connection flags (TLS, credentials, endpoints) or for an etcd this
+ * process started. The client itself (calls.ts, with the transport and the generated messages) is loaded on
+ * the first call here, so a command that never talks to etcd (an offline restore, `ls`, `copy`) loads neither
+ * node:http2 nor the protobuf code by importing the door (index.ts).
+ */
 import { EtcdbrError } from '../errors.js';
 import { readFile } from 'node:fs/promises';
 import type { SecureClientSessionOptions } from 'node:http2';
-import type { EtcdClient, LocalEtcdClient } from './etcd-client.js';
-import { H2EtcdClient, LocalH2EtcdClient } from './h2-etcd-client.js';
+import type { EtcdClient, LocalEtcdClient } from './types.js';
 
 /**
  * A client of an etcd this process started itself (a restore's or compaction's replay etcd): plain
  * HTTP/2 on loopback, no credentials, messages of any size.
  */
-export function connectLocalEtcd(clientUrl: string): Promise<LocalEtcdClient> {
-  return Promise.resolve(new LocalH2EtcdClient(clientUrl, ETCD_FLOW_CONTROL_WINDOW_BYTES));
+export async function connectLocalEtcd(clientUrl: string): Promise<LocalEtcdClient> {
+  const { LocalGrpcEtcdClient } = await import('./calls.js');
+  return new LocalGrpcEtcdClient(clientUrl, { endpoints: [clientUrl], receiveWindow: ETCD_FLOW_CONTROL_WINDOW_BYTES });
 }
 
 /** What the etcd-connection flag group decides about reaching etcd (upstream `pkg/types/etcdconnection.go`). */
@@ -74,7 +80,8 @@ export async function createEtcdClient(opts: EtcdClientOptions): Promise<EtcdCli
     // the chain nor the name is checked.
     tls = { ...(ca ? { ca } : {}), ...(cert && key ? { cert, key } : {}), rejectUnauthorized: !opts.insecureSkipVerify };
   }
-  return new H2EtcdClient(
+  const { GrpcEtcdClient } = await import('./calls.js');
+  return new GrpcEtcdClient(
     {
       endpoints: opts.endpoints,
       ...(tls ? { tls } : {}),

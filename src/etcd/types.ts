@@ -2,18 +2,27 @@
  * The project's one way to talk to etcd. `EtcdClient` lists exactly the calls the project makes, in its own
  * types (64-bit ids as hex strings, revisions and sizes as numbers, errors as EtcdError), so the rest of
  * the code does not depend on how the client speaks to etcd, and unit tests fake this
- * interface instead of a library. `H2EtcdClient` (h2-etcd-client.ts) implements it on node:http2.
+ * interface instead of a library. `GrpcEtcdClient` (calls.ts) implements it on the gRPC transport (grpc.ts).
  */
-import type { Logger } from '@etcdbrctl/snapstore';
-import type { ReplayTxns, ReplayTxnsOptions } from './replay-txns.js';
 import type { AllKeysWatch, WatchHandlers } from './watch.js';
 
 export type { AllKeysWatch, WatchHandlers } from './watch.js';
-export type { ReplayTxns } from './replay-txns.js';
 
 export interface CallOptions {
   /** The call fails with E_ETCD_TIMEOUT when etcd has not answered within this; no deadline when absent. */
-  timeoutMs?: number;
+  timeoutMs?: number | undefined;
+}
+
+export interface SignalOptions {
+  /** Aborting it cancels the call at once (E_ETCD_CANCELLED); what etcd had accepted it may still finish. */
+  signal?: AbortSignal | undefined;
+}
+
+/** One operation of a replayed revision: a put or a single-key delete. */
+export interface ReplayOp {
+  /** `lease`: the lease ID as a decimal int64 ('0' or absent: none). */
+  request_put?: { key: Buffer; value: Buffer; lease?: string };
+  request_delete_range?: { key: Buffer };
 }
 
 /** Maintenance.Status of the member that answered. */
@@ -95,17 +104,17 @@ export interface EtcdClient {
    * Maintenance.Defragment. Aborting `signal` cancels the call at once (etcd finishes the defragmentation
    * anyway), so a pending one does not hold up a shutdown.
    */
-  defragment(opts?: CallOptions & { signal?: AbortSignal }): Promise<void>;
+  defragment(opts?: CallOptions & SignalOptions): Promise<void>;
   /**
    * Compacts the key space at `revision`; `physical` (default) waits until the backend has applied it.
    * Aborting `signal` cancels the call at once (etcd goes on with an accepted compaction).
    */
-  compact(revision: number, opts?: CallOptions & { physical?: boolean; signal?: AbortSignal }): Promise<void>;
+  compact(revision: number, opts?: CallOptions & SignalOptions & { physical?: boolean }): Promise<void>;
   /**
    * Maintenance.HashKV at `revision` (0: the member's current one) of the member behind the client's endpoint.
    * A revision below the member's compaction rejects with E_ETCD_COMPACTED. Aborting `signal` cancels the call.
    */
-  hashKv(revision: number, opts?: CallOptions & { signal?: AbortSignal }): Promise<EtcdKvHash>;
+  hashKv(revision: number, opts?: CallOptions & SignalOptions): Promise<EtcdKvHash>;
   /** etcd's current revision, from a linearizable one-key read (only a quorate cluster answers it). */
   currentRevision(timeoutMs: number): Promise<number>;
   /** The value of `key`, undefined when there is none. */
@@ -132,10 +141,29 @@ export interface EtcdClient {
 
 /** A client of an etcd this process started itself, which the restore also replays transactions into. */
 export interface LocalEtcdClient extends EtcdClient {
-  /** The replay's transaction path (replay-txns.ts) to this etcd. */
-  openReplayTxns(logger: Logger, opts?: ReplayTxnsOptions): Promise<ReplayTxns>;
+  /**
+   * One unconditional KV.Txn of `ops`; resolves with the revision etcd gave it. etcd's refusal rejects with its
+   * own message.
+   */
+  txn(ops: readonly ReplayOp[], opts?: CallOptions & SignalOptions): Promise<number>;
   /** Lease.LeaseGrant of the lease `id` (decimal int64) with `ttlSeconds`; rejects when etcd refuses it. */
   leaseGrant(id: string, ttlSeconds: number, opts?: CallOptions): Promise<void>;
   /** Lease.LeaseRevoke of the lease `id`: deletes the keys attached to it, if any. */
   leaseRevoke(id: string, opts?: CallOptions): Promise<void>;
+  /**
+   * A connection of the lean HTTP/2 client (lean-h2.ts) for the same transactions at a fraction of the CPU: the
+   * online replay's. It does not decode gRPC statuses: a refusal rejects with LeanCallError, without etcd's words.
+   */
+  openLeanTxns(): Promise<LeanTxns>;
+}
+
+/** The online replay's transactions on the lean client; see LocalEtcdClient.openLeanTxns. */
+export interface LeanTxns {
+  /**
+   * One unconditional KV.Txn of `ops`; resolves with the revision etcd gave it. Rejects with LeanCallError when
+   * the call failed (refused, or the connection broke: applied or not), LeanDeadlineError when no answer came
+   * within `timeoutMs` (applied or not), the signal's reason when it was aborted.
+   */
+  txn(ops: readonly ReplayOp[], opts?: CallOptions & SignalOptions): Promise<number>;
+  close(): Promise<void>;
 }

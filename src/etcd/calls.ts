@@ -1,0 +1,198 @@
+/**
+ * EtcdClient (types.ts) on the one gRPC transport (grpc.ts), with the messages generated from etcd's .proto files
+ * (gen/): each method builds its request, makes the call and turns the response into the project's own types
+ * (64-bit ids as hex strings, revisions and sizes as numbers). The watch and the snapshot stream have modules of
+ * their own (watch-stream.ts, snapshot-stream.ts).
+ */
+import { create } from '@bufbuild/protobuf';
+import { AuthenticatedCalls, type Credentials } from './authenticated.js';
+import { EtcdError } from './errors.js';
+import {
+  Cluster,
+  CompactionRequestSchema,
+  DefragmentRequestSchema,
+  HashKVRequestSchema,
+  KV,
+  Lease,
+  LeaseGrantRequestSchema,
+  LeaseRevokeRequestSchema,
+  LeaseTimeToLiveRequestSchema,
+  Maintenance,
+  MemberAddRequestSchema,
+  MemberListRequestSchema,
+  MemberPromoteRequestSchema,
+  MemberRemoveRequestSchema,
+  MemberUpdateRequestSchema,
+  PutRequestSchema,
+  RangeRequestSchema,
+  StatusRequestSchema,
+  type Member,
+} from './gen/etcd/api/etcdserverpb/rpc_pb.js';
+import { GrpcTransport, type Transport, type TransportOptions } from './grpc.js';
+import { openLeanTxns } from './lean-txns.js';
+import { headerRevision, leaseIdOf, txnRequestOf } from './replay-codec.js';
+import { openSnapshotStream } from './snapshot-stream.js';
+import type {
+  CallOptions,
+  EtcdClient,
+  EtcdKvHash,
+  EtcdMember,
+  EtcdMemberList,
+  EtcdStatus,
+  LeanTxns,
+  LeaseTimeToLive,
+  LocalEtcdClient,
+  ReplayOp,
+  SignalOptions,
+  SnapshotStream,
+} from './types.js';
+import { watchAllKeys, type AllKeysWatch, type WatchHandlers } from './watch-stream.js';
+
+export type { Credentials } from './authenticated.js';
+
+const hex = (id: bigint): string => id.toString(16);
+
+/** A hex member id as the uint64 etcd takes. */
+function memberIdOf(id: string): bigint {
+  if (!/^[0-9a-f]{1,16}$/i.test(id)) throw new EtcdError('E_ETCD_REQUEST', `not a member id: ${JSON.stringify(id)}`);
+  return BigInt(`0x${id}`);
+}
+
+function toMember(m: Member): EtcdMember {
+  return { id: hex(m.ID), name: m.name, peerUrls: m.peerURLs, clientUrls: m.clientURLs, isLearner: m.isLearner };
+}
+
+export class GrpcEtcdClient implements EtcdClient {
+  protected readonly calls: AuthenticatedCalls;
+
+  /** On a transport, or on a GrpcTransport made from its options. */
+  constructor(transport: Transport | TransportOptions, credentials?: Credentials) {
+    this.calls = new AuthenticatedCalls('unary' in transport ? transport : new GrpcTransport(transport), credentials);
+  }
+
+  async status(opts?: CallOptions): Promise<EtcdStatus> {
+    const s = await this.calls.unary(Maintenance.method.status, create(StatusRequestSchema), opts);
+    return {
+      memberId: hex(s.header?.memberId ?? 0n),
+      clusterId: hex(s.header?.clusterId ?? 0n),
+      revision: Number(s.header?.revision ?? 0n),
+      leaderId: hex(s.leader),
+      raftTerm: Number(s.raftTerm),
+      raftIndex: Number(s.raftIndex),
+      isLearner: s.isLearner,
+      dbSize: Number(s.dbSize),
+      dbSizeInUse: Number(s.dbSizeInUse),
+      version: s.version,
+    };
+  }
+
+  async defragment(opts?: CallOptions & SignalOptions): Promise<void> {
+    await this.calls.unary(Maintenance.method.defragment, create(DefragmentRequestSchema), opts);
+  }
+
+  async compact(revision: number, opts: CallOptions & SignalOptions & { physical?: boolean } = {}): Promise<void> {
+    const request = create(CompactionRequestSchema, { revision: BigInt(revision), physical: opts.physical ?? true });
+    await this.calls.unary(KV.method.compact, request, opts);
+  }
+
+  async hashKv(revision: number, opts?: CallOptions & SignalOptions): Promise<EtcdKvHash> {
+    const res = await this.calls.unary(Maintenance.method.hashKV, create(HashKVRequestSchema, { revision: BigInt(revision) }), opts);
+    return { hash: res.hash, compactRevision: Number(res.compactRevision), headerRevision: Number(res.header?.revision ?? 0n) };
+  }
+
+  /** A linearizable read of one key: its header carries the revision, and only a quorate cluster answers. */
+  async currentRevision(timeoutMs: number): Promise<number> {
+    const res = await this.calls.unary(KV.method.range, create(RangeRequestSchema, { key: Buffer.from('foo') }), { timeoutMs });
+    return Number(res.header?.revision ?? 0n);
+  }
+
+  async get(key: string, opts?: CallOptions): Promise<Buffer | undefined> {
+    const res = await this.calls.unary(KV.method.range, create(RangeRequestSchema, { key: Buffer.from(key) }), opts);
+    const value = res.kvs[0]?.value;
+    // A copy: the response's buffer is not kept alive by what the caller keeps.
+    return value === undefined ? undefined : Buffer.from(value);
+  }
+
+  async put(key: string, value: string | Buffer, opts?: CallOptions): Promise<void> {
+    const request = create(PutRequestSchema, { key: Buffer.from(key), value: typeof value === 'string' ? Buffer.from(value) : value });
+    await this.calls.unary(KV.method.put, request, opts);
+  }
+
+  async leaseTimeToLive(id: string, opts: CallOptions & { keys?: boolean } = {}): Promise<LeaseTimeToLive> {
+    const request = create(LeaseTimeToLiveRequestSchema, { ID: leaseIdOf(id), keys: opts.keys ?? false });
+    const res = await this.calls.unary(Lease.method.leaseTimeToLive, request, opts);
+    return { ttl: Number(res.TTL), grantedTtl: Number(res.grantedTTL), keys: res.keys.length };
+  }
+
+  async memberList(opts: CallOptions & { linearizable?: boolean } = {}): Promise<EtcdMemberList> {
+    const request = create(MemberListRequestSchema, { linearizable: opts.linearizable ?? false });
+    const res = await this.calls.unary(Cluster.method.memberList, request, opts);
+    return { memberId: hex(res.header?.memberId ?? 0n), clusterId: hex(res.header?.clusterId ?? 0n), members: res.members.map(toMember) };
+  }
+
+  async memberAdd(peerUrls: readonly string[], opts: CallOptions & { learner?: boolean } = {}): Promise<EtcdMember> {
+    const request = create(MemberAddRequestSchema, { peerURLs: [...peerUrls], isLearner: opts.learner ?? false });
+    const res = await this.calls.unary(Cluster.method.memberAdd, request, opts);
+    if (!res.member) throw new EtcdError('E_ETCD_REQUEST', 'MemberAdd: etcd answered without the new member');
+    return toMember(res.member);
+  }
+
+  async memberRemove(memberId: string, opts?: CallOptions): Promise<void> {
+    await this.calls.unary(Cluster.method.memberRemove, create(MemberRemoveRequestSchema, { ID: memberIdOf(memberId) }), opts);
+  }
+
+  async memberPromote(memberId: string, opts?: CallOptions): Promise<void> {
+    await this.calls.unary(Cluster.method.memberPromote, create(MemberPromoteRequestSchema, { ID: memberIdOf(memberId) }), opts);
+  }
+
+  async memberUpdate(memberId: string, peerUrls: readonly string[], opts?: CallOptions): Promise<void> {
+    const request = create(MemberUpdateRequestSchema, { ID: memberIdOf(memberId), peerURLs: [...peerUrls] });
+    await this.calls.unary(Cluster.method.memberUpdate, request, opts);
+  }
+
+  snapshot(opts: CallOptions = {}): Promise<SnapshotStream> {
+    return openSnapshotStream(this.calls, opts);
+  }
+
+  watchAllKeys(startRevision: number, handlers: WatchHandlers, opts: { cancelTimeoutMs?: number } = {}): Promise<AllKeysWatch> {
+    return watchAllKeys(this.calls, startRevision, handlers, opts);
+  }
+
+  close(): void {
+    this.calls.transport.close();
+  }
+}
+
+/** The client of an etcd this process started: plain HTTP/2 on loopback, and the restore's transactions. */
+export class LocalGrpcEtcdClient extends GrpcEtcdClient implements LocalEtcdClient {
+  constructor(
+    private readonly clientUrl: string,
+    transport: Transport | TransportOptions = { endpoints: [clientUrl] },
+  ) {
+    super(transport);
+  }
+
+  /** KV.Txn of `ops`, unconditional; resolves with the revision etcd gave it. */
+  async leaseGrant(id: string, ttlSeconds: number, opts?: CallOptions): Promise<void> {
+    const res = await this.calls.unary(
+      Lease.method.leaseGrant,
+      create(LeaseGrantRequestSchema, { ID: leaseIdOf(id), TTL: BigInt(ttlSeconds) }),
+      opts,
+    );
+    if (res.error !== '') throw new EtcdError('E_ETCD_REQUEST', `LeaseGrant of lease ${id}: ${res.error}`);
+    if (res.ID.toString() !== id) throw new EtcdError('E_ETCD_REQUEST', `LeaseGrant of lease ${id}: etcd granted lease ${res.ID}`);
+  }
+
+  async leaseRevoke(id: string, opts?: CallOptions): Promise<void> {
+    await this.calls.unary(Lease.method.leaseRevoke, create(LeaseRevokeRequestSchema, { ID: leaseIdOf(id) }), opts);
+  }
+
+  async txn(ops: readonly ReplayOp[], opts: CallOptions & SignalOptions = {}): Promise<number> {
+    const res = await this.calls.unary(KV.method.txn, txnRequestOf(ops), opts);
+    return headerRevision(res.header?.revision);
+  }
+
+  openLeanTxns(): Promise<LeanTxns> {
+    return openLeanTxns(this.clientUrl);
+  }
+}
