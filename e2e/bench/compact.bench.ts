@@ -20,7 +20,7 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -33,7 +33,7 @@ import { executeRestore } from '../../src/restorer/restore.js';
 import { etcdBinaries, SINGLE_MEMBER_RAFT_ARGS } from '../../test/support/etcd.js';
 import { dumpEtcd, type EtcdDump } from '../../test/support/etcd-dump.js';
 import { benchLocalStore, benchRestoreOptions, smallBaseSnapshot } from './support/restore-setup.js';
-import { arg, flag, median, round1 } from './support/measure.js';
+import { arg, flag, median, pollPeakRss, round1 } from './support/measure.js';
 import { writeChurnChain } from '../../test/support/restore-chain.js';
 
 const SECONDS_TARGET = 10;
@@ -53,22 +53,14 @@ function runProcess(cmd: string, args: string[]): Promise<ChildRun> {
     const started = process.hrtime.bigint();
     const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
-    let peakKb = 0;
     child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-4000)));
-    const poll = setInterval(() => {
-      readFile(`/proc/${child.pid}/status`, 'utf8')
-        .then((st) => {
-          const m = /VmHWM:\s+(\d+) kB/.exec(st);
-          if (m) peakKb = Math.max(peakKb, Number(m[1]));
-        })
-        .catch(() => undefined);
-    }, 25);
+    const rss = pollPeakRss(child.pid!);
     child.once('error', reject);
     child.once('exit', (code) => {
-      clearInterval(poll);
+      rss.stop();
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       if (code !== 0) return reject(new Error(`${cmd} compact failed (exit ${code}): ${stderr}`));
-      resolve({ seconds, peakRssMB: round1((peakKb * 1024) / 1e6) });
+      resolve({ seconds, peakRssMB: round1((rss.peakKb * 1024) / 1e6) });
     });
   });
 }

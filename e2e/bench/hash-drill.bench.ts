@@ -18,7 +18,7 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createReadStream, existsSync } from 'node:fs';
-import { mkdir, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -34,7 +34,7 @@ import { planRestore } from '../../src/restorer/plan.js';
 import { executeRestore } from '../../src/restorer/restore.js';
 import { encodePutValue, revisionKey } from '../../src/restorer/mvcc.js';
 import { etcd35Binaries, etcdBinaries } from '../../test/support/etcd.js';
-import { MiB, arg, median, round1, table } from './support/measure.js';
+import { MiB, arg, median, pollPeakRss, round1, table } from './support/measure.js';
 import { writeChurnChain } from '../../test/support/restore-chain.js';
 import { benchLocalStore, benchRestoreOptions, smallBaseSnapshot } from './support/restore-setup.js';
 
@@ -60,23 +60,15 @@ function runDrill(root: string, endpoint: string, tmp: string): Promise<DrillRun
     const args = [BIN, 'verify', '--storage-provider=Local', `--store-container=${root}`, `--snapstore-temp-directory=${tmp}`];
     const child = spawn(process.execPath, [...args, `--against-endpoints=${endpoint}`], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
-    let peakKb = 0;
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
     child.stderr.setEncoding('utf8').on('data', (d: string) => (out = (out + d).slice(-8000)));
-    const poll = setInterval(() => {
-      readFile(`/proc/${child.pid}/status`, 'utf8')
-        .then((st) => {
-          const m = /VmHWM:\s+(\d+) kB/.exec(st);
-          if (m) peakKb = Math.max(peakKb, Number(m[1]));
-        })
-        .catch(() => undefined);
-    }, 25);
+    const rss = pollPeakRss(child.pid!);
     child.once('error', reject);
     child.once('exit', (code) => {
-      clearInterval(poll);
+      rss.stop();
       const seconds = Number(process.hrtime.bigint() - started) / 1e9;
       if (code !== 0) return reject(new Error(`the drill exited ${code}: ${out}`));
-      resolve({ seconds, peakRssMiB: round1(peakKb / 1024), stdout: out });
+      resolve({ seconds, peakRssMiB: round1(rss.peakKb / 1024), stdout: out });
     });
   });
 }

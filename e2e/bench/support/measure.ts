@@ -2,6 +2,7 @@
  * Shared by the benches: RSS sampling, medians, tables. Nothing here allocates in proportion to the
  * data measured, so it does not disturb the memory figures it reports.
  */
+import { readFile } from 'node:fs/promises';
 
 export const MiB = 1024 * 1024;
 
@@ -129,4 +130,26 @@ export async function processCpuSeconds(pid: number): Promise<number> {
   } catch {
     return NaN;
   }
+}
+
+/**
+ * Polls a child process's peak RSS (VmHWM in /proc/<pid>/status) every `intervalMs` until `stop`; `peakKb` is the
+ * highest seen so far (the kernel's high-water mark, so a missed poll loses nothing but the last interval).
+ */
+export function pollPeakRss(pid: number, intervalMs = 25): { readonly peakKb: number; stop(): void } {
+  let peakKb = 0;
+  const timer = setInterval(() => {
+    readFile(`/proc/${pid}/status`, 'utf8')
+      .then((st) => {
+        const m = /VmHWM:\s+(\d+) kB/.exec(st);
+        if (m) peakKb = Math.max(peakKb, Number(m[1]));
+      })
+      .catch(() => undefined);
+  }, intervalMs);
+  return {
+    get peakKb() {
+      return peakKb;
+    },
+    stop: () => clearInterval(timer),
+  };
 }
