@@ -212,7 +212,9 @@ let urlMap: boolean | undefined;
 function peerReadsUrlMap(): boolean {
   const peer = process.env.ETCDBRCTL_PEER;
   if (peer === undefined || peer === '') return false;
-  urlMap ??= etcdLineFor(spawnSync(peer, ['--version'], { encoding: 'utf8' }).stdout) === '3.5';
+  // The Go tool logs its version to stderr (logrus), not stdout.
+  const printed = spawnSync(peer, ['--version'], { encoding: 'utf8' });
+  urlMap ??= etcdLineFor(`${printed.stdout}${printed.stderr}`) === '3.5';
   return urlMap;
 }
 
