@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // `npm run bench [-- [--compiled] <name filter>... [-- <bench args>...]]`: runs every e2e/bench/*.bench.ts
-// (or those whose name contains a filter) one after the other, each in a fresh process so RSS figures are
+// (those a filter names exactly, else those whose name contains a filter) one after the other, each in a fresh process so RSS figures are
 // not polluted by the previous benchmark. Arguments after a second `--` go to every bench (e.g. --runs=1).
 //
 // By default a bench runs as `node --expose-gc --conditions=development --import tsx <file>`: one process
@@ -30,17 +30,26 @@ const LONG_LIVED = ['full-snapshot', 'delta-capture'];
 const root = fileURLToPath(new URL('..', import.meta.url));
 const dir = join(root, 'e2e', 'bench');
 const compiled = process.argv.includes('--compiled');
-const argv = process.argv.slice(2).filter((a) => a !== '--compiled');
+/** `--list`: print the benches the filters pick, one a line, and run none (what a test checks). */
+const listOnly = process.argv.includes('--list');
+const argv = process.argv.slice(2).filter((a) => a !== '--compiled' && a !== '--list');
 const sep = argv.indexOf('--');
 const filters = sep === -1 ? argv : argv.slice(0, sep);
 const benchArgs = sep === -1 ? [] : argv.slice(sep + 1);
-const files = readdirSync(dir)
-  .filter((f) => f.endsWith('.bench.ts'))
-  .filter((f) => filters.length === 0 || filters.some((x) => f.includes(x)))
+const benches = readdirSync(dir).filter((f) => f.endsWith('.bench.ts'));
+const isBenchName = (x) => benches.includes(`${x}.bench.ts`);
+const files = benches
+  // A filter that names a bench exactly picks that one alone (`restore` is not also `restore-upstream`);
+  // any other filter picks every bench whose name contains it.
+  .filter((f) => filters.length === 0 || filters.some((x) => (isBenchName(x) ? f === `${x}.bench.ts` : f.includes(x))))
   .sort();
 if (files.length === 0) {
   console.error(`no benchmark matches ${filters.join(', ') || '(any)'} in ${dir}`);
   process.exit(1);
+}
+if (listOnly) {
+  for (const f of files) console.log(f);
+  process.exit(0);
 }
 
 /** Bundles one bench with our own sources; every package import stays external and loads from node_modules. */
