@@ -292,6 +292,8 @@ export interface VerifyCommandConfig extends CommonConfig {
   againstCaFile: string;
   againstCertFile: string;
   againstKeyFile: string;
+  /** `--insecure-skip-tls-verify`: accept the members' certificates unchecked (a test cluster's self-signed ones). */
+  againstInsecureSkipVerify: boolean;
   againstUsername: string;
   againstPassword: string;
 }

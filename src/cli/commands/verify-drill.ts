@@ -48,7 +48,7 @@ export async function runDrill(config: VerifyCommandConfig, storeConfig: StoreCo
           ...(config.againstCertFile ? { certFile: config.againstCertFile } : {}),
           ...(config.againstKeyFile ? { keyFile: config.againstKeyFile } : {}),
           insecureTransport: true,
-          insecureSkipVerify: false,
+          insecureSkipVerify: config.againstInsecureSkipVerify,
           connectionTimeoutMs: CONNECTION_TIMEOUT_MS,
         }),
       );

@@ -155,7 +155,13 @@ export const verifyOptionsGroup = defineGroup<Pick<VerifyCommandConfig, 'output'
 export const hashDrillAgainstGroup = defineGroup<
   Pick<
     VerifyCommandConfig,
-    'againstEndpoints' | 'againstCaFile' | 'againstCertFile' | 'againstKeyFile' | 'againstUsername' | 'againstPassword'
+    | 'againstEndpoints'
+    | 'againstCaFile'
+    | 'againstCertFile'
+    | 'againstKeyFile'
+    | 'againstInsecureSkipVerify'
+    | 'againstUsername'
+    | 'againstPassword'
   >
 >({
   title: 'hash drill (not in etcd-backup-restore)',
@@ -173,6 +179,11 @@ export const hashDrillAgainstGroup = defineGroup<
     },
     againstCertFile: { type: 'string', flag: 'cert', usage: 'with --against-endpoints: TLS client certificate file' },
     againstKeyFile: { type: 'string', flag: 'key', usage: 'with --against-endpoints: TLS client key file' },
+    againstInsecureSkipVerify: {
+      type: 'bool',
+      flag: 'insecure-skip-tls-verify',
+      usage: "with --against-endpoints: do not verify the members' TLS certificates (self-signed test clusters)",
+    },
     againstUsername: {
       type: 'string',
       flag: 'etcd-username',
@@ -185,6 +196,7 @@ export const hashDrillAgainstGroup = defineGroup<
     againstCaFile: '',
     againstCertFile: '',
     againstKeyFile: '',
+    againstInsecureSkipVerify: false,
     againstUsername: '',
     againstPassword: '',
   }),
