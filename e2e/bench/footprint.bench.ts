@@ -40,7 +40,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { accessSync, constants as fsConstants } from 'node:fs';
-import { cp, mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
@@ -48,7 +48,13 @@ import { fileURLToPath } from 'node:url';
 import { Etcd3 } from 'etcd3';
 import { createDecompressStream, type SnapStore, type Snapshot } from '../../snapstore/src/index.js';
 import { openLocalStore } from '../../snapstore/src/providers/local.js';
-import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver, type S3rverInstance } from '../../snapstore/test/support/s3rver.js';
+import {
+  S3RVER_ACCESS_KEY,
+  S3RVER_SECRET_KEY,
+  UPLOAD_PART_MARKER,
+  startS3rver,
+  type S3rverInstance,
+} from '../../snapstore/test/support/s3rver.js';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
 import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
 import { freePort } from '../../src/etcd/ports.js';
@@ -133,11 +139,15 @@ interface Spawned {
 function spawnSubject(subject: Subject, args: string[], env: NodeJS.ProcessEnv, cwd: string, keepLines?: RegExp): Spawned {
   // The AWS SDK v2 of the Go tool v0.41 and later refuses an S3 store configured from a credentials file while
   // AWS_CA_BUNDLE is set ("unable to add custom RootCAs HTTPClient"): the peer runs without it (as in interop).
+  // HOME is `/` for the peer: v0.41 and later join a Local store's container to $HOME even when it is absolute,
+  // so with the caller's HOME the Go server, copy and compact read and wrote under it and found no chain
+  // (a v0.43.0 run stored no delta and copied and compacted nothing in 0.1 s). `/` + the absolute path is the
+  // path itself, which every version reads alike.
   const { AWS_CA_BUNDLE: _caBundle, ...inherited } = process.env;
   const child = spawn(subject.command, [...subject.prefix, ...args], {
     cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...(subject.name === 'go' ? inherited : process.env), ...env },
+    env: { ...(subject.name === 'go' ? { ...inherited, HOME: '/' } : process.env), ...env },
   });
   if (child.pid === undefined) throw new Error(`could not start ${subject.command}`);
   const sampler = new ProcSampler(child.pid, sampleMs);
@@ -833,6 +843,9 @@ async function commandCases(env: Env, subs: Subject[], chain: string): Promise<v
           { SOURCE_STORAGE_CONTAINER: chain, AWS_APPLICATION_CREDENTIALS_JSON: destCredentials },
           dir,
         );
+        // An exit 0 that copied nothing (a store path read wrongly) is no measurement.
+        const copied = (await dest.rawKeys()).filter((k) => !k.includes(UPLOAD_PART_MARKER)).length;
+        if (copied < 2) throw new Error(`${s.name} copy exited 0 but the destination holds ${copied} object(s)`);
       } finally {
         await dest.stop();
       }
@@ -851,6 +864,9 @@ async function commandCases(env: Env, subs: Subject[], chain: string): Promise<v
         {},
         dir,
       );
+      const before = (await readdir(chain, { recursive: true })).length;
+      const after = (await readdir(copy, { recursive: true })).length;
+      if (after <= before) throw new Error(`${s.name} compact exited 0 but wrote no compacted snapshot into ${copy}`);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }
