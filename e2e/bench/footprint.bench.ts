@@ -240,13 +240,13 @@ async function writeEtcdConf(dir: string, args: readonly string[]): Promise<stri
       `name: ${POD}`,
       `data-dir: ${value('data-dir') ?? path.join(dir, 'data')}`,
       `listen-client-urls: ${client}`,
-      `advertise-client-urls: ${client}`,
       `listen-peer-urls: http://127.0.0.1:${peerPort}`,
       // The form the Go server parses for the member lease: the legacy template of the etcd-druid of v0.23's
-      // time (scheme@service@namespace@port), or the member-name map of today's (v0.41 and later read only that).
+      // time (scheme@service@namespace@port), or the member-name maps of today's, for the client URLs too
+      // (v0.41 and later read only those, and v0.43.0 exits on a plain advertise-client-urls string).
       ...(peerReadsUrlMap()
-        ? ['initial-advertise-peer-urls:', `  ${POD}: [http://127.0.0.1:${peerPort}]`]
-        : [`initial-advertise-peer-urls: http@etcd-main-peer@${NS}@${peerPort}`]),
+        ? ['advertise-client-urls:', `  ${POD}: [${client}]`, 'initial-advertise-peer-urls:', `  ${POD}: [http://127.0.0.1:${peerPort}]`]
+        : [`advertise-client-urls: ${client}`, `initial-advertise-peer-urls: http@etcd-main-peer@${NS}@${peerPort}`]),
       `initial-cluster: ${POD}=http://127.0.0.1:${peerPort}`,
       'initial-cluster-token: etcd-cluster',
       'initial-cluster-state: new',
