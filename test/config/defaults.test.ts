@@ -128,6 +128,8 @@ for (const p of ['', 'source-', 'secondary-']) {
 /** Where a command's flag has a different default than the table (the compactor's own timeouts). */
 const PER_COMMAND: Partial<Record<CommandName, Record<string, unknown>>> = {
   compact: { 'etcd-snapshot-timeout': 30 * m, 'etcd-defrag-timeout': 8 * m },
+  // The drill's TLS check is on unless asked off (server's flag takes upstream's default from --insecure-transport).
+  verify: { 'insecure-skip-tls-verify': false },
 };
 
 const connection = [
@@ -277,6 +279,7 @@ const EXPECTED_FLAGS: Record<CommandName, string[]> = {
     'cacert',
     'cert',
     'key',
+    'insecure-skip-tls-verify',
     'etcd-username',
     'etcd-password',
   ],
