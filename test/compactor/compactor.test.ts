@@ -1,8 +1,9 @@
 /**
  * The compactor against the upstream v0.23 stores: the new full snapshot, written offline with no etcd
- * process, restores to exactly the source's final state (expected.json, leases aside), becomes the latest
- * full, and matches upstream's own compacted snapshot of the same chain. Failure paths leave the store and
- * the disk as they were. (compact-vs-etcd.test.ts compares with a compaction through etcd.)
+ * process, restores to exactly the source's final state (expected.json, leases included), becomes the latest
+ * full, and matches upstream's own compacted snapshot of the same chain but for the leases upstream drops.
+ * Failure paths leave the store and the disk as they were. (compact-vs-etcd.test.ts compares with a
+ * compaction through etcd.)
  */
 import { createHash } from 'node:crypto';
 import { cp, mkdir, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
@@ -179,32 +180,66 @@ describe('compact on the upstream v0.23 stores', () => {
 
     const got = await restoreAndDump(store, dir);
     expect(got.revision).toBe(expected.revision);
-    expect(withoutLeases(got.kvs)).toEqual(withoutLeases(expected.kvs));
+    if (name === 'compacted-gzip') {
+      // Its newest full is upstream's compacted one (no delta after it), which lost the leases of the keys its deltas wrote.
+      expect(withoutLeases(got.kvs)).toEqual(withoutLeases(expected.kvs));
+    } else {
+      // Every key keeps its lease, those written in a delta too.
+      expect(got.kvs).toEqual(expected.kvs);
+    }
   });
 
-  it("gzip chain: ours equals upstream's own compacted snapshot (compacted-gzip), leases and compacted history included", async () => {
+  it("gzip chain: ours equals upstream's own compacted snapshot (compacted-gzip), compacted history included, but keeps the leases upstream drops", async () => {
     const dir = await tempDir('vs-upstream');
     const upstreamName = 'Full-00000000-00000400-1795219493.gz';
     // The chain upstream compacted: its store without the compacted full it wrote.
-    const ours = await compatCopy('compacted-gzip', dir);
+    const oursStore = await compatCopy('compacted-gzip', dir);
     await unlink(join(dir, 'store', 'v2', upstreamName));
     const theirsRoot = join(dir, 'theirs');
     await cp(join(COMPAT, 'compacted-gzip', 'snapstore', 'v2', upstreamName), join(theirsRoot, 'v2', upstreamName));
     const theirs = await localStore(theirsRoot, dir);
 
+    // A TTL of no lease of the source's: the leases the Go-written deltas name (they record no TTL) get it.
+    const leaseTtl = 77;
     const result = await compactSnapshots(
-      { store: ours, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW) },
-      config(dir),
+      { store: oursStore, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW) },
+      { ...config(dir), restoration: restoration(dir, { restoredLeaseTtl: leaseTtl * 1000 }) },
     );
     expect(result.snapshot?.snapName).toBe(`Full-00000000-00000400-${NOW.getTime() / 1000}.gz`);
 
-    const historyGone = async (client: Etcd3) => {
+    const expected = JSON.parse(readFileSync(join(COMPAT, 'compacted-gzip', 'expected.json'), 'utf8')) as EtcdDump;
+    /** The leases that keys name in the source (expected.json). */
+    const sourceLeases = [...new Set(expected.kvs.map((kv) => kv.lease).filter((l) => l !== '0'))];
+    const leasesSeen = new Map<string, Array<{ ttl: number; grantedTtl: number; keys: number }>>();
+    const historyGoneAndLeases = (who: string) => async (client: Etcd3) => {
       // Both snapshots carry compacted history: an old revision is not readable any more.
       await expect(client.get('x').revision(2).exec()).rejects.toThrow(/compacted/);
+      const c = ours(client);
+      leasesSeen.set(who, await Promise.all(sourceLeases.map((id) => c.leaseTimeToLive(id, { keys: true }))));
     };
-    const mine = await restoreAndDump(ours, dir, historyGone);
-    const upstream = await restoreAndDump(theirs, dir, historyGone);
-    expect(mine).toEqual(upstream);
+    const mine = await restoreAndDump(oursStore, dir, historyGoneAndLeases('ours'));
+    const upstream = await restoreAndDump(theirs, dir, historyGoneAndLeases('upstream'));
+
+    // Where upstream and we agree: the revision, every key, value, create/mod revision and version.
+    expect(mine.revision).toBe(upstream.revision);
+    expect(withoutLeases(mine.kvs)).toEqual(withoutLeases(upstream.kvs));
+    // Ours has the source's leases, all of them (expected.json); upstream's only the base's (the 7200 s preload lease).
+    expect(mine.kvs).toEqual(expected.kvs);
+    const differ = mine.kvs.filter((kv, i) => kv.lease !== upstream.kvs[i]!.lease);
+    expect(differ.length).toBeGreaterThan(0);
+    for (const kv of differ) expect(upstream.kvs.find((u) => u.key === kv.key)?.lease).toBe('0');
+    expect(mine.kvs.filter((kv) => kv.lease !== '0').length).toBeGreaterThan(differ.length);
+    // The leases exist in the member restored from ours: the base's with its TTL, the deltas' with --restored-lease-ttl.
+    const deltaLeases = new Set(differ.map((kv) => kv.lease));
+    sourceLeases.forEach((id, i) => {
+      const keys = expected.kvs.filter((kv) => kv.lease === id).length;
+      const seen = leasesSeen.get('ours')![i]!;
+      expect(seen).toMatchObject({ keys, grantedTtl: deltaLeases.has(id) ? leaseTtl : 7200 });
+      expect(seen.ttl).toBeGreaterThan(0);
+      // Upstream's compacted snapshot has no record of a lease only a delta named.
+      if (deltaLeases.has(id)) expect(leasesSeen.get('upstream')![i]!.ttl).toBe(-1);
+      else expect(leasesSeen.get('upstream')![i]!).toMatchObject({ keys, grantedTtl: 7200 });
+    });
   });
 });
 
