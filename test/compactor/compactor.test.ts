@@ -485,6 +485,73 @@ describe('compact: nothing to do and failures', () => {
   });
 });
 
+describe('compact: --delta-replay picks the way, and both keep leases', () => {
+  /** The `none` store's base with one delta the offline writer refuses (a new key at version 3). */
+  async function refusedChain(dir: string): Promise<SnapStore> {
+    const root = join(dir, 'store');
+    const store = await localStore(root, dir);
+    const base = 'Full-00000000-00000283-1795219380';
+    await cp(join(COMPAT, 'none', 'snapstore', 'v2', base), join(root, 'v2', base));
+    const buf = new DeltaBuffer();
+    buf.append({
+      type: 'PUT',
+      key: Buffer.from('/odd'),
+      value: Buffer.from('v'),
+      createRevision: 284,
+      modRevision: 284,
+      version: 3,
+      lease: '0',
+      time: '2026-01-01T00:00:00Z',
+    });
+    await saveDeltaSnapshot(store, buf.take()!, 284, 'gzip', new Date(1795219380_000 + 1000));
+    return store;
+  }
+
+  it('offline: a chain the writer refuses fails with its reason, nothing stored, no etcd needed', async () => {
+    const dir = await tempDir('mode-offline');
+    const store = await refusedChain(dir);
+    const before = await fingerprint(store);
+    const offline = { ...config(dir), restoration: restoration(dir, { deltaReplay: 'offline' }) };
+    await expect(
+      compactSnapshots({ store, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW) }, offline),
+    ).rejects.toThrow(/puts key "\/odd" with create revision 284 and version 3/);
+    expect(await fingerprint(store)).toEqual(before);
+    await expectCleanedUp(dir);
+  });
+
+  it("online: through a local etcd at once; the keys keep their lease, the deltas' leases get --restored-lease-ttl", async () => {
+    const name = 'gzip';
+    const expected = JSON.parse(readFileSync(join(COMPAT, name, 'expected.json'), 'utf8')) as EtcdDump;
+    const dir = await tempDir('mode-online');
+    const store = await compatCopy(name, dir);
+    const logger = recordingLogger();
+    const online = { ...config(dir), restoration: restoration(dir, { deltaReplay: 'online', restoredLeaseTtl: 77_000 }) };
+    const result = await compactSnapshots({ store, binaries: etcdBinaries, logger, clock: new FakeClock(NOW) }, online);
+    expect(result.path).toBe('online');
+    expect(result.revision).toBe(expected.revision);
+    expect(result.backendBytes).toBeGreaterThan(0);
+    expect(logger.lines).toContainEqual(expect.objectContaining({ level: 'info', msg: expect.stringMatching(/--delta-replay=online/) }));
+    await expectCleanedUp(dir);
+
+    // The base's leased key keeps the base's lease (its TTL, 7200 s); the lease only the deltas name gets 77 s.
+    const leaseIds = [...new Set(expected.kvs.map((kv) => kv.lease).filter((l) => l !== '0'))];
+    let seen: Array<{ ttl: number; grantedTtl: number; keys: number }> = [];
+    const got = await restoreAndDump(store, dir, async (client) => {
+      await expect(
+        client
+          .get('x')
+          .revision(expected.revision - 1)
+          .exec(),
+      ).rejects.toThrow(/compacted/);
+      const c = ours(client);
+      seen = await Promise.all(leaseIds.map((id) => c.leaseTimeToLive(id, { keys: true })));
+    });
+    expect(got).toEqual(expected);
+    expect(seen.map((l) => l.grantedTtl).sort((a, b) => a - b)).toEqual([77, 7200]);
+    leaseIds.forEach((id, i) => expect(seen[i]!.keys).toBe(expected.kvs.filter((kv) => kv.lease === id).length));
+  });
+});
+
 describe('compact: a base snapshot with etcd auth enabled', () => {
   it('the compacted full keeps auth enabled (the offline writer copies the auth buckets as they are) and holds the replayed data', async () => {
     const dir = await tempDir('auth');
