@@ -8,10 +8,12 @@
  * leases the restored keys name exist with the source's TTLs (the revoked and expired ones do not), and once
  * the 8 s lease's time is over its keys are gone in the restored member as in the source. The same chain
  * compacted by `etcdbrctl compact`, offline and through etcd (`--delta-replay=online`), restores to the source
- * compacted at the head: the same `hashkv`, and the same leases (`etcdctl lease list`, `timetolive`).
+ * compacted at the head: the same `hashkv`, and the same leases (`etcdctl lease list`, `timetolive`). On a
+ * Go-written chain, whose deltas record no TTL, `compact --restored-lease-ttl` gives the deltas' lease its TTL.
  */
 import { execFile } from 'node:child_process';
-import { cp } from 'node:fs/promises';
+import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Etcd3 } from 'etcd3';
@@ -21,6 +23,8 @@ import type { EtcdBinaries } from '../src/etcd/binaries.js';
 import { startLocalEtcd, type LocalEtcd } from '../src/etcd/local-etcd.js';
 import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries, startEtcdWithClient, type EtcdWithClient } from '../test/support/etcd.js';
 import { etcdClient } from '../test/support/etcd-client.js';
+import { dumpEtcd, type EtcdDump } from '../test/support/etcd-dump.js';
+import { copyUpstreamStore, UPSTREAM_V023 } from '../test/support/fixtures.js';
 import { openLocalStore } from '../test/support/local-store.js';
 import { runCli } from './support/cli-process.js';
 import { restoreFlags } from './support/restore-dump.js';
@@ -346,5 +350,57 @@ describe('a restore keeps leases and is byte-identical by hashkv (etcd 3.5, our 
       expect(await countUnder(e, '/short/')).toBe(0);
       expect(await countUnder(e, '/hour/')).toBe(3);
     }
+  });
+});
+
+describe('compact --restored-lease-ttl (a chain the Go tool wrote: its deltas record no lease TTL)', () => {
+  const cleanups: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+
+  it("the lease only the deltas name gets it; the full snapshot's lease keeps its own TTL", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'etcdbr-e2e-compact-lease-ttl-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const { root } = copyUpstreamStore('gzip', dir);
+    const expected = JSON.parse(await readFile(join(UPSTREAM_V023, 'gzip', 'expected.json'), 'utf8')) as EtcdDump;
+    const r = await runCli(
+      [
+        'compact',
+        '--storage-provider=Local',
+        `--store-container=${root}`,
+        `--data-dir=${join(dir, 'compact.etcd')}`,
+        `--restoration-temp-snapshots-dir=${join(dir, 'compact-tmp')}`,
+        '--restored-lease-ttl=77s',
+      ],
+      {},
+      cleanups,
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/"leases":\{"recorded":0,"defaulted":1,"base":1\}/);
+
+    // Restored with the default --restored-lease-ttl (1h): the compacted full holds the leases already.
+    const dataDir = join(dir, 'restored');
+    const restore = await runCli(
+      ['restore', '--storage-provider=Local', `--store-container=${root}`, ...restoreFlags(join(dir, 'restore-scratch'), dataDir)],
+      {},
+      cleanups,
+    );
+    expect(restore.code, restore.stderr).toBe(0);
+    const etcd = await startLocalEtcd({
+      binaries: await etcdBinaries(),
+      dataDir,
+      name: 'default',
+      extraArgs: [...SINGLE_MEMBER_RAFT_ARGS],
+    });
+    cleanups.push(() => etcd.stop());
+    expect(await dumpEtcd(etcd.clientUrl)).toEqual(expected);
+    const c = etcdClient(etcd.clientUrl);
+    cleanups.push(async () => c.close());
+    const leaseIds = [...new Set(expected.kvs.map((kv) => kv.lease).filter((l) => l !== '0'))];
+    const seen = await Promise.all(leaseIds.map((id) => c.leaseTimeToLive(id, { keys: true })));
+    // The preload lease (7200 s) is in the base full; the other was granted after it, in a delta.
+    expect(seen.map((l) => l.grantedTtl).sort((a, b) => a - b)).toEqual([77, 7200]);
+    leaseIds.forEach((id, i) => expect(seen[i]!.keys).toBe(expected.kvs.filter((kv) => kv.lease === id).length));
   });
 });
