@@ -131,7 +131,6 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
   const namingClock = compactedSnapshotClock(clock, listing, plan.targetRevision);
 
   const rc = config.restoration;
-  const cc = config.compactor;
   logger.info({ base: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision }, 'Start compacting');
 
   let result: BuiltAndStored | undefined;
