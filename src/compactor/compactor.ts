@@ -133,28 +133,29 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
   const rc = config.restoration;
   logger.info({ base: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision }, 'Start compacting');
 
+  const job: Job = { deps, config, plan, namingClock, compression, isFinal: base.isFinal };
   let result: BuiltAndStored | undefined;
   // Fails naming --restoration-temp-snapshots-dir when the directory cannot be made (work-dirs.ts).
   const scratchDir = await openScratch(rc.tempDir, 'compact-');
   try {
     const mode = rc.deltaReplay;
     if (mode === 'online') {
-      logger.info({}, '--delta-replay=online: compacting through a local etcd (restore, compact, defragment, snapshot)');
+      logger.info({}, '--delta-replay=online: compacting through a local etcd (restore, compact, defragment, store)');
     } else {
       try {
-        result = await compactOffline(deps, config, plan, scratchDir.dir, namingClock, compression, base.isFinal, started);
+        result = await compactOffline(job, scratchDir.dir, started);
       } catch (err) {
         // `offline` fails with the writer's reason, as a restore with that mode does.
         if (signal?.aborted || mode === 'offline' || !(err instanceof OfflineReplayNotApplicable || err instanceof InconsistentDeltaError))
           throw err;
         logger.warn(
           { reason: err.message },
-          'the offline compaction cannot write this chain: compacting through a local etcd instead (restore, compact, defragment, snapshot)',
+          'the offline compaction cannot write this chain: compacting through a local etcd instead (restore, compact, defragment, store)',
         );
         await rm(scratchDir.dir, { recursive: true, force: true });
       }
     }
-    result ??= await compactOnline(deps, config, plan, namingClock, compression, base.isFinal);
+    result ??= await compactOnline(job);
   } finally {
     await scratchDir.remove();
   }
@@ -170,20 +171,23 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
   return { ...result, base, deltas: plan.deltas.length, totalMs: Date.now() - started };
 }
 
+/** What either way needs to build and store the compacted full. */
+interface Job {
+  deps: CompactorDeps;
+  config: CompactConfig;
+  plan: RestorePlan;
+  /** Names the new full after the last delta it folds in (snapshot-time.ts). */
+  namingClock: Clock;
+  compression: CompressionPolicy | undefined;
+  isFinal: boolean;
+}
+
 /** What one of the two ways made and stored. */
 type BuiltAndStored = Omit<CompactResult, 'totalMs' | 'base' | 'deltas'>;
 
-/** The offline writer (offline.ts), then the upload of its file. */
-async function compactOffline(
-  deps: CompactorDeps,
-  config: CompactConfig,
-  plan: RestorePlan,
-  scratch: string,
-  namingClock: Clock,
-  compression: CompressionPolicy | undefined,
-  isFinal: boolean,
-  started: number,
-): Promise<BuiltAndStored> {
+/** The offline writer (offline.ts) in `scratch`, then the upload of its file. */
+async function compactOffline(job: Job, scratch: string, started: number): Promise<BuiltAndStored> {
+  const { deps, config, plan, namingClock, compression, isFinal } = job;
   const { store, logger, signal } = deps;
   const rc = config.restoration;
   const built = await writeCompactedBackend(store, plan, {
@@ -216,14 +220,8 @@ async function compactOffline(
 }
 
 /** The way through a local etcd (online.ts, loaded only here: it brings the etcd client). */
-async function compactOnline(
-  deps: CompactorDeps,
-  config: CompactConfig,
-  plan: RestorePlan,
-  namingClock: Clock,
-  compression: CompressionPolicy | undefined,
-  isFinal: boolean,
-): Promise<BuiltAndStored> {
+async function compactOnline(job: Job): Promise<BuiltAndStored> {
+  const { deps, config, plan, namingClock, compression, isFinal } = job;
   const { store, logger, signal } = deps;
   const { compactThroughEtcd } = await import('./online.js');
   const binaries = typeof deps.binaries === 'function' ? await deps.binaries() : deps.binaries;
