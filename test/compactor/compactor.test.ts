@@ -553,78 +553,84 @@ describe('compact: --delta-replay picks the way, and both keep leases', () => {
 });
 
 describe('compact: a base snapshot with etcd auth enabled', () => {
-  it('the compacted full keeps auth enabled (the offline writer copies the auth buckets as they are) and holds the replayed data', async () => {
-    const dir = await tempDir('auth');
-    const store = await localStore(join(dir, 'store'), dir);
-    const root = { username: 'root', password: 'r00t-pw' };
-    const src = await startTestEtcd();
-    cleanups.push(() => src.cleanup());
-    const setup = new Etcd3({ hosts: src.clientUrl });
-    await setup.user(root.username).create(root.password);
-    await setup.user(root.username).addRole('root');
-    for (let i = 0; i < 20; i++) await setup.put(`/a/${i}`).value(`v${i}`);
-    await setup.auth.authEnable({});
-    setup.close();
-    const admin = new Etcd3({ hosts: src.clientUrl, auth: root });
-    let baseSnap: Snapshot;
-    try {
-      baseSnap = await takeFullSnapshot(
-        { client: ours(admin), store, compression: 'gzip', now: () => new Date(NOW.getTime() - 60_000), logger: recordingLogger() },
-        { isFinal: false, snapshotTimeoutMs: 30_000, connectionTimeoutMs: 5_000 },
-      );
-    } finally {
-      admin.close();
-    }
-    // Two deltas after the base: overwrites and a new key.
-    let rev = baseSnap.lastRevision;
-    for (let d = 0; d < 2; d++) {
-      const buf = new DeltaBuffer();
-      const start = rev + 1;
-      for (let i = 0; i < 3; i++) {
-        rev++;
-        buf.append({
-          type: 'PUT',
-          key: Buffer.from(`/a/${i}`),
-          value: Buffer.from(`w${rev}`),
-          createRevision: 2 + i,
-          modRevision: rev,
-          version: d + 2,
-          lease: '0',
-          time: '2026-01-01T00:00:00Z',
-        });
+  it.each(['offline', 'online'] as const)(
+    '%s: the compacted full keeps auth enabled (offline: the auth buckets copied as they are; online: auth back on before it is stored) and holds the replayed data',
+    async (way) => {
+      const dir = await tempDir(`auth-${way}`);
+      const store = await localStore(join(dir, 'store'), dir);
+      const root = { username: 'root', password: 'r00t-pw' };
+      const src = await startTestEtcd();
+      cleanups.push(() => src.cleanup());
+      const setup = new Etcd3({ hosts: src.clientUrl });
+      await setup.user(root.username).create(root.password);
+      await setup.user(root.username).addRole('root');
+      for (let i = 0; i < 20; i++) await setup.put(`/a/${i}`).value(`v${i}`);
+      await setup.auth.authEnable({});
+      setup.close();
+      const admin = new Etcd3({ hosts: src.clientUrl, auth: root });
+      let baseSnap: Snapshot;
+      try {
+        baseSnap = await takeFullSnapshot(
+          { client: ours(admin), store, compression: 'gzip', now: () => new Date(NOW.getTime() - 60_000), logger: recordingLogger() },
+          { isFinal: false, snapshotTimeoutMs: 30_000, connectionTimeoutMs: 5_000 },
+        );
+      } finally {
+        admin.close();
       }
-      await saveDeltaSnapshot(store, buf.take()!, start, 'gzip', new Date(NOW.getTime() - 50_000 + d * 1000));
-    }
+      // Two deltas after the base: overwrites and a new key.
+      let rev = baseSnap.lastRevision;
+      for (let d = 0; d < 2; d++) {
+        const buf = new DeltaBuffer();
+        const start = rev + 1;
+        for (let i = 0; i < 3; i++) {
+          rev++;
+          buf.append({
+            type: 'PUT',
+            key: Buffer.from(`/a/${i}`),
+            value: Buffer.from(`w${rev}`),
+            createRevision: 2 + i,
+            modRevision: rev,
+            version: d + 2,
+            lease: '0',
+            time: '2026-01-01T00:00:00Z',
+          });
+        }
+        await saveDeltaSnapshot(store, buf.take()!, start, 'gzip', new Date(NOW.getTime() - 50_000 + d * 1000));
+      }
 
-    const logger = recordingLogger();
-    const result = await compactSnapshots({ store, binaries: noEtcd, logger, clock: new FakeClock(NOW) }, config(dir));
-    expect(result.snapshot?.snapName).toBe(`Full-00000000-${String(rev).padStart(8, '0')}-${NOW.getTime() / 1000}.gz`);
-    expect(result.path).toBe('offline');
-    await expectCleanedUp(dir);
+      const logger = recordingLogger();
+      const result = await compactSnapshots(
+        { store, binaries: way === 'offline' ? noEtcd : etcdBinaries, logger, clock: new FakeClock(NOW) },
+        { ...config(dir), restoration: restoration(dir, { deltaReplay: way }) },
+      );
+      expect(result.snapshot?.snapName).toBe(`Full-00000000-${String(rev).padStart(8, '0')}-${NOW.getTime() / 1000}.gz`);
+      expect(result.path).toBe(way);
+      await expectCleanedUp(dir);
 
-    // The restore of the compacted full needs no replay (auth untouched): anonymous refused, root served.
-    const binaries = await etcdBinaries();
-    const dataDir = join(dir, 'restored');
-    await executeRestore(
-      store,
-      planRestore(await store.list()),
-      restoreOptions(binaries, dir, { dataDir, tempDir: join(dir, 'verify-tmp') }),
-    );
-    expect(await readAuthEnabled(backendPath(dataDir))).toBe(true);
-    const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
-    const anon = new Etcd3({ hosts: etcd.clientUrl });
-    const authed = new Etcd3({ hosts: etcd.clientUrl, auth: root });
-    try {
-      await expect(anon.get('/a/0').string()).rejects.toThrow(/user name is empty/);
-      expect(await authed.get('/a/0').string()).toBe(`w${rev - 2}`);
-      expect(await authed.get('/a/19').string()).toBe('v19');
-      const res = await authed.get('/a/1').exec();
-      expect(Number(res.header.revision)).toBe(rev);
-      expect(Number(res.kvs[0]?.mod_revision)).toBe(rev - 1);
-    } finally {
-      anon.close();
-      authed.close();
-      await etcd.stop();
-    }
-  });
+      // The restore of the compacted full needs no replay (auth untouched): anonymous refused, root served.
+      const binaries = await etcdBinaries();
+      const dataDir = join(dir, 'restored');
+      await executeRestore(
+        store,
+        planRestore(await store.list()),
+        restoreOptions(binaries, dir, { dataDir, tempDir: join(dir, 'verify-tmp') }),
+      );
+      expect(await readAuthEnabled(backendPath(dataDir))).toBe(true);
+      const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
+      const anon = new Etcd3({ hosts: etcd.clientUrl });
+      const authed = new Etcd3({ hosts: etcd.clientUrl, auth: root });
+      try {
+        await expect(anon.get('/a/0').string()).rejects.toThrow(/user name is empty/);
+        expect(await authed.get('/a/0').string()).toBe(`w${rev - 2}`);
+        expect(await authed.get('/a/19').string()).toBe('v19');
+        const res = await authed.get('/a/1').exec();
+        expect(Number(res.header.revision)).toBe(rev);
+        expect(Number(res.kvs[0]?.mod_revision)).toBe(rev - 1);
+      } finally {
+        anon.close();
+        authed.close();
+        await etcd.stop();
+      }
+    },
+  );
 });
