@@ -6,9 +6,14 @@
  * records each new lease's TTL in its deltas). Restored by the CLI, offline and online, at the head and at a
  * revision in the middle (`--to-revision`): the restored member's `hashkv --rev R` equals the source's, the
  * leases the restored keys name exist with the source's TTLs (the revoked and expired ones do not), and once
- * the 8 s lease's time is over its keys are gone in the restored member as in the source.
+ * the 8 s lease's time is over its keys are gone in the restored member as in the source. The same chain
+ * compacted by `etcdbrctl compact`, offline and through etcd (`--delta-replay=online`), restores to the source
+ * compacted at the head: the same `hashkv`, and the same leases (`etcdctl lease list`, `timetolive`). On a
+ * Go-written chain, whose deltas record no TTL, `compact --restored-lease-ttl` gives the deltas' lease its TTL.
  */
 import { execFile } from 'node:child_process';
+import { cp, mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Etcd3 } from 'etcd3';
@@ -18,6 +23,8 @@ import type { EtcdBinaries } from '../src/etcd/binaries.js';
 import { startLocalEtcd, type LocalEtcd } from '../src/etcd/local-etcd.js';
 import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries, startEtcdWithClient, type EtcdWithClient } from '../test/support/etcd.js';
 import { etcdClient } from '../test/support/etcd-client.js';
+import { dumpEtcd, type EtcdDump } from '../test/support/etcd-dump.js';
+import { copyUpstreamStore, UPSTREAM_V023 } from '../test/support/fixtures.js';
 import { openLocalStore } from '../test/support/local-store.js';
 import { runCli } from './support/cli-process.js';
 import { restoreFlags } from './support/restore-dump.js';
@@ -35,9 +42,33 @@ async function hashKv(binaries: EtcdBinaries, endpoint: string, revision: number
   return { hash: first!.HashKV.hash, compactRevision: first!.HashKV.compact_revision ?? 0 };
 }
 
+/** `etcdctl lease list`: the lease IDs as it prints them (hex), sorted. */
+async function leaseList(binaries: EtcdBinaries, endpoint: string): Promise<string[]> {
+  const { stdout } = await execFileAsync(binaries.etcdctl!, [`--endpoints=${endpoint}`, 'lease', 'list'], {
+    env: { ...process.env, ETCDCTL_API: '3' },
+  });
+  // "found N leases" and then one ID a line.
+  const [found, ...ids] = stdout.trim().split('\n');
+  expect(found).toBe(`found ${ids.length} leases`);
+  return ids.sort();
+}
+
+/** A lease ID (decimal int64) as etcdctl prints it: its 64 bits in hex. */
+const hexId = (id: string): string => BigInt.asUintN(64, BigInt(id)).toString(16);
+
 /** The number of keys under `prefix`. */
 async function countUnder(client: Etcd3, prefix: string): Promise<number> {
   return Number((await client.getAll().prefix(prefix).count()) ?? 0);
+}
+
+interface LeasedHistory {
+  /** The start-up full snapshot's revision. */
+  fullRevision: number;
+  /** A revision after the full where the 2 s lease's keys are there. */
+  middle: number;
+  /** The last revision written (the 8 s lease's keys). */
+  head: number;
+  ids: { baseLeaseId: string; hourId: string; revokedId: string; expiringId: string; shortId: string };
 }
 
 describe('a restore keeps leases and is byte-identical by hashkv (etcd 3.5, our sidecar)', () => {
@@ -74,14 +105,13 @@ describe('a restore keeps leases and is byte-identical by hashkv (etcd 3.5, our 
     }, `a delta up to revision ${target}`);
   }
 
-  /** `etcdbrctl restore` with `extra` flags into `<dir>/<name>`, then etcd started on it (stopped by the test's cleanup). */
-  async function restored(name: string, extra: string[]): Promise<LocalEtcd> {
+  /**
+   * `etcdbrctl restore` with `extra` flags into `<dir>/<name>` from `container` (default: the sidecar's store),
+   * then etcd started on it (stopped by the test's cleanup).
+   */
+  async function restored(name: string, extra: string[], container = join(dir, 'store')): Promise<LocalEtcd> {
     const dataDir = join(dir, name);
-    const flags = [
-      '--storage-provider=Local',
-      `--store-container=${join(dir, 'store')}`,
-      ...restoreFlags(join(dir, `${name}-scratch`), dataDir),
-    ];
+    const flags = ['--storage-provider=Local', `--store-container=${container}`, ...restoreFlags(join(dir, `${name}-scratch`), dataDir)];
     const r = await runCli(['restore', ...flags, ...extra], {}, cleanups);
     expect(r.code, r.stderr).toBe(0);
     const etcd = await startLocalEtcd({
@@ -94,9 +124,29 @@ describe('a restore keeps leases and is byte-identical by hashkv (etcd 3.5, our 
     return etcd;
   }
 
-  it('offline and online, at the head and in the middle; the 8 s lease expires in the restored member as in the source', async () => {
-    const binaries = await etcdBinaries();
+  /** The source etcd stopped and started again on its data dir and ports (stopped by the test's cleanup). */
+  async function restartedSource(binaries: EtcdBinaries): Promise<LocalEtcd> {
+    const { dataDir, name, clientUrl, peerUrl } = env.etcd;
+    await env.etcd.stop();
+    const again = await startLocalEtcd({
+      binaries,
+      dataDir,
+      name,
+      clientPort: Number(new URL(clientUrl).port),
+      peerPort: Number(new URL(peerUrl).port),
+      extraArgs: [...SINGLE_MEMBER_RAFT_ARGS],
+    });
+    cleanups.push(() => again.stop());
+    return again;
+  }
 
+  /**
+   * The source's history, backed up by our sidecar (left running, idle): before the full snapshot keys, a lease
+   * with keys (the base's), history and a compaction; after it every kind of write and leases granted (1 h),
+   * revoked, expiring (2 s, expired by the end) and, last, keys on an 8 s lease, still there at the head.
+   * Resolves once the store's deltas reach the head.
+   */
+  async function leasedHistory(): Promise<LeasedHistory> {
     // Before the full snapshot: keys, a lease with keys (the base's), history, and a compaction.
     for (let i = 0; i < 20; i++) await client.put(`/base/k${i}`).value(`v${i}`);
     for (let i = 0; i < 5; i++) await client.put(`/base/k${i}`).value(`again ${i}`);
@@ -156,6 +206,14 @@ describe('a restore keeps leases and is byte-identical by hashkv (etcd 3.5, our 
     expect((await store.list()).filter((x) => x.kind === 'Incr').length).toBeGreaterThanOrEqual(2);
     expect(fullRevision).toBeLessThan(middle);
 
+    return { fullRevision, middle, head, ids: { baseLeaseId, hourId, revokedId, expiringId, shortId } };
+  }
+
+  it('offline and online, at the head and in the middle; the 8 s lease expires in the restored member as in the source', async () => {
+    const binaries = await etcdBinaries();
+
+    const { middle, head, ids } = await leasedHistory();
+    const { baseLeaseId, hourId, revokedId, expiringId, shortId } = ids;
     const source = { head: await hashKv(binaries, env.etcd.clientUrl, head), middle: await hashKv(binaries, env.etcd.clientUrl, middle) };
     expect(source.head.compactRevision).toBeGreaterThan(0);
 
@@ -212,5 +270,137 @@ describe('a restore keeps leases and is byte-identical by hashkv (etcd 3.5, our 
       expect(await countUnder(e, '/hour/')).toBe(3);
     }
     expect(await countUnder(client, '/short/')).toBe(0);
+  });
+
+  it('compact, offline and through etcd: the compacted full restores to the source compacted at the head, leases included', async () => {
+    const binaries = await etcdBinaries();
+    const { head, ids } = await leasedHistory();
+    const { baseLeaseId, hourId, revokedId, expiringId, shortId } = ids;
+    // A copy of the chain for each way: each compaction adds its full to its own store, the base of its restore.
+    const containers = { offline: join(dir, 'store-offline'), online: join(dir, 'store-online') };
+    for (const c of Object.values(containers)) await cp(join(dir, 'store'), c, { recursive: true });
+    // A compacted full holds the head's keys only: it restores to the source compacted at the head. etcd 3.5
+    // answers `hashkv --rev=<a revision it compacted at>` with the hash it took while compacting (of the history
+    // before the compaction) until it restarts: so the source restarts (on its ports) and hashes what it holds.
+    await sidecar!.stop('SIGKILL');
+    sidecar = undefined;
+    await client.kv.compact({ revision: String(head), physical: true });
+    const source = await restartedSource(binaries);
+    const sourceHash = await hashKv(binaries, source.clientUrl, head);
+    expect(sourceHash.compactRevision).toBe(head);
+
+    const members: Array<[string, LocalEtcd]> = [];
+    for (const [way, extra] of [
+      ['offline', []],
+      ['online', ['--delta-replay=online']],
+    ] as const) {
+      const container = containers[way];
+      const r = await runCli(
+        [
+          'compact',
+          '--storage-provider=Local',
+          `--store-container=${container}`,
+          `--data-dir=${join(dir, `${way}-compact.etcd`)}`,
+          `--restoration-temp-snapshots-dir=${join(dir, `${way}-compact-tmp`)}`,
+          // No TTL of the source's: every lease here has one its delta recorded or the base held.
+          '--restored-lease-ttl=77s',
+          ...extra,
+        ],
+        {},
+        cleanups,
+      );
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toMatch(new RegExp(`"path":"${way}".*"msg":"Compacted snapshot name`));
+      expect(/Compacted snapshot name : (\S+)/.exec(r.stdout)?.[1]).toMatch(new RegExp(`^Full-00000000-${String(head).padStart(8, '0')}-`));
+
+      // The compacted full alone (no delta after it) restores to the source's hashkv at the head.
+      const member = await restored(`${way}-restored`, [], container);
+      members.push([`the restore of the ${way} compaction`, member]);
+      expect(await hashKv(binaries, member.clientUrl, head)).toEqual(sourceHash);
+      const c = etcdClient(member.clientUrl);
+      cleanups.push(async () => c.close());
+      expect(await c.leaseTimeToLive(shortId, { keys: true })).toMatchObject({ grantedTtl: 8, keys: 2 });
+      expect(await c.leaseTimeToLive(hourId, { keys: true })).toMatchObject({ grantedTtl: 3600, keys: 3 });
+      expect(await c.leaseTimeToLive(baseLeaseId, { keys: true })).toMatchObject({ grantedTtl: 3600, keys: 2 });
+      const hour = await c.leaseTimeToLive(hourId);
+      expect(hour.ttl).toBeGreaterThan(3500);
+      expect(hour.ttl).toBeLessThanOrEqual(3600);
+      expect((await c.leaseTimeToLive(revokedId)).ttl).toBe(-1);
+      expect((await c.leaseTimeToLive(expiringId)).ttl).toBe(-1);
+      // etcdctl sees the same leases: the base's, the hour's and the 8 s one (IDs in hex), no other.
+      expect(await leaseList(binaries, member.clientUrl)).toEqual([baseLeaseId, hourId, shortId].map(hexId).sort());
+    }
+
+    // The 8 s lease's time passes: its keys go in each restored member as in the source; the hour's stay.
+    for (const [what, member] of [['the source', source] as const, ...members]) {
+      const e = etcdClient(member.clientUrl);
+      try {
+        await waitFor(
+          async () => ((await e.leaseTimeToLive(shortId, { keys: true })).ttl === -1 ? true : undefined),
+          `${what}: the 8 s lease to expire`,
+          30_000,
+        );
+      } finally {
+        e.close();
+      }
+    }
+    for (const [, member] of members) {
+      const e = new Etcd3({ hosts: member.clientUrl });
+      cleanups.push(async () => e.close());
+      expect(await countUnder(e, '/short/')).toBe(0);
+      expect(await countUnder(e, '/hour/')).toBe(3);
+    }
+  });
+});
+
+describe('compact --restored-lease-ttl (a chain the Go tool wrote: its deltas record no lease TTL)', () => {
+  const cleanups: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c();
+  });
+
+  it("the lease only the deltas name gets it; the full snapshot's lease keeps its own TTL", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'etcdbr-e2e-compact-lease-ttl-'));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const { root } = copyUpstreamStore('gzip', dir);
+    const expected = JSON.parse(await readFile(join(UPSTREAM_V023, 'gzip', 'expected.json'), 'utf8')) as EtcdDump;
+    const r = await runCli(
+      [
+        'compact',
+        '--storage-provider=Local',
+        `--store-container=${root}`,
+        `--data-dir=${join(dir, 'compact.etcd')}`,
+        `--restoration-temp-snapshots-dir=${join(dir, 'compact-tmp')}`,
+        '--restored-lease-ttl=77s',
+      ],
+      {},
+      cleanups,
+    );
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/"leases":\{"recorded":0,"defaulted":1,"base":1\}/);
+
+    // Restored with the default --restored-lease-ttl (1h): the compacted full holds the leases already.
+    const dataDir = join(dir, 'restored');
+    const restore = await runCli(
+      ['restore', '--storage-provider=Local', `--store-container=${root}`, ...restoreFlags(join(dir, 'restore-scratch'), dataDir)],
+      {},
+      cleanups,
+    );
+    expect(restore.code, restore.stderr).toBe(0);
+    const etcd = await startLocalEtcd({
+      binaries: await etcdBinaries(),
+      dataDir,
+      name: 'default',
+      extraArgs: [...SINGLE_MEMBER_RAFT_ARGS],
+    });
+    cleanups.push(() => etcd.stop());
+    expect(await dumpEtcd(etcd.clientUrl)).toEqual(expected);
+    const c = etcdClient(etcd.clientUrl);
+    cleanups.push(async () => c.close());
+    const leaseIds = [...new Set(expected.kvs.map((kv) => kv.lease).filter((l) => l !== '0'))];
+    const seen = await Promise.all(leaseIds.map((id) => c.leaseTimeToLive(id, { keys: true })));
+    // The preload lease (7200 s) is in the base full; the other was granted after it, in a delta.
+    expect(seen.map((l) => l.grantedTtl).sort((a, b) => a - b)).toEqual([77, 7200]);
+    leaseIds.forEach((id, i) => expect(seen[i]!.keys).toBe(expected.kvs.filter((kv) => kv.lease === id).length));
   });
 });

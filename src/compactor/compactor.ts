@@ -11,6 +11,12 @@
  * Only a chain the offline writer cannot write (a backend layout it does not know, or deltas it refuses as
  * a history etcd could not have written: the same chains `restore --delta-replay=auto` hands to the online
  * replay) is compacted through a local etcd as upstream does (online.ts), with a warning saying why.
+ * `--delta-replay` picks the way as it does for a restore: `online` goes through etcd at once, `offline`
+ * fails where the writer cannot write the chain.
+ *
+ * Either way the keys keep their lease and the leases they name are in the result, as a restore writes them
+ * (src/restorer/restored-leases.ts; `--restored-lease-ttl` for a lease whose TTL no snapshot holds):
+ * upstream's compacted snapshot has the deltas' keys without their lease.
  */
 import { rm } from 'node:fs/promises';
 import { createReadStream } from 'node:fs';
@@ -20,6 +26,7 @@ import {
   latestSet,
   policyForSuffix,
   SnapStoreError,
+  type CompressionPolicy,
   type Logger,
   type SnapStore,
   type Snapshot,
@@ -30,7 +37,8 @@ import type { EtcdBinaries } from '../etcd/index.js';
 import type { SnapshotLeases } from '../k8s/snapshot-leases.js';
 import { compactedSnapshotClock } from './snapshot-time.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable } from '../restorer/offline-replay.js';
-import { planRestore } from '../restorer/plan.js';
+import { planRestore, type RestorePlan } from '../restorer/plan.js';
+import { restoredLeaseTtlSeconds } from '../restorer/restored-leases.js';
 import { openScratch } from '../restorer/work-dirs.js';
 import { writeCompactedBackend } from './offline.js';
 import { saveCompactedBackend, withSha256Trailer } from './upload.js';
@@ -70,10 +78,10 @@ export interface CompactResult {
   path: 'offline' | 'online' | undefined;
   /** Time to build the compacted backend (offline: fetch, write and check; online: restore and replay). */
   buildMs: number;
-  /** Time to store the new full snapshot (online: compaction, defragmentation and snapshot). */
+  /** Time to store the new full snapshot (online: compaction, defragmentation, the lease bucket and the upload). */
   uploadMs: number;
   totalMs: number;
-  /** Size of the compacted backend (0 when unknown: the online path). */
+  /** Size of the compacted backend. */
   backendBytes: number;
 }
 
@@ -123,72 +131,31 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
   const namingClock = compactedSnapshotClock(clock, listing, plan.targetRevision);
 
   const rc = config.restoration;
-  const cc = config.compactor;
   logger.info({ base: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision }, 'Start compacting');
 
-  let result: Omit<CompactResult, 'totalMs' | 'base' | 'deltas'>;
+  const job: Job = { deps, config, plan, namingClock, compression, isFinal: base.isFinal };
+  let result: BuiltAndStored | undefined;
   // Fails naming --restoration-temp-snapshots-dir when the directory cannot be made (work-dirs.ts).
   const scratchDir = await openScratch(rc.tempDir, 'compact-');
-  const scratch = scratchDir.dir;
   try {
-    try {
-      const built = await writeCompactedBackend(store, plan, {
-        scratch,
-        maxFetchers: rc.maxFetchers,
-        skipHashCheck: rc.skipHashCheck,
-        logger,
-        ...(signal ? { signal } : {}),
-      });
-      const buildMs = Date.now() - started;
-      logger.info(
-        {
-          revision: built.revision,
-          compactRevision: built.compactRevision,
-          deltasApplied: built.deltasApplied,
-          bytes: built.bytes,
-          ms: buildMs,
-        },
-        'Compacted backend written offline',
-      );
-      const uploadStarted = Date.now();
-      const snapshot = await saveCompactedBackend(
-        { store, clock: namingClock, logger, ...(signal ? { signal } : {}) },
-        withSha256Trailer(createReadStream(built.dbPath, { highWaterMark: 1 << 20 })),
-        { revision: built.revision, compression, isFinal: base.isFinal, timeoutMs: cc.snapshotTimeout },
-      );
-      result = {
-        snapshot,
-        revision: built.revision,
-        path: 'offline',
-        buildMs,
-        uploadMs: Date.now() - uploadStarted,
-        backendBytes: built.bytes,
-      };
-    } catch (err) {
-      if (signal?.aborted || !(err instanceof OfflineReplayNotApplicable || err instanceof InconsistentDeltaError)) throw err;
-      logger.warn(
-        { reason: err.message },
-        'the offline compaction cannot write this chain: compacting through a local etcd instead (restore, compact, defragment, snapshot)',
-      );
-      await rm(scratch, { recursive: true, force: true });
-      const { compactThroughEtcd } = await import('./online.js');
-      const binaries = typeof deps.binaries === 'function' ? await deps.binaries() : deps.binaries;
-      const online = await compactThroughEtcd(
-        { store, binaries, logger, clock: namingClock, ...(signal ? { signal } : {}) },
-        config,
-        plan,
-        compression,
-        base.isFinal,
-      );
-      result = {
-        snapshot: online.snapshot,
-        revision: online.revision,
-        path: 'online',
-        buildMs: online.restoreMs,
-        uploadMs: online.uploadMs,
-        backendBytes: 0,
-      };
+    const mode = rc.deltaReplay;
+    if (mode === 'online') {
+      logger.info({}, '--delta-replay=online: compacting through a local etcd (restore, compact, defragment, store)');
+    } else {
+      try {
+        result = await compactOffline(job, scratchDir.dir, started);
+      } catch (err) {
+        // `offline` fails with the writer's reason, as a restore with that mode does.
+        if (signal?.aborted || mode === 'offline' || !(err instanceof OfflineReplayNotApplicable || err instanceof InconsistentDeltaError))
+          throw err;
+        logger.warn(
+          { reason: err.message },
+          'the offline compaction cannot write this chain: compacting through a local etcd instead (restore, compact, defragment, store)',
+        );
+        await rm(scratchDir.dir, { recursive: true, force: true });
+      }
     }
+    result ??= await compactOnline(job);
   } finally {
     await scratchDir.remove();
   }
@@ -202,4 +169,75 @@ export async function compactSnapshots(deps: CompactorDeps, config: CompactConfi
     }
   }
   return { ...result, base, deltas: plan.deltas.length, totalMs: Date.now() - started };
+}
+
+/** What either way needs to build and store the compacted full. */
+interface Job {
+  deps: CompactorDeps;
+  config: CompactConfig;
+  plan: RestorePlan;
+  /** Names the new full after the last delta it folds in (snapshot-time.ts). */
+  namingClock: Clock;
+  compression: CompressionPolicy | undefined;
+  isFinal: boolean;
+}
+
+/** What one of the two ways made and stored. */
+type BuiltAndStored = Omit<CompactResult, 'totalMs' | 'base' | 'deltas'>;
+
+/** The offline writer (offline.ts) in `scratch`, then the upload of its file. */
+async function compactOffline(job: Job, scratch: string, started: number): Promise<BuiltAndStored> {
+  const { deps, config, plan, namingClock, compression, isFinal } = job;
+  const { store, logger, signal } = deps;
+  const rc = config.restoration;
+  const built = await writeCompactedBackend(store, plan, {
+    scratch,
+    maxFetchers: rc.maxFetchers,
+    skipHashCheck: rc.skipHashCheck,
+    restoredLeaseTtlSeconds: restoredLeaseTtlSeconds(rc),
+    logger,
+    ...(signal ? { signal } : {}),
+  });
+  const buildMs = Date.now() - started;
+  logger.info(
+    {
+      revision: built.revision,
+      compactRevision: built.compactRevision,
+      deltasApplied: built.deltasApplied,
+      bytes: built.bytes,
+      leases: built.leases,
+      ms: buildMs,
+    },
+    'Compacted backend written offline',
+  );
+  const uploadStarted = Date.now();
+  const snapshot = await saveCompactedBackend(
+    { store, clock: namingClock, logger, ...(signal ? { signal } : {}) },
+    withSha256Trailer(createReadStream(built.dbPath, { highWaterMark: 1 << 20 })),
+    { revision: built.revision, compression, isFinal, timeoutMs: config.compactor.snapshotTimeout },
+  );
+  return { snapshot, revision: built.revision, path: 'offline', buildMs, uploadMs: Date.now() - uploadStarted, backendBytes: built.bytes };
+}
+
+/** The way through a local etcd (online.ts, loaded only here: it brings the etcd client). */
+async function compactOnline(job: Job): Promise<BuiltAndStored> {
+  const { deps, config, plan, namingClock, compression, isFinal } = job;
+  const { store, logger, signal } = deps;
+  const { compactThroughEtcd } = await import('./online.js');
+  const binaries = typeof deps.binaries === 'function' ? await deps.binaries() : deps.binaries;
+  const online = await compactThroughEtcd(
+    { store, binaries, logger, clock: namingClock, ...(signal ? { signal } : {}) },
+    config,
+    plan,
+    compression,
+    isFinal,
+  );
+  return {
+    snapshot: online.snapshot,
+    revision: online.revision,
+    path: 'online',
+    buildMs: online.restoreMs,
+    uploadMs: online.uploadMs,
+    backendBytes: online.bytes,
+  };
 }

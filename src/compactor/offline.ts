@@ -5,8 +5,11 @@
  * does (src/restorer/compaction.ts). The result is compact by construction: no defragmentation needed.
  * It is checked with our bbolt consistency check before anyone uploads it.
  *
- * Every other bucket (members, leases, auth, the consistent index in `meta`) is copied from the full as it
- * is, so the file is what etcd's `snapshot save` of that member would have held after replay, compaction
+ * The keys keep their lease, and the `lease` bucket gets the leases the head revision's keys name, as a
+ * restore writes them (src/restorer/restored-leases.ts: the full's record, else the TTL a delta recorded,
+ * else `--restored-lease-ttl`); upstream's compaction writes the deltas' keys without their lease.
+ * Every other bucket (members, auth, the consistent index in `meta`) is copied from the full as it is, so
+ * the file is what etcd's `snapshot save` of that member would have held after a restore of ours, compaction
  * and defragmentation: a restore of it (etcd's own or ours) rewrites membership as for any full snapshot.
  */
 import { CodedError, EtcdbrError, errorCode } from '../errors.js';
@@ -19,6 +22,7 @@ import { FullSnapshotIntegrityError, FullSnapshotVerifier, SHA256_SIZE } from '.
 import { BoltError } from '../bbolt/db.js';
 import { fetchDeltasInOrder } from '../restorer/fetch.js';
 import { replayDeltasOffline } from '../restorer/offline-replay.js';
+import { noLeases, type LeaseCounts } from '../restorer/lease-bucket.js';
 import type { RestorePlan } from '../restorer/plan.js';
 import { logOverlap } from '../restorer/replay-progress.js';
 import { verifyRestoredBackend } from '../restorer/verify-backend.js';
@@ -43,6 +47,8 @@ export interface OfflineCompactionOptions {
   maxFetchers: number;
   /** `--skip-hash-check`: take the full without checking its sha256 trailer (as etcd's restore does then). */
   skipHashCheck: boolean;
+  /** `--restored-lease-ttl` in seconds: the TTL of a lease the keys name whose TTL neither the full nor a delta holds. */
+  restoredLeaseTtlSeconds: number;
   logger: Logger;
   signal?: AbortSignal;
 }
@@ -58,6 +64,8 @@ export interface OfflineCompaction {
   revisionsApplied: number;
   /** Size of the compacted backend file. */
   bytes: number;
+  /** What the `lease` bucket got: the full's leases kept, the leases created with a recorded or the default TTL. */
+  leases: LeaseCounts;
 }
 
 /**
@@ -92,6 +100,7 @@ export async function writeCompactedBackend(
       targetRevision: plan.targetRevision,
       // Upstream compacts at the revision it restored to: the head of the chain.
       compactRevision: plan.targetRevision,
+      leases: { defaultTtlSeconds: opts.restoredLeaseTtlSeconds },
       logger,
       ...(signal ? { signal } : {}),
     });
@@ -113,6 +122,7 @@ export async function writeCompactedBackend(
     deltasApplied: replayed.deltasApplied,
     revisionsApplied: replayed.revisionsApplied,
     bytes: replayed.bytes,
+    leases: replayed.leases ?? noLeases(),
   };
 }
 

@@ -1,12 +1,14 @@
 /**
- * The fallback of `compact` for a chain the offline writer cannot write (compactor.ts says when): the chain
- * is restored into a throw-away data dir with a local etcd kept running, compacted at its head revision
- * (physical), optionally defragmented, and snapshotted back into the store. This is how upstream's
- * `pkg/compactor/compactor.go` does every compaction. Loaded only when needed (it brings the etcd client).
+ * The fallback of `compact` for a chain the offline writer cannot write, and its way with
+ * `--delta-replay=online` (compactor.ts says when): the chain is restored into a throw-away data dir with a
+ * local etcd kept running, compacted at its head revision (physical), optionally defragmented, and its
+ * backend stored as the new full snapshot once etcd has stopped. This is how upstream's
+ * `pkg/compactor/compactor.go` does every compaction, but the keys keep their lease (as in a restore of
+ * ours). Loaded only when needed (it brings the etcd client).
  */
 import { EtcdbrError } from '../errors.js';
 import { createReadStream } from 'node:fs';
-import { rm } from 'node:fs/promises';
+import { rm, stat } from 'node:fs/promises';
 import path from 'node:path';
 import type { CompressionPolicy, Logger, SnapStore, Snapshot } from '@etcdbrctl/snapstore';
 import type { Clock } from '../clock.js';
@@ -14,7 +16,7 @@ import { type EtcdBinaries, type LocalEtcd, connectLocalEtcd, type EtcdClient } 
 import type { RestorePlan } from '../restorer/plan.js';
 import { backendPath, executeRestore, restoreSettings } from '../restorer/restore.js';
 import { reenableAuth } from '../restorer/replay-etcd.js';
-import { takeFullSnapshot } from '../snapshotter/full-snapshot.js';
+import { verifyRestoredBackend } from '../restorer/verify-backend.js';
 import type { CompactorConfig, RestorationConfig } from '../config/types.js';
 import { saveCompactedBackend, withSha256Trailer } from './upload.js';
 
@@ -34,10 +36,12 @@ export interface OnlineCompaction {
   revision: number;
   restoreMs: number;
   uploadMs: number;
+  /** Size of the stored backend (without its sha256 trailer). */
+  bytes: number;
 }
 
 /**
- * Restores, compacts and snapshots through a local etcd. The data dir `.part` and the local etcd are gone
+ * Restores, compacts and stores through a local etcd. The data dir `.part` and the local etcd are gone
  * afterwards either way; nothing is stored unless the whole snapshot verified.
  */
 export async function compactThroughEtcd(
@@ -55,11 +59,12 @@ export async function compactThroughEtcd(
   const started = Date.now();
   let etcd: LocalEtcd | undefined;
   let client: EtcdClient | undefined;
-  // The compacted snapshot has its keys without their lease, as upstream's (no restoredLeaseTtlSeconds).
-  const { restoredLeaseTtlSeconds: _leases, ...settings } = restoreSettings(rc);
   try {
     const restored = await executeRestore(store, plan, {
-      ...settings,
+      ...restoreSettings(rc),
+      // Through etcd, whatever --delta-replay says (compactor.ts chose this way): the online replay holds every
+      // lease with a replay-long TTL, so none expires while etcd runs and deletes keys at revisions of its own.
+      deltaReplay: 'online',
       binaries: deps.binaries,
       dataDir,
       tempDir: path.resolve(rc.tempDir),
@@ -76,29 +81,30 @@ export async function compactThroughEtcd(
     if (cc.defragment) await defragment(client, cc.defragTimeout, logger);
     signal?.throwIfAborted();
     const uploadStarted = Date.now();
-    let snapshot: Snapshot;
+    // Not etcd's snapshot stream: its `lease` bucket has the replay's TTLs, and with an auth-enabled base, auth
+    // off (upstream stores that: it re-enables auth only when its embedded etcd closes, after the snapshot).
+    // Instead etcd stops, the backend gets the restore's `lease` bucket and auth back on, and that file, what
+    // the snapshot stream would contain, is stored with its sha256 trailer.
+    client.close();
+    client = undefined;
+    await etcd.stop();
+    const db = backendPath(partDir);
+    if (restored.leases) {
+      const leases = await restored.leases.writeBucket(db, signal);
+      logger.info({ leases }, 'leases of the compacted backend written');
+    }
     if (restored.authDisabledForReplay) {
-      // The restore switched etcd auth off for the replay. A snapshot of the running etcd would carry auth
-      // off into every later restore (upstream does that: it re-enables auth only when its embedded etcd
-      // closes, after the snapshot). Instead: stop etcd, switch auth back on in its backend, and store that
-      // backend file, which is what etcd's snapshot stream contains, with its sha256 trailer.
-      client.close();
-      client = undefined;
-      await etcd.stop();
       await reenableAuth(partDir);
       logger.info({}, 'base snapshot has etcd auth enabled: storing the compacted backend with auth switched back on');
-      snapshot = await saveCompactedBackend(
-        { store, clock, logger, ...(signal ? { signal } : {}) },
-        withSha256Trailer(createReadStream(backendPath(partDir), { highWaterMark: 1 << 20 })),
-        { revision, compression, isFinal, timeoutMs: cc.snapshotTimeout },
-      );
-    } else {
-      snapshot = await takeFullSnapshot(
-        { client, store, compression, now: () => clock.now(), logger },
-        { isFinal, snapshotTimeoutMs: cc.snapshotTimeout, connectionTimeoutMs: REVISION_READ_TIMEOUT_MS, ...(signal ? { signal } : {}) },
-      );
     }
-    return { snapshot, revision: snapshot.lastRevision, restoreMs, uploadMs: Date.now() - uploadStarted };
+    await verifyRestoredBackend(db);
+    const bytes = (await stat(db)).size;
+    const snapshot = await saveCompactedBackend(
+      { store, clock, logger, ...(signal ? { signal } : {}) },
+      withSha256Trailer(createReadStream(db, { highWaterMark: 1 << 20 })),
+      { revision, compression, isFinal, timeoutMs: cc.snapshotTimeout },
+    );
+    return { snapshot, revision, restoreMs, uploadMs: Date.now() - uploadStarted, bytes };
   } finally {
     client?.close();
     await etcd?.stop();

@@ -172,12 +172,15 @@ export const COMMAND_SPECS: { readonly [N in CommandName]: CommandSpec<N> } = {
   compact: {
     name: 'compact',
     short: 'fold the latest full and delta snapshots into one new full snapshot',
-    // docs/how-it-works.md "How `compact` works": offline since the offline writer; the etcd path is only the fallback.
+    // docs/how-it-works.md "How `compact` works": offline since the offline writer; the etcd path is the fallback
+    // (or --delta-replay=online).
     long:
       'Folds the newest full snapshot and the delta snapshots after it into one new full snapshot compacted at the last ' +
       'revision, written from the snapshot files without an etcd process (scratch space in ' +
-      '--restoration-temp-snapshots-dir), and stores it. Only a chain the offline writer cannot write is compacted ' +
-      'through a local etcd in <--data-dir>.part, which is then defragmented (--defragment) and snapshotted.',
+      '--restoration-temp-snapshots-dir), and stores it. Only a chain the offline writer cannot write (or any chain ' +
+      'with --delta-replay=online) is compacted through a local etcd in <--data-dir>.part, which is then defragmented ' +
+      '(--defragment) and stored. Keys keep their lease, as in a restore: a lease whose TTL no snapshot holds gets ' +
+      '--restored-lease-ttl.',
     configFile: false,
     uses: [common, use(restorationGroup, ['restorationConfig']), primaryStore, encryption, use(compactorGroup, ['compactorConfig'])],
   },

@@ -122,7 +122,7 @@ export interface RestorationConfig {
   skipHashCheck: boolean;
   /** `--delta-replay` (ours): auto, offline or online. */
   deltaReplay: 'auto' | 'offline' | 'online';
-  /** `--restored-lease-ttl` (ours): the TTL a restore gives a lease whose TTL no delta recorded. */
+  /** `--restored-lease-ttl` (ours): the TTL a restore or compact gives a lease whose TTL no snapshot holds. */
   restoredLeaseTtl: DurationMs;
 }
 

@@ -18,8 +18,8 @@ export interface MvccKeyValue {
   version: number;
   value: Buffer;
   /**
-   * The lease ID (decimal int64; '0' or absent: none). A restore keeps it (restored-leases.ts); `compact` leaves
-   * it out, as the compacted snapshot upstream takes through etcd has its keys without their lease.
+   * The lease ID (decimal int64; '0' or absent: none). A restore and `compact` keep it (restored-leases.ts);
+   * upstream's write the deltas' keys without their lease.
    */
   lease?: string;
 }

@@ -72,7 +72,7 @@ export interface OfflineReplayInput {
   /**
    * Keep each key's lease (a restore; restored-leases.ts): the keys are written with it, and the leases the
    * restored revision's keys name are created in the `lease` bucket with the TTL a delta recorded, else
-   * `defaultTtlSeconds`. Without it the keys are written without their lease (`compact`, as upstream's).
+   * `defaultTtlSeconds`. Without it the keys are written without their lease (as upstream's restore and compact).
    */
   leases?: { defaultTtlSeconds: number };
 }

@@ -12,7 +12,9 @@ import { REPLAY_CALL_TIMEOUT_MS } from './replay-deadline.js';
 import { restoreBase } from './base.js';
 import { checkRestored } from './check.js';
 import type { RestorePlan } from './plan.js';
+import type { OnlineLeases } from './online-leases.js';
 import { replayDeltas, type DeltaReplayMode } from './replay.js';
+import { restoredLeaseTtlSeconds } from './restored-leases.js';
 import type { ReplayEtcd } from './replay-etcd.js';
 import { recoverInterruptedSwap, swapInto } from './swap.js';
 import { backendPath, openScratch, partDirOf, refuseNonEmptyDataDir } from './work-dirs.js';
@@ -47,7 +49,7 @@ export interface RestoreOptions {
   /**
    * Keep each restored key's lease, and create the leases the restored revision's keys name, with the TTL a
    * delta recorded, else this one (restored-leases.ts; `--restored-lease-ttl`). Absent: keys are written
-   * without their lease (`compact`, as upstream's).
+   * without their lease, as upstream's restore writes them (every command of ours passes it).
    */
   restoredLeaseTtlSeconds?: number;
   /**
@@ -97,7 +99,7 @@ export function restoreSettings(rc: RestorationConfig): RestoreSettings {
     maxRequestBytes: rc.maxRequestBytes,
     maxTxnOps: rc.maxTxnOps,
     deltaReplay: rc.deltaReplay,
-    restoredLeaseTtlSeconds: Math.round(rc.restoredLeaseTtl / 1000),
+    restoredLeaseTtlSeconds: restoredLeaseTtlSeconds(rc),
   };
 }
 
@@ -117,6 +119,12 @@ export interface RestoreResult {
    * (Without deltas no etcd runs and auth is left as the base has it; this stays false.)
    */
   authDisabledForReplay: boolean;
+  /**
+   * Only with `keepEtcdRunning`, after an online replay that keeps leases: the replay etcd holds them with a
+   * replay-long TTL (online-leases.ts), so the caller stops etcd and then writes the `lease` bucket
+   * (`OnlineLeases.writeBucket`), as this restore does itself otherwise.
+   */
+  leases?: OnlineLeases;
 }
 
 /**
@@ -179,6 +187,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     if (opts.keepEtcdRunning && etcd) {
       // The caller keeps using this etcd; it serves `.part` until the caller stops it and renames.
       result.etcd = etcd.handOver();
+      if (replayed.leases) result.leases = replayed.leases;
       etcd = undefined;
     } else {
       await etcd?.stop();

@@ -1,5 +1,6 @@
 /**
- * Which leases a restore creates, and with which TTL (docs/how-it-works.md "How a restore works", Leases). The
+ * Which leases a restore creates, and with which TTL (docs/how-it-works.md "How a restore works", Leases;
+ * `compact` writes them the same way into the compacted snapshot). The
  * deltas name each key's lease, and ours the lease's granted TTL (DeltaEvent.leaseTTL); a lease revoke or
  * expiry shows only as deletes of its keys. So a lease is created when a key's newest event at the restored
  * revision is a put naming it, and the base snapshot's lease bucket does not hold it already (those stay as
@@ -10,6 +11,16 @@
  * (key-states.ts), the online one by the key. It holds one entry per key whose newest put names a lease
  * (none for a chain without leases), a count per lease and the TTLs the deltas recorded.
  */
+
+import type { RestorationConfig } from '../config/types.js';
+
+/**
+ * `--restored-lease-ttl` in seconds: the TTL a restore (and `compact`) gives a lease whose TTL neither the
+ * base full snapshot nor a delta holds. The flag is validated as whole seconds; the rounding only keeps a config file's value an integer.
+ */
+export function restoredLeaseTtlSeconds(rc: Pick<RestorationConfig, 'restoredLeaseTtl'>): number {
+  return Math.round(rc.restoredLeaseTtl / 1000);
+}
 
 /** A lease to create: its ID (decimal int64) and TTL in seconds. */
 export interface RestoredLease {

@@ -1,8 +1,9 @@
 /**
  * The compactor against the upstream v0.23 stores: the new full snapshot, written offline with no etcd
- * process, restores to exactly the source's final state (expected.json, leases aside), becomes the latest
- * full, and matches upstream's own compacted snapshot of the same chain. Failure paths leave the store and
- * the disk as they were. (compact-vs-etcd.test.ts compares with a compaction through etcd.)
+ * process, restores to exactly the source's final state (expected.json, leases included), becomes the latest
+ * full, and matches upstream's own compacted snapshot of the same chain but for the leases upstream drops.
+ * Failure paths leave the store and the disk as they were. (compact-vs-etcd.test.ts compares with a
+ * compaction through etcd.)
  */
 import { createHash } from 'node:crypto';
 import { cp, mkdir, readdir, readFile, rename, rm, stat, unlink, writeFile } from 'node:fs/promises';
@@ -179,32 +180,66 @@ describe('compact on the upstream v0.23 stores', () => {
 
     const got = await restoreAndDump(store, dir);
     expect(got.revision).toBe(expected.revision);
-    expect(withoutLeases(got.kvs)).toEqual(withoutLeases(expected.kvs));
+    if (name === 'compacted-gzip') {
+      // Its newest full is upstream's compacted one (no delta after it), which lost the leases of the keys its deltas wrote.
+      expect(withoutLeases(got.kvs)).toEqual(withoutLeases(expected.kvs));
+    } else {
+      // Every key keeps its lease, those written in a delta too.
+      expect(got.kvs).toEqual(expected.kvs);
+    }
   });
 
-  it("gzip chain: ours equals upstream's own compacted snapshot (compacted-gzip), leases and compacted history included", async () => {
+  it("gzip chain: ours equals upstream's own compacted snapshot (compacted-gzip), compacted history included, but keeps the leases upstream drops", async () => {
     const dir = await tempDir('vs-upstream');
     const upstreamName = 'Full-00000000-00000400-1795219493.gz';
     // The chain upstream compacted: its store without the compacted full it wrote.
-    const ours = await compatCopy('compacted-gzip', dir);
+    const oursStore = await compatCopy('compacted-gzip', dir);
     await unlink(join(dir, 'store', 'v2', upstreamName));
     const theirsRoot = join(dir, 'theirs');
     await cp(join(COMPAT, 'compacted-gzip', 'snapstore', 'v2', upstreamName), join(theirsRoot, 'v2', upstreamName));
     const theirs = await localStore(theirsRoot, dir);
 
+    // A TTL of no lease of the source's: the leases the Go-written deltas name (they record no TTL) get it.
+    const leaseTtl = 77;
     const result = await compactSnapshots(
-      { store: ours, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW) },
-      config(dir),
+      { store: oursStore, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW) },
+      { ...config(dir), restoration: restoration(dir, { restoredLeaseTtl: leaseTtl * 1000 }) },
     );
     expect(result.snapshot?.snapName).toBe(`Full-00000000-00000400-${NOW.getTime() / 1000}.gz`);
 
-    const historyGone = async (client: Etcd3) => {
+    const expected = JSON.parse(readFileSync(join(COMPAT, 'compacted-gzip', 'expected.json'), 'utf8')) as EtcdDump;
+    /** The leases that keys name in the source (expected.json). */
+    const sourceLeases = [...new Set(expected.kvs.map((kv) => kv.lease).filter((l) => l !== '0'))];
+    const leasesSeen = new Map<string, Array<{ ttl: number; grantedTtl: number; keys: number }>>();
+    const historyGoneAndLeases = (who: string) => async (client: Etcd3) => {
       // Both snapshots carry compacted history: an old revision is not readable any more.
       await expect(client.get('x').revision(2).exec()).rejects.toThrow(/compacted/);
+      const c = ours(client);
+      leasesSeen.set(who, await Promise.all(sourceLeases.map((id) => c.leaseTimeToLive(id, { keys: true }))));
     };
-    const mine = await restoreAndDump(ours, dir, historyGone);
-    const upstream = await restoreAndDump(theirs, dir, historyGone);
-    expect(mine).toEqual(upstream);
+    const mine = await restoreAndDump(oursStore, dir, historyGoneAndLeases('ours'));
+    const upstream = await restoreAndDump(theirs, dir, historyGoneAndLeases('upstream'));
+
+    // Where upstream and we agree: the revision, every key, value, create/mod revision and version.
+    expect(mine.revision).toBe(upstream.revision);
+    expect(withoutLeases(mine.kvs)).toEqual(withoutLeases(upstream.kvs));
+    // Ours has the source's leases, all of them (expected.json); upstream's only the base's (the 7200 s preload lease).
+    expect(mine.kvs).toEqual(expected.kvs);
+    const differ = mine.kvs.filter((kv, i) => kv.lease !== upstream.kvs[i]!.lease);
+    expect(differ.length).toBeGreaterThan(0);
+    for (const kv of differ) expect(upstream.kvs.find((u) => u.key === kv.key)?.lease).toBe('0');
+    expect(mine.kvs.filter((kv) => kv.lease !== '0').length).toBeGreaterThan(differ.length);
+    // The leases exist in the member restored from ours: the base's with its TTL, the deltas' with --restored-lease-ttl.
+    const deltaLeases = new Set(differ.map((kv) => kv.lease));
+    sourceLeases.forEach((id, i) => {
+      const keys = expected.kvs.filter((kv) => kv.lease === id).length;
+      const seen = leasesSeen.get('ours')![i]!;
+      expect(seen).toMatchObject({ keys, grantedTtl: deltaLeases.has(id) ? leaseTtl : 7200 });
+      expect(seen.ttl).toBeGreaterThan(0);
+      // Upstream's compacted snapshot has no record of a lease only a delta named.
+      if (deltaLeases.has(id)) expect(leasesSeen.get('upstream')![i]!.ttl).toBe(-1);
+      else expect(leasesSeen.get('upstream')![i]!).toMatchObject({ keys, grantedTtl: 7200 });
+    });
   });
 });
 
@@ -450,79 +485,152 @@ describe('compact: nothing to do and failures', () => {
   });
 });
 
-describe('compact: a base snapshot with etcd auth enabled', () => {
-  it('the compacted full keeps auth enabled (the offline writer copies the auth buckets as they are) and holds the replayed data', async () => {
-    const dir = await tempDir('auth');
-    const store = await localStore(join(dir, 'store'), dir);
-    const root = { username: 'root', password: 'r00t-pw' };
-    const src = await startTestEtcd();
-    cleanups.push(() => src.cleanup());
-    const setup = new Etcd3({ hosts: src.clientUrl });
-    await setup.user(root.username).create(root.password);
-    await setup.user(root.username).addRole('root');
-    for (let i = 0; i < 20; i++) await setup.put(`/a/${i}`).value(`v${i}`);
-    await setup.auth.authEnable({});
-    setup.close();
-    const admin = new Etcd3({ hosts: src.clientUrl, auth: root });
-    let baseSnap: Snapshot;
-    try {
-      baseSnap = await takeFullSnapshot(
-        { client: ours(admin), store, compression: 'gzip', now: () => new Date(NOW.getTime() - 60_000), logger: recordingLogger() },
-        { isFinal: false, snapshotTimeoutMs: 30_000, connectionTimeoutMs: 5_000 },
-      );
-    } finally {
-      admin.close();
-    }
-    // Two deltas after the base: overwrites and a new key.
-    let rev = baseSnap.lastRevision;
-    for (let d = 0; d < 2; d++) {
-      const buf = new DeltaBuffer();
-      const start = rev + 1;
-      for (let i = 0; i < 3; i++) {
-        rev++;
-        buf.append({
-          type: 'PUT',
-          key: Buffer.from(`/a/${i}`),
-          value: Buffer.from(`w${rev}`),
-          createRevision: 2 + i,
-          modRevision: rev,
-          version: d + 2,
-          lease: '0',
-          time: '2026-01-01T00:00:00Z',
-        });
-      }
-      await saveDeltaSnapshot(store, buf.take()!, start, 'gzip', new Date(NOW.getTime() - 50_000 + d * 1000));
-    }
+describe('compact: --delta-replay picks the way, and both keep leases', () => {
+  /** The `none` store's base with one delta the offline writer refuses (a new key at version 3). */
+  async function refusedChain(dir: string): Promise<SnapStore> {
+    const root = join(dir, 'store');
+    const store = await localStore(root, dir);
+    const base = 'Full-00000000-00000283-1795219380';
+    await cp(join(COMPAT, 'none', 'snapstore', 'v2', base), join(root, 'v2', base));
+    const buf = new DeltaBuffer();
+    buf.append({
+      type: 'PUT',
+      key: Buffer.from('/odd'),
+      value: Buffer.from('v'),
+      createRevision: 284,
+      modRevision: 284,
+      version: 3,
+      lease: '0',
+      time: '2026-01-01T00:00:00Z',
+    });
+    await saveDeltaSnapshot(store, buf.take()!, 284, 'gzip', new Date(1795219380_000 + 1000));
+    return store;
+  }
 
+  it('offline: a chain the writer refuses fails with its reason, nothing stored, no etcd needed', async () => {
+    const dir = await tempDir('mode-offline');
+    const store = await refusedChain(dir);
+    const before = await fingerprint(store);
+    const offline = { ...config(dir), restoration: restoration(dir, { deltaReplay: 'offline' }) };
+    await expect(
+      compactSnapshots({ store, binaries: noEtcd, logger: recordingLogger(), clock: new FakeClock(NOW) }, offline),
+    ).rejects.toThrow(/puts key "\/odd" with create revision 284 and version 3/);
+    expect(await fingerprint(store)).toEqual(before);
+    await expectCleanedUp(dir);
+  });
+
+  it("online: through a local etcd at once; the keys keep their lease, the deltas' leases get --restored-lease-ttl", async () => {
+    const name = 'gzip';
+    const expected = JSON.parse(readFileSync(join(COMPAT, name, 'expected.json'), 'utf8')) as EtcdDump;
+    const dir = await tempDir('mode-online');
+    const store = await compatCopy(name, dir);
     const logger = recordingLogger();
-    const result = await compactSnapshots({ store, binaries: noEtcd, logger, clock: new FakeClock(NOW) }, config(dir));
-    expect(result.snapshot?.snapName).toBe(`Full-00000000-${String(rev).padStart(8, '0')}-${NOW.getTime() / 1000}.gz`);
-    expect(result.path).toBe('offline');
+    const online = { ...config(dir), restoration: restoration(dir, { deltaReplay: 'online', restoredLeaseTtl: 77_000 }) };
+    const result = await compactSnapshots({ store, binaries: etcdBinaries, logger, clock: new FakeClock(NOW) }, online);
+    expect(result.path).toBe('online');
+    expect(result.revision).toBe(expected.revision);
+    expect(result.backendBytes).toBeGreaterThan(0);
+    expect(logger.lines).toContainEqual(expect.objectContaining({ level: 'info', msg: expect.stringMatching(/--delta-replay=online/) }));
     await expectCleanedUp(dir);
 
-    // The restore of the compacted full needs no replay (auth untouched): anonymous refused, root served.
-    const binaries = await etcdBinaries();
-    const dataDir = join(dir, 'restored');
-    await executeRestore(
-      store,
-      planRestore(await store.list()),
-      restoreOptions(binaries, dir, { dataDir, tempDir: join(dir, 'verify-tmp') }),
-    );
-    expect(await readAuthEnabled(backendPath(dataDir))).toBe(true);
-    const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
-    const anon = new Etcd3({ hosts: etcd.clientUrl });
-    const authed = new Etcd3({ hosts: etcd.clientUrl, auth: root });
-    try {
-      await expect(anon.get('/a/0').string()).rejects.toThrow(/user name is empty/);
-      expect(await authed.get('/a/0').string()).toBe(`w${rev - 2}`);
-      expect(await authed.get('/a/19').string()).toBe('v19');
-      const res = await authed.get('/a/1').exec();
-      expect(Number(res.header.revision)).toBe(rev);
-      expect(Number(res.kvs[0]?.mod_revision)).toBe(rev - 1);
-    } finally {
-      anon.close();
-      authed.close();
-      await etcd.stop();
-    }
+    // The base's leased key keeps the base's lease (its TTL, 7200 s); the lease only the deltas name gets 77 s.
+    const leaseIds = [...new Set(expected.kvs.map((kv) => kv.lease).filter((l) => l !== '0'))];
+    let seen: Array<{ ttl: number; grantedTtl: number; keys: number }> = [];
+    const got = await restoreAndDump(store, dir, async (client) => {
+      await expect(
+        client
+          .get('x')
+          .revision(expected.revision - 1)
+          .exec(),
+      ).rejects.toThrow(/compacted/);
+      const c = ours(client);
+      seen = await Promise.all(leaseIds.map((id) => c.leaseTimeToLive(id, { keys: true })));
+    });
+    expect(got).toEqual(expected);
+    expect(seen.map((l) => l.grantedTtl).sort((a, b) => a - b)).toEqual([77, 7200]);
+    leaseIds.forEach((id, i) => expect(seen[i]!.keys).toBe(expected.kvs.filter((kv) => kv.lease === id).length));
   });
+});
+
+describe('compact: a base snapshot with etcd auth enabled', () => {
+  it.each(['offline', 'online'] as const)(
+    '%s: the compacted full keeps auth enabled (offline: the auth buckets copied as they are; online: auth back on before it is stored) and holds the replayed data',
+    async (way) => {
+      const dir = await tempDir(`auth-${way}`);
+      const store = await localStore(join(dir, 'store'), dir);
+      const root = { username: 'root', password: 'r00t-pw' };
+      const src = await startTestEtcd();
+      cleanups.push(() => src.cleanup());
+      const setup = new Etcd3({ hosts: src.clientUrl });
+      await setup.user(root.username).create(root.password);
+      await setup.user(root.username).addRole('root');
+      for (let i = 0; i < 20; i++) await setup.put(`/a/${i}`).value(`v${i}`);
+      await setup.auth.authEnable({});
+      setup.close();
+      const admin = new Etcd3({ hosts: src.clientUrl, auth: root });
+      let baseSnap: Snapshot;
+      try {
+        baseSnap = await takeFullSnapshot(
+          { client: ours(admin), store, compression: 'gzip', now: () => new Date(NOW.getTime() - 60_000), logger: recordingLogger() },
+          { isFinal: false, snapshotTimeoutMs: 30_000, connectionTimeoutMs: 5_000 },
+        );
+      } finally {
+        admin.close();
+      }
+      // Two deltas after the base: overwrites and a new key.
+      let rev = baseSnap.lastRevision;
+      for (let d = 0; d < 2; d++) {
+        const buf = new DeltaBuffer();
+        const start = rev + 1;
+        for (let i = 0; i < 3; i++) {
+          rev++;
+          buf.append({
+            type: 'PUT',
+            key: Buffer.from(`/a/${i}`),
+            value: Buffer.from(`w${rev}`),
+            createRevision: 2 + i,
+            modRevision: rev,
+            version: d + 2,
+            lease: '0',
+            time: '2026-01-01T00:00:00Z',
+          });
+        }
+        await saveDeltaSnapshot(store, buf.take()!, start, 'gzip', new Date(NOW.getTime() - 50_000 + d * 1000));
+      }
+
+      const logger = recordingLogger();
+      const result = await compactSnapshots(
+        { store, binaries: way === 'offline' ? noEtcd : etcdBinaries, logger, clock: new FakeClock(NOW) },
+        { ...config(dir), restoration: restoration(dir, { deltaReplay: way }) },
+      );
+      expect(result.snapshot?.snapName).toBe(`Full-00000000-${String(rev).padStart(8, '0')}-${NOW.getTime() / 1000}.gz`);
+      expect(result.path).toBe(way);
+      await expectCleanedUp(dir);
+
+      // The restore of the compacted full needs no replay (auth untouched): anonymous refused, root served.
+      const binaries = await etcdBinaries();
+      const dataDir = join(dir, 'restored');
+      await executeRestore(
+        store,
+        planRestore(await store.list()),
+        restoreOptions(binaries, dir, { dataDir, tempDir: join(dir, 'verify-tmp') }),
+      );
+      expect(await readAuthEnabled(backendPath(dataDir))).toBe(true);
+      const etcd = await startLocalEtcd({ binaries, dataDir, name: 'default', extraArgs: [...SINGLE_MEMBER_RAFT_ARGS] });
+      const anon = new Etcd3({ hosts: etcd.clientUrl });
+      const authed = new Etcd3({ hosts: etcd.clientUrl, auth: root });
+      try {
+        await expect(anon.get('/a/0').string()).rejects.toThrow(/user name is empty/);
+        expect(await authed.get('/a/0').string()).toBe(`w${rev - 2}`);
+        expect(await authed.get('/a/19').string()).toBe('v19');
+        const res = await authed.get('/a/1').exec();
+        expect(Number(res.header.revision)).toBe(rev);
+        expect(Number(res.kvs[0]?.mod_revision)).toBe(rev - 1);
+      } finally {
+        anon.close();
+        authed.close();
+        await etcd.stop();
+      }
+    },
+  );
 });

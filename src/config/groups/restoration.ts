@@ -77,7 +77,7 @@ export const restorationGroup = defineGroup<RestorationConfig>({
       type: 'duration',
       flag: 'restored-lease-ttl',
       usage:
-        'TTL a restore gives a lease that keys name at the restored revision when no delta snapshot recorded its TTL (deltas written by the Go tool); whole seconds, at least 1s',
+        'TTL a restore, or compact, gives a lease that keys name at the restored (compact: the newest) revision when neither the full snapshot nor a delta snapshot holds its TTL (deltas written by the Go tool); whole seconds, at least 1s',
     },
   },
   defaults: () => ({
