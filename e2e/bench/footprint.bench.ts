@@ -133,8 +133,20 @@ interface Spawned {
   logTail(): string;
   /** Every log line so far that matches `keepLines` (spawnSubject's option), with the sampler's time it came at. */
   keptLines(): Array<{ t: number; line: string }>;
+  /**
+   * How many snapshots the Go tool has logged as completely written so far. Its Local store writes a snapshot
+   * straight to its final name, so the store (and its /snapshot/latest) lists one while it is being written: a
+   * v0.43.0 run's start-up full was taken for done while it was still compressing (the on-demand full then
+   * answered 500, "snapshotter is not active"), and a SIGTERM after its last delta appeared in the store left
+   * that delta a truncated gzip stream. Ours writes a temp file and renames it: its listing is the witness.
+   */
+  goSaved: { full: number; delta: number };
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
+
+/** The Go tool's log lines after a snapshot is written whole (etcd-backup-restore's snapshotter.go). */
+const GO_FULL_SAVED = /Successfully saved full snapshot at/;
+const GO_DELTA_SAVED = /Total time to save delta snapshot/;
 
 function spawnSubject(subject: Subject, args: string[], env: NodeJS.ProcessEnv, cwd: string, keepLines?: RegExp): Spawned {
   // The AWS SDK v2 of the Go tool v0.41 and later refuses an S3 store configured from a credentials file while
@@ -154,12 +166,16 @@ function spawnSubject(subject: Subject, args: string[], env: NodeJS.ProcessEnv, 
   let tail = '';
   const kept: Array<{ t: number; line: string }> = [];
   let partial = '';
+  const goSaved = { full: 0, delta: 0 };
   const keep = (d: string): void => {
     tail = (tail + d).slice(-16 * 1024);
-    if (!keepLines) return;
     const lines = (partial + d).split('\n');
     partial = lines.pop()!;
-    for (const l of lines) if (keepLines.test(l)) kept.push({ t: sampler.now(), line: l });
+    for (const l of lines) {
+      if (keepLines?.test(l)) kept.push({ t: sampler.now(), line: l });
+      if (GO_FULL_SAVED.test(l)) goSaved.full++;
+      else if (GO_DELTA_SAVED.test(l)) goSaved.delta++;
+    }
   };
   child.stdout?.setEncoding('utf8').on('data', keep);
   child.stderr?.setEncoding('utf8').on('data', keep);
@@ -176,6 +192,7 @@ function spawnSubject(subject: Subject, args: string[], env: NodeJS.ProcessEnv, 
     exited,
     logTail: () => tail,
     keptLines: () => [...kept],
+    goSaved,
     async stop(signal = 'SIGTERM') {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       const t = setTimeout(() => child.kill('SIGKILL'), 30_000);
@@ -295,12 +312,12 @@ async function latest(url: string): Promise<{ full?: { lastRevision: number }; l
 }
 
 /** The start-up full snapshot (a fresh store has none): waited for, so the measured one is the bench's own. */
-async function startupFull(server: Server, timeoutMs: number): Promise<void> {
-  await waitFor(async () => ((await latest(server.url)).full ? true : undefined), 'the start-up full snapshot', timeoutMs, 250).catch(
-    (err: unknown) => {
-      throw new Error(`${(err as Error).message}:\n${server.logTail()}`);
-    },
-  );
+async function startupFull(server: Server, subject: Subject, timeoutMs: number): Promise<void> {
+  const done = async (): Promise<true | undefined> =>
+    (await latest(server.url)).full && (subject.name !== 'go' || server.goSaved.full > 0) ? true : undefined;
+  await waitFor(done, 'the start-up full snapshot', timeoutMs, 250).catch((err: unknown) => {
+    throw new Error(`${(err as Error).message}:\n${server.logTail()}`);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -489,7 +506,7 @@ async function fullCases(env: Env, subs: Subject[]): Promise<void> {
             dir,
           );
           try {
-            await startupFull(server, 30 * 60_000);
+            await startupFull(server, s, 30 * 60_000);
             const startupPeak = server.sampler.window(0).peakMiB;
             await sleep(Math.min(10_000, settleSeconds * 1000));
             server.sampler.sample();
@@ -625,7 +642,7 @@ async function deltaCase(env: Env, subs: Subject[]): Promise<void> {
       );
       let load: PutLoadResult;
       try {
-        await startupFull(server, 120_000);
+        await startupFull(server, s, 120_000);
         await sleep(5_000);
         server.sampler.sample();
         const before = server.sampler.window(server.sampler.now() - 1000).lastMiB;
@@ -641,6 +658,12 @@ async function deltaCase(env: Env, subs: Subject[]): Promise<void> {
           `${s.name}: deltas up to revision ${load.lastRevision}`,
           60_000,
         );
+        // The Go tool lists a delta while it writes it: wait until it has logged every listed one as written.
+        if (s.name === 'go') {
+          const listed = async (): Promise<number> =>
+            (await readdir(root, { recursive: true })).filter((f) => path.basename(f).startsWith('Incr-')).length;
+          await waitFor(async () => (server.goSaved.delta >= (await listed()) ? true : undefined), 'go: every listed delta written');
+        }
         const during = server.sampler.window(t0);
         record(s, 'delta', 'puts/s reached', '/s', load.putsPerSecond);
         // CPU from the first put to the last delta stored, per 1,000 puts: what capturing a write costs.
