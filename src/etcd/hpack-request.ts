@@ -34,9 +34,9 @@ const SCHEME_HTTP = 6;
 const AUTHORITY = 1;
 const PATH = 4;
 const CONTENT_TYPE = 31;
-/** An indexed header field (§6.1): the whole entry, name and value, from the table. */
+/** An indexed header field (RFC 7541 §6.1): the whole entry, name and value, from the table. */
 const INDEXED = 0x80;
-/** A literal header field without indexing (§6.2.2): a 4-bit name index, 0 when the name follows as a literal. */
+/** A literal header field without indexing (RFC 7541 §6.2.2): a 4-bit name index, 0 when the name follows as a literal. */
 const LITERAL_NOT_INDEXED = 0x00;
 
 /** The header block of a gRPC request to `path` at `authority` (host:port). */
