@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DeltaEvent } from '../../src/backup/delta-format.js';
 import { encodeDeltaEvent } from '../../src/backup/delta-write.js';
 import { BoltWriter } from '../../src/bbolt/writer.js';
-import { KEY_BUCKET, META_BUCKET } from '../../src/etcd-schema.js';
+import { KEY_BUCKET, META_BUCKET } from '../../src/backend/schema.js';
 import type { FetchedDelta } from '../../src/restorer/fetch.js';
 import { encodePutValue, revisionKey } from '../../src/restorer/mvcc.js';
 import { InconsistentDeltaError, replayDeltasOffline, type OfflineReplayInput } from '../../src/restorer/offline-replay.js';
