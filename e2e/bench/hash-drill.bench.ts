@@ -29,7 +29,7 @@ import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { GrpcEtcdClient } from '../../src/etcd/calls.js';
 import { freePort } from '../../src/etcd/ports.js';
 import { startLocalEtcd, type LocalEtcd } from '../../src/etcd/local-etcd.js';
-import { KEY_BUCKET, META_BUCKET } from '../../src/etcd-schema.js';
+import { KEY_BUCKET, META_BUCKET } from '../../src/backend/schema.js';
 import { planRestore } from '../../src/restorer/plan.js';
 import { executeRestore } from '../../src/restorer/restore.js';
 import { encodePutValue, revisionKey } from '../../src/restorer/mvcc.js';

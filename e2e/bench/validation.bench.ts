@@ -20,7 +20,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Etcd3 } from 'etcd3';
 import { checkConsistency } from '../../src/bbolt/check.js';
-import { latestRevision } from '../../src/bbolt/revision.js';
+import { latestRevision } from '../../src/backend/store-revision.js';
 import { findEtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { createLogger } from '../../src/log.js';

@@ -1,6 +1,6 @@
 /**
  * The fast path of the delta parser: one element of a delta payload read straight from its bytes, when it
- * has exactly the shape Go's encoding/json gives a `{etcdEvent, time}` (and our encoder, byte for byte):
+ * has exactly the shape Go's encoding/json gives a `{etcdEvent, time}` (and our writer, delta-write.ts, byte for byte):
  *
  *   {"etcdEvent":{["type":1,]"kv":{["key":"b64"][,"create_revision":N][,"mod_revision":N][,"version":N]
  *     [,"value":"b64"][,"lease":N]}},"time":"RFC 3339"[,"leaseTTL":N]}
@@ -13,25 +13,23 @@
  */
 import { decodeBase64, isBase64 } from './base64.js';
 import { isLeaseTtl, type DeltaEvent } from './delta-format.js';
+import {
+  ELEMENT_OPEN,
+  KV_FIELDS,
+  KV_OPEN,
+  LEASE_TTL as TOKEN_LEASE_TTL,
+  TIME as TOKEN_TIME,
+  TYPE_DELETE as TOKEN_TYPE_DELETE,
+} from './delta-tokens.js';
 
-function bytes(s: string): Buffer {
-  return Buffer.from(s, 'latin1');
-}
-
-const HEAD = bytes('{"etcdEvent":{');
-const TYPE_DELETE = bytes('"type":1,');
-const KV = bytes('"kv":{');
-const TIME = bytes('}},"time":"');
-const LEASE_TTL = bytes(',"leaseTTL":');
+// The shared tokens (delta-tokens.ts) under the short names this file's fast path uses.
+const HEAD = ELEMENT_OPEN;
+const TYPE_DELETE = TOKEN_TYPE_DELETE;
+const KV = KV_OPEN;
+const TIME = TOKEN_TIME;
+const LEASE_TTL = TOKEN_LEASE_TTL;
 /** The kv fields in the order Go writes them (mvccpb.KeyValue's field order). */
-const FIELDS = [
-  bytes('"key":"'),
-  bytes('"create_revision":'),
-  bytes('"mod_revision":'),
-  bytes('"version":'),
-  bytes('"value":"'),
-  bytes('"lease":'),
-];
+const FIELDS = KV_FIELDS;
 const KEY = 0;
 const VALUE = 4;
 const LEASE = 5;

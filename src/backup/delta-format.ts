@@ -1,9 +1,7 @@
 /**
- * The delta snapshot payload of etcd-backup-restore, byte for byte (upstream
- * `pkg/snapshot/snapshotter/snapshotter.go` `handleDeltaWatchEvents`, `TakeDeltaSnapshot`):
- * a compact JSON array of `{"etcdEvent":{...},"time":"..."}` elements as Go's encoding/json writes
- * `clientv3.Event` (omitempty everywhere, `type` 1 for DELETE and absent for PUT, base64 key/value),
- * followed by 32 raw bytes of sha256 over the JSON.
+ * The events of a delta snapshot (`DeltaEvent`: one `clientv3.Event` of etcd's watch and when it arrived) and
+ * the rules their fields keep: int64 lease IDs, lease TTLs etcd could have granted, Go's RFC3339Nano times.
+ * The payload's bytes are written by delta-write.ts and read by delta-parse.ts.
  */
 import { EtcdbrError } from '../errors.js';
 
@@ -34,52 +32,11 @@ export interface DeltaEvent {
 
 const INT64_RE = /^-?\d{1,19}$/;
 
-/** Encodes one element exactly as Go's encoding/json would. */
-export function encodeDeltaEvent(ev: DeltaEvent): string {
-  let kv = '';
-  const add = (field: string) => {
-    kv += kv.length === 0 ? field : `,${field}`;
-  };
-  if (ev.key.length > 0) add(`"key":"${ev.key.toString('base64')}"`);
-  if (ev.createRevision !== 0) add(`"create_revision":${ev.createRevision}`);
-  if (ev.modRevision !== 0) add(`"mod_revision":${ev.modRevision}`);
-  if (ev.version !== 0) add(`"version":${ev.version}`);
-  if (ev.value.length > 0) add(`"value":"${ev.value.toString('base64')}"`);
-  if (hasLease(ev)) add(`"lease":${ev.lease}`);
-  const type = ev.type === 'DELETE' ? '"type":1,' : '';
-  const ttl = hasLeaseTtl(ev) ? `,"leaseTTL":${ev.leaseTTL}` : '';
-  return `{"etcdEvent":{${type}"kv":{${kv}}},"time":"${ev.time}"${ttl}}`;
-}
-
-/**
- * The UTF-8 length of `encodeDeltaEvent(ev)`, counted without building it: what the delta buffer accounts
- * against the memory limit while it holds the event in a compact form. Throws as the encoder does.
- */
-export function deltaEventJsonLength(ev: DeltaEvent): number {
-  let kv = 0;
-  let fields = 0;
-  const add = (bytes: number): void => {
-    kv += bytes;
-    fields += 1;
-  };
-  if (ev.key.length > 0) add(8 + base64Length(ev.key.length)); // "key":"…"
-  if (ev.createRevision !== 0) add(18 + String(ev.createRevision).length); // "create_revision":n
-  if (ev.modRevision !== 0) add(15 + String(ev.modRevision).length); // "mod_revision":n
-  if (ev.version !== 0) add(10 + String(ev.version).length); // "version":n
-  if (ev.value.length > 0) add(10 + base64Length(ev.value.length)); // "value":"…"
-  if (hasLease(ev)) add(8 + ev.lease.length); // "lease":n
-  if (fields > 1) kv += fields - 1; // the commas between fields
-  // ,"leaseTTL":n
-  const ttl = hasLeaseTtl(ev) ? 12 + String(ev.leaseTTL).length : 0;
-  // {"etcdEvent":{ [type":1,] "kv":{ … }} ,"time":" … "}
-  return 14 + (ev.type === 'DELETE' ? 9 : 0) + 6 + kv + 2 + 9 + Buffer.byteLength(ev.time, 'utf8') + 2 + ttl;
-}
-
 /** The largest TTL etcd grants (its `MaxLeaseTTL`, 9,000,000,000 s): a recorded TTL above it is not one etcd gave. */
 export const MAX_LEASE_TTL_SECONDS = 9_000_000_000;
 
-/** Whether the event carries its lease's TTL; throws for one that is not a TTL etcd could have granted. */
-function hasLeaseTtl(ev: DeltaEvent): boolean {
+/** Whether the event carries its lease's TTL; throws (E_INVALID_INPUT) for one that is not a TTL etcd could have granted. */
+export function hasLeaseTtl(ev: DeltaEvent): boolean {
   const ttl = ev.leaseTTL;
   if (ttl === undefined || ttl === 0 || !hasLease(ev)) return false;
   if (!isLeaseTtl(ttl))
@@ -92,12 +49,8 @@ export function isLeaseTtl(ttl: number): boolean {
   return Number.isSafeInteger(ttl) && ttl >= 1 && ttl <= MAX_LEASE_TTL_SECONDS;
 }
 
-function base64Length(bytes: number): number {
-  return 4 * Math.ceil(bytes / 3);
-}
-
-/** Whether the event names a lease; throws for a lease ID that is not an int64 (it would break the JSON). */
-function hasLease(ev: DeltaEvent): boolean {
+/** Whether the event names a lease; throws (E_INVALID_INPUT) for a lease ID that is not an int64 (it would break the JSON). */
+export function hasLease(ev: DeltaEvent): boolean {
   if (ev.lease === '0' || ev.lease === '') return false;
   if (!INT64_RE.test(ev.lease)) throw new EtcdbrError('E_INVALID_INPUT', `invalid lease ID ${JSON.stringify(ev.lease)}: not an int64`);
   return true;

@@ -7,4 +7,3 @@ export type { BoltErrorCode, Bucket, Element, Page } from './db.js';
 export type { Meta, PageHeader } from './format.js';
 export { findFlockHolder, waitForFlockRelease } from './lock.js';
 export type { LockHolder } from './lock.js';
-export { latestRevision, latestRevisionOf } from './revision.js';

@@ -1,8 +1,9 @@
 /**
  * Per-page summaries of a bbolt file, made in one sequential read (check.ts's first pass, and the streamed check
  * in stream-check.ts): for each page that identifies itself as a branch or leaf at its own position, its children,
- * its first and last keys, its sub-bucket roots, and what etcd's `key` and `meta` buckets tell of the store
- * revision. Struct-of-arrays, so memory grows with the number of pages and branch keys, not with the data.
+ * its first and last keys, its sub-bucket roots, and the values and sub-buckets a caller asked to have noted on
+ * the way (`SummaryWatch`; summary-view.ts reads them back). Struct-of-arrays, so memory grows with the number of
+ * pages and branch keys, not with the data.
  */
 import {
   BUCKET_HEADER_SIZE,
@@ -19,12 +20,40 @@ import {
   u64,
 } from './format.js';
 import type { U64 } from './format.js';
-import {
-  FINISHED_COMPACT_REV_KEY as FINISHED_COMPACT_REV,
-  isFinishedCompactRevKey,
-  revisionBucketNamed,
-  type RevisionBucket,
-} from '../etcd-schema.js';
+
+/**
+ * What a caller wants noted while the pages are summarised, to be read after the check without reading pages
+ * again (the etcd backend layer asks for what tells the store revision): leaf values whose key is one of
+ * `values`, and sub-buckets whose name is one of `buckets`. Only the elements of the file's own pages are
+ * looked at, not those inside an inline bucket; of a watched inline bucket, its content is noted instead.
+ */
+export interface SummaryWatch {
+  values: readonly Buffer[];
+  buckets: readonly Buffer[];
+}
+
+export const NO_WATCH: SummaryWatch = { values: [], buckets: [] };
+
+/** A watched leaf value: the page it is on, which of SummaryWatch.values its key is, and a copy of the value. */
+export interface WatchedValue {
+  page: number;
+  key: number;
+  value: Buffer;
+}
+
+/** A watched sub-bucket: the page holding its element, which of SummaryWatch.buckets it is, and its root page. */
+export interface WatchedBucket {
+  page: number;
+  name: number;
+  /** 0 for an inline bucket, whose content is `inline`. */
+  root: number;
+  /**
+   * What an inline bucket holds, as far as its elements lie inside the page: its last key (undefined when it
+   * is empty or an element runs past the page) and its values whose key is watched, as WatchedValue without
+   * the page.
+   */
+  inline?: { lastKey: Buffer | undefined; values: Array<{ key: number; value: Buffer }> };
+}
 
 export const KIND_BRANCH = 1;
 export const KIND_LEAF = 2;
@@ -127,17 +156,14 @@ export class Summaries {
   outOfRange: Array<{ page: number; what: string; value: bigint; fileOffset: number }> = [];
   /** Problems inside a page, reported only if the page turns out to be reachable. */
   deferred = new Map<number, string[]>();
-  /**
-   * What etcd's store revision needs, so that a streamed check can tell it without reading pages again:
-   * every sub-bucket element named `key` or `meta` (its page, and its root or, inline, what it holds), and
-   * every leaf element `finishedCompactRev` with its value.
-   */
-  etcdBuckets: Array<{ page: number; name: RevisionBucket; root: number; inlineRevision: number }> = [];
-  compactRevs: Array<{ page: number; revision: number }> = [];
+  /** What `watch` asked for, in the order the pages were summarised. */
+  watchedValues: WatchedValue[] = [];
+  watchedBuckets: WatchedBucket[] = [];
 
   constructor(
     pageCount: number,
     readonly pageSize: number,
+    readonly watch: SummaryWatch = NO_WATCH,
   ) {
     this.index = new Int32Array(pageCount).fill(-1);
   }
@@ -180,8 +206,6 @@ export class Summaries {
     } else this.deferred.set(id, [message]);
   }
 }
-
-/** Checks the bbolt file at `dbPath`. Throws BoltError when it cannot be opened as bbolt at all. */
 
 /** A tree page whose overflow runs past the mark is recorded as unusable (reported if the tree reaches it). */
 export function overflowTooLong(sums: Summaries, id: number, overflow: number, hwm: number): boolean {
@@ -292,23 +316,21 @@ function leafElements(
     prevE = ke;
     onKey(ks, ke, i);
     if (!(flags & LEAF_FLAG_BUCKET)) {
-      // Tombstone revision keys are 18 bytes too; the first byte tells them apart without a compare.
-      if (!nested && ke - ks === FINISHED_COMPACT_REV.length && buf[ks] === FINISHED_COMPACT_REV[0] && ve - ke >= 8) {
-        if (buf.compare(FINISHED_COMPACT_REV, 0, FINISHED_COMPACT_REV.length, ks, ke) === 0) {
-          sums.compactRevs.push({ page: id, revision: Number(buf.readBigUInt64BE(ke)) });
-        }
+      if (!nested && sums.watch.values.length > 0) {
+        const key = watchedIndex(sums.watch.values, buf, ks, ke);
+        if (key >= 0) sums.watchedValues.push({ page: id, key, value: Buffer.from(buf.subarray(ke, ve)) });
       }
     } else {
       if (ve - ke < BUCKET_HEADER_SIZE) {
         sums.defer(id, `sub-bucket value of element ${i} is too short`);
         continue;
       }
-      const name = nested ? undefined : revisionBucketNamed(buf, ks, ke);
+      const name = nested ? -1 : watchedIndex(sums.watch.buckets, buf, ks, ke);
       const read = u64(buf, ke);
       if (read !== 0) {
         const root = sums.idAt(read, id, `element ${i}: sub-bucket root page id`, ke);
         sums.bucketRoots.push(root);
-        if (name) sums.etcdBuckets.push({ page: id, name, root, inlineRevision: 0 });
+        if (name >= 0) sums.watchedBuckets.push({ page: id, name, root });
         continue;
       }
       // Inline bucket: a leaf page inside the value; bbolt's check skips its (impossible) sub-trees too.
@@ -329,29 +351,37 @@ function leafElements(
         continue;
       }
       leafElements(sums, id, buf, ps, ve, icount, () => undefined, true);
-      if (name) sums.etcdBuckets.push({ page: id, name, root: 0, inlineRevision: inlineRevision(buf, ps, ve, icount, name) });
+      if (name >= 0) sums.watchedBuckets.push({ page: id, name, root: 0, inline: inlineContent(sums.watch.values, buf, ps, ve, icount) });
     }
   }
   return false;
 }
 
+/** Which of `names` the key at `buf[ks, ke)` is, -1 for none. The length and first byte rule most keys out without a compare. */
+function watchedIndex(names: readonly Buffer[], buf: Buffer, ks: number, ke: number): number {
+  for (let n = 0; n < names.length; n++) {
+    const name = names[n]!;
+    if (ke - ks === name.length && buf[ks] === name[0] && buf.compare(name, 0, name.length, ks, ke) === 0) return n;
+  }
+  return -1;
+}
+
 /**
- * What an inline `key` or `meta` bucket tells of the store revision (0: nothing): the main revision of
- * its last key, or its `finishedCompactRev`. Elements that run past the page are left out (the check
- * reports them).
+ * What the inline bucket whose page is `buf[start, end)` holds for a watch (WatchedBucket.inline). Elements from
+ * the first that runs past the page on are left out (the check reports them).
  */
-function inlineRevision(buf: Buffer, start: number, end: number, count: number, name: RevisionBucket): number {
-  let out = 0;
+function inlineContent(values: readonly Buffer[], buf: Buffer, start: number, end: number, count: number): WatchedBucket['inline'] {
+  const out: NonNullable<WatchedBucket['inline']> = { lastKey: undefined, values: [] };
   for (let i = 0; i < count; i++) {
     const e = start + PAGE_HEADER_SIZE + i * ELEMENT_SIZE;
-    const ks = e + buf.readUInt32LE(e + 4);
-    const ke = ks + buf.readUInt32LE(e + 8);
-    const ve = ke + buf.readUInt32LE(e + 12);
+    const ks = e + u32(buf, e + 4);
+    const ke = ks + u32(buf, e + 8);
+    const ve = ke + u32(buf, e + 12);
     if (ve > end) break;
-    if (name === 'key') out = i === count - 1 && ke - ks >= 8 ? Number(buf.readBigUInt64BE(ks)) : 0;
-    else if (ve - ke >= 8 && isFinishedCompactRevKey(buf, ks, ke)) {
-      out = Math.max(out, Number(buf.readBigUInt64BE(ke)));
-    }
+    if (i === count - 1) out.lastKey = Buffer.from(buf.subarray(ks, ke));
+    if (u32(buf, e) & LEAF_FLAG_BUCKET) continue;
+    const key = watchedIndex(values, buf, ks, ke);
+    if (key >= 0) out.values.push({ key, value: Buffer.from(buf.subarray(ke, ve)) });
   }
   return out;
 }

@@ -1,6 +1,6 @@
 /**
- * One narrowly scoped in-place write into an etcd backend file: the value of key `authEnabled` in bucket
- * `auth` (etcd's `authEnabled` = [1], `authDisabled` = [0]).
+ * One narrowly scoped in-place write into a bbolt file: a one-byte flag value ([0] or [1]) of a key in a
+ * top-level bucket, overwritten where it lies. What it is for (etcd's auth flag) is src/backend/auth-flag.ts's.
  *
  * Why this is safe for bbolt: only meta pages carry a checksum; branch and leaf pages do not. Changing one
  * byte of a leaf value keeps every length, offset and key intact, so the tree stays valid as long as the
@@ -8,14 +8,6 @@
  * We check all of that and refuse anything unexpected: a value that is not a single 0 or 1 byte, a page
  * that is not a leaf, a page on the freelist, a visible flock holder, a byte on disk that changed since it
  * was located.
- *
- * Why the restorer needs it: etcd reads the flag once at start (auth store construction) and keeps it in
- * memory (etcd's NewAuthStore; etcd-io/etcd#7260), so a local etcd started on a db with the byte at 0
- * runs without auth, and one started after the byte is back at 1 enforces auth again.
- *
- * Only for data dirs fresh from `snapshot restore`: their WAL holds no auth entry. A data dir that ran
- * `auth enable` itself may have that entry above the backend's consistent index, and etcd re-applies it
- * at start, over the flag.
  */
 import { CodedError } from '../errors.js';
 import { open } from 'node:fs/promises';
@@ -24,22 +16,32 @@ import type { Bucket, Page } from './db.js';
 import { ELEMENT_SIZE, FLAG_FREELIST, LEAF_FLAG_BUCKET, PAGE_HEADER_SIZE, readU64 } from './format.js';
 import type { U64 } from './format.js';
 import { findFlockHolder } from './lock.js';
-import { AUTH_BUCKET, AUTH_ENABLED_KEY } from '../etcd-schema.js';
 
 export class BoltPatchError extends CodedError {
   readonly code = 'E_BOLT_PATCH';
   override readonly name = 'BoltPatchError';
 }
 
+/** Which flag: a key in a top-level bucket. */
+export interface FlagKey {
+  bucket: Buffer;
+  key: Buffer;
+}
+
 /** Where the flag's byte lives, as found from the current meta. */
-export interface AuthFlagLocation {
+export interface FlagLocation {
   /** Byte offset of the one-byte value in the file. */
   fileOffset: number;
   /** The value there: true for [1], false for [0]. */
-  enabled: boolean;
-  /** The page that holds the byte (for an inline `auth` bucket: the page holding the bucket). */
+  set: boolean;
+  /** The page that holds the byte (for an inline bucket: the page holding the bucket). */
   pageId: number;
   inlineBucket: boolean;
+}
+
+/** How messages name the flag: bucket/key. */
+function flagName(flag: FlagKey): string {
+  return `${flag.bucket.toString('latin1')}/${flag.key.toString('latin1')}`;
 }
 
 /** A leaf element found by key, with the file position of its page's buffer so offsets map to the file. */
@@ -126,69 +128,68 @@ async function freePages(db: BoltDB): Promise<Set<number>> {
   return out;
 }
 
-async function locateIn(db: BoltDB): Promise<AuthFlagLocation | undefined> {
+async function locateIn(db: BoltDB, flagKey: FlagKey): Promise<FlagLocation | undefined> {
+  const name = flagName(flagKey);
   const rootId = db.meta.root;
-  const authEl = await findLeafElement(db, db.rootBucket(), 0, rootId, AUTH_BUCKET);
-  if (!authEl) return undefined;
-  const e = element(authEl.page, authEl.index);
-  if (!(e.flags & LEAF_FLAG_BUCKET)) throw new BoltPatchError(`${db.path}: top-level key "auth" is not a bucket`);
-  const bucket = bucketFromValue(e.value, authEl.pageId);
-  const bucketValueOffset = authEl.bufFileOffset + valueStart(authEl.page, authEl.index);
-  const flag = await findLeafElement(db, bucket, bucketValueOffset, authEl.pageId, AUTH_ENABLED_KEY);
+  const bucketEl = await findLeafElement(db, db.rootBucket(), 0, rootId, flagKey.bucket);
+  if (!bucketEl) return undefined;
+  const e = element(bucketEl.page, bucketEl.index);
+  if (!(e.flags & LEAF_FLAG_BUCKET)) {
+    throw new BoltPatchError(`${db.path}: top-level key ${JSON.stringify(flagKey.bucket.toString('latin1'))} is not a bucket`);
+  }
+  const bucket = bucketFromValue(e.value, bucketEl.pageId);
+  const bucketValueOffset = bucketEl.bufFileOffset + valueStart(bucketEl.page, bucketEl.index);
+  const flag = await findLeafElement(db, bucket, bucketValueOffset, bucketEl.pageId, flagKey.key);
   if (!flag) return undefined;
   const fe = element(flag.page, flag.index);
-  if (fe.flags & LEAF_FLAG_BUCKET) throw new BoltPatchError(`${db.path}: auth/authEnabled is a bucket, not a value`);
+  if (fe.flags & LEAF_FLAG_BUCKET) throw new BoltPatchError(`${db.path}: ${name} is a bucket, not a value`);
   if (fe.value.length !== 1 || (fe.value[0] !== 0 && fe.value[0] !== 1)) {
     throw new BoltPatchError(
-      `${db.path}: auth/authEnabled holds ${fe.value.length} byte(s) [${fe.value.toString('hex')}], expected one byte 00 or 01`,
+      `${db.path}: ${name} holds ${fe.value.length} byte(s) [${fe.value.toString('hex')}], expected one byte 00 or 01`,
     );
   }
   const fileOffset = flag.bufFileOffset + valueStart(flag.page, flag.index);
   // The byte must lie inside the page that holds it (plus its overflow) and below the high-water mark.
   const pageStart = flag.pageId * db.pageSize;
   const pageEnd = pageStart + (flag.page.overflow + 1) * db.pageSize;
-  const ownerEnd = bucket.inline ? pageStart + (authEl.page.overflow + 1) * db.pageSize : pageEnd;
+  const ownerEnd = bucket.inline ? pageStart + (bucketEl.page.overflow + 1) * db.pageSize : pageEnd;
   if (fileOffset < pageStart || fileOffset >= ownerEnd || fileOffset >= db.meta.pgid * db.pageSize || flag.pageId < 2) {
-    throw new BoltPatchError(`${db.path}: auth/authEnabled resolved to offset ${fileOffset}, outside its page ${flag.pageId}`);
+    throw new BoltPatchError(`${db.path}: ${name} resolved to offset ${fileOffset}, outside its page ${flag.pageId}`);
   }
-  return { fileOffset, enabled: fe.value[0] === 1, pageId: flag.pageId, inlineBucket: bucket.inline !== undefined };
+  return { fileOffset, set: fe.value[0] === 1, pageId: flag.pageId, inlineBucket: bucket.inline !== undefined };
 }
 
-/** Finds etcd's auth flag in `dbPath` from the current meta; undefined when auth was never set up. */
-export async function locateAuthFlag(dbPath: string): Promise<AuthFlagLocation | undefined> {
+/** Finds the flag in `dbPath` from the current meta; undefined when its bucket or key is absent. */
+export async function locateFlag(dbPath: string, flag: FlagKey): Promise<FlagLocation | undefined> {
   const db = await BoltDB.open(dbPath);
   try {
-    return await locateIn(db);
+    return await locateIn(db, flag);
   } finally {
     await db.close();
   }
 }
 
-/** The flag as etcd would read it at start: false when the bucket or key is absent. */
-export async function readAuthEnabled(dbPath: string): Promise<boolean> {
-  return (await locateAuthFlag(dbPath))?.enabled ?? false;
-}
-
 /**
- * Sets etcd's auth flag in a stopped etcd's backend file by overwriting its one byte in place (positional
- * write + fsync), then reads it back through the tree. Returns the previous value; does nothing when the
- * flag already has the wanted value. Absent flag and `enabled = false`: nothing to do. Absent flag and
- * `enabled = true`: refused (etcd would also need a root user; that is not ours to create).
+ * Sets the flag in a bbolt file no process has open by overwriting its one byte in place (positional write +
+ * fsync), then reads it back through the tree. Returns the previous value; does nothing when the flag already
+ * has the wanted value. An absent flag: nothing to do when clearing it, refused when setting it (creating a
+ * key is no one-byte write).
  */
-export async function setAuthEnabled(dbPath: string, enabled: boolean): Promise<{ previous: boolean; changed: boolean }> {
+export async function setFlag(dbPath: string, flagKey: FlagKey, set: boolean): Promise<{ previous: boolean; changed: boolean }> {
+  const name = flagName(flagKey);
   const holder = await findFlockHolder(dbPath);
   if (holder) throw new BoltPatchError(`${dbPath} is open in process ${holder.pid} (bbolt lock held): refusing to patch it`);
   const db = await BoltDB.open(dbPath);
-  let loc: AuthFlagLocation | undefined;
+  let loc: FlagLocation | undefined;
   try {
-    loc = await locateIn(db);
+    loc = await locateIn(db, flagKey);
     if (!loc) {
-      if (!enabled) return { previous: false, changed: false };
-      throw new BoltPatchError(`${dbPath}: no auth/authEnabled key; refusing to create one in place`);
+      if (!set) return { previous: false, changed: false };
+      throw new BoltPatchError(`${dbPath}: no ${name} key; refusing to create one in place`);
     }
-    if (loc.enabled === enabled) return { previous: loc.enabled, changed: false };
+    if (loc.set === set) return { previous: loc.set, changed: false };
     const free = await freePages(db);
-    if (free.has(loc.pageId)) throw new BoltPatchError(`${dbPath}: page ${loc.pageId} holding auth/authEnabled is on the freelist`);
+    if (free.has(loc.pageId)) throw new BoltPatchError(`${dbPath}: page ${loc.pageId} holding ${name} is on the freelist`);
   } finally {
     await db.close();
   }
@@ -197,18 +198,18 @@ export async function setAuthEnabled(dbPath: string, enabled: boolean): Promise<
   try {
     const cur = Buffer.alloc(1);
     await fh.read(cur, 0, 1, loc.fileOffset);
-    if (cur[0] !== (loc.enabled ? 1 : 0)) {
+    if (cur[0] !== (loc.set ? 1 : 0)) {
       throw new BoltPatchError(`${dbPath}: byte at ${loc.fileOffset} changed under us (0x${cur[0]!.toString(16)}); not patched`);
     }
-    const { bytesWritten } = await fh.write(Buffer.from([enabled ? 1 : 0]), 0, 1, loc.fileOffset);
+    const { bytesWritten } = await fh.write(Buffer.from([set ? 1 : 0]), 0, 1, loc.fileOffset);
     if (bytesWritten !== 1) throw new BoltPatchError(`${dbPath}: short write at ${loc.fileOffset}`);
     await fh.sync();
   } finally {
     await fh.close();
   }
-  const after = await locateAuthFlag(dbPath);
-  if (!after || after.enabled !== enabled || after.fileOffset !== loc.fileOffset) {
-    throw new BoltPatchError(`${dbPath}: auth/authEnabled did not read back as ${enabled ? 1 : 0} after the write`);
+  const after = await locateFlag(dbPath, flagKey);
+  if (!after || after.set !== set || after.fileOffset !== loc.fileOffset) {
+    throw new BoltPatchError(`${dbPath}: ${name} did not read back as ${set ? 1 : 0} after the write`);
   }
-  return { previous: loc.enabled, changed: true };
+  return { previous: loc.set, changed: true };
 }

@@ -4,7 +4,8 @@
  * holds the summaries plus at most one page span. What the tree walk later looks at again is kept on the
  * way: every page's header (its id as two u32 halves, exact however corrupt, and its flags: 10 bytes a page,
  * for the messages about pages the tree reaches wrongly) and
- * the freelist page(s). etcd's store revision comes from the summaries too (storeRevisionFromSummaries).
+ * the freelist page(s). What a caller wants of the file beyond the check it reads from the summaries (the
+ * values and sub-buckets its SummaryWatch named, summary-view.ts): the etcd backend layer its store revision.
  *
  * The stream may carry more than the database (the sha256 trailer of a snapshot): bytes past the pages in
  * use are not looked at.
@@ -12,8 +13,8 @@
 import { Writable } from 'node:stream';
 import { BoltError, selectMeta, type SelectedMeta } from './db.js';
 import { walkSummaries, type CheckResult } from './check.js';
-import { overflowTooLong, summarise, Summaries } from './page-summaries.js';
-import { storeRevisionFromSummaries } from './summary-revision.js';
+import { NO_WATCH, overflowTooLong, summarise, Summaries, type SummaryWatch } from './page-summaries.js';
+import { SummaryView } from './summary-view.js';
 import { FLAG_BRANCH, FLAG_FREELIST, FLAG_LEAF, PAGE_HEADER_SIZE, u16, u32, u64FromHalves } from './format.js';
 
 /** Enough of the stream for both meta pages at any page size bbolt allows (64 KiB pages). */
@@ -22,11 +23,19 @@ const META_BYTES = 2 * 64 * 1024;
 export type StreamCheckOutcome =
   /** The file could not be read as bbolt at all (no valid meta, or it ends inside the pages in use). */
   | { kind: 'unreadable'; error: BoltError }
-  /** Checked; `revision` is etcd's store revision when the check is ok and the file is an etcd backend. */
-  | { kind: 'checked'; check: CheckResult; revision?: number; notEtcd?: BoltError };
+  /** Checked; `summaries` when the check is ok, to read what the watch noted. */
+  | { kind: 'checked'; check: CheckResult; summaries?: SummaryView };
+
+/** A check that takes a file's bytes in order and then tells what it found (BoltStreamChecker, and the layers above). */
+export interface StreamChecker<O> {
+  /** Takes the next bytes; a promise means: wait for it before the next call. */
+  write(chunk: Buffer): void | Promise<void>;
+  /** After the last byte. */
+  finish(): Promise<O>;
+}
 
 /** The check without a stream around it: bytes go in with `write`, the outcome comes from `finish`. */
-export class BoltStreamChecker {
+export class BoltStreamChecker implements StreamChecker<StreamCheckOutcome> {
   private chunks: Buffer[] = [];
   /** Stream offset of chunks[0][0]. */
   private chunkStart = 0;
@@ -46,6 +55,8 @@ export class BoltStreamChecker {
     /** Names the file in messages. */
     private readonly what: string,
     private readonly maxProblems = 1000,
+    /** What to note while the pages go by, for the caller to read from `summaries`. */
+    private readonly watch: SummaryWatch = NO_WATCH,
   ) {}
 
   /**
@@ -89,7 +100,7 @@ export class BoltStreamChecker {
       return;
     }
     const hwm = this.selected.meta.pgid;
-    this.sums = new Summaries(hwm, this.selected.pageSize);
+    this.sums = new Summaries(hwm, this.selected.pageSize, this.watch);
     this.headerIdLow = new Uint32Array(hwm);
     this.headerIdHigh = new Uint32Array(hwm);
     this.headerFlags = new Uint16Array(hwm);
@@ -196,27 +207,20 @@ export class BoltStreamChecker {
     );
     check.bytesRead = this.received;
     if (!check.ok) return { kind: 'checked', check };
-    try {
-      return { kind: 'checked', check, revision: storeRevisionFromSummaries(sums, meta.root) };
-    } catch (err) {
-      if (err instanceof BoltError) return { kind: 'checked', check, notEtcd: err };
-      throw err;
-    }
+    return { kind: 'checked', check, summaries: new SummaryView(sums, meta.root) };
   }
 }
 
-/** The check as the end of a stream (the file's bytes piped in); `outcome` is set once it has finished. */
-export class StreamingBoltCheck extends Writable {
-  private readonly checker: BoltStreamChecker;
-  private outcomeValue: StreamCheckOutcome | undefined;
+/** A check as the end of a stream (the file's bytes piped in); `outcome` is set once it has finished. */
+export class StreamingCheck<O> extends Writable {
+  private outcomeValue: O | undefined;
 
-  constructor(what: string, maxProblems = 1000) {
+  constructor(private readonly checker: StreamChecker<O>) {
     super({ highWaterMark: 1 << 20 });
-    this.checker = new BoltStreamChecker(what, maxProblems);
   }
 
   /** Defined once the stream has finished. */
-  get outcome(): StreamCheckOutcome | undefined {
+  get outcome(): O | undefined {
     return this.outcomeValue;
   }
 

@@ -16,7 +16,7 @@ import { join, posix } from 'node:path';
 import { BoltError } from '../bbolt/db.js';
 import { checkConsistency } from '../bbolt/check.js';
 import { waitForFlockRelease } from '../bbolt/lock.js';
-import { latestRevision } from '../bbolt/revision.js';
+import { latestRevision } from '../backend/store-revision.js';
 import type { Logger } from '../log.js';
 import { loadNewestSnapshot } from '../wal/snap.js';
 import { verifyWal } from '../wal/verify.js';

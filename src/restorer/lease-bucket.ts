@@ -3,7 +3,7 @@
  * snapshot restore left them, with the leases the restore creates merged in, in bbolt's key order.
  */
 import type { WriterEntry } from '../bbolt/writer.js';
-import { leaseKey } from '../etcd-schema.js';
+import { leaseKey } from '../backend/schema.js';
 import { encodeLeaseRecord } from './lease-record.js';
 import type { RestoredLease } from './restored-leases.js';
 

@@ -1,7 +1,7 @@
 /**
  * etcd's record of a lease in the backend's `lease` bucket (etcd server/lease/leasepb/lease.proto):
  * `leasepb.Lease{ID = 1, TTL = 2, RemainingTTL = 3}`, all int64 varints, proto3 (zero fields left out). The
- * ID is the bucket key's too (etcd-schema.ts `leaseKey`); TTL is the granted TTL in seconds, RemainingTTL
+ * ID is the bucket key's too (src/backend/schema.ts `leaseKey`); TTL is the granted TTL in seconds, RemainingTTL
  * what a lease checkpoint kept of it (0: none, the lease starts over from TTL when etcd starts).
  */
 import { CodedError } from '../errors.js';

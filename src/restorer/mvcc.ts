@@ -1,7 +1,7 @@
 /**
  * etcd's mvcc records in the backend's `key` bucket (etcd server/mvcc: revision.go, kvstore_txn.go;
  * api/mvccpb/kv.proto), written by the offline replay exactly as etcd writes them:
- * - the bbolt key is the revision (`revisionKey` in src/etcd-schema.ts);
+ * - the bbolt key is the revision (`revisionKey` in src/backend/schema.ts);
  * - the value is the `mvccpb.KeyValue` protobuf (proto3: zero and empty fields left out, fields in number
  *   order): key = 1, create_revision = 2, mod_revision = 3, version = 4, value = 5, lease = 6. A tombstone's
  *   value carries the key only.
@@ -9,7 +9,7 @@
 import { varintSize, writeVarint } from '../encoding/protobuf-write.js';
 
 /** The revision-key layout is etcd's schema, declared in one place. */
-export { mainRevisionOf, revisionKey } from '../etcd-schema.js';
+export { mainRevisionOf, revisionKey } from '../backend/schema.js';
 
 export interface MvccKeyValue {
   key: Buffer;

@@ -11,7 +11,7 @@ import type { BoltDB, Bucket } from '../bbolt/db.js';
 import type { WriterEntry } from '../bbolt/writer.js';
 import { CompactionIndex, compactRevisionOf, compactRevisionValue, storedKeyId } from './compaction.js';
 import type { KeyStates } from './key-states.js';
-import { FINISHED_COMPACT_REV_KEY, KEY_BUCKET, META_BUCKET, SCHEDULED_COMPACT_REV_KEY } from '../etcd-schema.js';
+import { FINISHED_COMPACT_REV_KEY, KEY_BUCKET, META_BUCKET, SCHEDULED_COMPACT_REV_KEY } from '../backend/schema.js';
 import { mainRevisionOf } from './mvcc.js';
 import type { FetchedDelta } from './fetch.js';
 

@@ -10,7 +10,7 @@
 import { BoltDB } from '../bbolt/db.js';
 import type { WriterEntry } from '../bbolt/writer.js';
 import type { DeltaEvent } from '../backup/delta-format.js';
-import { LEASE_BUCKET, leaseIdOfKey } from '../etcd-schema.js';
+import { LEASE_BUCKET, leaseIdOfKey } from '../backend/schema.js';
 import { copyEntries, rewriteBucket, topLevelBuckets } from './backend-copy.js';
 import { noLeases, withCreatedLeases, type LeaseCounts } from './lease-bucket.js';
 import { decodeLeaseRecord, encodeLeaseRecord } from './lease-record.js';

@@ -7,7 +7,7 @@
  * etcd could re-apply over the flag.
  */
 import type { Logger } from '@etcdbrctl/snapstore';
-import { setAuthEnabled } from '../bbolt/patch.js';
+import { setAuthEnabled } from '../backend/auth-flag.js';
 import { type EtcdBinaries, connectLocalEtcd, type LocalEtcdClient, startLocalEtcd, type LocalEtcd } from '../etcd/index.js';
 import { backendPath } from './work-dirs.js';
 

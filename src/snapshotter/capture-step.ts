@@ -10,7 +10,7 @@
  * (`boundaryActs`, `inChain`), which allocate nothing; the step runs only at the rare revision boundaries where
  * a delta is cut or the watch paused, and on the other events (a few per delta).
  */
-import { deltaPayloadLength } from './delta-buffer.js';
+import { deltaPayloadLength } from '../backup/delta-write.js';
 
 export interface CaptureState {
   /** `--delta-snapshot-memory-limit`: the buffered events and the deltas being saved count against it together. */

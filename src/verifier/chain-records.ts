@@ -11,7 +11,7 @@ import { DELTA_READ_BYTES, DeltaPayloadDecoder } from '../backup/delta-parse.js'
 import { Cursor } from '../bbolt/cursor.js';
 import { BoltDB } from '../bbolt/db.js';
 import { CodedError } from '../errors.js';
-import { KEY_BUCKET } from '../etcd-schema.js';
+import { KEY_BUCKET } from '../backend/schema.js';
 import { emptyRecord, recordOfEntry, recordOfEvent, type KvRecord } from './kv-record.js';
 import type { LocalChain } from './local-chain.js';
 

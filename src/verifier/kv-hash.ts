@@ -17,7 +17,7 @@
  * touches it, and at which revisions no key is live; `KvHasher` then hashes, at any number of revisions M at
  * once (the bisection asks for several). Both are fed the same entries in the same order.
  */
-import { KEY_BUCKET } from '../etcd-schema.js';
+import { KEY_BUCKET } from '../backend/schema.js';
 import { crc32c } from '../encoding/crc32c.js';
 import { KeyTable } from './key-table.js';
 import type { KvRecord } from './kv-record.js';

@@ -11,7 +11,7 @@
  */
 import { CodedError } from '../errors.js';
 import type { DeltaEvent } from '../backup/delta-format.js';
-import { isTombstoneKey, mainRevisionOf, revisionKey } from '../etcd-schema.js';
+import { isTombstoneKey, mainRevisionOf, revisionKey } from '../backend/schema.js';
 import { ProtoReader } from '../encoding/protobuf.js';
 import { encodePutValue, encodeTombstoneValue } from '../restorer/mvcc.js';
 

@@ -14,10 +14,10 @@ import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrct
 import { FullSnapshotVerifier, SHA256_SIZE } from '../backup/full-verify.js';
 import { BoltDB } from '../bbolt/db.js';
 import { Cursor } from '../bbolt/cursor.js';
-import { storeRevisionOf } from '../bbolt/revision.js';
+import { storeRevisionOf } from '../backend/store-revision.js';
 import { mkdirParents } from '../dirs.js';
 import { EtcdbrError } from '../errors.js';
-import { META_BUCKET, isFinishedCompactRevKey, isScheduledCompactRevKey, mainRevisionOf } from '../etcd-schema.js';
+import { META_BUCKET, isFinishedCompactRevKey, isScheduledCompactRevKey, mainRevisionOf } from '../backend/schema.js';
 import { fetchDeltasInOrder, type FetchedDelta } from '../restorer/fetch.js';
 import type { Chain } from './chains.js';
 

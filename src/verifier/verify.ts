@@ -13,7 +13,7 @@ import { pipeline as pipelineCallback, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createDecompressStream, type SnapStore, type Snapshot } from '@etcdbrctl/snapstore';
 import { TrailerHash } from '../backup/full-verify.js';
-import { BoltStreamChecker, type StreamCheckOutcome } from '../bbolt/stream-check.js';
+import { BackendStreamChecker, type BackendCheckOutcome } from '../backend/stream-check.js';
 import type { Chain, VerificationPlan } from './chains.js';
 import { olderChain, planRestore } from '../restorer/plan.js';
 import { verifyDelta } from './delta-check.js';
@@ -193,16 +193,16 @@ async function checkOverlaps(store: SnapStore, chain: Chain, verdicts: ObjectVer
  */
 class FullScrubSink extends Writable {
   bytes = 0;
-  outcome: StreamCheckOutcome | undefined;
+  outcome: BackendCheckOutcome | undefined;
   // Hashed on this thread: a worker thread would add its hand-over (a copy and a message per batch) to the CPU
   // a scrub takes from the node it shares with etcd, for a wall-time gain only on idle cores.
   private readonly trailer: TrailerHash;
-  private readonly structure: BoltStreamChecker;
+  private readonly structure: BackendStreamChecker;
 
   constructor(what: string) {
     super({ highWaterMark: 1 << 20 });
     this.trailer = new TrailerHash(what, 'full');
-    this.structure = new BoltStreamChecker(what);
+    this.structure = new BackendStreamChecker(what);
   }
 
   override _write(chunk: Buffer, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
@@ -259,7 +259,7 @@ async function verifyFull(store: SnapStore, snap: Snapshot, signal?: AbortSignal
 }
 
 /** What the streamed bbolt check says of a full snapshot's database: a problem, or its store revision. */
-function structureVerdict(outcome: StreamCheckOutcome): { problem?: string; revision?: number } {
+function structureVerdict(outcome: BackendCheckOutcome): { problem?: string; revision?: number } {
   if (outcome.kind === 'unreadable') return { problem: `its database is not a consistent bbolt file: ${outcome.error.message}` };
   const { check } = outcome;
   if (!check.ok) {

@@ -1,5 +1,5 @@
 /**
- * etcd's backend schema is declared once, in src/etcd-schema.ts (docs/architecture.md "Layers"): src/bbolt stays a generic
+ * etcd's backend schema is declared once, in src/backend/schema.ts (docs/architecture.md "Layers"): src/bbolt stays a generic
  * bbolt reader, writer and checker, and no other module spells a bucket or meta key of etcd's. Comments may
  * name them; code takes the constants.
  */
@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { sourceFiles } from '../support/module-imports.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-const SCHEMA = join(ROOT, 'src', 'etcd-schema.ts');
+const SCHEMA = join(ROOT, 'src', 'backend', 'schema.ts');
 
 /** Keys only etcd's schema has: found anywhere as a string literal. */
 const DISTINCT =
@@ -30,14 +30,14 @@ function spellings(text: string): string[] {
 }
 
 describe("etcd's schema in one module", () => {
-  it('no module under src/ or snapstore/src/ spells a bucket or meta key of etcd outside src/etcd-schema.ts', async () => {
+  it('no module under src/ or snapstore/src/ spells a bucket or meta key of etcd outside src/backend/schema.ts', async () => {
     const offenders: string[] = [];
     const files = [...(await sourceFiles(join(ROOT, 'src'))), ...(await sourceFiles(join(ROOT, 'snapstore', 'src')))];
     for (const file of files) {
       if (file === SCHEMA) continue;
       for (const s of spellings(await readFile(file, 'utf8'))) offenders.push(`${relative(ROOT, file)}: ${s}`);
     }
-    expect(offenders, 'import the name from src/etcd-schema.ts').toEqual([]);
+    expect(offenders, 'import the name from src/backend/schema.ts').toEqual([]);
   });
 
   it('the search finds the names where they are declared (so it can fail), and not in comments', async () => {

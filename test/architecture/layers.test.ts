@@ -19,6 +19,7 @@ const LAYERS: ReadonlyArray<{ name: string; folders: readonly string[] }> = [
   { name: 'server', folders: ['server'] },
   { name: 'domain', folders: ['compactor', 'copier', 'verifier', 'cluster', 'initializer', 'snapshotter', 'restorer'] },
   { name: 'configuration', folders: ['config'] },
+  { name: 'etcd backend', folders: ['backend'] },
   { name: 'infrastructure', folders: ['etcd', 'k8s', 'bbolt', 'wal', 'backup'] },
   { name: 'encoding', folders: ['encoding'] },
   { name: 'base', folders: ['.'] },

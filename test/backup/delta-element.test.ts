@@ -4,7 +4,8 @@ import { pipeline } from 'node:stream/promises';
 import { describe, expect, it } from 'vitest';
 import { decodeBase64, isBase64 } from '../../src/backup/base64.js';
 import { decodeCanonicalElement } from '../../src/backup/delta-element.js';
-import { encodeDeltaEvent, type DeltaEvent } from '../../src/backup/delta-format.js';
+import type { DeltaEvent } from '../../src/backup/delta-format.js';
+import { encodeDeltaEvent } from '../../src/backup/delta-write.js';
 import { decodeElementJson, DeltaPayloadDecoder, DeltaPayloadParser } from '../../src/backup/delta-parse.js';
 
 /** A small deterministic generator, so a failure names its seed and can be replayed. */
@@ -94,7 +95,7 @@ describe('base64 from bytes', () => {
 });
 
 describe('delta elements: the fast path agrees with JSON.parse', () => {
-  it('reads 2,000 random events as our encoder (and Go) writes them exactly as JSON.parse does', () => {
+  it('reads 2,000 random events as our writer (and Go) writes them exactly as JSON.parse does', () => {
     const rnd = random(7);
     let fastCount = 0;
     for (let i = 0; i < 2000; i++) {

@@ -5,7 +5,8 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { gunzipSync, inflateSync } from 'node:zlib';
 import { describe, expect, it } from 'vitest';
-import { deltaEventJsonLength, encodeDeltaEvent, formatRfc3339Nano, type DeltaEvent } from '../../src/backup/delta-format.js';
+import { formatRfc3339Nano, type DeltaEvent } from '../../src/backup/delta-format.js';
+import { deltaEventJsonLength, encodeDeltaEvent } from '../../src/backup/delta-write.js';
 import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
 import { UPSTREAM_V023 } from '../support/fixtures.js';
 

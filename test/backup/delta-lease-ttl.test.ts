@@ -1,12 +1,13 @@
 /**
  * Our lease TTL field of a delta element (`"leaseTTL"` after `"time"`, DeltaEvent.leaseTTL): written by the
- * encoder and by the snapshotter's delta buffer (on the first event of a delta naming each lease), read by
- * both parser paths alike, refused with a clear message when it is no TTL etcd grants. (That Go's restorer
- * reads past it: test/backup/go-compat.test.ts and the interop suite.)
+ * payload writer, for one event and in the snapshotter's delta buffer (on the first event of a delta naming
+ * each lease), read by both parser paths alike, refused with a clear message when it is no TTL etcd grants.
+ * (That Go's restorer reads past it: test/backup/go-compat.test.ts and the interop suite.)
  */
 import { describe, expect, it } from 'vitest';
 import { decodeCanonicalElement } from '../../src/backup/delta-element.js';
-import { deltaEventJsonLength, encodeDeltaEvent, type DeltaEvent } from '../../src/backup/delta-format.js';
+import type { DeltaEvent } from '../../src/backup/delta-format.js';
+import { deltaEventJsonLength, encodeDeltaEvent } from '../../src/backup/delta-write.js';
 import { decodeElementJson, DeltaPayloadDecoder } from '../../src/backup/delta-parse.js';
 import { DeltaBuffer, deltaPayloadBytes } from '../../src/snapshotter/delta-buffer.js';
 

@@ -6,7 +6,7 @@ import { Cursor } from '../../src/bbolt/cursor.js';
 import { BoltDB, BoltError, element, isBranch, isLeaf } from '../../src/bbolt/db.js';
 import type { Page } from '../../src/bbolt/db.js';
 import { findFlockHolder } from '../../src/bbolt/lock.js';
-import { latestRevision } from '../../src/bbolt/revision.js';
+import { latestRevision } from '../../src/backend/store-revision.js';
 import { makeEtcdDataDir, patchFile } from './fixture.js';
 import type { EtcdDataDir } from './fixture.js';
 

@@ -11,13 +11,14 @@ import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkConsistency } from '../../src/bbolt/check.js';
 import { BoltDB } from '../../src/bbolt/db.js';
-import { storeRevisionOf } from '../../src/bbolt/revision.js';
-import { StreamingBoltCheck, type StreamCheckOutcome } from '../../src/bbolt/stream-check.js';
+import { storeRevisionOf } from '../../src/backend/store-revision.js';
+import { StreamingCheck } from '../../src/bbolt/stream-check.js';
+import { BackendStreamChecker, type BackendCheckOutcome } from '../../src/backend/stream-check.js';
 import { copyDataDir, makeEtcdDataDir, patchFile, type EtcdDataDir } from './fixture.js';
 
-/** Streams `bytes` in chunks of `size` (the last one shorter) through a StreamingBoltCheck. */
-async function streamed(bytes: Buffer, size: number): Promise<StreamCheckOutcome> {
-  const check = new StreamingBoltCheck('test db');
+/** Streams `bytes` in chunks of `size` (the last one shorter) through the streamed check of an etcd backend. */
+async function streamed(bytes: Buffer, size: number): Promise<BackendCheckOutcome> {
+  const check = new StreamingCheck(new BackendStreamChecker('test db'));
   async function* chunks() {
     for (let at = 0; at < bytes.length; at += size) yield bytes.subarray(at, at + size);
   }

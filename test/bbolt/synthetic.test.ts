@@ -2,7 +2,7 @@
  * Hand-built bbolt files for what etcd's own files never show: etcd (3.4+) runs bbolt with NoFreelistSync,
  * so its files carry no freelist page, and small buckets it writes are inline only in some layouts.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,7 +10,10 @@ import { checkConsistency } from '../../src/bbolt/check.js';
 import { Cursor } from '../../src/bbolt/cursor.js';
 import { BoltDB } from '../../src/bbolt/db.js';
 import { fnv64a } from '../../src/bbolt/format.js';
-import { latestRevision } from '../../src/bbolt/revision.js';
+import { BackendStreamChecker } from '../../src/backend/stream-check.js';
+import { latestRevision, storeRevisionOf } from '../../src/backend/store-revision.js';
+import type { SummaryWatch } from '../../src/bbolt/page-summaries.js';
+import { BoltStreamChecker, type StreamChecker } from '../../src/bbolt/stream-check.js';
 
 const PS = 4096;
 
@@ -164,6 +167,21 @@ async function build(l: Layout = {}): Promise<string> {
 
 const messages = (r: { problems: { message: string }[] }): string[] => r.problems.map((x) => x.message);
 
+/** The file at `p` through a streamed check, in reads of 1,000 bytes (pages arrive split). */
+async function streamed<O>(p: string, checker: StreamChecker<O>): Promise<O> {
+  const bytes = await readFile(p);
+  for (let at = 0; at < bytes.length; at += 1000) await checker.write(bytes.subarray(at, at + 1000));
+  return checker.finish();
+}
+
+/** A revision key of main revision `main` (etcd's layout: 8 bytes big-endian, `_`, 8 bytes of sub revision). */
+function revisionKey(main: number): Buffer {
+  const k = Buffer.alloc(17);
+  k.writeBigUInt64BE(BigInt(main), 0);
+  k[8] = 0x5f;
+  return k;
+}
+
 describe('consistency check on hand-built files', () => {
   it('accepts a consistent file with a freelist and an inline bucket', async () => {
     const r = await checkConsistency(await build());
@@ -288,5 +306,84 @@ describe('consistency check on hand-built files', () => {
     });
     expect(await latestRevision(short)).toBe(1);
     await expect(latestRevision(await build())).rejects.toMatchObject({ code: 'E_BOLT_NO_BUCKET' });
+  });
+
+  it('a streamed check notes the values and sub-buckets a watch names, and what an inline one holds', async () => {
+    const p = await build();
+    const watch: SummaryWatch = {
+      values: [Buffer.from('a'), Buffer.from('y')],
+      buckets: [Buffer.from('b'), Buffer.from('i'), Buffer.from('zz')],
+    };
+    const out = await streamed(p, new BoltStreamChecker('test db', 1000, watch));
+    expect(out.kind === 'checked' && out.check.ok).toBe(true);
+    const view = out.kind === 'checked' ? out.summaries! : undefined;
+    expect(view?.rootPage).toBe(3);
+    expect(view?.buckets).toEqual([
+      { page: 3, name: 0, root: 4 },
+      // Inside an inline bucket a watched value is noted with the bucket, not as a value of the file's pages.
+      { page: 3, name: 1, root: 0, inline: { lastKey: Buffer.from('y'), values: [{ key: 1, value: Buffer.from('2') }] } },
+    ]);
+    expect(view?.values).toEqual([{ page: 4, key: 0, value: Buffer.from('va') }]);
+    expect([...view!.leafPagesUnder(3)]).toEqual([3]);
+    expect([...view!.leafPagesUnder(4)]).toEqual([4]);
+    expect(view!.lastKeyUnder(4)).toEqual(Buffer.from('b'));
+    expect(view!.lastKeyUnder(3)).toEqual(Buffer.from('i'));
+
+    // Nothing watched, nothing noted; a file that fails the check hands no summaries back.
+    const plain = await streamed(p, new BoltStreamChecker('test db'));
+    expect(plain.kind === 'checked' && [plain.summaries?.values, plain.summaries?.buckets]).toEqual([[], []]);
+    const unsorted = await build({
+      bucketPage: leaf(4, [
+        { key: 'b', value: Buffer.from('vb') },
+        { key: 'a', value: Buffer.from('va') },
+      ]),
+    });
+    const bad = await streamed(unsorted, new BoltStreamChecker('test db', 1000, watch));
+    expect(bad.kind === 'checked' && [bad.check.ok, bad.summaries]).toEqual([false, undefined]);
+  });
+
+  it("reads etcd's store revision from inline `key` and `meta` buckets, from the pages and from a streamed check alike", async () => {
+    const compacted = Buffer.alloc(17);
+    compacted.writeBigUInt64BE(50n, 0);
+    const cases: Array<[string, Buffer, Buffer, number]> = [
+      // [what, the key bucket, the meta bucket, the store revision]
+      [
+        'the last key',
+        inlineBucket([
+          { key: revisionKey(7), value: Buffer.from('kv') },
+          { key: revisionKey(42), value: Buffer.from('kv') },
+        ]),
+        inlineBucket([]),
+        42,
+      ],
+      [
+        'a finished compaction above the last key',
+        inlineBucket([{ key: revisionKey(42), value: Buffer.from('kv') }]),
+        inlineBucket([
+          { key: 'consistent_index', value: Buffer.alloc(8) },
+          { key: 'finishedCompactRev', value: compacted },
+        ]),
+        50,
+      ],
+      ['an empty store', inlineBucket([]), inlineBucket([]), 1],
+    ];
+    for (const [what, key, metaBucket, revision] of cases) {
+      const p = await build({
+        rootEntries: [
+          { key: 'b', value: bucketRef(4), bucket: true },
+          { key: 'key', value: key, bucket: true },
+          { key: 'meta', value: metaBucket, bucket: true },
+        ],
+      });
+      const db = await BoltDB.open(p);
+      try {
+        expect(await storeRevisionOf(db), what).toBe(revision);
+      } finally {
+        await db.close();
+      }
+      expect(await streamed(p, new BackendStreamChecker('test db')), what).toMatchObject({ kind: 'checked', revision });
+    }
+    const notEtcd = await streamed(await build(), new BackendStreamChecker('test db'));
+    expect(notEtcd.kind === 'checked' && notEtcd.notEtcd?.code).toBe('E_BOLT_NO_BUCKET');
   });
 });

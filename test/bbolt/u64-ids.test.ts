@@ -13,7 +13,7 @@ import { Cursor } from '../../src/bbolt/cursor.js';
 import { BoltDB, element, isBranch, isLeaf } from '../../src/bbolt/db.js';
 import type { Page } from '../../src/bbolt/db.js';
 import { fnv64a } from '../../src/bbolt/format.js';
-import { StreamingBoltCheck, type StreamCheckOutcome } from '../../src/bbolt/stream-check.js';
+import { BoltStreamChecker, StreamingCheck, type StreamCheckOutcome } from '../../src/bbolt/stream-check.js';
 import { makeEtcdDataDir, patchFile } from './fixture.js';
 import type { EtcdDataDir } from './fixture.js';
 
@@ -55,7 +55,7 @@ const u64le = (v: bigint): Buffer => {
 };
 
 async function streamed(p: string): Promise<StreamCheckOutcome> {
-  const check = new StreamingBoltCheck('test db');
+  const check = new StreamingCheck(new BoltStreamChecker('test db'));
   const bytes = await readFile(p);
   async function* chunks() {
     for (let at = 0; at < bytes.length; at += 4093) yield bytes.subarray(at, at + 4093);

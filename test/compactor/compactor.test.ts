@@ -21,7 +21,7 @@ import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import type { SnapshotLeases } from '../../src/k8s/snapshot-leases.js';
 import { planRestore } from '../../src/restorer/plan.js';
 import { backendPath, executeRestore } from '../../src/restorer/restore.js';
-import { readAuthEnabled } from '../../src/bbolt/patch.js';
+import { readAuthEnabled } from '../../src/backend/auth-flag.js';
 import { takeFullSnapshot } from '../../src/snapshotter/full-snapshot.js';
 import { DeltaBuffer } from '../../src/snapshotter/delta-buffer.js';
 import { saveDeltaSnapshot } from '../../src/snapshotter/delta-snapshot.js';

@@ -9,7 +9,7 @@ import type { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SnapStore } from '@etcdbrctl/snapstore';
 import { checkConsistency } from '../../src/bbolt/check.js';
-import { readAuthEnabled } from '../../src/bbolt/patch.js';
+import { readAuthEnabled } from '../../src/backend/auth-flag.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { planRestore } from '../../src/restorer/plan.js';

@@ -12,7 +12,7 @@ import { Cursor } from '../../src/bbolt/cursor.js';
 import { BoltDB } from '../../src/bbolt/db.js';
 import type { WriterEntry } from '../../src/bbolt/writer.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
-import { KEY_BUCKET, LEASE_BUCKET, leaseIdOfKey, leaseKey } from '../../src/etcd-schema.js';
+import { KEY_BUCKET, LEASE_BUCKET, leaseIdOfKey, leaseKey } from '../../src/backend/schema.js';
 import { topLevelBuckets } from '../../src/restorer/backend-copy.js';
 import { noLeases, withCreatedLeases } from '../../src/restorer/lease-bucket.js';
 import { decodeLeaseRecord, encodeLeaseRecord } from '../../src/restorer/lease-record.js';

@@ -8,7 +8,7 @@ import {
   type CaptureEvent,
   type CaptureState,
 } from '../../src/snapshotter/capture-step.js';
-import { deltaPayloadLength } from '../../src/snapshotter/delta-buffer.js';
+import { deltaPayloadLength } from '../../src/backup/delta-write.js';
 
 /**
  * The snapshotter's capture decisions as tables: a start state and a sequence of events ⇒ the effects asked

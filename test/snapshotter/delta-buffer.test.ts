@@ -5,7 +5,7 @@ import type { DeltaEvent } from '../../src/backup/delta-format.js';
 import { DeltaPayloadParser } from '../../src/backup/delta-parse.js';
 import { createHash } from 'node:crypto';
 import { DeltaBuffer, deltaPayloadBatches, deltaPayloadBytes, releaseDeltaPayload } from '../../src/snapshotter/delta-buffer.js';
-import { encodeDeltaEvent } from '../../src/backup/delta-format.js';
+import { encodeDeltaEvent } from '../../src/backup/delta-write.js';
 
 function put(rev: number, key: string, value: string): DeltaEvent {
   return {
@@ -70,7 +70,7 @@ describe('delta buffer', () => {
     expect(deltaPayloadBytes(p).equals(expected)).toBe(true);
   });
 
-  it('writes 2,000 generated events as the encoder does, every field combination, padding and number length, each event a piece of its own or batched', () => {
+  it('writes 2,000 generated events as it writes each alone (encodeDeltaEvent), every field combination, padding and number length, each event a piece of its own or batched', () => {
     let seed = 11; // a small LCG, so a failure names a reproducible case
     const next = (n: number): number => {
       seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648;
@@ -96,7 +96,7 @@ describe('delta buffer', () => {
     for (const batch of [1, 64 * 1024]) expect(Buffer.concat([...deltaPayloadBatches(p, batch)]).equals(expected)).toBe(true);
   });
 
-  it('writes out every kind of event as the encoder does: deletes, leases, empty and large values, any time text', () => {
+  it('writes out every kind of event as it writes each alone: deletes, leases, empty and large values, any time text', () => {
     const events: DeltaEvent[] = [
       { ...put(7, '', ''), createRevision: 0, version: 0 },
       {

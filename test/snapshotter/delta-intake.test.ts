@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { silentLogger } from '@etcdbrctl/snapstore';
-import { deltaEventJsonLength, type DeltaEvent } from '../../src/backup/delta-format.js';
+import type { DeltaEvent } from '../../src/backup/delta-format.js';
+import { deltaEventJsonLength } from '../../src/backup/delta-write.js';
 import type { EtcdClient } from '../../src/etcd/index.js';
 import { Metrics } from '../../src/metrics.js';
 import { CaptureMachine } from '../../src/snapshotter/capture-machine.js';

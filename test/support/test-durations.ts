@@ -49,7 +49,7 @@ export const MEASURED_SECONDS: Readonly<Record<string, number>> = {
   'test/restorer/auth-restore.test.ts': 10,
   'test/cluster/cleanup.test.ts': 7,
   'test/verifier/verify.test.ts': 6,
-  'test/bbolt/patch.test.ts': 5,
+  'test/backend/auth-flag.test.ts': 5,
   'test/restorer/online-lean-stall.test.ts': 5,
   'test/etcd/cluster-harness.test.ts': 5,
   'e2e/bench-put-load.test.ts': 5,

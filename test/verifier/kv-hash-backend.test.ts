@@ -15,7 +15,7 @@ import { restoreBaseSnapshot } from '../../src/restorer/base-restore.js';
 import type { EtcdBinaries } from '../../src/etcd/binaries.js';
 import { freePort } from '../../src/etcd/ports.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
-import { KEY_BUCKET, META_BUCKET, SCHEDULED_COMPACT_REV_KEY, revisionKey } from '../../src/etcd-schema.js';
+import { KEY_BUCKET, META_BUCKET, SCHEDULED_COMPACT_REV_KEY, revisionKey } from '../../src/backend/schema.js';
 import { KeepIndex, KvHasher } from '../../src/verifier/kv-hash.js';
 import { emptyRecord, recordOfEntry, type KvRecord } from '../../src/verifier/kv-record.js';
 import { encodePutValue, encodeTombstoneValue } from '../../src/restorer/mvcc.js';

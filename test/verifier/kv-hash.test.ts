@@ -18,7 +18,7 @@ import type { DeltaEvent } from '../../src/backup/delta-format.js';
 import { Cursor } from '../../src/bbolt/cursor.js';
 import { BoltDB } from '../../src/bbolt/db.js';
 import type { EtcdClient } from '../../src/etcd/index.js';
-import { KEY_BUCKET } from '../../src/etcd-schema.js';
+import { KEY_BUCKET } from '../../src/backend/schema.js';
 import { KeepIndex, KvHasher } from '../../src/verifier/kv-hash.js';
 import { emptyRecord, recordOfEntry, recordOfEvent, type KvRecord } from '../../src/verifier/kv-record.js';
 import { cleanupAfterEach } from '../support/cleanups.js';

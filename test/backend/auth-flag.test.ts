@@ -7,7 +7,8 @@ import { Etcd3 } from 'etcd3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkConsistency } from '../../src/bbolt/check.js';
 import { fnv64a } from '../../src/bbolt/format.js';
-import { BoltPatchError, locateAuthFlag, readAuthEnabled, setAuthEnabled } from '../../src/bbolt/patch.js';
+import { locateAuthFlag, readAuthEnabled, setAuthEnabled } from '../../src/backend/auth-flag.js';
+import { BoltPatchError } from '../../src/bbolt/patch.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
 import { SINGLE_MEMBER_RAFT_ARGS, etcdBinaries } from '../support/etcd.js';
 

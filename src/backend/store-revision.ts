@@ -4,9 +4,9 @@
  * (+ 't' for a tombstone), so the last key is the newest write. Upstream's sanity check does exactly this,
  * with 1 for a key shorter than 8 bytes (an empty store).
  */
-import { FINISHED_COMPACT_REV_KEY, KEY_BUCKET, META_BUCKET } from '../etcd-schema.js';
-import { BoltDB, BoltError } from './db.js';
-import { Cursor } from './cursor.js';
+import { Cursor } from '../bbolt/cursor.js';
+import { BoltDB, BoltError } from '../bbolt/db.js';
+import { FINISHED_COMPACT_REV_KEY, KEY_BUCKET, META_BUCKET } from './schema.js';
 
 /** Latest main revision of the etcd backend at `dbPath`. Throws BoltError (E_BOLT_NO_BUCKET without `key`). */
 export async function latestRevision(dbPath: string): Promise<number> {

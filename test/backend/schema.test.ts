@@ -1,6 +1,6 @@
 /** etcd's revision keys: written by revisionKey, read back by mainRevisionOf, also from inside a larger buffer. */
 import { describe, expect, it } from 'vitest';
-import { mainRevisionOf, revisionKey } from '../src/etcd-schema.js';
+import { mainRevisionOf, revisionKey } from '../../src/backend/schema.js';
 
 describe('revision keys', () => {
   it('the main revision reads back from a key and from a key inside a larger buffer', () => {

@@ -2,8 +2,9 @@
  * etcd's backend schema, declared once: the bbolt buckets and keys etcd keeps its state in, and the layout
  * of its revision keys (etcd-io/etcd `server/storage/schema/bucket.go`, `schema/meta.go`,
  * `server/storage/mvcc/revision.go`). The bbolt code in `src/bbolt` is a generic reader, writer and checker;
- * whatever needs to know what etcd stores where (the store revision, the auth flag, the offline replay)
- * takes the names from here. `test/architecture/etcd-schema.test.ts` fails when one is spelled elsewhere.
+ * whatever needs to know what etcd stores where takes the names from here: the rest of this folder (the store
+ * revision, the auth flag), the offline replay, the verifier. `test/architecture/etcd-schema.test.ts` fails
+ * when one is spelled elsewhere.
  */
 
 /** Bucket of the mvcc history: one entry per revision (see `revisionKey`), the value a `mvccpb.KeyValue`. */
@@ -24,16 +25,6 @@ export const FINISHED_COMPACT_REV_KEY = Buffer.from('finishedCompactRev');
 export const SCHEDULED_COMPACT_REV_KEY = Buffer.from('scheduledCompactRev');
 /** `auth`: auth on ([1]) or off ([0]). */
 export const AUTH_ENABLED_KEY = Buffer.from('authEnabled');
-
-/** The two buckets the store revision is read from. */
-export type RevisionBucket = 'key' | 'meta';
-
-/** Which of the revision buckets `buf[start, end)` names, if either. */
-export function revisionBucketNamed(buf: Buffer, start: number, end: number): RevisionBucket | undefined {
-  if (end - start === KEY_BUCKET.length && buf.compare(KEY_BUCKET, 0, KEY_BUCKET.length, start, end) === 0) return 'key';
-  if (end - start === META_BUCKET.length && buf.compare(META_BUCKET, 0, META_BUCKET.length, start, end) === 0) return 'meta';
-  return undefined;
-}
 
 /** Whether `buf[start, end)` is `meta`'s finishedCompactRev key. */
 export function isFinishedCompactRevKey(buf: Buffer, start: number, end: number): boolean {
