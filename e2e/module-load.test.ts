@@ -62,7 +62,8 @@ function dependencyClosure(names: readonly string[]): Set<string> {
 
 /**
  * What the sidecar always loads: its logger and metrics, our own workspace packages, and the runtime of the
- * protobuf code generated from etcd's .proto files (src/etcd/gen), with their dependencies.
+ * protobuf code generated from etcd's .proto files (src/etcd/gen: @bufbuild/protobuf's wire-format reader and
+ * writer), with their dependencies.
  */
 const ALWAYS = ['pino', 'prom-client', '@etcdbrctl/snapstore', '@etcdbrctl/malloc-trim', '@bufbuild/protobuf'];
 
@@ -78,6 +79,18 @@ function packagesOf(log: string): Set<string> {
   }
   return found;
 }
+
+/** The modules of @bufbuild/protobuf a module log names, as paths in its dist/esm/ (`wire/binary-encoding.js`). */
+function protobufModulesOf(log: string): string[] {
+  return [...log.matchAll(/\/node_modules\/@bufbuild\/protobuf\/dist\/esm\/(.+\.js)$/gm)].map((m) => m[1] as string);
+}
+
+/**
+ * The parts of @bufbuild/protobuf the generated code does without: embedded descriptors and what decodes them
+ * (codegenv1/v2, the registry, the well-known types' descriptors in wkt/gen), and JSON. Loading them cost the
+ * idle sidecar 2-3.6 MiB while the generated code ran on them (docs/design-decisions.md, "One etcd transport").
+ */
+const PROTOBUF_REFLECTION = /^(codegenv\d|wkt\/gen|registry|to-json|from-json|json-value|reflect\/names)/;
 
 /** Our own modules (paths under dist/) and node: builtins a module log names, one each. */
 function ownModulesOf(log: string): Set<string> {
@@ -103,6 +116,8 @@ const ONLINE_ONLY = [
   'etcd/lean-txns.js',
   'etcd/calls.js',
   'etcd/grpc.js',
+  'etcd/grpc-frame.js',
+  'etcd/methods.js',
   'etcd/gen/etcd/api/etcdserverpb/rpc_pb.js',
   'node:http2',
 ] as const;
@@ -138,7 +153,7 @@ describe('etcdbrctl server loads only what its flags use', () => {
     name: string,
     args: string[],
     env: NodeJS.ProcessEnv = {},
-  ): Promise<Set<string> & { ownKubeClient: boolean; builtins: Set<string> }> {
+  ): Promise<Set<string> & { ownKubeClient: boolean; builtins: Set<string>; protobuf: string[] }> {
     const log = join(dir, `${name}.modules`);
     await writeFile(log, '');
     sidecar = await startSidecar([`--endpoints=${etcd.clientUrl}`, '--schedule=0 0 1 1 *', '--delta-snapshot-period=1s', ...args], {
@@ -161,7 +176,7 @@ describe('etcdbrctl server loads only what its flags use', () => {
     sidecar = undefined;
     const text = await readFile(log, 'utf8');
     const builtins = new Set([...text.matchAll(/^builtin:(.+)$/gm)].map((m) => m[1] as string));
-    return Object.assign(packagesOf(text), { ownKubeClient: /\/k8s\/http\.js$/m.test(text), builtins });
+    return Object.assign(packagesOf(text), { ownKubeClient: /\/k8s\/http\.js$/m.test(text), builtins, protobuf: protobufModulesOf(text) });
   }
 
   it('every heavy package these checks keep out is installed (a check on a package that is not there guards nothing)', () => {
@@ -178,6 +193,9 @@ describe('etcdbrctl server loads only what its flags use', () => {
     expect(['fastify', 'ajv', 'avvio', 'find-my-way'].flatMap((p) => loadedAny(packages, p))).toEqual([]);
     // Exactly: every package outside the logger's, the metrics' and our own is one the case must not load.
     expect(beyond(packages, dependencyClosure(ALWAYS))).toEqual([]);
+    // Of the protobuf runtime, the wire format only: nothing that decodes descriptors or speaks JSON.
+    expect(packages.protobuf).toContain('wire/binary-encoding.js');
+    expect(packages.protobuf.filter((m) => PROTOBUF_REFLECTION.test(m))).toEqual([]);
     expect(packages.ownKubeClient).toBe(false);
     expect(CLOUD_SDKS.flatMap((sdk) => loadedAny(packages, sdk))).toEqual([]);
     // No config file, no /config request, no encryption flags, gzip: none of their libraries.

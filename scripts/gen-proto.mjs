@@ -1,8 +1,12 @@
 #!/usr/bin/env node
 /**
- * Generates src/etcd/gen/ (TypeScript, @bufbuild/protobuf v2) from etcd's .proto files in proto/ (etcd v3.5.16,
- * kept as upstream wrote them): `npm run proto`. With `--out=DIR` it writes there instead (the test that the
- * checked-in code is what the generator gives).
+ * Generates src/etcd/gen/ (TypeScript, by ts-proto) from etcd's .proto files in proto/ (etcd v3.5.16, kept as
+ * upstream wrote them): `npm run proto`. With `--out=DIR` it writes there instead (the test that the checked-in
+ * code is what the generator gives).
+ *
+ * ts-proto writes each message as a plain interface with its own encode and decode on the wire-format reader
+ * and writer of @bufbuild/protobuf (`@bufbuild/protobuf/wire`): no descriptors are embedded or decoded at start
+ * and no reflection runs per message (docs/design-decisions.md, "One etcd transport").
  *
  * Two steps between the upstream files and the generator:
  * - The gogoproto options (Go code generation) and google.api.http options (etcd's JSON gateway) are stripped,
@@ -46,6 +50,29 @@ export const METHODS = [
   'etcdserverpb.Auth.Authenticate',
 ];
 
+/**
+ * ts-proto's options. Left at their defaults: `env` (both), so a bytes field decodes to a view of the message's
+ * buffer (`env=node` would copy each into a Buffer: every watched key and value, every 32 KiB snapshot chunk),
+ * and `outputTypeRegistry` (off).
+ */
+export const OPTIONS = [
+  // etcd's ids and revisions are 64-bit, member ids span the whole uint64 range: bigint, never a lossy number.
+  'forceLong=bigint',
+  // Binary encode and decode only: no JSON methods, no create/fromPartial (a request is written as an object).
+  'outputJsonMethods=false',
+  'outputPartialMethods=false',
+  // Every field optional in the types, so a request names only what it sets; a decoded message still has every
+  // field (its default when absent on the wire).
+  'useOptionals=all',
+  // A table per service (its full name, each method's name and message codecs), from which src/etcd/methods.ts
+  // makes the call paths; no client or server stubs.
+  'outputServices=generic-definitions',
+  // ES modules that Node resolves (NodeNext), under the file names the plugin before this one gave.
+  'importSuffix=.js',
+  'fileSuffix=_pb',
+  'exportCommonSymbols=false',
+];
+
 /** An upstream .proto without its Go-generation and HTTP-gateway annotations. */
 export function stripAnnotations(source) {
   return (
@@ -77,7 +104,7 @@ export function generate(out = OUT) {
       writeFileSync(target, stripped);
     }
     writeFileSync(join(src, 'buf.yaml'), 'version: v2\n');
-    const plugin = join(ROOT, 'node_modules/.bin/protoc-gen-es');
+    const plugin = join(ROOT, 'node_modules/.bin/protoc-gen-ts_proto');
     writeFileSync(
       join(work, 'buf.gen.yaml'),
       [
@@ -86,8 +113,7 @@ export function generate(out = OUT) {
         `  - local: ${JSON.stringify(plugin)}`,
         '    out: gen',
         '    opt:',
-        '      - target=ts',
-        '      - import_extension=js',
+        ...OPTIONS.map((o) => `      - ${o}`),
         '',
       ].join('\n'),
     );

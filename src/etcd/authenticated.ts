@@ -4,10 +4,9 @@
  * because the token is invalid or expired authenticates again once and is retried. Without credentials the
  * calls go out as they are.
  */
-import { create, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
 import { EtcdError, isEtcdError } from './errors.js';
-import { Auth, AuthenticateRequestSchema } from './gen/etcd/api/etcdserverpb/rpc_pb.js';
 import type { CallSettings, GrpcCall, GrpcMethod, Transport } from './grpc.js';
+import { Auth } from './methods.js';
 
 export interface Credentials {
   username: string;
@@ -30,11 +29,7 @@ export class AuthenticatedCalls {
     this.token = undefined;
   }
 
-  async unary<I extends DescMessage, O extends DescMessage>(
-    method: GrpcMethod<I, O>,
-    request: MessageShape<I>,
-    settings: CallSettings = {},
-  ): Promise<MessageShape<O>> {
+  async unary<I, O>(method: GrpcMethod<I, O>, request: I, settings: CallSettings = {}): Promise<O> {
     if (!this.credentials) return this.transport.unary(method, request, settings);
     try {
       return await this.transport.unary(method, request, { ...settings, metadata: await this.metadata(settings) });
@@ -44,11 +39,7 @@ export class AuthenticatedCalls {
     }
   }
 
-  async open<I extends DescMessage, O extends DescMessage>(
-    method: GrpcMethod<I, O>,
-    onMessage: (message: MessageShape<O>) => void,
-    settings: CallSettings = {},
-  ): Promise<GrpcCall<I>> {
+  async open<I, O>(method: GrpcMethod<I, O>, onMessage: (message: O) => void, settings: CallSettings = {}): Promise<GrpcCall<I>> {
     const metadata = this.credentials ? await this.metadata(settings) : undefined;
     return this.transport.open(method, onMessage, metadata ? { ...settings, metadata } : settings);
   }
@@ -58,11 +49,8 @@ export class AuthenticatedCalls {
     const { username, password } = this.credentials!;
     if (renew) this.token = undefined;
     this.token ??= this.transport
-      .unary(Auth.method.authenticate, create(AuthenticateRequestSchema, { name: username, password }), {
-        timeoutMs: settings.timeoutMs,
-        signal: settings.signal,
-      })
-      .then((res) => res.token)
+      .unary(Auth.authenticate, { name: username, password }, { timeoutMs: settings.timeoutMs, signal: settings.signal })
+      .then((res) => res.token ?? '')
       .catch((err: unknown) => {
         this.token = undefined;
         throw isEtcdError(err) && /authentication failed/i.test(err.message)

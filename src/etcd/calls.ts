@@ -4,32 +4,12 @@
  * (64-bit ids as hex strings, revisions and sizes as numbers). The watch and the snapshot stream have modules of
  * their own (watch-stream.ts, snapshot-stream.ts).
  */
-import { create } from '@bufbuild/protobuf';
 import { AuthenticatedCalls, type Credentials } from './authenticated.js';
 import { EtcdError } from './errors.js';
-import {
-  Cluster,
-  CompactionRequestSchema,
-  DefragmentRequestSchema,
-  HashKVRequestSchema,
-  KV,
-  Lease,
-  LeaseGrantRequestSchema,
-  LeaseRevokeRequestSchema,
-  LeaseTimeToLiveRequestSchema,
-  Maintenance,
-  MemberAddRequestSchema,
-  MemberListRequestSchema,
-  MemberPromoteRequestSchema,
-  MemberRemoveRequestSchema,
-  MemberUpdateRequestSchema,
-  PutRequestSchema,
-  RangeRequestSchema,
-  StatusRequestSchema,
-  type Member,
-} from './gen/etcd/api/etcdserverpb/rpc_pb.js';
+import type { Member } from './gen/etcd/api/etcdserverpb/rpc_pb.js';
 import { GrpcTransport, type Transport, type TransportOptions } from './grpc.js';
 import { openLeanTxns } from './lean-txns.js';
+import { Cluster, KV, Lease, Maintenance } from './methods.js';
 import { headerRevision, leaseIdOf, txnRequestOf } from './replay-codec.js';
 import { openSnapshotStream } from './snapshot-stream.js';
 import type {
@@ -50,7 +30,9 @@ import { watchAllKeys, type AllKeysWatch, type WatchHandlers } from './watch-str
 
 export type { Credentials } from './authenticated.js';
 
-const hex = (id: bigint): string => id.toString(16);
+/** A decoded message has every field (absent on the wire: its default); its types say optional, as a request's. */
+const hex = (id: bigint | undefined): string => (id ?? 0n).toString(16);
+const num = (n: bigint | undefined): number => Number(n ?? 0n);
 
 /** A hex member id as the uint64 etcd takes. */
 function memberIdOf(id: string): bigint {
@@ -59,7 +41,7 @@ function memberIdOf(id: string): bigint {
 }
 
 function toMember(m: Member): EtcdMember {
-  return { id: hex(m.ID), name: m.name, peerUrls: m.peerURLs, clientUrls: m.clientURLs, isLearner: m.isLearner };
+  return { id: hex(m.ID), name: m.name ?? '', peerUrls: m.peerURLs ?? [], clientUrls: m.clientURLs ?? [], isLearner: m.isLearner ?? false };
 }
 
 export class GrpcEtcdClient implements EtcdClient {
@@ -71,83 +53,77 @@ export class GrpcEtcdClient implements EtcdClient {
   }
 
   async status(opts?: CallOptions): Promise<EtcdStatus> {
-    const s = await this.calls.unary(Maintenance.method.status, create(StatusRequestSchema), opts);
+    const s = await this.calls.unary(Maintenance.status, {}, opts);
     return {
-      memberId: hex(s.header?.memberId ?? 0n),
-      clusterId: hex(s.header?.clusterId ?? 0n),
-      revision: Number(s.header?.revision ?? 0n),
+      memberId: hex(s.header?.memberId),
+      clusterId: hex(s.header?.clusterId),
+      revision: num(s.header?.revision),
       leaderId: hex(s.leader),
-      raftTerm: Number(s.raftTerm),
-      raftIndex: Number(s.raftIndex),
-      isLearner: s.isLearner,
-      dbSize: Number(s.dbSize),
-      dbSizeInUse: Number(s.dbSizeInUse),
-      version: s.version,
+      raftTerm: num(s.raftTerm),
+      raftIndex: num(s.raftIndex),
+      isLearner: s.isLearner ?? false,
+      dbSize: num(s.dbSize),
+      dbSizeInUse: num(s.dbSizeInUse),
+      version: s.version ?? '',
     };
   }
 
   async defragment(opts?: CallOptions & SignalOptions): Promise<void> {
-    await this.calls.unary(Maintenance.method.defragment, create(DefragmentRequestSchema), opts);
+    await this.calls.unary(Maintenance.defragment, {}, opts);
   }
 
   async compact(revision: number, opts: CallOptions & SignalOptions & { physical?: boolean } = {}): Promise<void> {
-    const request = create(CompactionRequestSchema, { revision: BigInt(revision), physical: opts.physical ?? true });
-    await this.calls.unary(KV.method.compact, request, opts);
+    await this.calls.unary(KV.compact, { revision: BigInt(revision), physical: opts.physical ?? true }, opts);
   }
 
   async hashKv(revision: number, opts?: CallOptions & SignalOptions): Promise<EtcdKvHash> {
-    const res = await this.calls.unary(Maintenance.method.hashKV, create(HashKVRequestSchema, { revision: BigInt(revision) }), opts);
-    return { hash: res.hash, compactRevision: Number(res.compactRevision), headerRevision: Number(res.header?.revision ?? 0n) };
+    const res = await this.calls.unary(Maintenance.hashKV, { revision: BigInt(revision) }, opts);
+    return { hash: res.hash ?? 0, compactRevision: num(res.compactRevision), headerRevision: num(res.header?.revision) };
   }
 
   /** A linearizable read of one key: its header carries the revision, and only a quorate cluster answers. */
   async currentRevision(timeoutMs: number): Promise<number> {
-    const res = await this.calls.unary(KV.method.range, create(RangeRequestSchema, { key: Buffer.from('foo') }), { timeoutMs });
-    return Number(res.header?.revision ?? 0n);
+    const res = await this.calls.unary(KV.range, { key: Buffer.from('foo') }, { timeoutMs });
+    return num(res.header?.revision);
   }
 
   async get(key: string, opts?: CallOptions): Promise<Buffer | undefined> {
-    const res = await this.calls.unary(KV.method.range, create(RangeRequestSchema, { key: Buffer.from(key) }), opts);
-    const value = res.kvs[0]?.value;
+    const res = await this.calls.unary(KV.range, { key: Buffer.from(key) }, opts);
+    const value = res.kvs?.[0]?.value;
     // A copy: the response's buffer is not kept alive by what the caller keeps.
     return value === undefined ? undefined : Buffer.from(value);
   }
 
   async put(key: string, value: string | Buffer, opts?: CallOptions): Promise<void> {
-    const request = create(PutRequestSchema, { key: Buffer.from(key), value: typeof value === 'string' ? Buffer.from(value) : value });
-    await this.calls.unary(KV.method.put, request, opts);
+    await this.calls.unary(KV.put, { key: Buffer.from(key), value: typeof value === 'string' ? Buffer.from(value) : value }, opts);
   }
 
   async leaseTimeToLive(id: string, opts: CallOptions & { keys?: boolean } = {}): Promise<LeaseTimeToLive> {
-    const request = create(LeaseTimeToLiveRequestSchema, { ID: leaseIdOf(id), keys: opts.keys ?? false });
-    const res = await this.calls.unary(Lease.method.leaseTimeToLive, request, opts);
-    return { ttl: Number(res.TTL), grantedTtl: Number(res.grantedTTL), keys: res.keys.length };
+    const res = await this.calls.unary(Lease.leaseTimeToLive, { ID: leaseIdOf(id), keys: opts.keys ?? false }, opts);
+    return { ttl: num(res.TTL), grantedTtl: num(res.grantedTTL), keys: res.keys?.length ?? 0 };
   }
 
   async memberList(opts: CallOptions & { linearizable?: boolean } = {}): Promise<EtcdMemberList> {
-    const request = create(MemberListRequestSchema, { linearizable: opts.linearizable ?? false });
-    const res = await this.calls.unary(Cluster.method.memberList, request, opts);
-    return { memberId: hex(res.header?.memberId ?? 0n), clusterId: hex(res.header?.clusterId ?? 0n), members: res.members.map(toMember) };
+    const res = await this.calls.unary(Cluster.memberList, { linearizable: opts.linearizable ?? false }, opts);
+    return { memberId: hex(res.header?.memberId), clusterId: hex(res.header?.clusterId), members: (res.members ?? []).map(toMember) };
   }
 
   async memberAdd(peerUrls: readonly string[], opts: CallOptions & { learner?: boolean } = {}): Promise<EtcdMember> {
-    const request = create(MemberAddRequestSchema, { peerURLs: [...peerUrls], isLearner: opts.learner ?? false });
-    const res = await this.calls.unary(Cluster.method.memberAdd, request, opts);
+    const res = await this.calls.unary(Cluster.memberAdd, { peerURLs: [...peerUrls], isLearner: opts.learner ?? false }, opts);
     if (!res.member) throw new EtcdError('E_ETCD_REQUEST', 'MemberAdd: etcd answered without the new member');
     return toMember(res.member);
   }
 
   async memberRemove(memberId: string, opts?: CallOptions): Promise<void> {
-    await this.calls.unary(Cluster.method.memberRemove, create(MemberRemoveRequestSchema, { ID: memberIdOf(memberId) }), opts);
+    await this.calls.unary(Cluster.memberRemove, { ID: memberIdOf(memberId) }, opts);
   }
 
   async memberPromote(memberId: string, opts?: CallOptions): Promise<void> {
-    await this.calls.unary(Cluster.method.memberPromote, create(MemberPromoteRequestSchema, { ID: memberIdOf(memberId) }), opts);
+    await this.calls.unary(Cluster.memberPromote, { ID: memberIdOf(memberId) }, opts);
   }
 
   async memberUpdate(memberId: string, peerUrls: readonly string[], opts?: CallOptions): Promise<void> {
-    const request = create(MemberUpdateRequestSchema, { ID: memberIdOf(memberId), peerURLs: [...peerUrls] });
-    await this.calls.unary(Cluster.method.memberUpdate, request, opts);
+    await this.calls.unary(Cluster.memberUpdate, { ID: memberIdOf(memberId), peerURLs: [...peerUrls] }, opts);
   }
 
   snapshot(opts: CallOptions = {}): Promise<SnapshotStream> {
@@ -174,21 +150,17 @@ export class LocalGrpcEtcdClient extends GrpcEtcdClient implements LocalEtcdClie
 
   /** KV.Txn of `ops`, unconditional; resolves with the revision etcd gave it. */
   async leaseGrant(id: string, ttlSeconds: number, opts?: CallOptions): Promise<void> {
-    const res = await this.calls.unary(
-      Lease.method.leaseGrant,
-      create(LeaseGrantRequestSchema, { ID: leaseIdOf(id), TTL: BigInt(ttlSeconds) }),
-      opts,
-    );
-    if (res.error !== '') throw new EtcdError('E_ETCD_REQUEST', `LeaseGrant of lease ${id}: ${res.error}`);
-    if (res.ID.toString() !== id) throw new EtcdError('E_ETCD_REQUEST', `LeaseGrant of lease ${id}: etcd granted lease ${res.ID}`);
+    const res = await this.calls.unary(Lease.leaseGrant, { ID: leaseIdOf(id), TTL: BigInt(ttlSeconds) }, opts);
+    if (res.error) throw new EtcdError('E_ETCD_REQUEST', `LeaseGrant of lease ${id}: ${res.error}`);
+    if ((res.ID ?? 0n).toString() !== id) throw new EtcdError('E_ETCD_REQUEST', `LeaseGrant of lease ${id}: etcd granted lease ${res.ID}`);
   }
 
   async leaseRevoke(id: string, opts?: CallOptions): Promise<void> {
-    await this.calls.unary(Lease.method.leaseRevoke, create(LeaseRevokeRequestSchema, { ID: leaseIdOf(id) }), opts);
+    await this.calls.unary(Lease.leaseRevoke, { ID: leaseIdOf(id) }, opts);
   }
 
   async txn(ops: readonly ReplayOp[], opts: CallOptions & SignalOptions = {}): Promise<number> {
-    const res = await this.calls.unary(KV.method.txn, txnRequestOf(ops), opts);
+    const res = await this.calls.unary(KV.txn, txnRequestOf(ops), opts);
     return headerRevision(res.header?.revision);
   }
 

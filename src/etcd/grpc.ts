@@ -8,8 +8,8 @@
  * endpoint after the one that failed. Every failure is an EtcdError.
  */
 import http2, { type ClientHttp2Session, type ClientHttp2Stream, type SecureClientSessionOptions } from 'node:http2';
-import { fromBinary, toBinary, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
 import { EtcdError, etcdErrorFromStatus } from './errors.js';
+import { frame, type MessageCodec } from './grpc-frame.js';
 
 const GRPC_OK = 0;
 const GRPC_CANCELLED = 1;
@@ -17,12 +17,12 @@ const GRPC_DEADLINE_EXCEEDED = 4;
 const GRPC_UNAVAILABLE = 14;
 const DEFAULT_DIAL_TIMEOUT_MS = 5_000;
 
-/** A method of a generated service (`KV.method.range`): where it is called and what it carries. */
-export interface GrpcMethod<I extends DescMessage, O extends DescMessage> {
-  readonly name: string;
-  readonly parent: { readonly typeName: string };
-  readonly input: I;
-  readonly output: O;
+/** A method etcd serves (`KV.range` in methods.ts): where it is called and the codecs of what it carries. */
+export interface GrpcMethod<I, O> {
+  /** `/etcdserverpb.KV/Range`. */
+  readonly path: string;
+  readonly input: MessageCodec<I>;
+  readonly output: MessageCodec<O>;
 }
 
 export interface TransportOptions {
@@ -46,8 +46,8 @@ export interface CallSettings {
 }
 
 /** A streaming call in flight: responses arrive through the handler it was opened with. */
-export interface GrpcCall<I extends DescMessage> {
-  send(message: MessageShape<I>): void;
+export interface GrpcCall<I> {
+  send(message: I): void;
   /** Half-closes our side (no more requests). */
   end(): void;
   /** Stops reading (etcd stops sending once the HTTP/2 window is used up) and reads on. */
@@ -61,40 +61,9 @@ export interface GrpcCall<I extends DescMessage> {
 
 /** What the client needs of a transport: GrpcTransport, or another carrying the same generated code (a bench's). */
 export interface Transport {
-  unary<I extends DescMessage, O extends DescMessage>(
-    method: GrpcMethod<I, O>,
-    request: MessageShape<I>,
-    settings?: CallSettings,
-  ): Promise<MessageShape<O>>;
-  open<I extends DescMessage, O extends DescMessage>(
-    method: GrpcMethod<I, O>,
-    onMessage: (message: MessageShape<O>) => void,
-    settings?: CallSettings,
-  ): Promise<GrpcCall<I>>;
+  unary<I, O>(method: GrpcMethod<I, O>, request: I, settings?: CallSettings): Promise<O>;
+  open<I, O>(method: GrpcMethod<I, O>, onMessage: (message: O) => void, settings?: CallSettings): Promise<GrpcCall<I>>;
   close(): void;
-}
-
-/** Decoding skips unknown fields: nothing here re-encodes a response, and keeping them costs memory. */
-const READ_OPTIONS = { readUnknownFields: false } as const;
-
-const paths = new WeakMap<object, string>();
-function pathOf(method: GrpcMethod<DescMessage, DescMessage>): string {
-  let path = paths.get(method);
-  if (path === undefined) {
-    path = `/${method.parent.typeName}/${method.name}`;
-    paths.set(method, path);
-  }
-  return path;
-}
-
-/** A gRPC message: uncompressed flag, big-endian length, the encoded message. */
-function frame<I extends DescMessage>(schema: I, message: MessageShape<I>): Buffer {
-  const body = toBinary(schema, message);
-  const out = Buffer.allocUnsafe(5 + body.length);
-  out[0] = 0;
-  out.writeUInt32BE(body.length, 1);
-  out.set(body, 5);
-  return out;
 }
 
 export class GrpcTransport implements Transport {
@@ -109,12 +78,8 @@ export class GrpcTransport implements Transport {
   }
 
   /** A unary call: one request, exactly one response. */
-  async unary<I extends DescMessage, O extends DescMessage>(
-    method: GrpcMethod<I, O>,
-    request: MessageShape<I>,
-    settings: CallSettings = {},
-  ): Promise<MessageShape<O>> {
-    const path = pathOf(method);
+  async unary<I, O>(method: GrpcMethod<I, O>, request: I, settings: CallSettings = {}): Promise<O> {
+    const { path } = method;
     const bytes = frame(method.input, request);
     let response: Buffer | undefined;
     let count = 0;
@@ -125,24 +90,18 @@ export class GrpcTransport implements Transport {
       count++;
     }).done;
     if (count !== 1) throw new EtcdError('E_ETCD_REQUEST', `${path}: expected one response message, got ${count}`);
-    return fromBinary(method.output, response!, READ_OPTIONS);
+    return method.output.decode(response!);
   }
 
   /**
    * Opens a streaming call (server-streaming or bidirectional); `onMessage` gets each response, decoded. A
    * handler that throws ends the call with that error.
    */
-  async open<I extends DescMessage, O extends DescMessage>(
-    method: GrpcMethod<I, O>,
-    onMessage: (message: MessageShape<O>) => void,
-    settings: CallSettings = {},
-  ): Promise<GrpcCall<I>> {
-    const path = pathOf(method);
+  async open<I, O>(method: GrpcMethod<I, O>, onMessage: (message: O) => void, settings: CallSettings = {}): Promise<GrpcCall<I>> {
+    const { path } = method;
     const started = Date.now();
     const session = this.ready() ?? (await this.connectWithin(path, settings));
-    const call = this.start(session, path, started, settings, undefined, false, (msg) =>
-      onMessage(fromBinary(method.output, msg, READ_OPTIONS)),
-    );
+    const call = this.start(session, path, started, settings, undefined, false, (msg) => onMessage(method.output.decode(msg)));
     return {
       send: (message) => call.write(frame(method.input, message)),
       end: () => call.end(),

@@ -3,34 +3,23 @@
  * their lease) and single-key deletes, and the revision etcd gave it. Shared by the one transport's txn
  * (calls.ts) and the lean path (lean-txns.ts), so both send the same bytes.
  */
-import { create, fromBinary, toBinary } from '@bufbuild/protobuf';
 import { EtcdError } from './errors.js';
-import {
-  RequestOpSchema,
-  TxnRequestSchema,
-  TxnResponseSchema,
-  type RequestOp,
-  type TxnRequest,
-} from './gen/etcd/api/etcdserverpb/rpc_pb.js';
+import { TxnRequest, TxnResponse, type RequestOp } from './gen/etcd/api/etcdserverpb/rpc_pb.js';
+import { frame } from './grpc-frame.js';
 import type { ReplayOp } from './types.js';
 
 export function txnRequestOf(ops: readonly ReplayOp[]): TxnRequest {
-  return create(TxnRequestSchema, { success: ops.map(toRequestOp) });
+  return { success: ops.map(toRequestOp) };
 }
 
 /** The TxnRequest as one gRPC message (uncompressed flag, big-endian length, the message). */
 export function framedTxnRequest(ops: readonly ReplayOp[]): Buffer {
-  const body = toBinary(TxnRequestSchema, txnRequestOf(ops));
-  const out = Buffer.allocUnsafe(5 + body.length);
-  out[0] = 0;
-  out.writeUInt32BE(body.length, 1);
-  out.set(body, 5);
-  return out;
+  return frame(TxnRequest, txnRequestOf(ops));
 }
 
 /** The header revision of a TxnResponse (the message without its gRPC prefix): the transaction's revision. */
 export function revisionOfTxnResponse(message: Uint8Array): number {
-  return headerRevision(fromBinary(TxnResponseSchema, message, { readUnknownFields: false }).header?.revision);
+  return headerRevision(TxnResponse.decode(message).header?.revision);
 }
 
 export function headerRevision(revision: bigint | undefined): number {
@@ -48,11 +37,8 @@ export function leaseIdOf(id: string): bigint {
 function toRequestOp(op: ReplayOp): RequestOp {
   if (op.request_put) {
     const { key, value, lease } = op.request_put;
-    const put = { key, value, lease: lease === undefined || lease === '' || lease === '0' ? 0n : leaseIdOf(lease) };
-    return create(RequestOpSchema, { request: { case: 'requestPut', value: put } });
+    return { requestPut: { key, value, lease: lease === undefined || lease === '' || lease === '0' ? 0n : leaseIdOf(lease) } };
   }
-  if (op.request_delete_range) {
-    return create(RequestOpSchema, { request: { case: 'requestDeleteRange', value: { key: op.request_delete_range.key } } });
-  }
+  if (op.request_delete_range) return { requestDeleteRange: { key: op.request_delete_range.key } };
   throw new EtcdError('E_ETCD_REQUEST', 'a replay operation must be a put or a delete');
 }

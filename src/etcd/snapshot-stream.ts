@@ -2,12 +2,12 @@
  * Maintenance.Snapshot, read as a pull-based iterator: messages queue until the reader takes them, and the call
  * stops reading when the queue is full (HTTP/2 flow control then bounds what etcd sends ahead).
  */
-import { create } from '@bufbuild/protobuf';
 import type { AuthenticatedCalls } from './authenticated.js';
 import { asBuffer } from './bytes.js';
 import type { EtcdError } from './errors.js';
-import { Maintenance, SnapshotRequestSchema } from './gen/etcd/api/etcdserverpb/rpc_pb.js';
+import type { SnapshotRequest } from './gen/etcd/api/etcdserverpb/rpc_pb.js';
 import type { CallSettings, GrpcCall } from './grpc.js';
+import { Maintenance } from './methods.js';
 import type { SnapshotChunk, SnapshotStream } from './types.js';
 
 /**
@@ -16,16 +16,18 @@ import type { SnapshotChunk, SnapshotStream } from './types.js';
  */
 const SNAPSHOT_QUEUE_MESSAGES = 16;
 
+const EMPTY = new Uint8Array(0);
+
 export async function openSnapshotStream(calls: AuthenticatedCalls, settings: CallSettings): Promise<SnapshotStream> {
   const queue: SnapshotChunk[] = [];
   let wake: (() => void) | undefined;
   // The message handler pauses the call it is passed to, which exists by the time a message arrives.
-  let paused: GrpcCall<typeof SnapshotRequestSchema> | undefined;
+  let paused: GrpcCall<SnapshotRequest> | undefined;
   const call = await calls.open(
-    Maintenance.method.snapshot,
+    Maintenance.snapshot,
     (msg) => {
       // The blob is a view of the message's buffer, which is this chunk's alone: no copy.
-      queue.push({ blob: asBuffer(msg.blob), revision: Number(msg.header?.revision ?? 0n) });
+      queue.push({ blob: asBuffer(msg.blob ?? EMPTY), revision: Number(msg.header?.revision ?? 0n) });
       // Back-pressure: a reader slower than etcd (an upload) leaves etcd waiting, not our memory growing.
       if (queue.length >= SNAPSHOT_QUEUE_MESSAGES) paused?.pause();
       wake?.();
@@ -33,7 +35,7 @@ export async function openSnapshotStream(calls: AuthenticatedCalls, settings: Ca
     settings,
   );
   paused = call;
-  call.send(create(SnapshotRequestSchema));
+  call.send({});
   call.end();
   let ended = false;
   let failure: EtcdError | undefined;

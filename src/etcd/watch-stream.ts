@@ -3,15 +3,15 @@
  * A broken stream is opened again from the revision after the last one delivered, so an etcd restart neither
  * loses nor repeats events; a compacted start revision rejects, a later compaction or refusal reaches onError.
  */
-import { create } from '@bufbuild/protobuf';
 import type { DeltaEvent } from '../backup/delta-format.js';
 import { nowRfc3339Nano } from '../backup/delta-format.js';
 import { TOKEN_REFUSED, type AuthenticatedCalls } from './authenticated.js';
 import { asBuffer } from './bytes.js';
 import { EtcdError, isEtcdError } from './errors.js';
-import { Event_EventType } from './gen/etcd/api/mvccpb/kv_pb.js';
-import { KV, RangeRequestSchema, Watch, WatchRequestSchema, type WatchResponse } from './gen/etcd/api/etcdserverpb/rpc_pb.js';
+import { Event_EventType, type Event } from './gen/etcd/api/mvccpb/kv_pb.js';
+import type { WatchRequest, WatchResponse } from './gen/etcd/api/etcdserverpb/rpc_pb.js';
 import type { GrpcCall } from './grpc.js';
+import { KV, Watch } from './methods.js';
 import { CompactedRevisionError, WATCH_CANCEL_TIMEOUT_MS, type AllKeysWatch, type WatchHandlers } from './watch.js';
 
 export type { AllKeysWatch, WatchHandlers } from './watch.js';
@@ -22,7 +22,7 @@ const WATCH_RETRY_MS = 500;
 /** Every key: from `\0` to `\0` (etcd's "all keys from the key on" with the smallest key). */
 const ALL_KEYS = Buffer.from([0]);
 
-type WatchCall = GrpcCall<typeof WatchRequestSchema>;
+type WatchCall = GrpcCall<WatchRequest>;
 
 export async function watchAllKeys(
   calls: AuthenticatedCalls,
@@ -64,7 +64,7 @@ export async function watchAllKeys(
       const header = res.header;
       if (res.created) {
         watchId = res.watchId;
-        if (header) handlers.onHeader?.(Number(header.revision), header.clusterId.toString());
+        if (header) handlers.onHeader?.(Number(header.revision ?? 0n), (header.clusterId ?? 0n).toString());
         if (!res.canceled) {
           established = true;
           created();
@@ -74,8 +74,8 @@ export async function watchAllKeys(
         onCanceled?.();
         if (closed || failed) return;
         const err =
-          res.compactRevision > 0n
-            ? compactedError(from, res.compactRevision)
+          (res.compactRevision ?? 0n) > 0n
+            ? compactedError(from, res.compactRevision!)
             : new EtcdError('E_ETCD_REQUEST', `watch from revision ${from} cancelled by etcd: ${res.cancelReason || 'no reason given'}`);
         // Before the creation is confirmed the caller gets the refusal; after, onError does.
         if (established) fail(err);
@@ -83,19 +83,15 @@ export async function watchAllKeys(
         return;
       }
       if (closed || res.created) return;
-      if (header) handlers.onHeader?.(Number(header.revision), header.clusterId.toString());
-      if (res.events.length === 0) return;
-      const events = toDeltaEvents(res);
+      if (header) handlers.onHeader?.(Number(header.revision ?? 0n), (header.clusterId ?? 0n).toString());
+      if (!res.events?.length) return;
+      const events = toDeltaEvents(res.events);
       nextRevision = events[events.length - 1]!.modRevision + 1;
       handlers.onEvents(events, Number(header?.revision ?? 0n));
     };
-    const c = await calls.open(Watch.method.watch, onMessage);
+    const c = await calls.open(Watch.watch, onMessage);
     call = c;
-    c.send(
-      create(WatchRequestSchema, {
-        requestUnion: { case: 'createRequest', value: { key: ALL_KEYS, rangeEnd: ALL_KEYS, startRevision: BigInt(from) } },
-      }),
-    );
+    c.send({ createRequest: { key: ALL_KEYS, rangeEnd: ALL_KEYS, startRevision: BigInt(from) } });
     c.done.then(
       () => lost(c, new EtcdError('E_ETCD_UNAVAILABLE', 'the watch stream ended')),
       (err: EtcdError) => lost(c, err),
@@ -139,7 +135,7 @@ export async function watchAllKeys(
       clearTimeout(retryTimer);
       const c = call;
       const confirmed = new Promise<void>((resolve) => (onCanceled = resolve));
-      if (c && watchId !== undefined) c.send(create(WatchRequestSchema, { requestUnion: { case: 'cancelRequest', value: { watchId } } }));
+      if (c && watchId !== undefined) c.send({ cancelRequest: { watchId } });
       // Bounded: an etcd that hangs never confirms the cancel, which must not hold up a shutdown.
       let timer: NodeJS.Timeout | undefined;
       const bound = new Promise<void>((resolve) => {
@@ -159,11 +155,11 @@ export async function watchAllKeys(
  * response message (see WatchHandlers.onEvents): copying them here cost an allocation and a copy per event at
  * thousands of events a second, and the one consumer copies what it keeps.
  */
-function toDeltaEvents(res: WatchResponse): DeltaEvent[] {
+function toDeltaEvents(watched: readonly Event[]): DeltaEvent[] {
   const time = nowRfc3339Nano();
-  const events: DeltaEvent[] = new Array<DeltaEvent>(res.events.length);
-  for (let i = 0; i < res.events.length; i++) {
-    const e = res.events[i]!;
+  const events: DeltaEvent[] = new Array<DeltaEvent>(watched.length);
+  for (let i = 0; i < watched.length; i++) {
+    const e = watched[i]!;
     const kv = e.kv;
     events[i] = {
       type: e.type === Event_EventType.DELETE ? 'DELETE' : 'PUT',
@@ -172,7 +168,7 @@ function toDeltaEvents(res: WatchResponse): DeltaEvent[] {
       createRevision: Number(kv?.createRevision ?? 0n),
       modRevision: Number(kv?.modRevision ?? 0n),
       version: Number(kv?.version ?? 0n),
-      lease: kv && kv.lease !== 0n ? kv.lease.toString() : '0',
+      lease: kv?.lease ? kv.lease.toString() : '0',
       time,
     };
   }
@@ -185,7 +181,7 @@ function toDeltaEvents(res: WatchResponse): DeltaEvent[] {
  */
 async function assertRevisionAvailable(calls: AuthenticatedCalls, revision: number): Promise<void> {
   try {
-    await calls.unary(KV.method.range, create(RangeRequestSchema, { key: Buffer.from('foo'), revision: BigInt(revision) }));
+    await calls.unary(KV.range, { key: Buffer.from('foo'), revision: BigInt(revision) });
   } catch (err) {
     if (isEtcdError(err, 'E_ETCD_COMPACTED')) {
       throw new CompactedRevisionError(

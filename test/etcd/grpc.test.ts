@@ -6,16 +6,10 @@
  */
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { create, toBinary } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
-import {
-  Maintenance,
-  SnapshotRequestSchema,
-  SnapshotResponseSchema,
-  StatusRequestSchema,
-  StatusResponseSchema,
-} from '../../src/etcd/gen/etcd/api/etcdserverpb/rpc_pb.js';
+import { SnapshotResponse, StatusResponse } from '../../src/etcd/gen/etcd/api/etcdserverpb/rpc_pb.js';
 import { GrpcTransport } from '../../src/etcd/grpc.js';
+import { Maintenance } from '../../src/etcd/methods.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 
 const cleanups = cleanupAfterEach();
@@ -48,14 +42,14 @@ async function serverWriting(pieces: Buffer[]): Promise<string> {
 }
 
 /** A SnapshotResponse carrying `blob`, encoded. */
-const message = (blob: Buffer): Buffer => Buffer.from(toBinary(SnapshotResponseSchema, create(SnapshotResponseSchema, { blob })));
+const message = (blob: Buffer): Buffer => Buffer.from(SnapshotResponse.encode({ blob }).finish());
 
 async function receive(url: string): Promise<Buffer[]> {
   const transport = new GrpcTransport({ endpoints: [url] });
   cleanups.push(async () => transport.close());
   const got: Buffer[] = [];
-  const call = await transport.open(Maintenance.method.snapshot, (msg) => got.push(Buffer.from(msg.blob)));
-  call.send(create(SnapshotRequestSchema));
+  const call = await transport.open(Maintenance.snapshot, (msg) => got.push(Buffer.from(msg.blob!)));
+  call.send({});
   call.end();
   await call.done;
   return got;
@@ -102,8 +96,6 @@ function transportOf(url: string): GrpcTransport {
 }
 
 describe('gRPC transport statuses', () => {
-  const status = () => create(StatusRequestSchema);
-
   it("a trailers-only error carries etcd's status and its percent-encoded message", async () => {
     const url = await serverAnswering((stream) =>
       stream.respond(
@@ -111,7 +103,7 @@ describe('gRPC transport statuses', () => {
         { endStream: true },
       ),
     );
-    await expect(transportOf(url).unary(Maintenance.method.status, status())).rejects.toMatchObject({
+    await expect(transportOf(url).unary(Maintenance.status, {})).rejects.toMatchObject({
       code: 'E_ETCD_REQUEST',
       message: 'etcdserver: member not found',
     });
@@ -123,26 +115,24 @@ describe('gRPC transport statuses', () => {
       path = headers[':path'];
       stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
       stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
-      stream.end(
-        framed(Buffer.from(toBinary(StatusResponseSchema, create(StatusResponseSchema, { version: '3.5.16', leader: 2n ** 63n + 1n })))),
-      );
+      stream.end(framed(Buffer.from(StatusResponse.encode({ version: '3.5.16', leader: 2n ** 63n + 1n }).finish())));
     });
-    const res = await transportOf(url).unary(Maintenance.method.status, status());
+    const res = await transportOf(url).unary(Maintenance.status, {});
     expect(path).toBe('/etcdserverpb.Maintenance/Status');
     expect([res.version, res.leader]).toEqual(['3.5.16', 2n ** 63n + 1n]);
   });
 
   it('no answer within the deadline is E_ETCD_TIMEOUT, a stop is E_ETCD_CANCELLED, an HTTP 503 is E_ETCD_UNAVAILABLE', async () => {
     const silent = await serverAnswering(() => undefined);
-    await expect(transportOf(silent).unary(Maintenance.method.status, status(), { timeoutMs: 50 })).rejects.toMatchObject({
+    await expect(transportOf(silent).unary(Maintenance.status, {}, { timeoutMs: 50 })).rejects.toMatchObject({
       code: 'E_ETCD_TIMEOUT',
     });
     const stop = new AbortController();
-    const pending = transportOf(silent).unary(Maintenance.method.status, status(), { signal: stop.signal });
+    const pending = transportOf(silent).unary(Maintenance.status, {}, { signal: stop.signal });
     setTimeout(() => stop.abort(), 20);
     await expect(pending).rejects.toMatchObject({ code: 'E_ETCD_CANCELLED' });
     const busy = await serverAnswering((stream) => stream.respond({ ':status': 503 }, { endStream: true }));
-    await expect(transportOf(busy).unary(Maintenance.method.status, status())).rejects.toMatchObject({ code: 'E_ETCD_UNAVAILABLE' });
+    await expect(transportOf(busy).unary(Maintenance.status, {})).rejects.toMatchObject({ code: 'E_ETCD_UNAVAILABLE' });
   });
 
   it('a unary call answered with no message, or a stream cut inside one, fails', async () => {
@@ -151,12 +141,12 @@ describe('gRPC transport statuses', () => {
       stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
       stream.end();
     });
-    await expect(transportOf(empty).unary(Maintenance.method.status, status())).rejects.toThrow(/expected one response message, got 0/);
+    await expect(transportOf(empty).unary(Maintenance.status, {})).rejects.toThrow(/expected one response message, got 0/);
     const cut = await serverAnswering((stream) => {
       stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
       stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
       stream.end(framed(Buffer.alloc(10)).subarray(0, 8));
     });
-    await expect(transportOf(cut).unary(Maintenance.method.status, status())).rejects.toThrow(/ended inside a message/);
+    await expect(transportOf(cut).unary(Maintenance.status, {})).rejects.toThrow(/ended inside a message/);
   });
 });

@@ -3,12 +3,9 @@
  * transport is measured against (e2e/bench/transport.bench.ts, and the footprint bench's peer built by
  * scripts/grpc-js-peer.mjs). Plain text only (the benches' etcds); statuses become EtcdErrors as ours do.
  */
-import { fromBinary, toBinary, type DescMessage, type MessageShape } from '@bufbuild/protobuf';
 import * as grpc from '@grpc/grpc-js';
 import { EtcdError, etcdErrorFromStatus } from '../../../src/etcd/errors.js';
 import type { CallSettings, GrpcCall, GrpcMethod, Transport, TransportOptions } from '../../../src/etcd/grpc.js';
-
-const READ_OPTIONS = { readUnknownFields: false } as const;
 
 function metadataOf(settings: CallSettings): grpc.Metadata {
   const md = new grpc.Metadata();
@@ -38,17 +35,13 @@ export class GrpcJsTransport implements Transport {
     });
   }
 
-  unary<I extends DescMessage, O extends DescMessage>(
-    method: GrpcMethod<I, O>,
-    request: MessageShape<I>,
-    settings: CallSettings = {},
-  ): Promise<MessageShape<O>> {
-    const path = `/${method.parent.typeName}/${method.name}`;
+  unary<I, O>(method: GrpcMethod<I, O>, request: I, settings: CallSettings = {}): Promise<O> {
+    const { path, input, output } = method;
     return new Promise((resolve, reject) => {
       const call = this.client.makeUnaryRequest(
         path,
-        (m: MessageShape<I>) => Buffer.from(toBinary(method.input, m)),
-        (b: Buffer) => fromBinary(method.output, b, READ_OPTIONS),
+        (m: I) => Buffer.from(input.encode(m).finish()),
+        (b: Buffer) => output.decode(b),
         request,
         metadataOf(settings),
         callOptions(settings),
@@ -63,22 +56,18 @@ export class GrpcJsTransport implements Transport {
     });
   }
 
-  async open<I extends DescMessage, O extends DescMessage>(
-    method: GrpcMethod<I, O>,
-    onMessage: (message: MessageShape<O>) => void,
-    settings: CallSettings = {},
-  ): Promise<GrpcCall<I>> {
-    const path = `/${method.parent.typeName}/${method.name}`;
+  async open<I, O>(method: GrpcMethod<I, O>, onMessage: (message: O) => void, settings: CallSettings = {}): Promise<GrpcCall<I>> {
+    const { path, input, output } = method;
     const stream = this.client.makeBidiStreamRequest(
       path,
-      (m: MessageShape<I>) => Buffer.from(toBinary(method.input, m)),
-      (b: Buffer) => fromBinary(method.output, b, READ_OPTIONS),
+      (m: I) => Buffer.from(input.encode(m).finish()),
+      (b: Buffer) => output.decode(b),
       metadataOf(settings),
       callOptions(settings),
     );
     let failure: EtcdError | undefined;
     const done = new Promise<void>((resolve, reject) => {
-      stream.on('data', (m: MessageShape<O>) => onMessage(m));
+      stream.on('data', (m: O) => onMessage(m));
       stream.on('error', (err: grpc.ServiceError) => reject(failure ?? errorOf(err, path)));
       stream.on('status', (s: grpc.StatusObject) => {
         if (s.code === grpc.status.OK) resolve();
