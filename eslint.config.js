@@ -5,7 +5,7 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  // src/etcd/gen: written by protoc-gen-es (npm run proto), checked as it is generated.
+  // src/etcd/gen: written by ts-proto (npm run proto), checked as it is generated.
   { ignores: ['**/dist/**', '**/node_modules/**', 'coverage/**', '**/*.d.ts', 'src/etcd/gen/**'] },
   {
     files: ['**/*.ts'],
