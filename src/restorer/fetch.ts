@@ -110,3 +110,37 @@ async function* fetchEach(store: SnapStore, deltas: readonly Snapshot[], opts: F
     for (const r of leftovers) if (r.status === 'fulfilled') await rm(r.value.file, { force: true });
   }
 }
+
+/** Fetched deltas whose downloads are already under way (startFetching); `close` ends them and removes their files. */
+export interface StartedFetch<T> extends AsyncIterableIterator<T> {
+  close(): Promise<void>;
+}
+
+/**
+ * Starts `source` now rather than when its consumer first asks: the first step (for fetchDeltasInOrder,
+ * every download up to `maxFetchers` and the first delta's overlap check) runs while the caller does
+ * something else, such as the base restore. Its result, or its failure, is handed to the first `next`; a
+ * failure nobody asks for is dropped with the source (`close`). Used once, by one consumer.
+ */
+export function startFetching<T>(source: AsyncGenerator<T>): StartedFetch<T> {
+  let first: Promise<IteratorResult<T>> | undefined = source.next();
+  // Reported to the consumer when it reaches it; until then (or if it never does) it is not unhandled.
+  first.catch(() => undefined);
+  const started: StartedFetch<T> = {
+    next: () => {
+      const step = first ?? source.next();
+      first = undefined;
+      return step;
+    },
+    return: (value?: unknown) => {
+      first = undefined;
+      // An async generator queues this behind a step still running, then runs its `finally` (the cleanup).
+      return source.return(value as T);
+    },
+    close: async () => {
+      await started.return!();
+    },
+    [Symbol.asyncIterator]: () => started,
+  };
+  return started;
+}

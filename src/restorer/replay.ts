@@ -10,7 +10,7 @@
  */
 import { stat } from 'node:fs/promises';
 import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
-import { fetchDeltasInOrder } from './fetch.js';
+import { fetchDeltasInOrder, startFetching, type FetchedDelta, type StartedFetch } from './fetch.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable, replayDeltasOffline } from './offline-replay.js';
 import type { OnlineLeases } from './online-leases.js';
 import type { ReplayCounts } from './online-replay.js';
@@ -32,6 +32,8 @@ export interface ReplayOptions extends ReplayEtcdOptions {
   maxFetchers: number;
   callTimeoutMs: number;
   logger: Logger;
+  /** The deltas' downloads, started before the replay (prefetchDeltas): the offline path takes them from here. */
+  prefetched?: StartedFetch<FetchedDelta> | undefined;
 }
 
 export interface Replayed extends ReplayCounts {
@@ -131,15 +133,7 @@ async function replayOffline(
   try {
     const r = await replayDeltasOffline({
       dbPath: backendPath(partDir),
-      deltas: untilAborted(
-        fetchDeltasInOrder(store, plan.deltas, {
-          maxFetchers: opts.maxFetchers,
-          tempDir: scratchDir,
-          onOverlap: (d, prev, n) => logOverlap(logger, d, prev, n),
-          ...(signal ? { signal } : {}),
-        }),
-        signal,
-      ),
+      deltas: untilAborted(opts.prefetched ?? fetchForReplay(store, plan, scratchDir, opts), signal),
       targetRevision: plan.targetRevision,
       ...(opts.compactRevision !== undefined ? { compactRevision: opts.compactRevision } : {}),
       quotaRule,
@@ -157,7 +151,40 @@ async function replayOffline(
       throw namingWorkDir(err, 'the restored backend', backendPath(partDir), DATA_DIR_FLAG);
     logger.warn({ reason: (err as Error).message }, 'offline delta replay does not apply here; replaying through etcd (online)');
     return undefined;
+  } finally {
+    // Consumed, or (a replay that stopped before reading the deltas) its downloads ended before going online.
+    await opts.prefetched?.close();
   }
+}
+
+type FetchSettings = Pick<ReplayOptions, 'maxFetchers' | 'logger' | 'signal'>;
+
+/** The plan's deltas, fetched for the offline replay (overlaps logged). */
+function fetchForReplay(store: SnapStore, plan: RestorePlan, scratchDir: string, opts: FetchSettings): AsyncGenerator<FetchedDelta> {
+  const { logger, signal } = opts;
+  return fetchDeltasInOrder(store, plan.deltas, {
+    maxFetchers: opts.maxFetchers,
+    tempDir: scratchDir,
+    onOverlap: (d, prev, n) => logOverlap(logger, d, prev, n),
+    ...(signal ? { signal } : {}),
+  });
+}
+
+/**
+ * Starts the downloads of the plan's deltas for the offline replay before the base restore, so that they run
+ * while etcd's restore tool writes the base (before, they waited for it); undefined when the replay will not
+ * start offline (no deltas, or `online`). The caller hands it to replayDeltas as `prefetched` and closes it
+ * when the restore ends whatever happened (a failed base leaves its downloads and files to that close). The
+ * temp dir then holds the base snapshot's file and up to `maxFetchers` deltas at once.
+ */
+export function prefetchDeltas(
+  store: SnapStore,
+  plan: RestorePlan,
+  scratchDir: string,
+  opts: FetchSettings & Pick<ReplayOptions, 'deltaReplay'>,
+): StartedFetch<FetchedDelta> | undefined {
+  if (plan.deltas.length === 0 || opts.deltaReplay === 'online') return undefined;
+  return startFetching(fetchForReplay(store, plan, scratchDir, opts));
 }
 
 /** `items` until `signal` aborts: then the next step rejects with its reason (and `items` is closed). */

@@ -11,9 +11,10 @@ import type { EtcdBinaries, LocalEtcd } from '../etcd/index.js';
 import { REPLAY_CALL_TIMEOUT_MS } from './replay-deadline.js';
 import { restoreBase } from './base.js';
 import { checkRestored } from './check.js';
+import type { FetchedDelta, StartedFetch } from './fetch.js';
 import type { RestorePlan } from './plan.js';
 import type { OnlineLeases } from './online-leases.js';
-import { replayDeltas, type DeltaReplayMode } from './replay.js';
+import { prefetchDeltas, replayDeltas, type DeltaReplayMode } from './replay.js';
 import { restoredLeaseTtlSeconds } from './restored-leases.js';
 import type { ReplayEtcd } from './replay-etcd.js';
 import { recoverInterruptedSwap, swapInto } from './swap.js';
@@ -155,9 +156,12 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
   const scratch = await openScratch(opts.tempDir);
   await rm(partDir, { recursive: true, force: true });
   let etcd: ReplayEtcd | undefined;
+  let prefetched: StartedFetch<FetchedDelta> | undefined;
   try {
     signal?.throwIfAborted();
     logger.info({ snapshot: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision }, 'restoring');
+    // The deltas download while etcd's restore tool writes the base: neither needs the other's result.
+    prefetched = prefetchDeltas(store, plan, scratch.dir, opts);
     const member = {
       binaries: opts.binaries,
       dataDir: partDir,
@@ -173,6 +177,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     const replayed = await replayDeltas(store, plan, partDir, scratch.dir, {
       ...opts,
       callTimeoutMs: opts.callTimeoutMs ?? REPLAY_CALL_TIMEOUT_MS,
+      prefetched,
     });
     etcd = replayed.etcd;
     const result: RestoreResult = {
@@ -208,6 +213,8 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     await rm(partDir, { recursive: true, force: true });
     throw err;
   } finally {
+    // Before the scratch dir goes: a download still running would write into it.
+    await prefetched?.close();
     await scratch.remove();
   }
 }
