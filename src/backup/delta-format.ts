@@ -68,9 +68,11 @@ export function formatRfc3339Nano(nanos: bigint): string {
   return `${base}${frac ? `.${frac}` : ''}Z`;
 }
 
-const originNanos = BigInt(Math.round(performance.timeOrigin * 1e6));
+/** The performance clock's origin in epoch nanoseconds; read at the first use (the global loads node:perf_hooks). */
+let originNanos: bigint | undefined;
 
 /** Now, with the sub-millisecond precision the performance clock offers. */
 export function nowRfc3339Nano(): string {
+  originNanos ??= BigInt(Math.round(performance.timeOrigin * 1e6));
   return formatRfc3339Nano(originNanos + BigInt(Math.round(performance.now() * 1e6)));
 }

@@ -115,7 +115,7 @@ export function postWrapperStop(url: string, ca: Buffer | undefined, timeoutMs: 
   return new Promise((resolve, reject) => {
     const u = new URL(url);
     const options = { method: 'POST', timeout: timeoutMs, headers: { 'content-length': '0' } };
-    const req = u.protocol === 'https:' ? nodeHttps.request(u, { ...options, ...(ca ? { ca } : {}) }) : nodeHttp.request(u, options);
+    const req = u.protocol === 'https:' ? nodeHttps().request(u, { ...options, ...(ca ? { ca } : {}) }) : nodeHttp().request(u, options);
     req.on('timeout', () => req.destroy(new EtcdbrError('E_UNAVAILABLE', `no answer from ${url} within ${timeoutMs} ms`)));
     req.on('error', (err) =>
       reject(new EtcdbrError('E_UNAVAILABLE', `asking etcd-wrapper to restart etcd (${url}) failed: ${err.message}`, { cause: err })),

@@ -6,7 +6,7 @@
  */
 import { readFileSync, statSync } from 'node:fs';
 import type { Agent } from 'node:http';
-import { nodeHttp as http, nodeHttps as https } from '@etcdbrctl/snapstore';
+import { nodeHttp, nodeHttps } from '@etcdbrctl/snapstore';
 import { KubeError, KubeStatusError } from './errors.js';
 
 /** Answers of the calls we make are single small objects; anything larger is a wrong endpoint or a broken server. */
@@ -78,7 +78,7 @@ export class KubeTransport {
     this.maxBytes = opts.maxResponseBytes ?? MAX_RESPONSE_BYTES;
     this.agent =
       this.url.protocol === 'https:'
-        ? new https.Agent({
+        ? new (nodeHttps().Agent)({
             keepAlive: true,
             maxSockets: 4,
             ...(opts.ca === undefined ? {} : { ca: opts.ca }),
@@ -86,7 +86,7 @@ export class KubeTransport {
             ...(opts.key === undefined ? {} : { key: opts.key }),
             rejectUnauthorized: opts.insecureSkipTLSVerify !== true,
           })
-        : new http.Agent({ keepAlive: true, maxSockets: 4 });
+        : new (nodeHttp().Agent)({ keepAlive: true, maxSockets: 4 });
   }
 
   /** Whether the server certificate is verified (false for plain http and insecure-skip-tls-verify). */
@@ -112,7 +112,7 @@ export class KubeTransport {
         reject(abortError(signal));
         return;
       }
-      const mod = this.url.protocol === 'https:' ? https : http;
+      const mod = this.url.protocol === 'https:' ? nodeHttps() : nodeHttp();
       const req = mod.request({
         protocol: this.url.protocol,
         hostname: this.url.hostname.replace(/^\[|\]$/g, ''),

@@ -116,7 +116,7 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
   };
   const listener = (req: IncomingMessage, res: ServerResponse): void => void serve(req, res);
   const server: Server = identity
-    ? nodeHttps.createServer(
+    ? nodeHttps().createServer(
         {
           ...identity,
           // Mutual TLS: ask every client for a certificate, but decide per request (the probes stay open), so a
@@ -125,7 +125,7 @@ export async function buildHttpServer(deps: HttpServerDeps): Promise<HttpServer>
         },
         listener,
       )
-    : nodeHttp.createServer(listener);
+    : nodeHttp().createServer(listener);
   server.headersTimeout = READ_HEADER_TIMEOUT_MS;
   // No deadline for a whole request: a full snapshot on demand answers when it is stored.
   server.requestTimeout = 0;

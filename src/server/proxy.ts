@@ -7,7 +7,7 @@ import { EtcdbrError } from '../errors.js';
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders } from 'node:http';
 import type { RequestOptions as HttpsRequestOptions } from 'node:https';
 import { pipeline } from 'node:stream/promises';
-import { nodeHttp as http, nodeHttps as https } from '@etcdbrctl/snapstore';
+import { nodeHttp, nodeHttps } from '@etcdbrctl/snapstore';
 import type { Logger } from '../log.js';
 import type { Exchange } from './http-router.js';
 import { errorMessage, sendError } from './respond.js';
@@ -74,9 +74,9 @@ function trimBase(base: string): string {
   return base.replace(/\/+$/, '');
 }
 
-function requestFn(url: URL): typeof http.request {
-  if (url.protocol === 'http:') return http.request;
-  if (url.protocol === 'https:') return https.request;
+function requestFn(url: URL): ReturnType<typeof nodeHttp>['request'] {
+  if (url.protocol === 'http:') return nodeHttp().request;
+  if (url.protocol === 'https:') return nodeHttps().request;
   throw new EtcdbrError('E_INVALID_INPUT', `unsupported scheme ${JSON.stringify(url.protocol)} in leader URL ${url.href}`);
 }
 

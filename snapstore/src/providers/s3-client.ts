@@ -62,7 +62,7 @@ export async function connectS3(config: S3StoreConfig, tuning: S3Tuning): Promis
     requestHandler: {
       connectionTimeout: t.connectionTimeoutMs,
       socketTimeout: t.socketTimeoutMs,
-      httpAgent: new nodeHttp.Agent({ keepAlive: true, maxSockets: 64 }),
+      httpAgent: new (nodeHttp().Agent)({ keepAlive: true, maxSockets: 64 }),
       httpsAgent: httpsAgent(creds),
     },
   };
@@ -106,7 +106,7 @@ function httpsAgent(creds: S3Credentials | undefined): HttpsAgent {
     opts.ca = [...tls.rootCertificates, creds.trustedCaCert];
     opts.minVersion = 'TLSv1.3';
   }
-  return new nodeHttps.Agent(opts);
+  return new (nodeHttps().Agent)(opts);
 }
 
 /**
