@@ -33,7 +33,9 @@ COPY snapstore/src snapstore/src
 COPY malloc-trim/index.d.cts malloc-trim/
 COPY src src
 COPY bin bin
-# tsc -b tsconfig.build.json: src/ -> dist/, snapstore/src/ -> snapstore/dist/.
+COPY scripts/build.mjs scripts/
+# npm run build (scripts/build.mjs): tsc -b tsconfig.build.json (src/ -> dist/, snapstore/src/ -> snapstore/dist/),
+# then the bundled CLI dist/etcdbrctl*.js that bin/etcdbrctl loads (esbuild, a devDependency).
 RUN npm run build
 # Drops devDependencies (typescript, vitest, emulators, ...) and optional ones (the Node binary package
 # that gives npm scripts Node 24 on machines with an older Node; the image has its own Node).

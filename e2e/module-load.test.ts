@@ -6,14 +6,15 @@
  * age and zstd only when used. Each case
  * also asserts what must be loaded, so a hook that logged nothing could not pass. `etcdbrctl restore` of a
  * Go-written chain: the offline replay loads neither the online replay nor any etcd client (no node:http2);
- * `--delta-replay=online` of the same chain does, which shows the check sees them.
+ * `--delta-replay=online` of the same chain does, which shows the check sees them. The CLI runs bundled
+ * (scripts/build.mjs): each chunk in the log stands for the modules it holds.
  */
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { S3RVER_ACCESS_KEY, S3RVER_SECRET_KEY, startS3rver, type S3rverInstance } from '../snapstore/test/support/s3rver.js';
 import { LEASES } from '../test/support/fake-kube.js';
@@ -91,6 +92,28 @@ function protobufModulesOf(log: string): string[] {
  * idle sidecar 2-3.6 MiB while the generated code ran on them (docs/design-decisions.md, "One etcd transport").
  */
 const PROTOBUF_REFLECTION = /^(codegenv\d|wkt\/gen|registry|to-json|from-json|json-value|reflect\/names)/;
+
+/**
+ * The module log with each output of the bundled CLI (dist/etcdbrctl.js and its chunks, scripts/build.mjs)
+ * replaced by the modules it holds, as the file URLs they had before bundling: a chunk is loaded whole, and
+ * code splitting gives every dynamic import a chunk of its own, so the modules a process loaded are still the
+ * ones it uses. dist/etcdbrctl.meta.json, written with the bundle, names them.
+ */
+function expandBundle(log: string): string {
+  const chunks = JSON.parse(readFileSync(join(ROOT, 'dist', 'etcdbrctl.meta.json'), 'utf8')) as Record<string, string[]>;
+  const rootUrl = pathToFileURL(ROOT);
+  const distUrl = new URL('dist/', rootUrl).href;
+  return log
+    .split('\n')
+    .flatMap((line) => {
+      const inputs = line.startsWith(distUrl) ? chunks[line.slice(distUrl.length)] : undefined;
+      return inputs ? inputs.map((m) => new URL(m, rootUrl).href) : [line];
+    })
+    .join('\n');
+}
+
+/** The log names an output of the bundled CLI: the process ran the bundle, not the separate modules. */
+const ranBundled = (log: string): boolean => log.includes('/dist/etcdbrctl.js');
 
 /** Our own modules (paths under dist/) and node: builtins a module log names, one each. */
 function ownModulesOf(log: string): Set<string> {
@@ -174,7 +197,9 @@ describe('etcdbrctl server loads only what its flags use', () => {
     }, `${name}: a delta snapshot`);
     expect(await s.stop()).toBe(0);
     sidecar = undefined;
-    const text = await readFile(log, 'utf8');
+    const raw = await readFile(log, 'utf8');
+    expect(ranBundled(raw)).toBe(true);
+    const text = expandBundle(raw);
     const builtins = new Set([...text.matchAll(/^builtin:(.+)$/gm)].map((m) => m[1] as string));
     return Object.assign(packagesOf(text), { ownKubeClient: /\/k8s\/http\.js$/m.test(text), builtins, protobuf: protobufModulesOf(text) });
   }
@@ -275,7 +300,9 @@ describe('etcdbrctl restore loads the online replay only when it replays online'
         err ? reject(new Error(`etcdbrctl restore --delta-replay=${mode} failed: ${stderr}`)) : resolve(),
       ),
     );
-    const text = await readFile(log, 'utf8');
+    const raw = await readFile(log, 'utf8');
+    expect(ranBundled(raw)).toBe(true);
+    const text = expandBundle(raw);
     return Object.assign(ownModulesOf(text), { packages: packagesOf(text) });
   }
 

@@ -330,12 +330,12 @@ function ensureImageTools() {
 }
 
 function build() {
-  say('building TypeScript (tsc -b) ...');
-  // TypeScript 7's native tsc (package.json's @typescript/native); `typescript` itself is the TypeScript 6
-  // compatibility package, there only for the compiler API the syntax-tree tests read sources with.
-  const tsc = join(root, 'node_modules', '@typescript', 'native', 'bin', 'tsc');
-  const r = spawnSync(process.execPath, [tsc, '-b', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
-  if (r.status !== 0) fail('the TypeScript build failed (see above).');
+  say('building TypeScript (tsc -b) and the bundled CLI ...');
+  // scripts/build.mjs: TypeScript 7's native tsc (package.json's @typescript/native; `typescript` itself is the
+  // TypeScript 6 compatibility package, there only for the compiler API the syntax-tree tests read sources
+  // with), then the bundle bin/etcdbrctl loads.
+  const r = spawnSync(process.execPath, [join(root, 'scripts', 'build.mjs')], { cwd: root, stdio: 'inherit' });
+  if (r.status !== 0) fail('the build failed (see above).');
 }
 
 const forTests = process.argv.includes('--tests');

@@ -216,7 +216,8 @@ describe('Dockerfile invariants', () => {
     const prune = at(/^npm prune\b.*--omit=dev/);
     expect([ci, compile, prune].every((i) => i >= 0), commands.join(' | ')).toBe(true);
     expect(ci < compile && compile < prune).toBe(true);
-    expect(pkg.scripts.build).toBe('tsc -b tsconfig.build.json');
+    // tsc -b tsconfig.build.json, then the bundled CLI bin/etcdbrctl loads (scripts/build.mjs).
+    expect(pkg.scripts.build).toBe('node scripts/build.mjs');
     // The lock file and every workspace manifest are in place before npm ci.
     const ciLine = instructions(build, 'RUN').find((r) => /npm ci\b/.test(r.args))!.line;
     const copiedBefore = instructions(build, 'COPY')
@@ -561,6 +562,14 @@ describe('the final stage, replayed', () => {
       // Keep the tree as the image has it for the other cases.
       rmSync(probeFile, { force: true });
     }
+  });
+
+  it('holds the bundled CLI and no TypeScript build info, so bin/etcdbrctl loads the bundle (its quick start)', () => {
+    const app = inRoot(finalRoot, '/app');
+    expect(existsSync(join(app, 'dist', 'etcdbrctl.js'))).toBe(true);
+    const chunks = JSON.parse(readFileSync(join(app, 'dist', 'etcdbrctl.meta.json'), 'utf8')) as Record<string, string[]>;
+    for (const chunk of Object.keys(chunks)) expect(existsSync(join(app, 'dist', chunk)), chunk).toBe(true);
+    expect(readdirSync(app).filter((f) => f.endsWith('.tsbuildinfo'))).toEqual([]);
   });
 
   it('prints the version, with the Git SHA given as a build argument', () => {

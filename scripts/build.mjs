@@ -1,0 +1,111 @@
+#!/usr/bin/env node
+// `npm run build`: compiles src/ and snapstore/src/ to dist/ (tsc -b tsconfig.build.json), then bundles the CLI
+// from dist/ into dist/etcdbrctl.js and its chunks dist/etcdbrctl-*.js, which bin/etcdbrctl loads.
+//
+// Why a bundle: a short command such as a restore of a few thousand revisions is mostly process start, and
+// that was mostly loading ~150 ES modules one by one (resolving each specifier, a package.json lookup, a stat,
+// a read, a link) plus pino's CommonJS files. The bundle holds our modules, the snapstore workspace package
+// and pino with its dependencies; code splitting keeps every dynamic import() a chunk of its own, so a command
+// still loads only what it uses (e2e/module-load.test.ts checks it through dist/etcdbrctl.meta.json, which
+// names the modules in each chunk). Every other package (the cloud SDKs, yaml, prom-client, the addons) stays
+// in node_modules and loads as before, when used. bin/etcdbrctl falls back to dist/cli/main.js when the bundle
+// is missing or older than the last tsc build, so a bare `tsc -b` never leaves it running stale code.
+//
+//   node scripts/build.mjs [--no-tsc]
+import { spawnSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { build } from 'esbuild';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const dist = join(root, 'dist');
+
+/** Packages bundled besides our own: pino and everything it requires (CommonJS, loaded at every start). */
+const BUNDLED_PACKAGES = ['@etcdbrctl/snapstore', 'pino'];
+
+/** `names` and every package they depend on, as installed at the root (the way npm hoists them). */
+function dependencyClosure(names) {
+  const seen = new Set();
+  const todo = [...names];
+  while (todo.length > 0) {
+    const name = todo.pop();
+    if (seen.has(name)) continue;
+    seen.add(name);
+    const manifest = join(root, 'node_modules', name, 'package.json');
+    if (!existsSync(manifest)) continue;
+    todo.push(...Object.keys(JSON.parse(readFileSync(manifest, 'utf8')).dependencies ?? {}));
+  }
+  return seen;
+}
+
+function tsc() {
+  // TypeScript 7's native tsc (package.json's @typescript/native).
+  const bin = join(root, 'node_modules', '@typescript', 'native', 'bin', 'tsc');
+  const r = spawnSync(process.execPath, [bin, '-b', 'tsconfig.build.json'], { cwd: root, stdio: 'inherit' });
+  if (r.status !== 0) {
+    console.error('build: the TypeScript build failed (see above)');
+    process.exit(1);
+  }
+}
+
+async function bundle() {
+  // The snapstore package's own dependencies (the SDKs) stay external: only its code is bundled.
+  const bundled = new Set([BUNDLED_PACKAGES[0], ...dependencyClosure(BUNDLED_PACKAGES.slice(1))]);
+  const packageOf = (spec) => (spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]);
+  const result = await build({
+    absWorkingDir: root,
+    entryPoints: { etcdbrctl: join(dist, 'cli', 'main.js') },
+    outdir: dist,
+    // Flat in dist/, beside the compiled tree: a module's `new URL('../package.json', import.meta.url)`
+    // (version.ts) still finds the project's package.json.
+    entryNames: '[name]',
+    chunkNames: 'etcdbrctl-[name]-[hash]',
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node22.12',
+    // Class and function names stay as written: logs and errors show them (pino's `type` is the class name).
+    keepNames: true,
+    // The compiled package, not its TypeScript sources (the "development" condition).
+    conditions: [],
+    // pino is CommonJS: its require() of Node's modules needs a real require in an ES module.
+    banner: {
+      js: "import { createRequire as __etcdbrctlCreateRequire } from 'node:module';\nconst require = __etcdbrctlCreateRequire(import.meta.url);",
+    },
+    metafile: true,
+    write: false,
+    logLevel: 'warning',
+    plugins: [
+      {
+        name: 'packages-external-but-bundled',
+        setup(b) {
+          b.onResolve({ filter: /^[^./]/ }, (a) => {
+            if (a.path.startsWith('node:')) return { path: a.path, external: true };
+            return bundled.has(packageOf(a.path)) ? undefined : { path: a.path, external: true };
+          });
+        },
+      },
+    ],
+  });
+  // Which source modules each output holds (paths relative to the project), for the module-load test.
+  const chunks = Object.fromEntries(
+    Object.entries(result.metafile.outputs).map(([out, o]) => [out.replace(/^dist\//, ''), Object.keys(o.inputs).sort()]),
+  );
+  // A CLI started while this runs (a test worker, a second build) finds a complete bundle, old or new: the
+  // chunks (named by their content) first, each file renamed into place, the entry last, then the old chunks go.
+  const entry = join(dist, 'etcdbrctl.js');
+  const files = [...result.outputFiles].sort((a, b) => (a.path === entry) - (b.path === entry));
+  const place = (path, contents) => {
+    writeFileSync(`${path}.tmp`, contents);
+    renameSync(`${path}.tmp`, path);
+  };
+  for (const f of files) place(f.path, f.contents);
+  place(join(dist, 'etcdbrctl.meta.json'), `${JSON.stringify(chunks, null, 1)}\n`);
+  const current = new Set([...Object.keys(chunks), 'etcdbrctl.meta.json']);
+  for (const name of readdirSync(dist)) if (/^etcdbrctl[.-]/.test(name) && !current.has(name)) rmSync(join(dist, name), { force: true });
+}
+
+if (!process.argv.includes('--no-tsc')) tsc();
+await bundle();
