@@ -16,7 +16,7 @@ import { pipeline } from 'node:stream/promises';
 import type { Transform } from 'node:stream';
 import * as zlib from 'node:zlib';
 import { CompressStream, DecompressStream } from 'zstd-napi';
-import { ZLIB_OPTIONS, createCompressStream, createDecompressStream, suffixForPolicy } from '../../snapstore/src/codec.js';
+import { INFLATE_OPTIONS, ZLIB_OPTIONS, createCompressStream, createDecompressStream, suffixForPolicy } from '../../snapstore/src/codec.js';
 import type { CompressionPolicy } from '../../snapstore/src/codec.js';
 
 const CHUNK = 64 * 1024;
@@ -160,9 +160,9 @@ function rawCompressor(policy: CompressionPolicy): Transform {
 function rawDecompressor(policy: CompressionPolicy): Transform {
   switch (policy) {
     case 'gzip':
-      return zlib.createGunzip(ZLIB_OPTIONS);
+      return zlib.createGunzip(INFLATE_OPTIONS);
     case 'zlib':
-      return zlib.createInflate(ZLIB_OPTIONS);
+      return zlib.createInflate(INFLATE_OPTIONS);
     case 'zstd':
       return new DecompressStream();
     case 'lzw':

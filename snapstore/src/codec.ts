@@ -62,6 +62,12 @@ const CODEC_NAME: Readonly<Record<CompressionPolicy, string>> = {
  */
 export const ZLIB_OPTIONS: Readonly<zlib.ZlibOptions> = { level: 6, chunkSize: 64 * 1024 };
 /**
+ * Decompression hands out 256 KiB chunks: a delta inflates to several times its size, and each chunk costs a
+ * thread-pool round trip and a pass through every stream after it (the sha256 check, the file write). A
+ * restore's fetch of a 6.9 MB delta (11 MB inflated), in one process: 100 -> 59 ms with 1 MiB reads and writes.
+ */
+export const INFLATE_OPTIONS: Readonly<zlib.ZlibOptions> = { chunkSize: 256 * 1024 };
+/**
  * zstd level 1, not the library default 3: on etcd databases (kube objects, random ids, base64) level 3
  * compresses no better and costs about three times the CPU, and a full snapshot of a big database is
  * CPU-bound on the sidecar's one thread. The content checksum lets a decoder detect corrupt payloads.
@@ -129,9 +135,9 @@ export function createDecompressStream(suffix: string, objectName: string): Tran
   const corrupt = (cause: unknown): SnapStoreError => corruptError(objectName, policy, cause);
   switch (policy) {
     case 'gzip':
-      return relabelZlibErrors(zlib.createGunzip(ZLIB_OPTIONS), corrupt);
+      return relabelZlibErrors(zlib.createGunzip(INFLATE_OPTIONS), corrupt);
     case 'zlib':
-      return relabelZlibErrors(zlib.createInflate(ZLIB_OPTIONS), corrupt);
+      return relabelZlibErrors(zlib.createInflate(INFLATE_OPTIONS), corrupt);
     case 'lzw':
       return new LzwDecoder({ makeError: (message) => corrupt(new InternalError('E_CORRUPT_STREAM', message)) });
     case 'zstd':
