@@ -411,23 +411,8 @@ describe('compact: nothing to do and failures', () => {
 
   it('deltas the offline writer refuses (a new key at version 3) are compacted through etcd instead, saying so', async () => {
     const dir = await tempDir('fallback');
-    const root = join(dir, 'store');
-    const store = await localStore(root, dir);
-    const base = 'Full-00000000-00000283-1795219380';
-    await cp(join(COMPAT, 'none', 'snapstore', 'v2', base), join(root, 'v2', base));
-    const buf = new DeltaBuffer();
     // etcd writes a new key at version 1 with its create revision = mod revision; this delta could not come from etcd.
-    buf.append({
-      type: 'PUT',
-      key: Buffer.from('/odd'),
-      value: Buffer.from('v'),
-      createRevision: 284,
-      modRevision: 284,
-      version: 3,
-      lease: '0',
-      time: '2026-01-01T00:00:00Z',
-    });
-    await saveDeltaSnapshot(store, buf.take()!, 284, 'gzip', new Date(1795219380_000 + 1000));
+    const store = await refusedChain(dir);
     const logger = recordingLogger();
     const result = await compactSnapshots({ store, binaries: etcdBinaries, logger, clock: new FakeClock(NOW) }, config(dir));
     expect(result.path).toBe('online');
@@ -485,28 +470,28 @@ describe('compact: nothing to do and failures', () => {
   });
 });
 
-describe('compact: --delta-replay picks the way, and both keep leases', () => {
-  /** The `none` store's base with one delta the offline writer refuses (a new key at version 3). */
-  async function refusedChain(dir: string): Promise<SnapStore> {
-    const root = join(dir, 'store');
-    const store = await localStore(root, dir);
-    const base = 'Full-00000000-00000283-1795219380';
-    await cp(join(COMPAT, 'none', 'snapstore', 'v2', base), join(root, 'v2', base));
-    const buf = new DeltaBuffer();
-    buf.append({
-      type: 'PUT',
-      key: Buffer.from('/odd'),
-      value: Buffer.from('v'),
-      createRevision: 284,
-      modRevision: 284,
-      version: 3,
-      lease: '0',
-      time: '2026-01-01T00:00:00Z',
-    });
-    await saveDeltaSnapshot(store, buf.take()!, 284, 'gzip', new Date(1795219380_000 + 1000));
-    return store;
-  }
+/** The `none` store's base with one delta the offline writer refuses (a new key at version 3). */
+async function refusedChain(dir: string): Promise<SnapStore> {
+  const root = join(dir, 'store');
+  const store = await localStore(root, dir);
+  const base = 'Full-00000000-00000283-1795219380';
+  await cp(join(COMPAT, 'none', 'snapstore', 'v2', base), join(root, 'v2', base));
+  const buf = new DeltaBuffer();
+  buf.append({
+    type: 'PUT',
+    key: Buffer.from('/odd'),
+    value: Buffer.from('v'),
+    createRevision: 284,
+    modRevision: 284,
+    version: 3,
+    lease: '0',
+    time: '2026-01-01T00:00:00Z',
+  });
+  await saveDeltaSnapshot(store, buf.take()!, 284, 'gzip', new Date(1795219380_000 + 1000));
+  return store;
+}
 
+describe('compact: --delta-replay picks the way, and both keep leases', () => {
   it('offline: a chain the writer refuses fails with its reason, nothing stored, no etcd needed', async () => {
     const dir = await tempDir('mode-offline');
     const store = await refusedChain(dir);
