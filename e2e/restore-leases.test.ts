@@ -53,8 +53,8 @@ async function leaseList(binaries: EtcdBinaries, endpoint: string): Promise<stri
   return ids.sort();
 }
 
-/** A lease ID (decimal int64) as etcdctl prints it: its 64 bits in hex. */
-const hexId = (id: string): string => BigInt.asUintN(64, BigInt(id)).toString(16);
+/** A lease ID (decimal int64) as etcdctl prints it (`%016x`): its 64 bits in hex, zero-padded to 16 digits. */
+const hexId = (id: string): string => BigInt.asUintN(64, BigInt(id)).toString(16).padStart(16, '0');
 
 /** The number of keys under `prefix`. */
 async function countUnder(client: Etcd3, prefix: string): Promise<number> {
