@@ -169,7 +169,11 @@ describe('a chain past 80 % of the quota is compacted the same way every time', 
       const store = await openLocalStore(join(UPSTREAM_V023, 'gzip', 'snapstore'), dir);
       try {
         const head = planRestore(await store.list(), {}).targetRevision;
-        const quota = { embeddedEtcdQuotaBytes: 3_000_000 };
+        // The chain passes 80 % of this quota with its second delta (base 1,507,328 + 71,712 + 1,180,741 bytes >
+        // 2,720,000) and the online replay compacts from there. At 3,000,000 the replay etcd itself ran out of
+        // space inside that delta once, on a loaded machine (bbolt's pages freed by the replay's writes stay
+        // pending while reads hold them): this quota leaves it the most room that still passes at the same delta.
+        const quota = { embeddedEtcdQuotaBytes: 3_400_000 };
         const runs: Seen[] = [];
         for (const [i, mode] of (['auto', 'auto', 'online'] as const).entries()) {
           runs.push(await restoreAndLook(binaries, store, join(dir, `${mode}-${i}`), { ...quota, deltaReplay: mode }, head, false));
