@@ -57,6 +57,8 @@ const FREELIST_PAGE = 2;
 const FIRST_DATA_PAGE = 3;
 /** Pages are written in batches of about this many bytes. */
 const WRITE_BATCH_BYTES = 4 * 1024 * 1024;
+/** Batch buffers kept for reuse after a flush (a batch rarely needs more than two). */
+const MAX_SPARE_BUFFERS = 2;
 /** bbolt's page header counts elements in a u16. */
 const MAX_ELEMENTS = 0xffff;
 
@@ -72,13 +74,17 @@ export class BoltWriter {
   private batch: Buffer[] = [];
   private batchBytes = 0;
   /**
-   * The batch buffer being filled and the page every single-page node is laid out in, both reused: a node
-   * is copied into the batch, so a restore of millions of entries allocates no memory per page (per-page
-   * buffers are freed only by a full GC, and piled up as hundreds of MB of RSS).
+   * The batch buffer being filled: nodes up to half its size are laid out in it where they will be written
+   * from (copying each page into the batch cost a tenth of a small restore's write), larger ones get a buffer
+   * of their own. Batch buffers are reused once flushed (`spare`), so a restore of millions of entries
+   * allocates no memory per page (per-page buffers are freed only by a full GC, and piled up as hundreds of
+   * MB of RSS) nor a fresh batch buffer per flush.
    */
-  private current = Buffer.allocUnsafeSlow(WRITE_BATCH_BYTES);
+  private current: Buffer = Buffer.allocUnsafeSlow(WRITE_BATCH_BYTES);
   private currentUsed = 0;
-  private readonly scratch: Buffer;
+  /** Full batch buffers handed to the pending batch (reusable after its flush), and those free again. */
+  private retired: Buffer[] = [];
+  private spare: Buffer[] = [];
   /** File position where the pending batch starts. */
   private batchStart: number;
   private readonly rootItems: LeafItem[] = [];
@@ -91,12 +97,26 @@ export class BoltWriter {
     private readonly opts: BoltWriterOptions,
   ) {
     this.batchStart = FIRST_DATA_PAGE * opts.pageSize;
-    this.scratch = Buffer.allocUnsafeSlow(opts.pageSize);
   }
 
-  /** A zeroed buffer for a node of `pages` pages: the reused scratch page for one page, a new one for more. */
+  /**
+   * A zeroed buffer for the node of `pages` pages just allocated, to be laid out and then handed to `queue`
+   * before any other node: the next bytes of the batch buffer, or a buffer of its own for a large node.
+   */
   private nodeBuffer(pages: number): Buffer {
-    return pages === 1 ? this.scratch.fill(0) : Buffer.alloc(pages * this.opts.pageSize);
+    const bytes = pages * this.opts.pageSize;
+    if (bytes > WRITE_BATCH_BYTES / 2) return Buffer.alloc(bytes);
+    if (bytes > this.current.length - this.currentUsed) this.retireCurrent();
+    return this.current.subarray(this.currentUsed, this.currentUsed + bytes).fill(0);
+  }
+
+  /** Moves the filled part of the batch buffer to the pending batch and starts a fresh one. */
+  private retireCurrent(): void {
+    if (this.currentUsed === 0) return;
+    this.batch.push(this.current.subarray(0, this.currentUsed));
+    this.retired.push(this.current);
+    this.current = this.spare.pop() ?? Buffer.allocUnsafeSlow(WRITE_BATCH_BYTES);
+    this.currentUsed = 0;
   }
 
   /** Creates (or truncates) `path` for writing. */
@@ -307,23 +327,16 @@ export class BoltWriter {
     return id;
   }
 
-  /** Appends a laid-out node to the pending pages (copied: the caller reuses `buf`). */
+  /** Appends the node laid out in `buf` (from nodeBuffer) to the pending pages. */
   private queue(buf: Buffer): void {
     this.batchBytes += buf.length;
-    if (buf.length > this.current.length - this.currentUsed) {
-      if (this.currentUsed > 0) this.batch.push(this.current.subarray(0, this.currentUsed));
-      if (buf.length > WRITE_BATCH_BYTES / 2) {
-        // A node of many pages (a large value) goes as it is; it is already a buffer of its own.
-        this.batch.push(buf === this.scratch ? Buffer.from(buf) : buf);
-        this.current = this.currentUsed > 0 ? Buffer.allocUnsafeSlow(WRITE_BATCH_BYTES) : this.current;
-        this.currentUsed = 0;
-        return;
-      }
-      if (this.currentUsed > 0) this.current = Buffer.allocUnsafeSlow(WRITE_BATCH_BYTES);
-      this.currentUsed = 0;
+    if (buf.buffer === this.current.buffer && buf.byteOffset === this.current.byteOffset + this.currentUsed) {
+      this.currentUsed += buf.length;
+      return;
     }
-    buf.copy(this.current, this.currentUsed);
-    this.currentUsed += buf.length;
+    // A large node, in a buffer of its own: after the nodes before it, in file order.
+    this.retireCurrent();
+    this.batch.push(buf);
   }
 
   private async maybeFlush(): Promise<void> {
@@ -334,14 +347,18 @@ export class BoltWriter {
     if (this.batchBytes === 0) return;
     const bufs = this.currentUsed > 0 ? [...this.batch, this.current.subarray(0, this.currentUsed)] : this.batch;
     const bytes = this.batchBytes;
+    const retired = this.retired;
     this.batch = [];
+    this.retired = [];
     this.batchBytes = 0;
-    this.currentUsed = 0;
     let written = 0;
     while (written < bytes) {
       const { bytesWritten } = await this.fh.writev(written === 0 ? bufs : sliceFrom(bufs, written), this.batchStart + written);
       written += bytesWritten;
     }
+    // Written: the batch buffers are free again (callers await each flush before laying out more nodes).
+    this.currentUsed = 0;
+    this.spare.push(...retired.slice(0, MAX_SPARE_BUFFERS - this.spare.length));
     this.batchStart += bytes;
   }
 

@@ -60,6 +60,34 @@ describe('BoltWriter', () => {
     }
   });
 
+  it('keeps file order across batches: nodes of their own (over 2 MiB) between small ones, batch buffers reused', async () => {
+    // 22 MB in all: several 4 MiB batches (their buffers reused after each flush), and 3 MiB values whose
+    // leaves go out in buffers of their own between the small leaves around them.
+    const file = join(dir, 'batches.db');
+    const w = await BoltWriter.create(file, { pageSize: 4096, txid: 3 });
+    const entries = Array.from({ length: 20_000 }, (_, i) => ({
+      key: key(i),
+      value: i % 3_500 === 1 ? Buffer.alloc(3 * 1024 * 1024, i & 0xff) : Buffer.alloc(200, (i * 7) & 0xff),
+    }));
+    await w.writeBucket(Buffer.from('key'), entries);
+    const pages = await w.finish();
+    const check = await checkConsistency(file);
+    expect(check.problems).toEqual([]);
+    expect(check.pageCount).toBe(pages);
+    const db = await BoltDB.open(file);
+    try {
+      const b = await db.bucket('key');
+      let i = 0;
+      for await (const e of new Cursor(db, b!)) {
+        expect(e.key.equals(entries[i]!.key) && e.value.equals(entries[i]!.value)).toBe(true);
+        i++;
+      }
+      expect(i).toBe(entries.length);
+    } finally {
+      await db.close();
+    }
+  });
+
   it('refuses keys out of order and buckets out of order', async () => {
     const w = await BoltWriter.create(join(dir, 'order.db'), { pageSize: 4096, txid: 2 });
     await expect(
