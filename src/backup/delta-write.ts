@@ -112,22 +112,45 @@ export function encodeDeltaEvent(ev: DeltaEvent): string {
  * an event the JSON cannot carry: a lease ID that is not an int64, a lease TTL etcd could not have granted.
  */
 export function deltaEventJsonLength(ev: DeltaEvent): number {
+  // Counted without a helper closure: called once per watched event, and the bundle (esbuild's keepNames)
+  // names every function it creates, which cost more than the counting itself.
   let kv = 0;
   let fields = 0;
-  const add = (bytes: number): void => {
-    kv += bytes;
-    fields += 1;
-  };
-  if (ev.key.length > 0) add(KEY.length + base64Length(ev.key.length) + 1);
-  if (ev.createRevision !== 0) add(CREATE_REVISION.length + String(ev.createRevision).length);
-  if (ev.modRevision !== 0) add(MOD_REVISION.length + String(ev.modRevision).length);
-  if (ev.version !== 0) add(VERSION.length + String(ev.version).length);
-  if (ev.value.length > 0) add(VALUE.length + base64Length(ev.value.length) + 1);
-  if (hasLease(ev)) add(LEASE.length + ev.lease.length);
+  if (ev.key.length > 0) {
+    kv += KEY.length + base64Length(ev.key.length) + 1;
+    fields++;
+  }
+  if (ev.createRevision !== 0) {
+    kv += CREATE_REVISION.length + decimalDigits(ev.createRevision);
+    fields++;
+  }
+  if (ev.modRevision !== 0) {
+    kv += MOD_REVISION.length + decimalDigits(ev.modRevision);
+    fields++;
+  }
+  if (ev.version !== 0) {
+    kv += VERSION.length + decimalDigits(ev.version);
+    fields++;
+  }
+  if (ev.value.length > 0) {
+    kv += VALUE.length + base64Length(ev.value.length) + 1;
+    fields++;
+  }
+  if (hasLease(ev)) {
+    kv += LEASE.length + ev.lease.length;
+    fields++;
+  }
   if (fields > 1) kv += fields - 1; // the commas between fields
   const ttl = hasLeaseTtl(ev) ? LEASE_TTL.length + String(ev.leaseTTL).length : 0;
   const type = ev.type === 'DELETE' ? TYPE_DELETE.length : 0;
   return ELEMENT_OPEN.length + type + KV_OPEN.length + kv + TIME.length + Buffer.byteLength(ev.time, 'utf8') + ELEMENT_CLOSE.length + ttl;
+}
+
+/** The length of `String(n)` for a revision or version (a safe integer, maybe negative), without the string. */
+function decimalDigits(n: number): number {
+  let digits = n < 0 ? 2 : 1;
+  for (let v = Math.abs(n); v >= 10; v = Math.floor(v / 10)) digits++;
+  return digits;
 }
 
 function base64Length(bytes: number): number {
@@ -235,8 +258,15 @@ function uintInto(n: number, out: Buffer, o: number): number {
 
 const BASE64 = Buffer.from('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/', 'latin1');
 
+/**
+ * From this many bytes on, Node's native encoder (through a string) beats the loop below: 1 KiB values 5x
+ * (0.25 against 1.3 µs), 200 bytes 1.8x; shorter ones, most keys, are faster in the loop.
+ */
+const NATIVE_BASE64_FROM = 128;
+
 /** Standard base64 with padding, as Go's encoding/json writes []byte. */
 function base64Into(src: Buffer, s: number, e: number, out: Buffer, o: number): number {
+  if (e - s >= NATIVE_BASE64_FROM) return o + out.write(src.toString('base64', s, e), o, 'latin1');
   let i = s;
   for (; i + 2 < e; i += 3) {
     const n = (src[i]! << 16) | (src[i + 1]! << 8) | src[i + 2]!;

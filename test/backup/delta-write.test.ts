@@ -117,6 +117,15 @@ describe('the delta payload writer', () => {
     }
   });
 
+  it('counts the digits of revisions and versions at every power of ten up to 2^53', () => {
+    const numbers = [1, 2 ** 53 - 1];
+    for (let p = 10; p < 2 ** 53; p *= 10) numbers.push(p - 1, p, p + 1);
+    for (const n of numbers) {
+      const ev = event({ key: Buffer.from('k'), createRevision: n, modRevision: n, version: n });
+      expect(deltaEventJsonLength(ev)).toBe(Buffer.byteLength(encodeDeltaEvent(ev)));
+    }
+  });
+
   it('writes the payload as the sidecar saves it: the JSON array, then the sha256 of the JSON, pinned here', () => {
     const b = new DeltaBuffer();
     b.append(event({ key: Buffer.from('a'), value: Buffer.from('1'), createRevision: 2, modRevision: 2, version: 1 }));
