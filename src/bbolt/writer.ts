@@ -8,7 +8,7 @@
  *
  * Layout of the result: pages 0 and 1 the two meta pages, page 2 an empty freelist (every page is in use),
  * then the buckets' pages, then the tree of top-level buckets. Empty buckets are written inline, as bbolt
- * writes a fresh bucket. The file is fsynced before `finish` resolves; the caller renames it into place.
+ * writes a fresh bucket. The file is fsynced before `finish` resolves (unless `sync: false`); the caller renames it into place.
  */
 import { CodedError } from '../errors.js';
 import { open, type FileHandle } from 'node:fs/promises';
@@ -66,6 +66,11 @@ export interface BoltWriterOptions {
   pageSize: number;
   /** Transaction id of the newer meta page; the older one gets txid - 1. */
   txid: number;
+  /**
+   * fsync the file before `finish` resolves (default true). False only for a caller that fsyncs it itself
+   * later, before anything relies on it (a restore syncs its whole data dir while it checks the result).
+   */
+  sync?: boolean;
 }
 
 export class BoltWriter {
@@ -224,7 +229,7 @@ export class BoltWriter {
       this.fillMeta(metas, id * ps, id, root, hwm, id === 1 ? this.opts.txid : this.opts.txid - 1);
     }
     await this.writeAt(metas, 0);
-    await this.fh.sync();
+    if (this.opts.sync !== false) await this.fh.sync();
     await this.fh.close();
     return hwm;
   }

@@ -1,7 +1,8 @@
 /**
  * The restore's check step (docs/how-it-works.md "How a restore works", Check): before the restored `.part` replaces
- * anything, every file and directory in it reaches the disk (the replay etcd ran without fsync; see
- * durable.ts) and its backend passes our bbolt consistency check (verify-backend.ts).
+ * anything, every file and directory in it reaches the disk (the replay etcd ran without fsync, and the
+ * offline replay leaves its backend's fsync to this step; see durable.ts) and its backend passes our bbolt
+ * consistency check (verify-backend.ts).
  */
 import { syncTree } from './durable.js';
 import { verifyRestoredBackend } from './verify-backend.js';

@@ -75,6 +75,12 @@ export interface OfflineReplayInput {
    * `defaultTtlSeconds`. Without it the keys are written without their lease (as upstream's restore and compact).
    */
   leases?: { defaultTtlSeconds: number };
+  /**
+   * fsync the new backend before it is renamed over the base (default true). A restore passes false: it
+   * fsyncs the whole data dir while it checks the result (check.ts), before anything is put in place, so the
+   * disk's wait overlaps the check's CPU instead of coming before it.
+   */
+  syncResult?: boolean;
 }
 
 export interface OfflineReplayResult {
@@ -233,7 +239,11 @@ async function writeBackend(
   const leaseRefs = input.leases ? new LeaseRefs<number>() : undefined;
   const leaseCounts = noLeases();
   const replay = new DeltaRevisions(baseRevision, input, keys, compaction, keepFiles, leaseRefs);
-  let writer: BoltWriter | undefined = await BoltWriter.create(tmp, { pageSize: db.pageSize, txid: Math.max(2, db.meta.txid + 1) });
+  let writer: BoltWriter | undefined = await BoltWriter.create(tmp, {
+    pageSize: db.pageSize,
+    txid: Math.max(2, db.meta.txid + 1),
+    sync: input.syncResult !== false,
+  });
   try {
     for (const b of leaseRefs ? withLeaseBucket(buckets) : buckets) {
       let entries: AsyncIterable<WriterEntry[]> = b.bucket ? copyEntries(db, b as NamedBucket, input.signal) : noEntries();

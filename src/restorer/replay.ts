@@ -140,6 +140,8 @@ async function replayOffline(
       logger,
       ...(signal ? { signal } : {}),
       ...(opts.restoredLeaseTtlSeconds !== undefined ? { leases: { defaultTtlSeconds: opts.restoredLeaseTtlSeconds } } : {}),
+      // Unless an etcd is to run on it at once, the restore fsyncs the data dir beside its check (check.ts).
+      syncResult: opts.keepEtcdRunning === true,
       onDelta: (snap, rev) => progress.delta(snap, rev),
       onContinued: (snap, rev) => logContinuedRevision(logger, snap.snapName, rev),
     });
