@@ -9,6 +9,23 @@ const PORT_FLOOR = 10_000;
 const ATTEMPTS = 20;
 
 /**
+ * The Fetch Standard's "bad ports" (https://fetch.spec.whatwg.org/#bad-port): Node's fetch refuses to connect
+ * to them, so a local etcd on one would never be seen answering (its readiness probe and our HTTP calls use
+ * fetch). 10080 lies in the range we pick from: a restore's etcd there failed after 60 s of "no answer".
+ */
+const FETCH_BAD_PORTS = new Set([
+  1, 7, 9, 11, 13, 15, 17, 19, 20, 21, 22, 23, 25, 37, 42, 43, 53, 69, 77, 79, 87, 95, 101, 102, 103, 104, 109, 110, 111,
+  113, 115, 117, 119, 123, 135, 137, 139, 143, 161, 179, 389, 427, 465, 512, 513, 514, 515, 526, 530, 531, 532, 540, 548,
+  554, 556, 563, 587, 601, 636, 989, 990, 993, 995, 1719, 1720, 1723, 2049, 3659, 4045, 4190, 5060, 5061, 6000, 6566, 6665,
+  6666, 6667, 6668, 6669, 6679, 6697, 10080,
+]);
+
+/** Whether we may hand out `port` for a local etcd: fetch can reach it. */
+export function pickablePort(port: number): boolean {
+  return !FETCH_BAD_PORTS.has(port);
+}
+
+/**
  * A free loopback port for a child process (a local etcd) to bind a moment later. There is a window in
  * which another process may take it, so callers that hand the port to a child retry when the child fails
  * to bind.
@@ -23,7 +40,7 @@ export async function freePort(host = '127.0.0.1'): Promise<number> {
   if (range && range.low - PORT_FLOOR >= 1_000) {
     for (let i = 0; i < ATTEMPTS; i++) {
       const port = PORT_FLOOR + randomInt(range.low - PORT_FLOOR);
-      if (await canListen(port, host)) return port;
+      if (pickablePort(port) && (await canListen(port, host))) return port;
     }
   }
   return kernelPort(host);
@@ -49,7 +66,7 @@ export async function keptPorts<K extends string>(file: string, names: readonly 
   const used = new Set<number>();
   for (const name of names) {
     const port = saved[name];
-    if (port !== undefined && !used.has(port) && (await canListen(port, host))) {
+    if (port !== undefined && !used.has(port) && pickablePort(port) && (await canListen(port, host))) {
       ports[name] = port;
     } else {
       if (port !== undefined) moved.push(name);

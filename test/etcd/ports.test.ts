@@ -2,7 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ephemeralPortRange, freePort, keptPorts, saveKeptPorts } from '../../src/etcd/ports.js';
+import { ephemeralPortRange, freePort, keptPorts, pickablePort, saveKeptPorts } from '../../src/etcd/ports.js';
 import { cleanupAfterEach } from '../support/cleanups.js';
 
 const cleanups = cleanupAfterEach();
@@ -48,6 +48,27 @@ describe('freePort', () => {
     } finally {
       await Promise.all(taken.map(close));
     }
+  });
+});
+
+describe('ports fetch refuses', () => {
+  it("are never picked: Node's fetch will not connect to 10080 (the Fetch Standard's bad ports), which lies in our range", async () => {
+    // Why it matters: a local etcd there answers, but its readiness probe (fetch) never sees it.
+    const refused = await fetch('http://127.0.0.1:10080/').catch((err: unknown) => err as Error & { cause?: Error });
+    expect(refused).toBeInstanceOf(Error);
+    expect((refused as Error & { cause?: Error }).cause?.message).toBe('bad port');
+    expect(pickablePort(10080)).toBe(false);
+    expect(pickablePort(6000)).toBe(false);
+    expect(pickablePort(10081)).toBe(true);
+    expect(pickablePort(2379)).toBe(true);
+  });
+
+  it('moves a saved port that fetch refuses, as one another process holds', async () => {
+    const file = join(await cleanups.tempDir('etcdbr-ports-'), 'ports.json');
+    await saveKeptPorts(file, { client: 10080 });
+    const kept = await keptPorts(file, ['client']);
+    expect(kept.moved).toEqual(['client']);
+    expect(pickablePort(kept.ports.client)).toBe(true);
   });
 });
 
