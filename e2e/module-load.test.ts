@@ -176,7 +176,7 @@ describe('etcdbrctl server loads only what its flags use', () => {
     name: string,
     args: string[],
     env: NodeJS.ProcessEnv = {},
-  ): Promise<Set<string> & { ownKubeClient: boolean; builtins: Set<string>; protobuf: string[] }> {
+  ): Promise<Set<string> & { ownKubeClient: boolean; leanClient: boolean; builtins: Set<string>; protobuf: string[] }> {
     const log = join(dir, `${name}.modules`);
     await writeFile(log, '');
     sidecar = await startSidecar([`--endpoints=${etcd.clientUrl}`, '--schedule=0 0 1 1 *', '--delta-snapshot-period=1s', ...args], {
@@ -201,7 +201,12 @@ describe('etcdbrctl server loads only what its flags use', () => {
     expect(ranBundled(raw)).toBe(true);
     const text = expandBundle(raw);
     const builtins = new Set([...text.matchAll(/^builtin:(.+)$/gm)].map((m) => m[1] as string));
-    return Object.assign(packagesOf(text), { ownKubeClient: /\/k8s\/http\.js$/m.test(text), builtins, protobuf: protobufModulesOf(text) });
+    return Object.assign(packagesOf(text), {
+      ownKubeClient: /\/k8s\/http\.js$/m.test(text),
+      leanClient: /\/etcd\/lean-h2\.js$/m.test(text),
+      builtins,
+      protobuf: protobufModulesOf(text),
+    });
   }
 
   it('every heavy package these checks keep out is installed (a check on a package that is not there guards nothing)', () => {
@@ -222,6 +227,8 @@ describe('etcdbrctl server loads only what its flags use', () => {
     expect(packages.protobuf).toContain('wire/binary-encoding.js');
     expect(packages.protobuf.filter((m) => PROTOBUF_REFLECTION.test(m))).toEqual([]);
     expect(packages.ownKubeClient).toBe(false);
+    // The online replay's lean HTTP/2 client loads when a restore replays online, not with the etcd client.
+    expect(packages.leanClient).toBe(false);
     expect(CLOUD_SDKS.flatMap((sdk) => loadedAny(packages, sdk))).toEqual([]);
     // No config file, no /config request, no encryption flags, gzip: none of their libraries.
     expect(['yaml', 'age-encryption', 'zstd-napi'].flatMap((p) => loadedAny(packages, p))).toEqual([]);

@@ -8,7 +8,6 @@ import { AuthenticatedCalls, type Credentials } from './authenticated.js';
 import { EtcdError } from './errors.js';
 import type { Member } from './gen/etcd/api/etcdserverpb/rpc_pb.js';
 import { GrpcTransport, type Transport, type TransportOptions } from './grpc.js';
-import { openLeanTxns } from './lean-txns.js';
 import { Cluster, KV, Lease, Maintenance } from './methods.js';
 import { headerRevision, leaseIdOf, txnRequestOf } from './replay-codec.js';
 import { openSnapshotStream } from './snapshot-stream.js';
@@ -164,7 +163,12 @@ export class LocalGrpcEtcdClient extends GrpcEtcdClient implements LocalEtcdClie
     return headerRevision(res.header?.revision);
   }
 
-  openLeanTxns(): Promise<LeanTxns> {
+  /**
+   * The lean client (lean-txns.ts, lean-h2.ts and its frame and HPACK modules) loads here, on first use: only the
+   * online replay sends through it, and every sidecar that only watches and snapshots held its code besides.
+   */
+  async openLeanTxns(): Promise<LeanTxns> {
+    const { openLeanTxns } = await import('./lean-txns.js');
     return openLeanTxns(this.clientUrl);
   }
 }
