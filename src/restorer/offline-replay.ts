@@ -7,8 +7,9 @@
  * members) is copied as it is, the `lease` bucket with the leases a restore creates added (restored-leases.ts):
  * the result is the database the online replay produces, not a similar one.
  *
- * The new file is written beside the backend and only renamed over it once complete and fsynced; the
- * caller checks it before the data dir is put in place. Any failure leaves the base backend untouched.
+ * The new file is written beside the backend and only renamed over it once complete (and fsynced, unless the
+ * caller fsyncs the data dir itself: `syncResult`); the caller checks it before the data dir is put in place.
+ * Any failure leaves the base backend untouched.
  */
 import { CodedError } from '../errors.js';
 import { createReadStream } from 'node:fs';
