@@ -249,8 +249,7 @@ function put(bytes: Buffer, out: Buffer, o: number): number {
 
 /** The decimal digits of a non-negative integer below 2^53, as JSON writes it. */
 function uintInto(n: number, out: Buffer, o: number): number {
-  let digits = 1;
-  for (let v = n; v >= 10; v = Math.floor(v / 10)) digits++;
+  const digits = decimalDigits(n);
   let p = o + digits;
   for (let v = n; p > o; v = Math.floor(v / 10)) out[--p] = DIGIT_ZERO + (v % 10);
   return o + digits;
