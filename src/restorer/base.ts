@@ -32,20 +32,12 @@ export class BaseSnapshotError extends CodedError {
 export type BaseMember = Omit<BaseRestoreOptions, 'snapshotFile' | 'signal'>;
 
 /**
- * Restores `base` into `member.dataDir` (the restore's `.part`), with `scratchDir` for the snapshot file
- * when it has to be downloaded or decompressed first.
+ * The base's first half: `base` as a local file for etcd's restore tool (see fetchFull), with `scratchDir`
+ * for it when it has to be downloaded or decompressed first. A corrupt object is a BaseSnapshotError.
  */
-export async function restoreBase(
-  store: SnapStore,
-  base: Snapshot,
-  member: BaseMember,
-  scratchDir: string,
-  signal: AbortSignal | undefined,
-): Promise<void> {
-  const dbFile = join(scratchDir, 'snapshot.db');
-  let snapshotFile: string;
+export async function fetchBase(store: SnapStore, base: Snapshot, scratchDir: string, signal: AbortSignal | undefined): Promise<string> {
   try {
-    snapshotFile = await fetchFull(store, base, dbFile, signal);
+    return await fetchFull(store, base, scratchFileOf(scratchDir), signal);
   } catch (err) {
     // Only a corrupt object is the full's fault; an unreachable store or a stop keeps its own error.
     if (errorCode(err) !== 'E_CORRUPT') throw err;
@@ -53,6 +45,19 @@ export async function restoreBase(
       cause: err,
     });
   }
+}
+
+/**
+ * The base's second half: etcd's restore tool writes `snapshotFile` (from fetchBase) into `member.dataDir`
+ * (the restore's `.part`); the scratch copy in `scratchDir` is removed after.
+ */
+export async function restoreBase(
+  base: Snapshot,
+  member: BaseMember,
+  snapshotFile: string,
+  scratchDir: string,
+  signal: AbortSignal | undefined,
+): Promise<void> {
   try {
     // etcd's restore checks the sha256 trailer itself (unless skipped), as upstream relies on it too:
     // hashing here as well would cost a second pass over the whole database.
@@ -74,7 +79,11 @@ export async function restoreBase(
       cause: err,
     });
   }
-  await rm(dbFile, { force: true });
+  await rm(scratchFileOf(scratchDir), { force: true });
+}
+
+function scratchFileOf(scratchDir: string): string {
+  return join(scratchDir, 'snapshot.db');
 }
 
 /**

@@ -24,6 +24,11 @@ export interface FetchOptions {
   signal?: AbortSignal;
   /** Told of each delta that overlaps the one before it (the events both hold are applied once). */
   onOverlap?: (delta: Snapshot, previous: Snapshot, sharedEvents: number) => void;
+  /**
+   * Until this settles (either way), one download at a time, then up to `maxFetchers`: a restore passes the
+   * base snapshot's own download, which comes first.
+   */
+  oneAtATimeUntil?: Promise<unknown>;
 }
 
 /**
@@ -68,6 +73,17 @@ export async function* fetchDeltasInOrder(store: SnapStore, deltas: readonly Sna
 async function* fetchEach(store: SnapStore, deltas: readonly Snapshot[], opts: FetchOptions): AsyncGenerator<FetchedDelta> {
   const inFlight = new Map<number, Promise<FetchedDelta>>();
   let next = 0;
+  /** The delta being waited for (the lowest not yet handed out); -1 once this generator has ended. */
+  let waitingFor = 0;
+  let width = opts.oneAtATimeUntil ? 1 : Math.max(1, opts.maxFetchers);
+  const fill = () => {
+    while (waitingFor >= 0 && next < deltas.length && next < waitingFor + width) start(next++);
+  };
+  const widen = () => {
+    width = Math.max(1, opts.maxFetchers);
+    fill();
+  };
+  opts.oneAtATimeUntil?.then(widen, widen);
   const start = (i: number) => {
     const snap = deltas[i]!;
     const file = join(opts.tempDir, `delta-${String(i).padStart(8, '0')}-${snap.snapName.replaceAll('/', '_')}`);
@@ -100,12 +116,14 @@ async function* fetchEach(store: SnapStore, deltas: readonly Snapshot[], opts: F
   };
   try {
     for (let i = 0; i < deltas.length; i++) {
-      while (next < deltas.length && next < i + Math.max(1, opts.maxFetchers)) start(next++);
+      waitingFor = i;
+      fill();
       const got = await inFlight.get(i)!;
       inFlight.delete(i);
       yield got;
     }
   } finally {
+    waitingFor = -1;
     // Stop early (error or consumer gone): wait for downloads and remove their files.
     const leftovers = await Promise.allSettled(inFlight.values());
     for (const r of leftovers) if (r.status === 'fulfilled') await rm(r.value.file, { force: true });

@@ -10,7 +10,7 @@
  */
 import { stat } from 'node:fs/promises';
 import type { Logger, SnapStore } from '@etcdbrctl/snapstore';
-import { fetchDeltasInOrder, startFetching, type FetchedDelta, type StartedFetch } from './fetch.js';
+import { fetchDeltasInOrder, startFetching, type FetchedDelta, type FetchOptions, type StartedFetch } from './fetch.js';
 import { InconsistentDeltaError, OfflineReplayNotApplicable, replayDeltasOffline } from './offline-replay.js';
 import type { OnlineLeases } from './online-leases.js';
 import type { ReplayCounts } from './online-replay.js';
@@ -162,13 +162,19 @@ async function replayOffline(
 type FetchSettings = Pick<ReplayOptions, 'maxFetchers' | 'logger' | 'signal'>;
 
 /** The plan's deltas, fetched for the offline replay (overlaps logged). */
-function fetchForReplay(store: SnapStore, plan: RestorePlan, scratchDir: string, opts: FetchSettings): AsyncGenerator<FetchedDelta> {
+function fetchForReplay(
+  store: SnapStore,
+  plan: RestorePlan,
+  scratchDir: string,
+  opts: FetchSettings & Pick<FetchOptions, 'oneAtATimeUntil'>,
+): AsyncGenerator<FetchedDelta> {
   const { logger, signal } = opts;
   return fetchDeltasInOrder(store, plan.deltas, {
     maxFetchers: opts.maxFetchers,
     tempDir: scratchDir,
     onOverlap: (d, prev, n) => logOverlap(logger, d, prev, n),
     ...(signal ? { signal } : {}),
+    ...(opts.oneAtATimeUntil ? { oneAtATimeUntil: opts.oneAtATimeUntil } : {}),
   });
 }
 
@@ -183,7 +189,7 @@ export function prefetchDeltas(
   store: SnapStore,
   plan: RestorePlan,
   scratchDir: string,
-  opts: FetchSettings & Pick<ReplayOptions, 'deltaReplay'>,
+  opts: FetchSettings & Pick<ReplayOptions, 'deltaReplay'> & Pick<FetchOptions, 'oneAtATimeUntil'>,
 ): StartedFetch<FetchedDelta> | undefined {
   if (plan.deltas.length === 0 || opts.deltaReplay === 'online') return undefined;
   return startFetching(fetchForReplay(store, plan, scratchDir, opts));

@@ -7,6 +7,7 @@ import { readdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { gunzipSync, gzipSync } from 'node:zlib';
 import { readFileSync, writeFileSync } from 'node:fs';
+import type { Readable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import type { SnapStore } from '@etcdbrctl/snapstore';
 import { startFetching } from '../../src/restorer/fetch.js';
@@ -17,6 +18,7 @@ import { etcdBinaries } from '../support/etcd.js';
 import { copyUpstreamStore } from '../support/fixtures.js';
 import { openLocalStore } from '../support/local-store.js';
 import { restoreOptions } from '../support/restore.js';
+import { waitFor } from '../support/wait.js';
 import { recordingLogger } from './support.js';
 
 const cleanups = cleanupAfterEach();
@@ -126,6 +128,53 @@ describe('a restore fetches its deltas during the base restore', () => {
     // maxFetchers downloads were under way by the time etcd's restore tool had finished.
     expect(deltasAskedAtBase).toBeGreaterThanOrEqual(2);
     expect(await readdir(join(dir, 'restore-tmp')).catch(() => [])).toEqual([]);
+  });
+
+  it('while the full downloads, one delta at a time; all of them at once after', async () => {
+    const dir = await cleanups.tempDir('etcdbr-prefetch-full-first-');
+    const { root } = copyUpstreamStore('gzip', dir);
+    const inner = await openLocalStore(root, join(dir, 'store-tmp'));
+    cleanups.push(() => inner.close());
+    const fullHeld = gate();
+    let fullReleased = false;
+    let deltasInFlight = 0;
+    let mostBeforeFull = 0;
+    let mostAfterFull = 0;
+    let deltasStarted = 0;
+    const store = new Proxy(inner, {
+      get(target, prop) {
+        if (prop === 'fetch') {
+          return async (snap: { snapName: string }, ...rest: unknown[]) => {
+            const full = snap.snapName.startsWith('Full-');
+            if (full) await fullHeld.wait;
+            else {
+              deltasStarted++;
+              deltasInFlight++;
+              if (fullReleased) mostAfterFull = Math.max(mostAfterFull, deltasInFlight);
+              else mostBeforeFull = Math.max(mostBeforeFull, deltasInFlight);
+            }
+            const stream = (await (target.fetch as (...a: unknown[]) => Promise<NodeJS.ReadableStream>).call(target, snap, ...rest)) as Readable;
+            if (!full) stream.once('close', () => deltasInFlight--);
+            return stream;
+          };
+        }
+        const v = Reflect.get(target, prop, target) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const plan = planRestore(await store.list());
+    expect(plan.deltas.length).toBeGreaterThanOrEqual(4);
+    const restoring = executeRestore(store, plan, restoreOptions(await etcdBinaries(), dir, { maxFetchers: 3 }));
+    // The prefetch's first step holds two deltas (the second for the overlap check), then waits for the replay.
+    await waitFor(() => deltasStarted >= 2 && deltasInFlight === 0, 'two deltas fetched while the full is held');
+    expect(deltasStarted).toBe(2);
+    expect(mostBeforeFull).toBe(1);
+    fullReleased = true;
+    fullHeld.open();
+    const result = await restoring;
+    expect(result.revision).toBe(plan.targetRevision);
+    expect(result.deltasApplied).toBe(plan.deltas.length);
+    expect(mostAfterFull).toBeGreaterThan(1);
   });
 
   it('a base that fails: its error, no data dir, and the downloads ended with no file left in the temp dir', async () => {

@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { silentLogger, type SnapStore } from '@etcdbrctl/snapstore';
 import { describeFailure } from '../../src/cli/failure.js';
 import { findEtcdBinaries, type EtcdBinaries } from '../../src/etcd/binaries.js';
-import { restoreBase } from '../../src/restorer/base.js';
+import { fetchBase, restoreBase } from '../../src/restorer/base.js';
 import { fetchDeltasInOrder } from '../../src/restorer/fetch.js';
 import { planRestore } from '../../src/restorer/plan.js';
 import { replayDeltas } from '../../src/restorer/replay.js';
@@ -79,8 +79,7 @@ describe("a restore's failed writes name the file and the flag", () => {
     const scratch = join(dir, 'scratch');
     await mkdir(scratch);
     await symlink('/dev/full', join(scratch, 'snapshot.db'));
-    const binaries = await findEtcdBinaries({ path: process.env['PATH'] ?? '' });
-    const err = await writeError(restoreBase(store, plan.base!, member(binaries, join(dir, 'data.part')), scratch, undefined));
+    const err = await writeError(fetchBase(store, plan.base!, scratch, undefined));
     expect(err.code).toBe('ENOSPC');
     expect(err.message).toMatch(
       new RegExp(
@@ -106,7 +105,8 @@ describe("a restore's failed writes name the file and the flag", () => {
       version: async () => '3.5.16',
     };
     const partDir = join(dir, 'data.part');
-    const err = await writeError(restoreBase(store, plan.base!, member(binaries, partDir), scratch, undefined));
+    const file = await fetchBase(store, plan.base!, scratch, undefined);
+    const err = await writeError(restoreBase(plan.base!, member(binaries, partDir), file, scratch, undefined));
     expect(err.code).toBe('ENOSPC');
     expect(err.path).toBe(partDir);
     expect(err.message).toMatch(new RegExp(`^cannot write ${partDir} \\(--data-dir: .*\\): .*no space left on device`));
@@ -120,7 +120,7 @@ describe("a restore's failed writes name the file and the flag", () => {
     const partDir = join(dir, 'data.part');
     const scratch = join(dir, 'scratch');
     await mkdir(scratch);
-    await restoreBase(store, plan.base!, member(binaries, partDir), scratch, undefined);
+    await restoreBase(plan.base!, member(binaries, partDir), await fetchBase(store, plan.base!, scratch, undefined), scratch, undefined);
     // The replay writes the new backend beside the old one and renames it over it.
     await symlink('/dev/full', `${backendPath(partDir)}.offline-replay`);
     const opts = { ...restoreOptions(binaries, dir), dataDir: partDir, logger: silentLogger, callTimeoutMs: 60_000 };
