@@ -153,7 +153,11 @@ describe('a restore fetches its deltas during the base restore', () => {
               if (fullReleased) mostAfterFull = Math.max(mostAfterFull, deltasInFlight);
               else mostBeforeFull = Math.max(mostBeforeFull, deltasInFlight);
             }
-            const stream = (await (target.fetch as (...a: unknown[]) => Promise<NodeJS.ReadableStream>).call(target, snap, ...rest)) as Readable;
+            const stream = (await (target.fetch as (...a: unknown[]) => Promise<NodeJS.ReadableStream>).call(
+              target,
+              snap,
+              ...rest,
+            )) as Readable;
             if (!full) stream.once('close', () => deltasInFlight--);
             return stream;
           };
