@@ -140,7 +140,8 @@ async function sealHeader(recipients: readonly string[]): Promise<{ header: Buff
   return { header, fileKey };
 }
 
-const MAC_LINE = Buffer.from('\n--- ');
+// Memory of its own (Buffer.alloc never uses Node's shared pool): a constant would keep a 64 KiB pool slab alive.
+const MAC_LINE = Buffer.alloc(5, '\n--- ', 'latin1');
 
 /** The length of the age header at the start of `bytes` (through the MAC line's newline), or -1 if not all there. */
 function headerEnd(bytes: Buffer): number {

@@ -6,25 +6,26 @@
  * revision, the auth flag), the offline replay, the verifier. `test/architecture/etcd-schema.test.ts` fails
  * when one is spelled elsewhere.
  */
+import { constantBytes } from '../encoding/constant-bytes.js';
 
 /** Bucket of the mvcc history: one entry per revision (see `revisionKey`), the value a `mvccpb.KeyValue`. */
-export const KEY_BUCKET = Buffer.from('key');
+export const KEY_BUCKET = constantBytes('key');
 /** Bucket of etcd's own bookkeeping (consistent index, term, compaction revisions). */
-export const META_BUCKET = Buffer.from('meta');
+export const META_BUCKET = constantBytes('meta');
 /** Bucket of the auth store's switch and revision. */
-export const AUTH_BUCKET = Buffer.from('auth');
+export const AUTH_BUCKET = constantBytes('auth');
 /**
  * Bucket of the leases: the key is the lease ID as 8 big-endian bytes (its int64 bits), the value a
  * `leasepb.Lease` (see `leaseKey`, and src/restorer/lease-record.ts for the value).
  */
-export const LEASE_BUCKET = Buffer.from('lease');
+export const LEASE_BUCKET = constantBytes('lease');
 
 /** `meta`: the revision of the last finished compaction (8-byte big-endian main revision, `_`, sub revision). */
-export const FINISHED_COMPACT_REV_KEY = Buffer.from('finishedCompactRev');
+export const FINISHED_COMPACT_REV_KEY = constantBytes('finishedCompactRev');
 /** `meta`: the revision of the last scheduled compaction (same encoding). */
-export const SCHEDULED_COMPACT_REV_KEY = Buffer.from('scheduledCompactRev');
+export const SCHEDULED_COMPACT_REV_KEY = constantBytes('scheduledCompactRev');
 /** `auth`: auth on ([1]) or off ([0]). */
-export const AUTH_ENABLED_KEY = Buffer.from('authEnabled');
+export const AUTH_ENABLED_KEY = constantBytes('authEnabled');
 
 /** Whether `buf[start, end)` is `meta`'s finishedCompactRev key. */
 export function isFinishedCompactRevKey(buf: Buffer, start: number, end: number): boolean {

@@ -13,6 +13,7 @@
  * writer, for tests and tools that want an element as text.
  */
 import { createHash } from 'node:crypto';
+import { constantBytes } from '../encoding/constant-bytes.js';
 import { EtcdbrError } from '../errors.js';
 import { hasLease, hasLeaseTtl, type DeltaEvent } from './delta-format.js';
 import { FIELD, nextRecord, RECORD_DELETE, RECORD_HEADER_BYTES, recordLength, recordModRevision, writeRecord } from './delta-record.js';
@@ -255,7 +256,7 @@ function uintInto(n: number, out: Buffer, o: number): number {
   return o + digits;
 }
 
-const BASE64 = Buffer.from('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/', 'latin1');
+const BASE64 = constantBytes('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/', 'latin1');
 
 /**
  * From this many bytes on, Node's native encoder (through a string) beats the loop below: 1 KiB values 5x

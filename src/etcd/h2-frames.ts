@@ -7,6 +7,7 @@
  * A decoder that finds a frame malformed returns a `FrameProblem`: what the peer did wrong, worded to follow
  * the peer's name ("127.0.0.1:2379 sent ..."), and the error code the GOAWAY that ends the connection carries.
  */
+import { constantBytes } from '../encoding/constant-bytes.js';
 
 export const FRAME_HEADER_BYTES = 9;
 
@@ -61,7 +62,7 @@ export const MAX_STREAM_ID = 2 ** 31 - 1;
 export const MIN_FRAME_SIZE_SETTING = 16_384;
 export const MAX_FRAME_SIZE_SETTING = 16_777_215;
 /** What a client sends first (RFC 9113 §3.4), before its SETTINGS. */
-export const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+export const PREFACE = constantBytes('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
 
 /** A peer's frame that breaks the protocol: the reason (after the peer's name) and the GOAWAY code to end with. */
 export interface FrameProblem {

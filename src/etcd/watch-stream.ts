@@ -20,7 +20,8 @@ export type { AllKeysWatch, WatchHandlers } from './watch.js';
 const WATCH_RETRY_MS = 500;
 
 /** Every key: from `\0` to `\0` (etcd's "all keys from the key on" with the smallest key). */
-const ALL_KEYS = Buffer.from([0]);
+// Memory of its own, not a slice of Node's shared Buffer pool: a constant keeps the whole slab alive.
+const ALL_KEYS = Buffer.alloc(1);
 
 type WatchCall = GrpcCall<WatchRequest>;
 

@@ -85,6 +85,35 @@ describe('bin/etcdbrctl (built)', () => {
   });
 
   it.each([
+    ['server', 8192, ['server', '--endpoints=http://127.0.0.1:1', '--server-port=0']],
+    ['--version', 65536, ['--version']],
+  ])("%s: Node's pool for small Buffers in slabs of %i bytes (8 KiB in long-lived commands)", async (_what, expected, args) => {
+    const dir = mkdtempSync(join(tmpdir(), 'etcdbr-pool-size-'));
+    const out = join(dir, 'pool-size');
+    const probe = fileURLToPath(new URL('./support/pool-size-probe.mjs', import.meta.url));
+    const env = { ...process.env, NODE_OPTIONS: `--import=${probe}`, POOL_SIZE_PROBE_OUT: out };
+    // Nothing answers on port 1: the sidecar serves HTTP and keeps waiting for etcd until it is stopped.
+    const child = spawn(bin, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    try {
+      if (args[0] === 'server') {
+        // Stopped once it serves, so that it ends as it does in a pod.
+        await waitFor(() => output.includes('HTTP server listening'), 'the server to serve HTTP');
+        child.kill('SIGTERM');
+      }
+      await exited;
+      expect(Number(readFileSync(out, 'utf8'))).toBe(expected);
+    } finally {
+      child.kill('SIGKILL');
+      await exited;
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it.each([
     [undefined, '2'],
     ['4', '4'],
   ])('server with MALLOC_ARENA_MAX=%s runs, in the same process, with %s', async (given, expected) => {
