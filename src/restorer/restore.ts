@@ -162,7 +162,7 @@ export async function executeRestore(store: SnapStore, plan: RestorePlan, opts: 
     logger.info({ snapshot: base.snapName, deltas: plan.deltas.length, targetRevision: plan.targetRevision }, 'restoring');
     // The deltas download while etcd's restore tool writes the base: neither needs the other's result. While
     // the full itself downloads, only one delta does: the base is on the critical path, and six downloads
-    // beside it (decompressed and hashed on the same two cores) made a small full's fetch take 10x as long.
+    // beside it (decompressed and hashed on the same two cores) made a small full's fetch take 2-3.5x as long.
     const baseFile = fetchBase(store, base, scratch.dir, signal);
     baseFile.catch(() => undefined); // awaited below; until then its failure is not unhandled
     prefetched = prefetchDeltas(store, plan, scratch.dir, { ...opts, oneAtATimeUntil: baseFile });
