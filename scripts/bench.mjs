@@ -10,9 +10,10 @@
 // not have; `--compiled` bundles the bench and our sources with esbuild (tsx's own copy; packages stay
 // external) into node_modules/.cache and runs that with plain `node --expose-gc`, so RSS figures are
 // the ones the sidecar would show.
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { constants } from 'node:os';
 import { basename, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -28,7 +29,8 @@ const NEW_SPACE_CAPACITY = Number(process.versions.node.split('.')[0]) >= 24 ? [
  * `server` itself peaks at 109-123 (2026-11-27). */
 const LONG_LIVED = ['full-snapshot', 'delta-capture'];
 const root = fileURLToPath(new URL('..', import.meta.url));
-const dir = join(root, 'e2e', 'bench');
+/** ETCDBR_BENCH_SOURCES: another folder of benches (the test of this runner's process handling). */
+const dir = process.env.ETCDBR_BENCH_SOURCES ?? join(root, 'e2e', 'bench');
 const compiled = process.argv.includes('--compiled');
 /** `--list`: print the benches the filters pick, one a line, and run none (what a test checks). */
 const listOnly = process.argv.includes('--list');
@@ -78,6 +80,38 @@ async function bundle(file) {
   return outfile;
 }
 
+/**
+ * Runs one bench in a process group of its own and resolves with how it ended. A bench starts etcd, emulators
+ * and sidecars and stops them in its own cleanup, which does not run when the bench is killed; nor does a
+ * bench that crashed always get to it. So whatever is left in the group when the bench ends is killed, and a
+ * signal that stops this runner (Ctrl-C, a `timeout`, a CI job cancelled) is passed to the bench's group
+ * before this runner ends with it: before, the etcd, s3rver and sidecar of a footprint bench ran on.
+ */
+function runBench(args, env) {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, { cwd: root, stdio: 'inherit', env, detached: true });
+    const killGroup = (signal) => {
+      try {
+        process.kill(-child.pid, signal);
+      } catch {
+        // ESRCH: the group is already empty
+      }
+    };
+    let stoppedBy;
+    const stop = (signal) => {
+      stoppedBy ??= signal;
+      killGroup(signal);
+    };
+    const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+    for (const s of signals) process.on(s, stop);
+    child.on('exit', (code, signal) => {
+      for (const s of signals) process.off(s, stop);
+      killGroup('SIGKILL');
+      resolve({ code, signal, stoppedBy });
+    });
+  });
+}
+
 let failed = 0;
 for (const f of files) {
   console.log(`\n=== ${f}${compiled ? ' (compiled)' : ''} ===`);
@@ -85,14 +119,18 @@ for (const f of files) {
   const v8 = ['--expose-gc', SEMI_SPACE, ...NEW_SPACE_CAPACITY, ...(longLived ? ['--optimize-for-size'] : [])];
   const args = compiled ? [...v8, await bundle(join(dir, f))] : [...v8, '--conditions=development', '--import', 'tsx', join(dir, f)];
   // The bench finds its sources (support scripts it starts) through ETCDBR_BENCH_DIR when it runs bundled.
-  const r = spawnSync(process.execPath, [...args, ...benchArgs], {
-    cwd: root,
-    stdio: 'inherit',
-    env: { ...process.env, ETCDBR_BENCH_DIR: dir, ...(longLived ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2' } : {}) },
+  const r = await runBench([...args, ...benchArgs], {
+    ...process.env,
+    ETCDBR_BENCH_DIR: dir,
+    ...(longLived ? { MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2' } : {}),
   });
-  if (r.status !== 0) {
+  if (r.stoppedBy !== undefined) {
+    console.log(`!!! stopped by ${r.stoppedBy} during ${f}`);
+    process.exit(128 + constants.signals[r.stoppedBy]);
+  }
+  if (r.code !== 0) {
     failed++;
-    console.log(`!!! ${f} failed (exit ${r.status ?? r.signal})`);
+    console.log(`!!! ${f} failed (exit ${r.code ?? r.signal})`);
   }
 }
 process.exit(failed > 0 ? 1 : 0);
