@@ -17,12 +17,15 @@ import { waitFor } from '../support/wait.js';
 
 const BENCH = fileURLToPath(new URL('../../scripts/bench.mjs', import.meta.url));
 
-/** Starts a child that runs until killed, writes its pid to PID_FILE, then exits (MODE=exit) or waits. */
+/**
+ * Starts a child that runs until killed, writes its own pid and the child's to PID_FILE, then exits (MODE=exit)
+ * or waits.
+ */
 const BENCH_SOURCE = `
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 60_000)'], { stdio: 'ignore' });
-writeFileSync(process.env.PID_FILE, String(child.pid));
+writeFileSync(process.env.PID_FILE, process.pid + ' ' + child.pid);
 if (process.env.MODE === 'exit') process.exit(0);
 setInterval(() => {}, 60_000);
 `;
@@ -40,7 +43,8 @@ function running(pid: number): boolean {
 describe('bench runner', () => {
   let dir: string;
   let runner: ChildProcess | undefined;
-  let benchChild: number | undefined;
+  /** The bench's pid and its child's, once the bench wrote them. */
+  let pids: number[] = [];
 
   beforeEach(async () => {
     dir = await mkdtemp(join(tmpdir(), 'bench-runner-'));
@@ -48,9 +52,11 @@ describe('bench runner', () => {
   });
 
   afterEach(async () => {
+    // Whatever the runner failed to stop (the checks below fail first) is stopped here.
     runner?.kill('SIGKILL');
-    if (benchChild !== undefined && running(benchChild)) process.kill(benchChild, 'SIGKILL');
-    runner = benchChild = undefined;
+    for (const pid of pids) if (running(pid)) process.kill(pid, 'SIGKILL');
+    runner = undefined;
+    pids = [];
     await rm(dir, { recursive: true, force: true });
   });
 
@@ -62,22 +68,28 @@ describe('bench runner', () => {
     const proc = runner;
     return { exited: new Promise((resolve) => proc.on('exit', (code) => resolve(code))) };
   };
-  const childPid = (): Promise<number> =>
-    waitFor(async () => Number((await readFile(join(dir, 'pid'), 'utf8')) || undefined) || undefined, 'the bench to start its child');
+  /** Waits for the bench to start its child and returns the child's pid. */
+  const childPid = async (): Promise<number> => {
+    pids = await waitFor(async () => {
+      const found = (await readFile(join(dir, 'pid'), 'utf8')).split(' ').map(Number);
+      return found.length === 2 ? found : undefined;
+    }, 'the bench to start its child');
+    return pids[1] as number;
+  };
 
   it('kills what a bench left running when the bench ends', async () => {
     const { exited } = start('exit');
-    benchChild = await childPid();
+    const child = await childPid();
     expect(await exited).toBe(0);
-    await waitFor(() => !running(benchChild!), `the bench's child (pid ${benchChild}) to be killed`);
+    await waitFor(() => !running(child), `the bench's child (pid ${child}) to be killed`);
   });
 
   it('passes a SIGTERM on to the bench and its children, and ends with 143', async () => {
     const { exited } = start('wait');
-    benchChild = await childPid();
-    expect(running(benchChild)).toBe(true);
+    const child = await childPid();
+    expect(running(child)).toBe(true);
     runner!.kill('SIGTERM');
     expect(await exited).toBe(143);
-    await waitFor(() => !running(benchChild!), `the bench's child (pid ${benchChild}) to be killed`);
+    await waitFor(() => pids.every((pid) => !running(pid)), `the bench and its child (pids ${pids.join(', ')}) to end`);
   });
 });
