@@ -34,6 +34,8 @@ COPY malloc-trim/index.d.cts malloc-trim/
 COPY src src
 COPY bin bin
 COPY scripts/build.mjs scripts/
+# What the bundle loads in place of a package until first used (scripts/build.mjs, ON_DEMAND).
+COPY scripts/on-demand scripts/on-demand
 # npm run build (scripts/build.mjs): tsc -b tsconfig.build.json (src/ -> dist/, snapstore/src/ -> snapstore/dist/),
 # then the bundled CLI dist/etcdbrctl*.js that bin/etcdbrctl loads (esbuild, a devDependency).
 RUN npm run build

@@ -93,6 +93,9 @@ function protobufModulesOf(log: string): string[] {
  */
 const PROTOBUF_REFLECTION = /^(codegenv\d|wkt\/gen|registry|to-json|from-json|json-value|reflect\/names)/;
 
+/** The modules of @bufbuild/protobuf the generated code needs: the binary reader and writer, and what they import. */
+const PROTOBUF_WIRE = ['proto-int64.js', 'wire/binary-encoding.js', 'wire/text-encoding.js', 'wire/varint.js'];
+
 /**
  * The module log with each output of the bundled CLI (dist/etcdbrctl.js and its chunks, scripts/build.mjs)
  * replaced by the modules it holds, as the file URLs they had before bundling: a chunk is loaded whole, and
@@ -226,6 +229,12 @@ describe('etcdbrctl server loads only what its flags use', () => {
     // Of the protobuf runtime, the wire format only: nothing that decodes descriptors or speaks JSON.
     expect(packages.protobuf).toContain('wire/binary-encoding.js');
     expect(packages.protobuf.filter((m) => PROTOBUF_REFLECTION.test(m))).toEqual([]);
+    // Exactly the reader and writer with what they import: the package is bundled (scripts/build.mjs), so its
+    // index of wire/ no longer brings size-delimited.js and, through it, the reflection API (15 more modules).
+    expect([...packages.protobuf].sort()).toEqual(PROTOBUF_WIRE);
+    // prom-client's tracing API (for exemplars, which we never turn on) loads on first use only
+    // (scripts/on-demand/opentelemetry-api.cjs): 45 modules.
+    expect(loadedAny(packages, '@opentelemetry/')).toEqual([]);
     expect(packages.ownKubeClient).toBe(false);
     // The online replay's lean HTTP/2 client loads when a restore replays online, not with the etcd client.
     expect(packages.leanClient).toBe(false);

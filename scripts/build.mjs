@@ -5,11 +5,12 @@
 // Why a bundle: a short command such as a restore of a few thousand revisions is mostly process start, and
 // that was mostly loading ~150 ES modules one by one (resolving each specifier, a package.json lookup, a stat,
 // a read, a link) plus pino's CommonJS files. The bundle holds our modules, the snapstore workspace package
-// and pino with its dependencies; code splitting keeps every dynamic import() a chunk of its own, so a command
-// still loads only what it uses (e2e/module-load.test.ts checks it through dist/etcdbrctl.meta.json, which
-// names the modules in each chunk). Every other package (the cloud SDKs, yaml, prom-client, the addons) stays
-// in node_modules and loads as before, when used. bin/etcdbrctl falls back to dist/cli/main.js when the bundle
-// is missing or older than the last tsc build, so a bare `tsc -b` never leaves it running stale code.
+// and the packages in BUNDLED_PACKAGES below with their dependencies; code splitting keeps every dynamic
+// import() a chunk of its own, so a command still loads only what it uses (e2e/module-load.test.ts checks it
+// through dist/etcdbrctl.meta.json, which names the modules in each chunk). Every other package (the cloud
+// SDKs, yaml, the addons) stays in node_modules and loads as before, when used. bin/etcdbrctl falls back to
+// dist/cli/main.js when the bundle is missing or older than the last tsc build, so a bare `tsc -b` never
+// leaves it running stale code.
 //
 //   node scripts/build.mjs [--no-tsc]
 import { spawnSync } from 'node:child_process';
@@ -21,8 +22,17 @@ import { build, transform } from 'esbuild';
 const root = fileURLToPath(new URL('..', import.meta.url));
 const dist = join(root, 'dist');
 
-/** Packages bundled besides our own: pino and everything it requires (CommonJS, loaded at every start). */
-const BUNDLED_PACKAGES = ['@etcdbrctl/snapstore', 'pino'];
+/**
+ * Packages bundled besides our own, with everything they require: pino (CommonJS, loaded at every start),
+ * prom-client (CommonJS, loaded by every sidecar) and @bufbuild/protobuf. The generated etcd code imports only
+ * the latter's `wire` reader and writer, but that entry also re-exports size-delimited.js, which brings the
+ * reflection API: 19 of the package's modules loaded unbundled, 4 bundled (esbuild keeps what is used of a
+ * package marked free of side effects).
+ */
+const BUNDLED_PACKAGES = ['@etcdbrctl/snapstore', 'pino', 'prom-client', '@bufbuild/protobuf'];
+
+/** Dependencies of bundled packages that load only when first used: the package, and what stands in for it. */
+const ON_DEMAND = new Map([['@opentelemetry/api', join(root, 'scripts', 'on-demand', 'opentelemetry-api.cjs')]]);
 
 /** `names` and every package they depend on, as installed at the root (the way npm hoists them). */
 function dependencyClosure(names) {
@@ -93,7 +103,8 @@ function classesKeptTheirNames(files) {
 
 async function bundle() {
   // The snapstore package's own dependencies (the SDKs) stay external: only its code is bundled.
-  const bundled = new Set([BUNDLED_PACKAGES[0], ...dependencyClosure(BUNDLED_PACKAGES.slice(1))]);
+  const bundled = new Set([BUNDLED_PACKAGES[0], ...dependencyClosure(BUNDLED_PACKAGES.slice(1))].filter((p) => !ON_DEMAND.has(p)));
+  const standIns = new Set(ON_DEMAND.values());
   const packageOf = (spec) => (spec.startsWith('@') ? spec.split('/').slice(0, 2).join('/') : spec.split('/')[0]);
   const result = await build({
     absWorkingDir: root,
@@ -128,6 +139,10 @@ async function bundle() {
         setup(b) {
           b.onResolve({ filter: /^[^./]/ }, (a) => {
             if (a.path.startsWith('node:')) return { path: a.path, external: true };
+            // A bundled package's import of an on-demand one gets its stand-in; the stand-in's own (on first
+            // use) stays a require of the installed package.
+            const standIn = ON_DEMAND.get(a.path);
+            if (standIn !== undefined) return standIns.has(a.importer) ? { path: a.path, external: true } : { path: standIn };
             return bundled.has(packageOf(a.path)) ? undefined : { path: a.path, external: true };
           });
         },
