@@ -15,7 +15,7 @@
 //   node scripts/build.mjs [--no-tsc]
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build, transform } from 'esbuild';
 
@@ -119,6 +119,15 @@ async function bundle() {
     format: 'esm',
     platform: 'node',
     target: 'node22.12',
+    // Whitespace and comments out: V8 keeps the source text of every module it loaded for as long as the
+    // process runs (its functions compile lazily from it), and the chunks an idle sidecar loads shrink from
+    // ~1.07 to ~0.75 MB (the generated protobuf code alone from 153 to 101 KB). Names stay as written (no
+    // renaming: stack traces and pino's error `type` read as before); line numbers go, so each chunk links
+    // its source map (dist/*.js.map, to src/*.ts through tsc's maps): with NODE_OPTIONS=--enable-source-maps
+    // a stack trace names the TypeScript file and line. Node reads the maps only with that flag.
+    minifyWhitespace: true,
+    sourcemap: 'linked',
+    sourcesContent: false,
     // No keepNames: it wraps every function and class in a naming call, which turned each into an object with
     // a property table of its own (0.5 MB of an idle sidecar's heap) and cost a closure created per call its
     // naming (4 % of delta capture). Without it esbuild renames what collides across modules and names a class
@@ -151,7 +160,9 @@ async function bundle() {
   });
   // Which source modules each output holds (paths relative to the project), for the module-load test.
   const chunks = Object.fromEntries(
-    Object.entries(result.metafile.outputs).map(([out, o]) => [out.replace(/^dist\//, ''), Object.keys(o.inputs).sort()]),
+    Object.entries(result.metafile.outputs)
+      .filter(([out]) => !out.endsWith('.map'))
+      .map(([out, o]) => [out.replace(/^dist\//, ''), Object.keys(o.inputs).sort()]),
   );
   // A CLI started while this runs (a test worker, a second build) finds a complete bundle, old or new: the
   // chunks (named by their content) first, each file renamed into place, the entry last, then the old chunks go.
@@ -161,11 +172,12 @@ async function bundle() {
     writeFileSync(`${path}.tmp`, contents);
     renameSync(`${path}.tmp`, path);
   };
-  classesKeptTheirNames(files);
-  const texts = await Promise.all(files.map(asciiOnly));
+  const isMap = (f) => f.path.endsWith('.map');
+  classesKeptTheirNames(files.filter((f) => !isMap(f)));
+  const texts = await Promise.all(files.map((f) => (isMap(f) ? f.text : asciiOnly(f))));
   files.forEach((f, i) => place(f.path, texts[i]));
   place(join(dist, 'etcdbrctl.meta.json'), `${JSON.stringify(chunks, null, 1)}\n`);
-  const current = new Set([...Object.keys(chunks), 'etcdbrctl.meta.json']);
+  const current = new Set([...files.map((f) => basename(f.path)), 'etcdbrctl.meta.json']);
   for (const name of readdirSync(dist)) if (/^etcdbrctl[.-]/.test(name) && !current.has(name)) rmSync(join(dist, name), { force: true });
 }
 
