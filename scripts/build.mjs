@@ -8,7 +8,7 @@
 // and the packages in BUNDLED_PACKAGES below with their dependencies; code splitting keeps every dynamic
 // import() a chunk of its own, so a command still loads only what it uses (e2e/module-load.test.ts checks it
 // through dist/etcdbrctl.meta.json, which names the modules in each chunk). Every other package (the cloud
-// SDKs, yaml, the addons) stays in node_modules and loads as before, when used. bin/etcdbrctl falls back to
+// SDKs, the addons) stays in node_modules and loads as before, when used. bin/etcdbrctl falls back to
 // dist/cli/main.js when the bundle is missing or older than the last tsc build, so a bare `tsc -b` never
 // leaves it running stale code.
 //
@@ -24,12 +24,13 @@ const dist = join(root, 'dist');
 
 /**
  * Packages bundled besides our own, with everything they require: pino (CommonJS, loaded at every start),
- * prom-client (CommonJS, loaded by every sidecar) and @bufbuild/protobuf. The generated etcd code imports only
+ * prom-client (CommonJS, loaded by every sidecar), yaml (CommonJS, 74 modules, a chunk of its own loaded on
+ * first use: src/encoding/yaml.ts) and @bufbuild/protobuf. The generated etcd code imports only
  * the latter's `wire` reader and writer, but that entry also re-exports size-delimited.js, which brings the
  * reflection API: 19 of the package's modules loaded unbundled, 4 bundled (esbuild keeps what is used of a
  * package marked free of side effects).
  */
-const BUNDLED_PACKAGES = ['@etcdbrctl/snapstore', 'pino', 'prom-client', '@bufbuild/protobuf'];
+const BUNDLED_PACKAGES = ['@etcdbrctl/snapstore', 'pino', 'prom-client', 'yaml', '@bufbuild/protobuf'];
 
 /** Dependencies of bundled packages that load only when first used: the package, and what stands in for it. */
 const ON_DEMAND = new Map([['@opentelemetry/api', join(root, 'scripts', 'on-demand', 'opentelemetry-api.cjs')]]);

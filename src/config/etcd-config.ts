@@ -1,6 +1,6 @@
 import { CodedError } from '../errors.js';
 import { readFile } from 'node:fs/promises';
-import { yaml } from './yaml.js';
+import { yaml } from '../encoding/yaml.js';
 
 /** Upstream's default location of the etcd config template (the ConfigMap mount). */
 export const DEFAULT_ETCD_CONFIG_PATH = '/var/etcd/config/etcd.conf.yaml';
@@ -26,7 +26,7 @@ export async function readEtcdConfigTemplate(path: string): Promise<EtcdConfigTe
   } catch (err) {
     throw new EtcdConfigError(`cannot read the etcd config file ${path}: ${(err as Error).message}`, { cause: err });
   }
-  const { isMap, isScalar, LineCounter, parseDocument } = yaml();
+  const { isMap, isScalar, LineCounter, parseDocument } = await yaml();
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter });
   const [yamlError] = doc.errors;

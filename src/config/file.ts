@@ -6,7 +6,7 @@
  * Durations are Go duration strings, or numbers of nanoseconds (upstream's `wrappers.Duration`).
  */
 import { readFile } from 'node:fs/promises';
-import { yaml } from './yaml.js';
+import { yaml, type YamlLibrary } from '../encoding/yaml.js';
 import type { GroupUse } from './commands.js';
 import type { FieldDef } from './schema.js';
 import { ConfigError } from './schema.js';
@@ -21,11 +21,12 @@ export async function readConfigFile(path: string): Promise<unknown> {
     const code = (err as NodeJS.ErrnoException).code;
     throw new ConfigError([`--config-file: cannot read ${path}: ${code ?? String(err)}`]);
   }
-  return parseConfigText(text, path);
+  return parseConfigText(text, path, await yaml());
 }
 
-export function parseConfigText(text: string, path: string): unknown {
-  const doc = yaml().parseDocument(text, { prettyErrors: false });
+/** Parses a config file's text with the yaml library (`yaml()`, loaded by the caller). */
+export function parseConfigText(text: string, path: string, library: YamlLibrary): unknown {
+  const doc = library.parseDocument(text, { prettyErrors: false });
   if (doc.errors.length > 0) {
     throw new ConfigError(doc.errors.map((e) => `--config-file ${path}: invalid YAML: ${e.message}`));
   }

@@ -8,6 +8,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import { yaml } from '../encoding/yaml.js';
 import { KubeError } from './errors.js';
 
 export interface ResolvedCluster {
@@ -42,7 +43,7 @@ interface Named {
 
 /** Loads and merges `paths`, then resolves the current (or the given) context to a cluster and a user. */
 export async function loadKubeconfig(paths: readonly string[], contextName?: string): Promise<ResolvedKubeconfig> {
-  const { parse } = await import('yaml');
+  const { parse } = await yaml();
   const clusters = new Map<string, Named>();
   const users = new Map<string, Named>();
   const contexts = new Map<string, Named>();

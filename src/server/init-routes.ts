@@ -1,5 +1,5 @@
 import { EtcdbrError } from '../errors.js';
-import { yaml } from '../config/yaml.js';
+import { yaml } from '../encoding/yaml.js';
 import type { PodEnvironment } from '../config/pod-environment.js';
 import { readEtcdConfigTemplate, renderMemberConfig, type ClusterView } from '../config/etcd-config.js';
 import type { InitializationState } from './initialization.js';
@@ -32,7 +32,7 @@ export function registerInitRoutes(routes: Routes, deps: InitRoutesDeps): void {
       if (podName === '') throw new EtcdbrError('E_INVALID_INPUT', 'POD_NAME is not set: cannot tell which member this is');
       const view = await deps.clusterView().catch(() => ({ existingMembers: [], learnerPresent: false }));
       const config = renderMemberConfig(template, podName, view);
-      send(x.res, 200, 'application/yaml', yaml().stringify(config, { sortMapEntries: true, lineWidth: 0 }));
+      send(x.res, 200, 'application/yaml', (await yaml()).stringify(config, { sortMapEntries: true, lineWidth: 0 }));
     } catch (err) {
       sendError(x.res, 500, `cannot serve the etcd config: ${errorMessage(err)}`);
     }

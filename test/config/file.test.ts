@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { commandFlagSet } from '../../src/cli/help.js';
 import { buildCommandConfig } from '../../src/config/build.js';
 import { COMMAND_SPECS } from '../../src/config/commands.js';
+import * as yamlLibrary from 'yaml';
 import { parseConfigText, readConfigFile } from '../../src/config/file.js';
 import { ConfigError } from '../../src/config/schema.js';
 
@@ -62,7 +63,11 @@ somethingElse: 1
 
 function withFile(text: string, ...argv: string[]) {
   const flags = commandFlagSet(COMMAND_SPECS.server).parse(argv).changed;
-  return buildCommandConfig('server', { flags, configDocument: parseConfigText(text, 'cfg.yaml'), configFilePath: 'cfg.yaml' });
+  return buildCommandConfig('server', {
+    flags,
+    configDocument: parseConfigText(text, 'cfg.yaml', yamlLibrary),
+    configFilePath: 'cfg.yaml',
+  });
 }
 
 function fileProblems(text: string): readonly string[] {
@@ -170,7 +175,7 @@ describe('--config-file', () => {
   });
 
   it('reports YAML syntax errors and unreadable files with the path', async () => {
-    expect(() => parseConfigText('a: [1,\n', 'bad.yaml')).toThrow(/--config-file bad\.yaml: invalid YAML/);
+    expect(() => parseConfigText('a: [1,\n', 'bad.yaml', yamlLibrary)).toThrow(/--config-file bad\.yaml: invalid YAML/);
     await expect(readConfigFile('/nonexistent/cfg.yaml')).rejects.toThrow('--config-file: cannot read /nonexistent/cfg.yaml: ENOENT');
     const dir = mkdtempSync(join(tmpdir(), 'etcdbr-cfg-'));
     writeFileSync(join(dir, 'c.yaml'), 'serverConfig:\n  port: 1234\n');
