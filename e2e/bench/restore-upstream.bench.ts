@@ -10,6 +10,8 @@
  *                         or 1 MiB: about a thousand revisions each; the Go restore of v0.41 and later then
  *                         compacts its etcd after every 10th delta)
  *   --runs=R              timed runs per tool and chain (default 5); --check=0 skips the hashkv check
+ *   --warm=W              then ours restores each chain W times more in one process (support/restore-in-process.mjs):
+ *                         the first pays for loading the restore's code and V8 compiling it, the rest do not
  *   env: BENCH_CHAIN_WRITER (the Go binary, v0.43.x, that writes missing chains; default: the first of --peers
  *        that is v0.43), BENCH_CHAIN_DIR (where chains are kept; default node_modules/.cache/restore-chains)
  *
@@ -416,6 +418,49 @@ async function benchChain(chain: Chain, tools: Tool[], runs: number, check: bool
   return result;
 }
 
+/**
+ * `--warm`: ours restores the chain `runs` times in one process (support/restore-in-process.mjs, V8 set up as
+ * bin/etcdbrctl sets it up for `restore`). The first restore is what a fresh process spends after Node's start
+ * and the CLI's first module; the others run on code V8 has compiled and optimized already.
+ */
+async function inOneProcess(ours: Tool, chain: Chain, runs: number, tmp: string): Promise<Record<string, number>> {
+  const script = path.join(benchDir, 'support', 'restore-in-process.mjs');
+  const flags = ['--max-semi-space-size=2', '--scavenger-max-new-space-capacity-mb=1'];
+  const restoreArgs = [
+    '--storage-provider=Local',
+    `--store-container=${chain.container}`,
+    '--data-dir={dir}/data',
+    '--restoration-temp-snapshots-dir={dir}/restore-tmp',
+    '--snapstore-temp-directory={dir}/snapstore-tmp',
+  ];
+  const { stdout } = await execFileAsync(process.execPath, [...flags, script, ROOT, String(runs), tmp, ...restoreArgs], {
+    env: ours.env,
+    maxBuffer: 16 << 20,
+  });
+  const figs = stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { ms: number; cpuMs: number });
+  if (figs.length !== runs) throw new Error(`restore-in-process.mjs gave ${figs.length} results for ${runs} runs:\n${stdout}`);
+  const [first, ...rest] = figs;
+  const ms = rest.map((f) => f.ms / 1000);
+  console.log(
+    `ours, ${runs} restores in one process: the first ${(first!.ms / 1000).toFixed(2)} s (CPU ${(first!.cpuMs / 1000).toFixed(2)} s), ` +
+      `the others ${spread(ms, 2)} s (CPU ${spread(
+        rest.map((f) => f.cpuMs / 1000),
+        2,
+      )} s)`,
+  );
+  return {
+    firstSeconds: first!.ms / 1000,
+    firstCpuSeconds: first!.cpuMs / 1000,
+    warmSeconds: median(ms),
+    warmSecondsMin: Math.min(...ms),
+    warmSecondsMax: Math.max(...ms),
+    warmCpuSeconds: median(rest.map((f) => f.cpuMs / 1000)),
+  };
+}
+
 // ------------------------------------------------------------------------------------------- report
 
 const spread = (xs: number[], digits: number): string =>
@@ -507,6 +552,8 @@ async function main(): Promise<void> {
   if (!existsSync(GNU_TIME)) throw new Error(`${GNU_TIME} is needed (Debian/Ubuntu: apt-get install time)`);
   const runs = arg('runs', 5);
   const check = flag('check', true);
+  const warm = Number(option('warm') ?? 0);
+  if (!Number.isInteger(warm) || warm < 0 || warm === 1) throw new Error(`--warm=${option('warm')}: 0 (off) or 2 and more`);
   const writesList = (option('chains') ?? '10000,20000,100000').split(',').map(Number);
   const settingsList = (option('deltas') ?? 'large,small').split(',') as DeltaSettings[];
   for (const d of settingsList) if (!(d in DELTA_SETTINGS)) throw new Error(`--deltas=${d}: large or small`);
@@ -547,6 +594,7 @@ async function main(): Promise<void> {
         );
         const res = await benchChain(chain, tools, runs, check, tmp);
         const out = report(res);
+        if (warm > 0) out.oursInOneProcess = await inOneProcess(tools[0]!, chain, warm, tmp);
         if (out.sameWithoutLeases === false) allSame = false;
         summary.push(out);
       }
