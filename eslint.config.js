@@ -6,7 +6,7 @@ import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
   // src/etcd/gen: written by ts-proto (npm run proto), checked as it is generated.
-  { ignores: ['**/dist/**', '**/node_modules/**', 'coverage/**', '**/*.d.ts', 'src/etcd/gen/**'] },
+  { ignores: ['**/dist/**', '**/node_modules/**', 'coverage/**', '.local/**', '**/*.d.ts', 'src/etcd/gen/**'] },
   {
     files: ['**/*.ts'],
     extends: [js.configs.recommended, ...tseslint.configs.recommended],

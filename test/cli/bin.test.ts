@@ -105,7 +105,10 @@ describe('bin/etcdbrctl (built)', () => {
         child.kill('SIGTERM');
       }
       await exited;
-      expect(Number(readFileSync(out, 'utf8'))).toBe(expected);
+      const probed = JSON.parse(readFileSync(out, 'utf8')) as { poolSize: number; mark: unknown };
+      expect(probed.poolSize).toBe(expected);
+      // The mark src/speed-first.ts switches back from for a restore in the sidecar: long-lived commands only.
+      expect(probed.mark).toEqual(expected === 8192 ? { memoryFirstPoolSize: 8192, speedFirstPoolSize: 65536 } : null);
     } finally {
       child.kill('SIGKILL');
       await exited;

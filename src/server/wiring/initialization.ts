@@ -22,6 +22,7 @@ import type { RotatingStore } from '../../config/store-provider.js';
 import { pathsTheTempDirKeeps } from '../../config/store.js';
 import type { HealthState } from '../health.js';
 import { InitializationState, type ValidationMode } from '../initialization.js';
+import { speedFirstDuring } from '../../speed-first.js';
 
 export function wireInitialization(input: {
   config: ServerConfig;
@@ -51,7 +52,8 @@ export function wireInitialization(input: {
     recordInitialization(etcdMemberStatus, async (mode) => {
       await input.leaderTerm.pause();
       try {
-        return await initialize(mode);
+        // Validation and restore are a burst of CPU work: the short commands' settings for it (speed-first.ts).
+        return await speedFirstDuring(() => initialize(mode));
       } finally {
         input.leaderTerm.resume();
       }
