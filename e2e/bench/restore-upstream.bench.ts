@@ -12,6 +12,8 @@
  *   --runs=R              timed runs per tool and chain (default 5); --check=0 skips the hashkv check
  *   --warm=W              then ours restores each chain W times more in one process (support/restore-in-process.mjs):
  *                         the first pays for loading the restore's code and V8 compiling it, the rest do not
+ *   --sidecar=S           then ours restores each chain S times through the sidecar: `server` with an empty data
+ *                         dir, timed from POST /initialization/start to "Successful" (how etcd-druid's pods restore)
  *   env: BENCH_CHAIN_WRITER (the Go binary, v0.43.x, that writes missing chains; default: the first of --peers
  *        that is v0.43), BENCH_CHAIN_DIR (where chains are kept; default node_modules/.cache/restore-chains)
  *
@@ -44,7 +46,9 @@ import { promisify } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { findEtcdBinaries, type EtcdBinaries } from '../../src/etcd/binaries.js';
 import { startLocalEtcd } from '../../src/etcd/local-etcd.js';
+import { freePort } from '../../src/etcd/ports.js';
 import { SINGLE_MEMBER_RAFT_ARGS } from '../../test/support/etcd.js';
+import { waitFor } from '../../test/support/wait.js';
 import { arg, flag, median, round1, table } from './support/measure.js';
 
 const execFileAsync = promisify(execFile);
@@ -461,6 +465,78 @@ async function inOneProcess(ours: Tool, chain: Chain, runs: number, tmp: string)
   };
 }
 
+/**
+ * `--sidecar`: ours restores the chain through `etcdbrctl server`, as etcd-druid's pods restore a lost volume:
+ * the sidecar starts with an empty data dir (no etcd answers: nothing else runs), etcd-wrapper's request
+ * `POST /initialization/start` starts the validation and the restore, and the time runs until
+ * `/initialization/status` says "Successful". A long-lived process: memory-first, but for its initialization
+ * (src/speed-first.ts). Each run is a new sidecar.
+ */
+async function throughTheSidecar(ours: Tool, chain: Chain, runs: number, tmp: string): Promise<Record<string, number>> {
+  const seconds: number[] = [];
+  const restoreSeconds: number[] = [];
+  for (let r = 0; r < runs; r++) {
+    const dir = await mkdtemp(path.join(tmp, 'sidecar-'));
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const child = spawn(
+      process.execPath,
+      [
+        BIN,
+        'server',
+        `--server-port=${port}`,
+        '--endpoints=http://127.0.0.1:1',
+        `--data-dir=${path.join(dir, 'data')}`,
+        '--storage-provider=Local',
+        `--store-container=${chain.container}`,
+        `--restoration-temp-snapshots-dir=${path.join(dir, 'restore-tmp')}`,
+        `--snapstore-temp-directory=${path.join(dir, 'snapstore-tmp')}`,
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'], env: ours.env },
+    );
+    let log = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (log += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (log += d));
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    try {
+      await waitFor(async () => {
+        if (child.exitCode !== null) throw new Error(`the sidecar exited (${child.exitCode}):\n${log}`);
+        return (await fetch(`${url}/healthz`)).status > 0;
+      }, 'the sidecar to listen');
+      const started = performance.now();
+      await fetch(`${url}/initialization/start`, { method: 'POST' });
+      const status = await waitFor(
+        async () => {
+          const text = await (await fetch(`${url}/initialization/status`)).text();
+          return /Successful|Failed/.test(text) ? text : undefined;
+        },
+        'the initialization to end',
+        3_600_000,
+        10,
+      );
+      const elapsed = (performance.now() - started) / 1000;
+      if (!status.includes('Successful')) throw new Error(`the sidecar's initialization ended ${status}:\n${log.slice(-3000)}`);
+      seconds.push(elapsed);
+      const own = /"ms":(\d+),"msg":"restore finished"/.exec(log);
+      if (own) restoreSeconds.push(Number(own[1]) / 1000);
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+      await rm(dir, { recursive: true, force: true });
+    }
+  }
+  console.log(
+    `ours through the sidecar (${runs} runs, POST /initialization/start to Successful): ${spread(seconds, 2)} s` +
+      (restoreSeconds.length > 0 ? `, of which the restore ${spread(restoreSeconds, 2)} s` : ''),
+  );
+  return {
+    seconds: median(seconds),
+    secondsMin: Math.min(...seconds),
+    secondsMax: Math.max(...seconds),
+    ...(restoreSeconds.length > 0 ? { restoreSeconds: median(restoreSeconds) } : {}),
+  };
+}
+
 // ------------------------------------------------------------------------------------------- report
 
 const spread = (xs: number[], digits: number): string =>
@@ -554,6 +630,8 @@ async function main(): Promise<void> {
   const check = flag('check', true);
   const warm = Number(option('warm') ?? 0);
   if (!Number.isInteger(warm) || warm < 0 || warm === 1) throw new Error(`--warm=${option('warm')}: 0 (off) or 2 and more`);
+  const sidecar = Number(option('sidecar') ?? 0);
+  if (!Number.isInteger(sidecar) || sidecar < 0) throw new Error(`--sidecar=${option('sidecar')}: 0 (off) or more`);
   const writesList = (option('chains') ?? '10000,20000,100000').split(',').map(Number);
   const settingsList = (option('deltas') ?? 'large,small').split(',') as DeltaSettings[];
   for (const d of settingsList) if (!(d in DELTA_SETTINGS)) throw new Error(`--deltas=${d}: large or small`);
@@ -595,6 +673,7 @@ async function main(): Promise<void> {
         const res = await benchChain(chain, tools, runs, check, tmp);
         const out = report(res);
         if (warm > 0) out.oursInOneProcess = await inOneProcess(tools[0]!, chain, warm, tmp);
+        if (sidecar > 0) out.oursThroughTheSidecar = await throughTheSidecar(tools[0]!, chain, sidecar, tmp);
         if (out.sameWithoutLeases === false) allSame = false;
         summary.push(out);
       }
