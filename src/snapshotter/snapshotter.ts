@@ -18,8 +18,11 @@ import type { ChainState, SnapshotterConfig, SnapshotterDeps } from './snapshott
 export { CatchUpTooSlowError, LeadershipLost, SnapshotterStoppedError, TimelineChangedError } from './snapshotter-errors.js';
 export type { ChainState, SnapshotterConfig, SnapshotterDeps, StoredSnapshotInfo } from './snapshotter-types.js';
 
-/** How long a stop waits for the watch to deliver the writes etcd acknowledged before it (at most). */
-const STOP_CATCH_UP_MS = 3_000;
+/**
+ * How long a stop or an on-demand delta waits for the watch to deliver the writes etcd acknowledged before
+ * it (at most).
+ */
+const CATCH_UP_MS = 3_000;
 
 /**
  * Full snapshots on a cron schedule and on demand, delta snapshots from a watch of every key: every
@@ -143,8 +146,13 @@ export class Snapshotter {
     });
   }
 
-  /** Writes the buffered events as a delta now; undefined when there were none. */
-  triggerDeltaSnapshot(): Promise<Snapshot | undefined> {
+  /**
+   * Writes the buffered events as a delta now; undefined when there were none. First waits (bounded) until
+   * the watch delivered every write etcd acknowledged before the call, so the delta holds them: upstream
+   * writes only what its watch happened to deliver, and a write acknowledged a moment before the request can
+   * be missing from the delta it returns.
+   */
+  async triggerDeltaSnapshot(): Promise<Snapshot | undefined> {
     if (!this.active) return Promise.reject(new SnapshotterStoppedError('snapshotter is not active'));
     if (!this.deltasEnabled) {
       return Promise.reject(
@@ -154,6 +162,7 @@ export class Snapshotter {
         ),
       );
     }
+    if (this.intake.watching) await this.intake.progress.catchUp(this.deps.client, Math.min(CATCH_UP_MS, this.config.connectionTimeoutMs));
     return this.serial(async () => {
       try {
         const snap = await this.saveBufferedDelta();
@@ -443,7 +452,7 @@ export class Snapshotter {
     this.timers.clear();
     for (const effect of this.machine.tell({ type: 'Stopping', leadershipLost })) {
       if (effect.type === 'CatchUpBeforeStop')
-        await this.intake.progress.catchUp(this.deps.client, Math.min(STOP_CATCH_UP_MS, this.config.finalDeltaTimeoutMs));
+        await this.intake.progress.catchUp(this.deps.client, Math.min(CATCH_UP_MS, this.config.finalDeltaTimeoutMs));
       else if (effect.type === 'CloseWatch') await this.intake.close();
     }
     for (const effect of this.machine.tell({ type: 'StopWatchClosed', leadershipLost, bufferedBytes: this.intake.buffer.size })) {
