@@ -35,9 +35,10 @@ describe('proc sampler', () => {
   });
 
   it('sees a child grow by what it allocates and the CPU it burns', async () => {
-    // Holds 64 MiB of touched memory while spinning for 600 ms, then waits to be killed.
+    // Holds 64 MiB of touched memory while burning 400 ms of its own CPU time (CPU time, not wall time: on
+    // busy cores a wall-clock spin may get a fraction of that), then waits to be killed.
     const code =
-      'const b = Buffer.alloc(64 * 1024 * 1024, 1); const end = Date.now() + 600; while (Date.now() < end); ' +
+      'const b = Buffer.alloc(64 * 1024 * 1024, 1); while (process.cpuUsage().user < 400_000); ' +
       'process.stdout.write("done " + b[5]); setInterval(() => {}, 1000);';
     const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
     cleanups.push(async () => child.kill('SIGKILL'));

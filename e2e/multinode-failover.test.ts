@@ -210,6 +210,9 @@ describe('three sidecars sharing one store: one snapshotter, failover on a leade
     );
     const ackedBeforeKill = writer.acked.size;
 
+    // The log lines below are checked against the moment the kill was sent: the sidecar may see its etcd
+    // gone before this process has seen it exit.
+    const killSentAt = Date.now();
     await etcds.get(oldLeader)!.kill('SIGKILL');
     etcds.delete(oldLeader);
     const killedAt = Date.now();
@@ -254,10 +257,10 @@ describe('three sidecars sharing one store: one snapshotter, failover on a leade
     );
     const oldLines = logLines(sidecars[oldLeader]!);
     // Its etcd is gone, so its leadership check fails: that stops the leader work (state Unknown).
-    expect(oldLines.some((l) => l.msg === 'cannot determine the etcd leader' && Date.parse(l.time) >= killedAt)).toBe(true);
+    expect(oldLines.some((l) => l.msg === 'cannot determine the etcd leader' && Date.parse(l.time) >= killSentAt)).toBe(true);
     const oldAfterStop = await snapshotCounts(sidecars[oldLeader]!.url);
     const newLines = logLines(sidecars[newLeader]!);
-    expect(newLines.some((l) => l.msg === 'leadership changed' && l.to === 'Leader' && Date.parse(l.time) >= killedAt)).toBe(true);
+    expect(newLines.some((l) => l.msg === 'leadership changed' && l.to === 'Leader' && Date.parse(l.time) >= killSentAt)).toBe(true);
     expect(await snapshotCounts(sidecars[otherFollower]!.url)).toEqual({ full: 0, incr: 0 });
     expect((await healthz(sidecars[otherFollower]!.url)).status).toBe(503);
 

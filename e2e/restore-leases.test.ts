@@ -240,10 +240,12 @@ describe('a restore keeps leases and is byte-identical by hashkv (etcd 3.5, our 
 
     // The middle, offline: the source's hashkv there; the expiring lease exists again (its keys name it).
     const atMiddle = await restored('middle', [`--to-revision=${middle}`]);
-    expect(await hashKv(binaries, atMiddle.clientUrl, middle)).toEqual(source.middle);
     const m = etcdClient(atMiddle.clientUrl);
     cleanups.push(async () => m.close());
+    // First, within the lease's 2 s from the restored member's start: it expires there as it did in the source.
+    // The hash at `middle` does not change when it does (the expiry's deletes come at later revisions).
     expect((await m.leaseTimeToLive(expiringId, { keys: true })).keys).toBe(2);
+    expect(await hashKv(binaries, atMiddle.clientUrl, middle)).toEqual(source.middle);
     expect((await m.leaseTimeToLive(shortId)).ttl).toBe(-1);
 
     // The 8 s lease's time passes: its keys go, in the source and in each restored member; the hour's stay.

@@ -340,7 +340,11 @@ describe('etcdbrctl server: snapshotter behaviour and faults (process, real etcd
       await waitFor(async () => ((await failureCount(s.url)) >= 2 ? true : undefined), 'two snapshotter failures', 20_000);
       expect(proxy.faulted['deny-writes']).toBeGreaterThanOrEqual(2);
       expect(await store.list()).toHaveLength(0);
-      const waits = backoffWaits(s.logs());
+      // The second back-off is logged after the supervisor's next etcd probe, which follows the failure count.
+      const waits = await waitFor(() => {
+        const w = backoffWaits(s.logs());
+        return w.length >= 2 ? w : undefined;
+      }, 'two back-off lines');
       // Upstream's sequence with multiplier 2, attempt limit 0, threshold 1 s: 2 s, then the threshold.
       expect(waits.slice(0, 2)).toEqual([2000, 1000]);
       expect(s.logs()).toMatch(/AccessDenied|Access Denied/);
