@@ -162,7 +162,7 @@ export class Snapshotter {
         ),
       );
     }
-    if (this.intake.watching) await this.intake.progress.catchUp(this.deps.client, Math.min(CATCH_UP_MS, this.config.connectionTimeoutMs));
+    if (this.intake.watching) await this.catchUpWatch('on-demand delta', Math.min(CATCH_UP_MS, this.config.connectionTimeoutMs));
     return this.serial(async () => {
       try {
         const snap = await this.saveBufferedDelta();
@@ -452,7 +452,7 @@ export class Snapshotter {
     this.timers.clear();
     for (const effect of this.machine.tell({ type: 'Stopping', leadershipLost })) {
       if (effect.type === 'CatchUpBeforeStop')
-        await this.intake.progress.catchUp(this.deps.client, Math.min(CATCH_UP_MS, this.config.finalDeltaTimeoutMs));
+        await this.catchUpWatch('last delta before stopping', Math.min(CATCH_UP_MS, this.config.finalDeltaTimeoutMs));
       else if (effect.type === 'CloseWatch') await this.intake.close();
     }
     for (const effect of this.machine.tell({ type: 'StopWatchClosed', leadershipLost, bufferedBytes: this.intake.buffer.size })) {
@@ -460,6 +460,18 @@ export class Snapshotter {
       else if (effect.type === 'WriteLastDelta') await this.writeLastDelta();
       else this.perform([effect]);
     }
+  }
+
+  /** Waits (bounded) for the watch to deliver etcd's current revision; says so when it did not. */
+  private async catchUpWatch(forWhat: string, boundMs: number): Promise<void> {
+    const r = await this.intake.progress.catchUp(this.deps.client, boundMs);
+    if (!r.reached)
+      this.deps.logger.warn(
+        { for: forWhat, etcdRevision: r.target, watchedRevision: r.watched, waitedMs: boundMs },
+        r.target === undefined
+          ? 'etcd did not say its revision: the delta holds what the watch delivered so far'
+          : "the watch did not deliver etcd's revision in time: the delta holds what it delivered so far, the rest goes into a later delta",
+      );
   }
 
   /** The stop's last delta, bounded by `finalDeltaTimeoutMs`; a failure is logged, the stop goes on. */

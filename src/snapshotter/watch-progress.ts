@@ -30,20 +30,35 @@ export class WatchProgress {
     this.waiters = still;
   }
 
-  /** Waits until the watch reached etcd's current revision, at most `boundMs`. Gives up quietly when etcd does not answer or is slow. */
-  async catchUp(client: EtcdClient, boundMs: number): Promise<void> {
+  /**
+   * Waits until the watch reached etcd's current revision, at most `boundMs`. Gives up when etcd does not
+   * answer or the watch is slow; the result says how far it got, for the caller's log.
+   */
+  async catchUp(client: EtcdClient, boundMs: number): Promise<CatchUpResult> {
     let timer: NodeJS.Timeout | undefined;
-    const bound = new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, boundMs);
+    let target: number | undefined;
+    const bound = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), boundMs);
       timer.unref();
     });
     const caughtUp = (async () => {
-      const target = await client.currentRevision(boundMs).catch(() => 0);
-      if (target <= this.watchedRevision) return;
-      await new Promise<void>((resolve) => this.waiters.push({ revision: target, resolve }));
+      target = await client.currentRevision(boundMs).catch(() => undefined);
+      if (target === undefined) return false;
+      if (target <= this.watchedRevision) return true;
+      const wanted = target;
+      await new Promise<void>((resolve) => this.waiters.push({ revision: wanted, resolve }));
+      return true;
     })();
-    await Promise.race([caughtUp, bound]);
+    const reached = await Promise.race([caughtUp, bound]);
     clearTimeout(timer);
     this.waiters = [];
+    return { reached, target, watched: this.watchedRevision };
   }
+}
+
+/** How far a catch-up got: `target` is etcd's revision at the call, undefined when etcd did not answer. */
+export interface CatchUpResult {
+  reached: boolean;
+  target: number | undefined;
+  watched: number;
 }
