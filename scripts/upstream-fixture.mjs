@@ -15,7 +15,7 @@
 // writes chains with etcd-druid's (--delta-period=20s --delta-memory-limit=104857600: few large ones).
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -104,6 +104,32 @@ async function startEtcd(dataDir) {
   );
   probe.close();
   return { url, etcd, peerUrl: `http://127.0.0.1:${peerPort}` };
+}
+
+/**
+ * expected.json, a key per line, written line by line: a chain of a million writes holds more than the longest
+ * string V8 makes (~512 MiB).
+ */
+function writeExpected(file, d) {
+  const fd = openSync(file, 'w');
+  try {
+    writeSync(fd, `{"revision": ${d.revision}, "kvs": [\n`);
+    d.kvs.forEach((kv, i) => writeSync(fd, `${i === 0 ? '' : ',\n'}${JSON.stringify(kv)}`));
+    writeSync(fd, '\n]}\n');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Where two dumps differ, leases aside (key by key, for the same reason); undefined when they do not. */
+function firstDifference(got, want) {
+  if (got.revision !== want.revision) return `revision ${got.revision}, expected ${want.revision}`;
+  if (got.kvs.length !== want.kvs.length) return `${got.kvs.length} keys, expected ${want.kvs.length}`;
+  const strip = (kv) => JSON.stringify({ ...kv, lease: undefined });
+  for (let i = 0; i < want.kvs.length; i++) {
+    if (strip(got.kvs[i]) !== strip(want.kvs[i])) return `key ${i}: ${strip(got.kvs[i])}, expected ${strip(want.kvs[i])}`;
+  }
+  return undefined;
 }
 
 /** Every key with its revisions, as test/support/etcd-dump.ts dumps it. */
@@ -243,10 +269,7 @@ try {
   if (expected.revision !== head) fail(`etcd moved on after the workload: ${head} → ${expected.revision}`);
   // Stops their keep-alives (without a revoke, which would move etcd on): the process can exit.
   for (const l of leases) l.release();
-  writeFileSync(
-    join(out, 'expected.json'),
-    `{"revision": ${expected.revision}, "kvs": [\n${expected.kvs.map((kv) => JSON.stringify(kv)).join(',\n')}\n]}\n`,
-  );
+  writeExpected(join(out, 'expected.json'), expected);
   const hashkv = spawnSync(join(ETCD35, 'etcdctl'), [`--endpoints=${source.url}`, 'endpoint', 'hashkv', '-w', 'json'], {
     encoding: 'utf8',
   });
@@ -275,8 +298,8 @@ try {
   const got = await dump(back.url);
   back.etcd.child.kill('SIGTERM');
   await back.etcd.exited;
-  const strip = (d) => JSON.stringify({ revision: d.revision, kvs: d.kvs.map((kv) => ({ ...kv, lease: undefined })) });
-  if (strip(got) !== strip(expected)) fail('the Go restore of the store differs from expected.json (leases aside)');
+  const difference = firstDifference(got, expected);
+  if (difference !== undefined) fail(`the Go restore of the store differs from expected.json (leases aside): ${difference}`);
 
   const files = readdirSync(join(container, 'v2')).sort();
   const count = (k) => files.filter((f) => f.startsWith(k)).length;
