@@ -278,8 +278,10 @@ interface Checked {
 }
 
 async function etcdctl(binaries: EtcdBinaries, endpoint: string, ...args: string[]): Promise<string> {
-  const { stdout } = await execFileAsync(binaries.etcdctl!, [`--endpoints=${endpoint}`, ...args], {
+  // A physical compaction of half a million revisions takes longer than etcdctl's default 5 s.
+  const { stdout } = await execFileAsync(binaries.etcdctl!, [`--endpoints=${endpoint}`, '--command-timeout=30m', ...args], {
     env: { ...process.env, ETCDCTL_API: '3' },
+    maxBuffer: 1 << 30,
   });
   return stdout;
 }
