@@ -45,6 +45,8 @@ interface Exit {
 interface Running {
   child: ChildProcess;
   exited: Promise<Exit>;
+  /** What it wrote so far, stdout then stderr (for a failure's message). */
+  output(): string;
 }
 
 /** Starts bin/etcdbrctl; a test that fails before the process ended still has it killed. */
@@ -64,13 +66,16 @@ function startEtcdbrctl(args: string[], env: NodeJS.ProcessEnv = {}, cwd?: strin
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
   });
-  return { child, exited };
+  return { child, exited, output: () => `${stdout}${stderr}` };
 }
 
-/** Runs bin/etcdbrctl to its end (killed after 120 s). */
-async function etcdbrctl(args: string[], env: NodeJS.ProcessEnv = {}, cwd?: string): Promise<Exit> {
+/**
+ * Runs bin/etcdbrctl to its end, killed after `limitMs` (a command here takes seconds: a kill means it hung,
+ * and the caller's check of the exit shows its output).
+ */
+async function etcdbrctl(args: string[], env: NodeJS.ProcessEnv = {}, cwd?: string, limitMs = 120_000): Promise<Exit> {
   const { child, exited } = startEtcdbrctl(args, env, cwd);
-  const timer = setTimeout(() => child.kill('SIGKILL'), 120_000);
+  const timer = setTimeout(() => child.kill('SIGKILL'), limitMs);
   try {
     return await exited;
   } finally {
@@ -342,6 +347,13 @@ describe('etcdbrctl copy killed with SIGKILL mid-copy', () => {
     raw(): Promise<{ objects: string[]; partial: string[] }>;
   }
 
+  /**
+   * Each step's bound: a step takes seconds, and one run of the Local case (1.5 s here) timed out at the test's
+   * 60 s in CI without saying where. Three steps fit in KILL_TEST_TIMEOUT_MS, so a hang names its step.
+   */
+  const STEP_LIMIT_MS = 45_000;
+  const KILL_TEST_TIMEOUT_MS = 4 * STEP_LIMIT_MS;
+
   /** Polls until `cond` holds or the process ends; SIGKILLs it in the first case. */
   async function killWhen(run: Running, cond: () => Promise<boolean>, pollMs: number): Promise<Exit> {
     let ended = false;
@@ -349,9 +361,11 @@ describe('etcdbrctl copy killed with SIGKILL mid-copy', () => {
     const outcome = await waitFor(
       async () => (ended ? 'ended' : (await cond()) ? 'due' : undefined),
       'the moment to kill the process',
-      120_000,
+      STEP_LIMIT_MS,
       pollMs,
-    );
+    ).catch((err: unknown) => {
+      throw new Error(`${err instanceof Error ? err.message : String(err)}; its output so far:\n${run.output()}`);
+    });
     if (outcome === 'due') run.child.kill('SIGKILL');
     return run.exited;
   }
@@ -373,7 +387,7 @@ describe('etcdbrctl copy killed with SIGKILL mid-copy', () => {
     expect(raw.objects.sort()).toEqual([...visible.keys()].sort());
     expect(raw.partial.length).toBeGreaterThan(0);
 
-    const resumed = await etcdbrctl(flags, dest.env);
+    const resumed = await etcdbrctl(flags, dest.env, undefined, STEP_LIMIT_MS);
     expect(resumed.code, resumed.stderr).toBe(0);
     const m = /^Copied (\d+) snapshot\(s\), \d+ bytes; (\d+) already present\n$/.exec(resumed.stdout);
     expect(m, resumed.stdout).not.toBeNull();
@@ -382,81 +396,94 @@ describe('etcdbrctl copy killed with SIGKILL mid-copy', () => {
     expect(await listedContents(store)).toEqual(expected);
     expect((await dest.raw()).objects.sort()).toEqual([...expected.keys()].sort());
 
-    const third = await etcdbrctl(flags, dest.env);
+    const third = await etcdbrctl(flags, dest.env, undefined, STEP_LIMIT_MS);
     expect(third.code, third.stderr).toBe(0);
     expect(third.stdout).toBe(`Copied 0 snapshot(s), 0 bytes; ${expected.size} already present\n`);
   }
 
-  it('Local → Local: killed while objects are half-written, nothing partial is listed; a re-run completes, a third copies nothing', async () => {
-    const dir = await tempDir('copy-kill-local');
-    const source = join(dir, 'source');
-    const expected = await writeLargeSource(source);
-    const dest = join(dir, 'dest');
-    const v2 = join(dest, 'v2');
-    await mkdir(v2, { recursive: true });
-    const entries = async () => readdir(v2).catch(() => [] as string[]);
-    const isTemp = (name: string) => name.startsWith(LOCAL_TEMP_PREFIX);
-    await killMidCopyThenResume(source, expected, {
-      flags: ['--storage-provider=Local', `--store-container=${dest}`],
-      env: {},
-      open: () =>
-        openSnapStore({
-          provider: 'Local',
-          rootDir: dest,
-          container: dest,
-          prefix: 'v2',
-          maxParallelChunkUploads: 5,
-          minChunkSize: 5 * MiB,
-          tempDir: dir,
-        }),
-      async underWay() {
-        const names = await entries();
-        return names.some(isTemp) && names.some((n) => !isTemp(n));
-      },
-      // The half-written objects stay behind as hidden temp files, which no listing shows and nothing
-      // reads; the re-run writes those objects again under fresh temp names.
-      async raw() {
-        const names = await entries();
-        return { objects: names.filter((n) => !isTemp(n)), partial: names.filter(isTemp) };
-      },
-    });
-  });
+  it(
+    'Local → Local: killed while objects are half-written, nothing partial is listed; a re-run completes, a third copies nothing',
+    async () => {
+      const dir = await tempDir('copy-kill-local');
+      const source = join(dir, 'source');
+      const expected = await writeLargeSource(source);
+      const dest = join(dir, 'dest');
+      const v2 = join(dest, 'v2');
+      await mkdir(v2, { recursive: true });
+      const entries = async () => readdir(v2).catch(() => [] as string[]);
+      const isTemp = (name: string) => name.startsWith(LOCAL_TEMP_PREFIX);
+      await killMidCopyThenResume(source, expected, {
+        flags: ['--storage-provider=Local', `--store-container=${dest}`],
+        env: {},
+        open: () =>
+          openSnapStore({
+            provider: 'Local',
+            rootDir: dest,
+            container: dest,
+            prefix: 'v2',
+            maxParallelChunkUploads: 5,
+            minChunkSize: 5 * MiB,
+            tempDir: dir,
+          }),
+        async underWay() {
+          const names = await entries();
+          return names.some(isTemp) && names.some((n) => !isTemp(n));
+        },
+        // The half-written objects stay behind as hidden temp files, which no listing shows and nothing
+        // reads; the re-run writes those objects again under fresh temp names.
+        async raw() {
+          const names = await entries();
+          return { objects: names.filter((n) => !isTemp(n)), partial: names.filter(isTemp) };
+        },
+      });
+    },
+    KILL_TEST_TIMEOUT_MS,
+  );
 
-  it('Local → S3: killed with a multipart upload in flight, nothing partial is listed; a re-run completes, a third copies nothing', async () => {
-    const dir = await tempDir('copy-kill-s3');
-    const source = join(dir, 'source');
-    const expected = await writeLargeSource(source);
-    const s3 = await startS3rver({ bucket: 'dest' });
-    cleanups.push(() => s3.stop());
-    const credentials = { accessKeyID: S3RVER_ACCESS_KEY, secretAccessKey: S3RVER_SECRET_KEY, region: 'us-east-1', s3ForcePathStyle: true };
-    await writeFile(join(dir, 's3.json'), JSON.stringify(credentials));
-    // s3rver has no ListMultipartUploads; its data directory shows unfinished uploads and their parts.
-    const rawKeys = async () => {
-      const keys = await s3.rawKeys();
-      return {
-        objects: keys.filter((k) => !k.includes(UPLOAD_PART_MARKER)).map((k) => k.replace(/^v2\//, '')),
-        partial: keys.filter((k) => k.includes(UPLOAD_PART_MARKER)),
+  it(
+    'Local → S3: killed with a multipart upload in flight, nothing partial is listed; a re-run completes, a third copies nothing',
+    async () => {
+      const dir = await tempDir('copy-kill-s3');
+      const source = join(dir, 'source');
+      const expected = await writeLargeSource(source);
+      const s3 = await startS3rver({ bucket: 'dest' });
+      cleanups.push(() => s3.stop());
+      const credentials = {
+        accessKeyID: S3RVER_ACCESS_KEY,
+        secretAccessKey: S3RVER_SECRET_KEY,
+        region: 'us-east-1',
+        s3ForcePathStyle: true,
       };
-    };
-    await killMidCopyThenResume(source, expected, {
-      flags: ['--storage-provider=S3', '--store-container=dest', `--store-endpoint-override=${s3.endpoint}`],
-      env: { AWS_APPLICATION_CREDENTIALS_JSON: join(dir, 's3.json') },
-      open: () =>
-        openSnapStore({
-          provider: 'S3',
-          container: 'dest',
-          prefix: 'v2',
-          endpointOverride: s3.endpoint,
-          maxParallelChunkUploads: 5,
-          minChunkSize: 5 * MiB,
-          tempDir: dir,
-          credentials,
-        }),
-      async underWay() {
-        const { objects, partial } = await rawKeys();
-        return objects.length > 0 && partial.some((k) => k.includes('/part='));
-      },
-      raw: rawKeys,
-    });
-  });
+      await writeFile(join(dir, 's3.json'), JSON.stringify(credentials));
+      // s3rver has no ListMultipartUploads; its data directory shows unfinished uploads and their parts.
+      const rawKeys = async () => {
+        const keys = await s3.rawKeys();
+        return {
+          objects: keys.filter((k) => !k.includes(UPLOAD_PART_MARKER)).map((k) => k.replace(/^v2\//, '')),
+          partial: keys.filter((k) => k.includes(UPLOAD_PART_MARKER)),
+        };
+      };
+      await killMidCopyThenResume(source, expected, {
+        flags: ['--storage-provider=S3', '--store-container=dest', `--store-endpoint-override=${s3.endpoint}`],
+        env: { AWS_APPLICATION_CREDENTIALS_JSON: join(dir, 's3.json') },
+        open: () =>
+          openSnapStore({
+            provider: 'S3',
+            container: 'dest',
+            prefix: 'v2',
+            endpointOverride: s3.endpoint,
+            maxParallelChunkUploads: 5,
+            minChunkSize: 5 * MiB,
+            tempDir: dir,
+            credentials,
+          }),
+        async underWay() {
+          const { objects, partial } = await rawKeys();
+          return objects.length > 0 && partial.some((k) => k.includes('/part='));
+        },
+        raw: rawKeys,
+      });
+    },
+    KILL_TEST_TIMEOUT_MS,
+  );
 });
