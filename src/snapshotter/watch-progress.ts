@@ -37,21 +37,28 @@ export class WatchProgress {
   async catchUp(client: EtcdClient, boundMs: number): Promise<CatchUpResult> {
     let timer: NodeJS.Timeout | undefined;
     let target: number | undefined;
+    let settled = false;
+    let mine: { revision: number; resolve: () => void } | undefined;
     const bound = new Promise<false>((resolve) => {
       timer = setTimeout(() => resolve(false), boundMs);
       timer.unref();
     });
     const caughtUp = (async () => {
       target = await client.currentRevision(boundMs).catch(() => undefined);
-      if (target === undefined) return false;
+      if (target === undefined || settled) return false;
       if (target <= this.watchedRevision) return true;
       const wanted = target;
-      await new Promise<void>((resolve) => this.waiters.push({ revision: wanted, resolve }));
+      await new Promise<void>((resolve) => {
+        mine = { revision: wanted, resolve };
+        this.waiters.push(mine);
+      });
       return true;
     })();
     const reached = await Promise.race([caughtUp, bound]);
+    settled = true;
     clearTimeout(timer);
-    this.waiters = [];
+    // Only this call's waiter: on-demand deltas and a stop may be waiting at the same time.
+    this.waiters = this.waiters.filter((w) => w !== mine);
     return { reached, target, watched: this.watchedRevision };
   }
 }

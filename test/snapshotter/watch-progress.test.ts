@@ -27,6 +27,16 @@ describe('WatchProgress.catchUp', () => {
     expect(await waiting).toEqual({ reached: true, target: 15, watched: 15 });
   });
 
+  it("two catch-ups at once each get their answer: one ending does not drop the other's wait", async () => {
+    const p = new WatchProgress();
+    p.reset(10);
+    const short = p.catchUp(etcdAt(12), 5);
+    const long = p.catchUp(etcdAt(12), 60_000);
+    expect(await short).toMatchObject({ reached: false });
+    p.reached(12);
+    expect(await long).toEqual({ reached: true, target: 12, watched: 12 });
+  });
+
   it('gives up at its bound and says how far the watch got', async () => {
     const p = new WatchProgress();
     p.reset(10);
